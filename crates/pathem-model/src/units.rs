@@ -1,0 +1,449 @@
+//! Values with units as people type them: durations, rates, sizes, queue limits, probabilities.
+//!
+//! Every parser returns a [`UnitError`] that names the bad value and says what is accepted, so
+//! the CLI and the config loader can report it on one line. The same `FromStr` serves flags and
+//! TOML (through `Deserialize`), so both accept exactly the same spellings.
+
+use crate::time::Nanos;
+use serde::de::{self, Deserializer, Visitor};
+use std::fmt;
+use std::str::FromStr;
+
+/// A value that does not parse as the quantity asked for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{value}` {reason}; accepted: {accepted}")]
+pub struct UnitError {
+    pub value: String,
+    pub reason: String,
+    pub accepted: &'static str,
+}
+
+impl UnitError {
+    fn new(value: &str, reason: impl Into<String>, accepted: &'static str) -> UnitError {
+        UnitError {
+            value: value.to_string(),
+            reason: reason.into(),
+            accepted,
+        }
+    }
+}
+
+const DURATION_ACCEPTED: &str = "a number with unit ns, us, ms or s (e.g. 10ms, 2.5us)";
+const RATE_ACCEPTED: &str =
+    "a number above 0 with unit bit, kbit, mbit, gbit (also k, m, g, bps, kbps, mbps, gbps; powers of 1000), e.g. 100mbit";
+const SIZE_ACCEPTED: &str =
+    "bytes, optionally with unit B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB, e.g. 64KB";
+const QUEUE_ACCEPTED: &str = "a size like 64KB or 1500B, or a frame count like 100pkt";
+const PROB_ACCEPTED: &str = "a percentage like 1% or a fraction from 0 to 1 like 0.01";
+
+/// Splits `"10.5ms"` into `(10.5, "ms")`; the unit is lower-cased.
+fn split_number(s: &str, accepted: &'static str) -> Result<(f64, String), UnitError> {
+    let t = s.trim();
+    if t.is_empty() {
+        return Err(UnitError::new(s, "is empty", accepted));
+    }
+    let end = t
+        .char_indices()
+        .find(|&(i, c)| {
+            !(c.is_ascii_digit()
+                || c == '.'
+                || ((c == '-' || c == '+') && (i == 0 || t[..i].ends_with(['e', 'E'])))
+                || ((c == 'e' || c == 'E')
+                    && i > 0
+                    && t[i + 1..]
+                        .starts_with(|n: char| n.is_ascii_digit() || n == '-' || n == '+')))
+        })
+        .map_or(t.len(), |(i, _)| i);
+    let (num, unit) = t.split_at(end);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| UnitError::new(s, "does not start with a number", accepted))?;
+    if v.is_nan() || v.is_infinite() {
+        return Err(UnitError::new(s, "is not a finite number", accepted));
+    }
+    if v < 0.0 {
+        return Err(UnitError::new(s, "is negative", accepted));
+    }
+    Ok((v, unit.trim().to_ascii_lowercase()))
+}
+
+fn to_u64(s: &str, v: f64, accepted: &'static str) -> Result<u64, UnitError> {
+    let r = v.round();
+    if r >= u64::MAX as f64 {
+        return Err(UnitError::new(s, "is too large", accepted));
+    }
+    Ok(r as u64)
+}
+
+/// Parses a duration such as `10ms`, `2.5us`, `1s`, `250ns`. A unit is required.
+pub fn parse_duration(s: &str) -> Result<Nanos, UnitError> {
+    let (v, unit) = split_number(s, DURATION_ACCEPTED)?;
+    let scale = match unit.as_str() {
+        "ns" => 1.0,
+        "us" | "µs" | "usec" => 1e3,
+        "ms" | "msec" => 1e6,
+        "s" | "sec" => 1e9,
+        "" => return Err(UnitError::new(s, "has no unit", DURATION_ACCEPTED)),
+        _ => {
+            return Err(UnitError::new(
+                s,
+                format!("has unknown unit `{unit}`"),
+                DURATION_ACCEPTED,
+            ))
+        }
+    };
+    Ok(Nanos(to_u64(s, v * scale, DURATION_ACCEPTED)?))
+}
+
+/// A duration as typed by the user; parses with [`parse_duration`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Duration(pub Nanos);
+
+impl FromStr for Duration {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Self, UnitError> {
+        parse_duration(s).map(Duration)
+    }
+}
+
+/// A bit rate in bits per second (never zero).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Rate(pub u64);
+
+impl Rate {
+    pub fn bits_per_sec(self) -> u64 {
+        self.0
+    }
+    pub fn bytes_per_sec(self) -> u64 {
+        self.0 / 8
+    }
+}
+
+impl FromStr for Rate {
+    type Err = UnitError;
+    /// `bps`-style units mean bits per second here, as people type them (tc's `bps` means
+    /// bytes per second; pathem does not follow it, see the README).
+    fn from_str(s: &str) -> Result<Self, UnitError> {
+        let (v, unit) = split_number(s, RATE_ACCEPTED)?;
+        let scale = match unit.as_str() {
+            "bit" | "bps" | "b/s" | "bit/s" => 1.0,
+            "k" | "kbit" | "kbps" | "kb/s" | "kbit/s" => 1e3,
+            "m" | "mbit" | "mbps" | "mb/s" | "mbit/s" => 1e6,
+            "g" | "gbit" | "gbps" | "gb/s" | "gbit/s" => 1e9,
+            "t" | "tbit" | "tbps" | "tb/s" | "tbit/s" => 1e12,
+            "" => return Err(UnitError::new(s, "has no unit", RATE_ACCEPTED)),
+            _ => {
+                return Err(UnitError::new(
+                    s,
+                    format!("has unknown unit `{unit}`"),
+                    RATE_ACCEPTED,
+                ))
+            }
+        };
+        let bits = to_u64(s, v * scale, RATE_ACCEPTED)?;
+        if bits == 0 {
+            return Err(UnitError::new(s, "is zero", RATE_ACCEPTED));
+        }
+        Ok(Rate(bits))
+    }
+}
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (div, unit) in [
+            (1_000_000_000, "gbit"),
+            (1_000_000, "mbit"),
+            (1_000, "kbit"),
+        ] {
+            if self.0 % div == 0 {
+                return write!(f, "{}{unit}", self.0 / div);
+            }
+        }
+        write!(f, "{}bit", self.0)
+    }
+}
+
+/// A number of bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Size(pub u64);
+
+fn parse_size_unit(
+    s: &str,
+    v: f64,
+    unit: &str,
+    accepted: &'static str,
+) -> Result<Option<u64>, UnitError> {
+    let scale = match unit {
+        "" | "b" | "byte" | "bytes" => 1.0,
+        "kb" | "k" => 1e3,
+        "mb" | "m" => 1e6,
+        "gb" | "g" => 1e9,
+        "kib" => 1024.0,
+        "mib" => 1024.0 * 1024.0,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        _ => return Ok(None),
+    };
+    to_u64(s, v * scale, accepted).map(Some)
+}
+
+impl FromStr for Size {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Self, UnitError> {
+        let (v, unit) = split_number(s, SIZE_ACCEPTED)?;
+        match parse_size_unit(s, v, &unit, SIZE_ACCEPTED)? {
+            Some(b) => Ok(Size(b)),
+            None => Err(UnitError::new(
+                s,
+                format!("has unknown unit `{unit}`"),
+                SIZE_ACCEPTED,
+            )),
+        }
+    }
+}
+
+/// A limit on what a queue may hold: bytes of frames, or a number of frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueLimit {
+    Bytes(u64),
+    Packets(u64),
+}
+
+impl FromStr for QueueLimit {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Self, UnitError> {
+        let (v, unit) = split_number(s, QUEUE_ACCEPTED)?;
+        let limit = match unit.as_str() {
+            "pkt" | "pkts" | "p" | "packet" | "packets" | "frame" | "frames" => {
+                if v.fract() != 0.0 {
+                    return Err(UnitError::new(
+                        s,
+                        "is not a whole number of frames",
+                        QUEUE_ACCEPTED,
+                    ));
+                }
+                QueueLimit::Packets(to_u64(s, v, QUEUE_ACCEPTED)?)
+            }
+            _ => match parse_size_unit(s, v, &unit, QUEUE_ACCEPTED)? {
+                Some(b) => QueueLimit::Bytes(b),
+                None => {
+                    return Err(UnitError::new(
+                        s,
+                        format!("has unknown unit `{unit}`"),
+                        QUEUE_ACCEPTED,
+                    ))
+                }
+            },
+        };
+        if matches!(limit, QueueLimit::Bytes(0) | QueueLimit::Packets(0)) {
+            return Err(UnitError::new(
+                s,
+                "is zero (the queue could hold nothing)",
+                QUEUE_ACCEPTED,
+            ));
+        }
+        Ok(limit)
+    }
+}
+
+/// A probability in `[0, 1]`.
+#[derive(Clone, Copy, Debug, PartialEq, PartialOrd, Default)]
+pub struct Probability(f64);
+
+impl Probability {
+    pub const ZERO: Probability = Probability(0.0);
+    pub const ONE: Probability = Probability(1.0);
+
+    /// `None` when `p` is outside `[0, 1]` or NaN.
+    pub fn new(p: f64) -> Option<Probability> {
+        (0.0..=1.0).contains(&p).then_some(Probability(p))
+    }
+    pub fn get(self) -> f64 {
+        self.0
+    }
+    /// The 64-bit threshold `t` such that a uniform `u64` below `t` happens with this
+    /// probability (to within 2^-64); one compare per decision instead of a float draw.
+    pub fn threshold(self) -> u64 {
+        if self.0 >= 1.0 {
+            u64::MAX
+        } else {
+            (self.0 * 18_446_744_073_709_551_616.0) as u64
+        }
+    }
+}
+
+impl FromStr for Probability {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Self, UnitError> {
+        let (v, unit) = split_number(s, PROB_ACCEPTED)?;
+        let p = match unit.as_str() {
+            "%" => v / 100.0,
+            "" => {
+                if v > 1.0 {
+                    return Err(UnitError::new(
+                        s,
+                        format!("is above 1 (100%); write {v}% for {v} percent"),
+                        PROB_ACCEPTED,
+                    ));
+                }
+                v
+            }
+            _ => {
+                return Err(UnitError::new(
+                    s,
+                    format!("has unknown unit `{unit}`"),
+                    PROB_ACCEPTED,
+                ))
+            }
+        };
+        Probability::new(p).ok_or_else(|| UnitError::new(s, "is above 100%", PROB_ACCEPTED))
+    }
+}
+
+impl fmt::Display for Probability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}%", self.0 * 100.0)
+    }
+}
+
+/// Deserializes any `FromStr` type from a TOML string, or from a number written without quotes
+/// (which then goes through the same parser, so `loss = 0.01` and `overhead = 24` work).
+struct FromStrVisitor<T>(std::marker::PhantomData<T>);
+
+impl<T> Visitor<'_> for FromStrVisitor<T>
+where
+    T: FromStr<Err = UnitError>,
+{
+    type Value = T;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string with a unit, or a number")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
+        v.parse().map_err(E::custom)
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<T, E> {
+        self.visit_str(&v.to_string())
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<T, E> {
+        self.visit_str(&v.to_string())
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<T, E> {
+        self.visit_str(&v.to_string())
+    }
+}
+
+/// Implements `Deserialize` for types whose `FromStr` is the single source of truth.
+#[macro_export]
+macro_rules! deserialize_from_str {
+    ($($t:ty),* $(,)?) => {$(
+        impl<'de> serde::Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                $crate::units::deserialize_via_from_str(d)
+            }
+        }
+    )*};
+}
+
+/// The function behind [`deserialize_from_str!`].
+pub fn deserialize_via_from_str<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: FromStr<Err = UnitError>,
+{
+    d.deserialize_any(FromStrVisitor(std::marker::PhantomData))
+}
+
+deserialize_from_str!(Duration, Rate, Size, QueueLimit, Probability);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10ms"), Ok(Nanos::from_millis(10)));
+        assert_eq!(parse_duration("2.5us"), Ok(Nanos(2500)));
+        assert_eq!(parse_duration("1s"), Ok(Nanos::from_secs(1)));
+        assert_eq!(parse_duration(" 7ns "), Ok(Nanos(7)));
+        assert_eq!(parse_duration("0ms"), Ok(Nanos(0)));
+        assert_eq!(parse_duration("1e3us"), Ok(Nanos::from_millis(1)));
+        for bad in [
+            "", "10", "10q", "-1ms", "NaNms", "nan", "ms", "infs", "1e30s",
+        ] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(e.to_string().contains("accepted"), "{bad}: {e}");
+        }
+        assert!(parse_duration("10q")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown unit `q`"));
+        assert!(parse_duration("-1ms")
+            .unwrap_err()
+            .to_string()
+            .contains("negative"));
+    }
+
+    #[test]
+    fn rates() {
+        assert_eq!("100mbit".parse(), Ok(Rate(100_000_000)));
+        assert_eq!("100Mbps".parse(), Ok(Rate(100_000_000)));
+        assert_eq!("1.5g".parse(), Ok(Rate(1_500_000_000)));
+        assert_eq!("64kbit".parse(), Ok(Rate(64_000)));
+        assert_eq!("9600bit".parse(), Ok(Rate(9600)));
+        for bad in ["0mbit", "100", "100furlong", "-5mbit", ""] {
+            assert!(bad.parse::<Rate>().is_err(), "{bad}");
+        }
+        assert_eq!(Rate(100_000_000).to_string(), "100mbit");
+    }
+
+    #[test]
+    fn sizes_and_queues() {
+        assert_eq!("64KB".parse(), Ok(Size(64_000)));
+        assert_eq!("64KiB".parse(), Ok(Size(65_536)));
+        assert_eq!("1500".parse(), Ok(Size(1500)));
+        assert_eq!("2MiB".parse(), Ok(Size(2 << 20)));
+        assert_eq!("100pkt".parse(), Ok(QueueLimit::Packets(100)));
+        assert_eq!("64KB".parse(), Ok(QueueLimit::Bytes(64_000)));
+        for bad in ["0pkt", "1.5pkt", "10parsecs", "-1KB", "0B"] {
+            assert!(bad.parse::<QueueLimit>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn probabilities() {
+        assert_eq!("1%".parse::<Probability>().unwrap().get(), 0.01);
+        assert_eq!("0.01".parse::<Probability>().unwrap().get(), 0.01);
+        assert_eq!("100%".parse::<Probability>().unwrap().get(), 1.0);
+        assert_eq!("0".parse::<Probability>().unwrap().get(), 0.0);
+        for bad in ["101%", "1.5", "5", "-1%", "x", "", "NaN", "3‰"] {
+            assert!(bad.parse::<Probability>().is_err(), "{bad}");
+        }
+        assert!("5"
+            .parse::<Probability>()
+            .unwrap_err()
+            .to_string()
+            .contains("5%"));
+        assert_eq!(Probability::ONE.threshold(), u64::MAX);
+        assert_eq!(Probability::ZERO.threshold(), 0);
+        assert_eq!(Probability::new(0.5).unwrap().threshold(), 1 << 63);
+    }
+
+    #[test]
+    fn deserialize_from_toml_values() {
+        #[derive(serde::Deserialize)]
+        struct T {
+            a: Duration,
+            b: Probability,
+            c: Size,
+            d: Probability,
+        }
+        let v: T = toml::from_str("a = '5ms'\nb = 0.25\nc = 1500\nd = '3%'").unwrap();
+        assert_eq!(v.a.0, Nanos::from_millis(5));
+        assert_eq!(v.b.get(), 0.25);
+        assert_eq!(v.c, Size(1500));
+        assert_eq!(v.d.get(), 0.03);
+        let e = toml::from_str::<T>("a = '5q'\nb = 0.25\nc = 1500\nd = 0")
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("unknown unit `q`"), "{e}");
+    }
+}
