@@ -1,1 +1,33 @@
+//! pathem's ports: where frames come from and where they go.
+//!
+//! Every backend is one module behind the burst traits of [`port`]:
+//! - [`pcap`]: offline, a classic pcap capture in (micro- or nanosecond, either byte order),
+//!   a nanosecond pcap out whose timestamps are the release times;
+//! - [`mem`]: a synthetic generator and a counting sink, to measure the engine alone.
+//!
+//! Ports know nothing of impairments; they move bytes and say when they next have work.
 
+pub mod mem;
+pub mod pcap;
+pub mod port;
+
+pub use port::{PollAt, RxFrame, RxPort, TxPort};
+
+use std::path::PathBuf;
+
+/// A port that could not be opened, read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file could not be opened or created.
+    #[error("cannot open {}: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A capture is not one pathem can read.
+    #[error("{}: {reason}", path.display())]
+    Format { path: PathBuf, reason: String },
+    /// Writing a capture failed (disk full, I/O error).
+    #[error("cannot write {}: {reason}", path.display())]
+    Write { path: PathBuf, reason: String },
+}

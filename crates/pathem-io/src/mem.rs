@@ -1,0 +1,217 @@
+//! In-memory ports: a synthetic frame generator and a counting sink.
+//!
+//! They measure the engine alone (as TLEM did on netmap pipes): the generator hands out one
+//! prepared frame again and again, either as fast as the engine takes it or on an exact
+//! schedule, and the sink only counts.
+
+use crate::port::{PollAt, RxFrame, RxPort, TxPort};
+use crate::Error;
+use pathem_model::Nanos;
+
+/// Builds an Ethernet/IPv4/UDP frame of `size` bytes (without FCS) whose payload starts with
+/// `seq` (big-endian). Frames shorter than the headers are an Ethernet header and zeros.
+pub fn udp_frame(size: usize, seq: u64) -> Vec<u8> {
+    let mut f = vec![0u8; size.max(14)];
+    f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
+    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    if size < 42 {
+        f.truncate(size.max(14));
+        return f;
+    }
+    let ip_len = (size - 14) as u16;
+    let ip = &mut f[14..34];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
+    ip[8] = 64; // TTL
+    ip[9] = 17; // UDP
+    ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
+    ip[16..20].copy_from_slice(&[10, 0, 0, 2]);
+    let sum = ipv4_checksum(ip);
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    let udp = &mut f[34..42];
+    udp[0..2].copy_from_slice(&9u16.to_be_bytes());
+    udp[2..4].copy_from_slice(&9u16.to_be_bytes());
+    udp[4..6].copy_from_slice(&(ip_len - 20).to_be_bytes());
+    let seq_bytes = seq.to_be_bytes();
+    let n = (size - 42).min(8);
+    f[42..42 + n].copy_from_slice(&seq_bytes[..n]);
+    f
+}
+
+/// The IPv4 header checksum (RFC 1071) of `header` with its checksum field taken as zero.
+pub fn ipv4_checksum(header: &[u8]) -> u16 {
+    let mut sum: u32 = 0;
+    for (i, pair) in header.chunks(2).enumerate() {
+        if i == 5 {
+            continue;
+        }
+        let word = u16::from_be_bytes([pair[0], *pair.get(1).unwrap_or(&0)]);
+        sum += u32::from(word);
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// How the generator spaces its frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pace {
+    /// Every frame is available at once; each burst is stamped with the time it was taken.
+    AsFastAsPossible,
+    /// `pps` frames per second on an exact schedule starting at the first poll.
+    PerSecond(u64),
+}
+
+/// A generator of `count` identical frames.
+pub struct MemSource {
+    frame: Vec<u8>,
+    remaining: u64,
+    pace: Pace,
+    start: Option<Nanos>,
+    sent: u64,
+}
+
+impl MemSource {
+    pub fn new(count: u64, size: usize, pace: Pace) -> MemSource {
+        MemSource {
+            frame: udp_frame(size, 0),
+            remaining: count,
+            pace,
+            start: None,
+            sent: 0,
+        }
+    }
+
+    fn scheduled(&self, index: u64, start: Nanos, pps: u64) -> Nanos {
+        start + Nanos((u128::from(index) * 1_000_000_000 / u128::from(pps)) as u64)
+    }
+}
+
+impl RxPort for MemSource {
+    #[inline]
+    fn recv_burst<F: FnMut(RxFrame<'_>)>(
+        &mut self,
+        now: Nanos,
+        max: usize,
+        mut f: F,
+    ) -> Result<usize, Error> {
+        let n = match self.pace {
+            Pace::AsFastAsPossible => {
+                let n = (max as u64).min(self.remaining);
+                let frame = RxFrame {
+                    arrival: now,
+                    wire_len: self.frame.len() as u32,
+                    data: &self.frame,
+                };
+                for _ in 0..n {
+                    f(frame);
+                }
+                n
+            }
+            Pace::PerSecond(pps) => {
+                let start = *self.start.get_or_insert(now);
+                let mut n = 0;
+                while n < (max as u64).min(self.remaining) {
+                    let at = self.scheduled(self.sent + n, start, pps);
+                    if at > now {
+                        break;
+                    }
+                    f(RxFrame {
+                        arrival: at,
+                        wire_len: self.frame.len() as u32,
+                        data: &self.frame,
+                    });
+                    n += 1;
+                }
+                n
+            }
+        };
+        self.remaining -= n;
+        self.sent += n;
+        Ok(n as usize)
+    }
+
+    fn poll_at(&self) -> PollAt {
+        if self.remaining == 0 {
+            return PollAt::Ended;
+        }
+        match (self.pace, self.start) {
+            (Pace::PerSecond(pps), Some(start)) => {
+                PollAt::At(self.scheduled(self.sent, start, pps))
+            }
+            _ => PollAt::Now,
+        }
+    }
+}
+
+/// A sink that counts what it is given.
+#[derive(Debug, Default, Clone)]
+pub struct MemSink {
+    pub frames: u64,
+    pub bytes: u64,
+    pub first_release: Option<Nanos>,
+    pub last_release: Nanos,
+}
+
+impl TxPort for MemSink {
+    #[inline]
+    fn send(&mut self, release: Nanos, _wire_len: u32, data: &[u8]) -> bool {
+        self.frames += 1;
+        self.bytes += data.len() as u64;
+        self.first_release.get_or_insert(release);
+        self.last_release = release;
+        true
+    }
+
+    fn flush(&mut self) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn udp_frame_is_well_formed() {
+        let f = udp_frame(64, 7);
+        assert_eq!(f.len(), 64);
+        assert_eq!(ipv4_checksum(&f[14..34]).to_be_bytes(), [f[24], f[25]]);
+        assert_eq!(u16::from_be_bytes([f[16], f[17]]), 50);
+        assert_eq!(u64::from_be_bytes(f[42..50].try_into().unwrap()), 7);
+        assert_eq!(udp_frame(20, 1).len(), 20);
+        assert_eq!(udp_frame(3, 1).len(), 14);
+    }
+
+    #[test]
+    fn paced_source_is_exact_and_ends() {
+        let mut src = MemSource::new(5, 60, Pace::PerSecond(3));
+        let mut got = Vec::new();
+        let mut now = Nanos(1_000);
+        while src.poll_at() != PollAt::Ended {
+            src.recv_burst(now, 2, |f| got.push(f.arrival)).unwrap();
+            if let PollAt::At(t) = src.poll_at() {
+                now = t;
+            }
+        }
+        let want: Vec<Nanos> = (0..5u64)
+            .map(|i| Nanos(1_000 + i * 1_000_000_000 / 3))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn fast_source_stamps_the_burst_time() {
+        let mut src = MemSource::new(3, 60, Pace::AsFastAsPossible);
+        let mut got = Vec::new();
+        assert_eq!(
+            src.recv_burst(Nanos(9), 32, |f| got.push(f.arrival))
+                .unwrap(),
+            3
+        );
+        assert_eq!(got, vec![Nanos(9); 3]);
+        assert_eq!(src.poll_at(), PollAt::Ended);
+    }
+}

@@ -1,0 +1,58 @@
+//! The burst interface every port implements.
+//!
+//! Receiving hands each frame to a closure while it still sits in the port's own buffer (a
+//! UMEM frame, a packet-mmap slot, a file buffer), so the engine copies it exactly once, into
+//! its delay line. Sending takes a borrowed frame; the port copies it into its transmit
+//! buffer. Nothing on this path allocates, and nothing returns a `Result` per frame: a port
+//! that fails keeps its first error and reports it from [`TxPort::flush`] or `recv_burst`.
+
+use pathem_model::Nanos;
+
+/// One received frame, borrowed from the port.
+#[derive(Clone, Copy, Debug)]
+pub struct RxFrame<'a> {
+    /// When the frame arrived (capture timestamp offline, receive timestamp live).
+    pub arrival: Nanos,
+    /// Its length on the wire (the original length if the capture cut it).
+    pub wire_len: u32,
+    /// The bytes the port holds (all of them, or the captured part).
+    pub data: &'a [u8],
+}
+
+/// When a port next has something to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PollAt {
+    /// Frames are waiting now.
+    Now,
+    /// The next frame is known to arrive at this instant (offline and synthetic sources).
+    At(Nanos),
+    /// Nothing known: a live port that is polled or waited on.
+    Unknown,
+    /// The source is exhausted and will never deliver again.
+    Ended,
+}
+
+/// The receiving half of a port.
+pub trait RxPort {
+    /// Delivers up to `max` frames that have arrived by `now` to `f`, returning how many.
+    fn recv_burst<F: FnMut(RxFrame<'_>)>(
+        &mut self,
+        now: Nanos,
+        max: usize,
+        f: F,
+    ) -> Result<usize, crate::Error>;
+
+    /// When this port next has frames for the engine.
+    fn poll_at(&self) -> PollAt;
+}
+
+/// The transmitting half of a port.
+pub trait TxPort {
+    /// Queues one frame for transmission; `release` is the instant the engine released it.
+    /// Returns false when the port cannot take it now (its ring is full); the engine then
+    /// keeps the frame and tries again later.
+    fn send(&mut self, release: Nanos, wire_len: u32, data: &[u8]) -> bool;
+
+    /// Pushes what `send` queued towards the wire and reports a failure since the last call.
+    fn flush(&mut self) -> Result<(), crate::Error>;
+}
