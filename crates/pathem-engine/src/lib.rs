@@ -1,1 +1,21 @@
+//! pathem's engine: the stages, the delay line, the clocks, the counters.
+//!
+//! ```text
+//!  rx port ─► Ingress ──────────────────────────────► delay line ─► Egress ─► tx port
+//!             fate = Path::process(meta, now, rng)     (SPSC byte    release when
+//!             police → link → loss → delay → dup/corr   ring of       now ≥ release,
+//!             copy frame + release time, once           records)      never early
+//! ```
+//! One enqueue and one dequeue per frame: ingress computes everything, egress only compares
+//! times. A [`pipeline::Pipeline`] is one direction; [`pipeline::run`] polls pipelines on one
+//! thread with one clock read per round, virtual (offline) or real (live).
 
+pub mod clock;
+pub mod delay_line;
+pub mod pipeline;
+pub mod stage;
+pub mod stats;
+
+pub use clock::{Clock, MonotonicClock, VirtualClock};
+pub use pipeline::{delay_line_size, run, EngineConfig, Error, Next, Pipeline, Task};
+pub use stats::{Counters, Stats};

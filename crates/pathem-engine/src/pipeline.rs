@@ -1,0 +1,222 @@
+//! A direction as a task, and the loop that runs tasks on one thread.
+//!
+//! [`Pipeline`] joins a receive port, the two stages and a transmit port. [`run`] polls its
+//! tasks, each time with one `now` read from the clock, and then waits until the earliest
+//! instant any task asked for. With a virtual clock that is a discrete-event simulation; with
+//! a real clock the same loop forwards live traffic. Offline and live drive the same code.
+
+use crate::clock::Clock;
+use crate::delay_line::{delay_line, record_size};
+use crate::stage::{Egress, Ingress};
+use crate::stats::Counters;
+use pathem_io::{PollAt, RxPort, TxPort};
+use pathem_model::link::ETHERNET_OVERHEAD;
+use pathem_model::units::{QueueLimit, Rate};
+use pathem_model::{Nanos, Path, PathConfig, Rng};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Frames taken from a receive port in one poll.
+pub const RX_BURST: usize = 32;
+
+/// A failure that stops the engine.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A port failed (a capture could not be read or written).
+    #[error(transparent)]
+    Port(#[from] pathem_io::Error),
+}
+
+/// What a task asks of the scheduler after a poll.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Poll again at once: work is waiting.
+    Now,
+    /// Poll again at this instant.
+    At(Nanos),
+    /// Poll again soon; when is not known (live ports).
+    Soon,
+    /// Done: nothing will ever come.
+    Ended,
+}
+
+impl Next {
+    fn earliest(self, other: Next) -> Next {
+        use Next::*;
+        match (self, other) {
+            (Now, _) | (_, Now) => Now,
+            (At(a), At(b)) => At(a.min(b)),
+            (At(a), _) | (_, At(a)) => At(a),
+            (Soon, _) | (_, Soon) => Soon,
+            (Ended, Ended) => Ended,
+        }
+    }
+}
+
+/// Something the scheduler polls.
+pub trait Task {
+    fn poll(&mut self, now: Nanos) -> Result<Next, Error>;
+}
+
+/// How the engine sizes and bounds a direction.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Delay line size in bytes; `None` sizes it from the path.
+    pub buffer: Option<usize>,
+    /// Longest frame carried; longer ones are dropped as `oversize`.
+    pub max_frame: usize,
+    /// Rate assumed for the incoming line when the path has no rate of its own.
+    pub line_rate: Rate,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            buffer: None,
+            max_frame: 65_535,
+            line_rate: Rate(10_000_000_000),
+        }
+    }
+}
+
+/// Smallest delay line the engine makes on its own.
+pub const MIN_DELAY_LINE: usize = 4 << 20;
+/// Largest delay line the engine makes on its own (larger ones need `--buffer`).
+pub const MAX_DELAY_LINE: usize = 4 << 30;
+
+/// Bytes of delay line a path needs: everything that can be in flight at the bottleneck rate
+/// (or the line rate) for the longest delay, plus a full link queue (TLEM §4.6).
+pub fn delay_line_size(path: &PathConfig, engine: &EngineConfig) -> usize {
+    if let Some(b) = engine.buffer {
+        return b;
+    }
+    let (rate, overhead) = match &path.link {
+        Some(l) => (l.rate, l.overhead),
+        None => (engine.line_rate, ETHERNET_OVERHEAD),
+    };
+    let bytes_per_sec = rate.bits_per_sec() as f64 / 8.0;
+    // A record never takes more room than the frame's wire size once the overhead is at least
+    // the descriptor and its padding; with less overhead, scale up to stay safe.
+    let inflate = record_size(64) as f64 / (64.0 + f64::from(overhead)).max(1.0);
+    let in_delay = bytes_per_sec * path.delay.max_delay().as_secs_f64() * inflate.max(1.0);
+    let in_queue = match path.link.as_ref().and_then(|l| l.queue) {
+        Some(QueueLimit::Bytes(b)) => b as f64 * inflate.max(1.0),
+        Some(QueueLimit::Packets(n)) => n as f64 * record_size(engine.max_frame) as f64,
+        None => 0.0,
+    };
+    ((in_delay + in_queue) as usize).clamp(MIN_DELAY_LINE, MAX_DELAY_LINE)
+}
+
+/// One direction: receive port → ingress → delay line → egress → transmit port.
+pub struct Pipeline<R, T> {
+    pub rx: R,
+    pub tx: T,
+    ingress: Ingress,
+    egress: Egress,
+    counters: Arc<Counters>,
+    rx_ended: bool,
+    capacity: usize,
+}
+
+impl<R: RxPort, T: TxPort> Pipeline<R, T> {
+    pub fn new(
+        rx: R,
+        tx: T,
+        path: &PathConfig,
+        seed: u64,
+        engine: &EngineConfig,
+    ) -> Pipeline<R, T> {
+        let counters = Arc::new(Counters::default());
+        let (writer, reader) = delay_line(delay_line_size(path, engine), engine.max_frame);
+        let capacity = writer.capacity();
+        Pipeline {
+            rx,
+            tx,
+            ingress: Ingress::new(
+                Path::new(path),
+                Rng::seeded(seed),
+                writer,
+                counters.clone(),
+                engine.max_frame,
+            ),
+            egress: Egress::new(reader, counters.clone()),
+            counters,
+            rx_ended: false,
+            capacity,
+        }
+    }
+
+    /// The counters, shareable with a reporting thread.
+    pub fn counters(&self) -> &Arc<Counters> {
+        &self.counters
+    }
+
+    /// The delay line's capacity in bytes.
+    pub fn delay_line_capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Gives the ports back (to commit an output capture, read a sink's counts).
+    pub fn into_ports(self) -> (R, T) {
+        (self.rx, self.tx)
+    }
+}
+
+impl<R: RxPort, T: TxPort> Task for Pipeline<R, T> {
+    #[inline]
+    fn poll(&mut self, now: Nanos) -> Result<Next, Error> {
+        // Release what is due before taking new frames, so the delay line has its room back.
+        self.egress.release(now, &mut self.tx)?;
+        let mut next = Next::Ended;
+        if !self.rx_ended {
+            let ingress = &mut self.ingress;
+            self.rx.recv_burst(now, RX_BURST, |f| ingress.push(f))?;
+            next = match self.rx.poll_at() {
+                PollAt::Now => Next::Now,
+                PollAt::At(t) => Next::At(t),
+                PollAt::Unknown => Next::Soon,
+                PollAt::Ended => {
+                    self.rx_ended = true;
+                    Next::Ended
+                }
+            };
+            // Frames with no delay are due at once.
+            self.egress.release(now, &mut self.tx)?;
+        }
+        let out = match self.egress.next_release() {
+            Some(t) if t <= now => Next::Now,
+            Some(t) => Next::At(t),
+            None => Next::Ended,
+        };
+        Ok(next.earliest(out))
+    }
+}
+
+/// Polls `tasks` on this thread until all have ended or `stop` is set.
+pub fn run(
+    tasks: &mut [&mut dyn Task],
+    clock: &mut dyn Clock,
+    stop: &AtomicBool,
+) -> Result<(), Error> {
+    // How long to wait when no task knows when it next has work (live ports); it grows while
+    // nothing happens so an idle emulator sleeps, and shrinks back at once when work arrives.
+    let mut backoff = Nanos::ZERO;
+    const MAX_BACKOFF: Nanos = Nanos::from_micros(50);
+    while !stop.load(Ordering::Relaxed) {
+        let now = clock.now();
+        let mut next = Next::Ended;
+        for t in tasks.iter_mut() {
+            next = next.earliest(t.poll(now)?);
+        }
+        match next {
+            Next::Ended => return Ok(()),
+            Next::Now => backoff = Nanos::ZERO,
+            Next::At(t) => clock.wait_until(t),
+            Next::Soon => {
+                backoff = (backoff + Nanos::from_micros(1)).min(MAX_BACKOFF);
+                clock.wait_until(now + backoff);
+            }
+        }
+    }
+    Ok(())
+}
