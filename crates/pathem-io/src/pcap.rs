@@ -409,7 +409,7 @@ mod tests {
             v.extend_from_slice(&usec.to_be_bytes());
             v.extend_from_slice(&incl.to_be_bytes());
             v.extend_from_slice(&orig.to_be_bytes());
-            v.extend(std::iter::repeat(0xab).take(incl as usize));
+            v.extend(std::iter::repeat_n(0xab, incl as usize));
         }
         v
     }
@@ -431,7 +431,7 @@ mod tests {
         let check = |bytes: &[u8], want: &str| {
             let p = dir.path().join("bad.pcap");
             std::fs::write(&p, bytes).unwrap();
-            let e = read_capture(&p).err().expect("must fail").to_string();
+            let e = read_capture(&p).expect_err("must fail").to_string();
             assert!(e.contains(want), "{e:?} should say {want:?}");
         };
         check(b"", "shorter than a pcap header");

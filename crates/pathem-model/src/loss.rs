@@ -10,6 +10,26 @@ pub enum LossConfig {
     Random(Probability),
 }
 
+impl std::fmt::Display for LossConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LossConfig::Random(p) => write!(f, "random {p}"),
+        }
+    }
+}
+
+/// A loss model as typed on the command line: `P` or `random:P` (e.g. `1%`, `random:0.01`).
+impl std::str::FromStr for LossConfig {
+    type Err = crate::units::UnitError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim();
+        let body = t.strip_prefix("random:").unwrap_or(t);
+        body.parse::<Probability>().map(LossConfig::Random)
+    }
+}
+
+crate::deserialize_from_str!(LossConfig);
+
 /// A loss model with its state.
 #[derive(Clone, Debug)]
 pub enum Loss {

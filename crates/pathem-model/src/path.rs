@@ -84,6 +84,33 @@ pub struct PathConfig {
     pub delay: DelayConfig,
 }
 
+impl std::fmt::Display for PathConfig {
+    /// One line a person reads: `delay 10ms, loss random 1%, rate 100mbit (+24 B/frame), queue 64000 B`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = Vec::new();
+        if let Some(l) = &self.link {
+            parts.push(format!("rate {} (+{} B/frame)", l.rate, l.overhead));
+            match l.queue {
+                Some(crate::units::QueueLimit::Bytes(b)) => parts.push(format!("queue {b} B")),
+                Some(crate::units::QueueLimit::Packets(n)) => {
+                    parts.push(format!("queue {n} frames"))
+                }
+                None => parts.push("queue unbounded".into()),
+            }
+        }
+        if let Some(loss) = &self.loss {
+            parts.push(format!("loss {loss}"));
+        }
+        if self.delay.max_delay() > Nanos::ZERO {
+            parts.push(format!("delay {}", self.delay.base));
+        }
+        if parts.is_empty() {
+            return f.write_str("transparent (no impairment)");
+        }
+        f.write_str(&parts.join(", "))
+    }
+}
+
 impl PathConfig {
     /// True when the path changes nothing: frames leave as they arrived.
     pub fn is_transparent(&self) -> bool {

@@ -1,1 +1,96 @@
-fn main() {}
+//! `pathem`: the command-line front end of the path emulator.
+//!
+//! Exit codes: 0 success, 1 a run failed (unreadable capture, I/O error), 2 bad usage (a flag,
+//! a value or a config key that pathem does not accept). Every error is one line on stderr.
+
+mod bench;
+mod config;
+mod demo;
+mod replay;
+mod report;
+mod spec;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// pathem — a software network path emulator.
+///
+/// Forwards Ethernet frames and imposes, per direction, the properties of a chosen path:
+/// rate and queue, loss, delay. Reproducible with --seed.
+#[derive(Parser, Debug)]
+#[command(name = "pathem", version, about, long_about = None, max_term_width = 110)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Emulate a path offline: read IN.pcap, write OUT.pcap stamped with release times.
+    Replay(replay::ReplayArgs),
+    /// Measure the engine alone: synthetic frames through the real stages, real clock.
+    Bench(bench::BenchArgs),
+    /// Generate a small capture, replay it through a typical path, and show what happened.
+    Demo(demo::DemoArgs),
+}
+
+/// Bad usage: reported on one line, exit code 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// Wraps a message as a usage error.
+pub fn usage(msg: impl std::fmt::Display) -> anyhow::Error {
+    UsageError(msg.to_string()).into()
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                return ExitCode::SUCCESS;
+            }
+            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                let _ = e.print();
+                return ExitCode::from(2);
+            }
+            // clap's first line names the flag, the value and (through our parsers) what is
+            // accepted; the usage block after it is noise for scripts and people alike.
+            let text = e.render().to_string();
+            let line = text
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("error: bad arguments");
+            eprintln!("pathem: {}", line.trim_start_matches("error: "));
+            return ExitCode::from(2);
+        }
+    };
+    let result = match cli.command {
+        Command::Replay(args) => replay::main(args),
+        Command::Bench(args) => bench::main(args),
+        Command::Demo(args) => demo::main(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let code = if e.downcast_ref::<UsageError>().is_some() {
+                2
+            } else {
+                1
+            };
+            let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+            eprintln!("pathem: {}", msg.join(": ").replace('\n', " "));
+            ExitCode::from(code)
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! `pathem bench`: the engine alone, synthetic frames in and out of memory, real clock.
+//!
+//! Each round runs the configured path and, right after, the same frames with no impairment,
+//! so the two are compared on the same machine in the same state; the medians over the rounds
+//! are reported with their ratio. The time counted is busy time: the wall time of a run minus
+//! the time the engine slept waiting for the last delayed frames to fall due.
+
+use crate::spec::PathSpec;
+use crate::usage;
+use clap::Args;
+use pathem_engine::{run, Clock, EngineConfig, MonotonicClock, Pipeline, Stats};
+use pathem_io::mem::{MemSink, MemSource, Pace};
+use pathem_model::rng::direction_seed;
+use pathem_model::units::Rate;
+use pathem_model::PathConfig;
+use serde::Serialize;
+use std::sync::atomic::AtomicBool;
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub path: PathSpec,
+    /// Frames per run.
+    #[arg(long, value_name = "N", default_value_t = 10_000_000)]
+    pub packets: u64,
+    /// Frame size in bytes (without FCS).
+    #[arg(long, value_name = "BYTES", default_value_t = 64)]
+    pub size: usize,
+    /// Rounds; each round runs the path and the no-impairment baseline once.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub runs: usize,
+    /// Pin the benchmark thread to this CPU.
+    #[arg(long, value_name = "CPU")]
+    pub core: Option<usize>,
+    /// Seed of the random models.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub seed: u64,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Serialize, Debug)]
+struct BenchReport {
+    packets: u64,
+    size: usize,
+    runs: usize,
+    path: String,
+    mpps: f64,
+    ns_per_packet: f64,
+    baseline_mpps: f64,
+    baseline_ns_per_packet: f64,
+    /// Median cost with the path over median cost without it.
+    ratio: f64,
+    ns_per_packet_runs: Vec<f64>,
+    baseline_ns_per_packet_runs: Vec<f64>,
+    last_run: Stats,
+}
+
+/// One run: busy nanoseconds per offered frame, and the counters.
+fn measure(path: &PathConfig, args: &BenchArgs) -> anyhow::Result<(f64, Stats)> {
+    // The in-memory source is as fast as the engine: size the delay line for a fast line.
+    let engine = EngineConfig {
+        line_rate: Rate(100_000_000_000),
+        ..EngineConfig::default()
+    };
+    let src = MemSource::new(args.packets, args.size, Pace::AsFastAsPossible);
+    let mut pipe = Pipeline::new(
+        src,
+        MemSink::default(),
+        path,
+        direction_seed(args.seed, 0),
+        &engine,
+    );
+    let mut clock = MonotonicClock::new();
+    let t0 = clock.now();
+    run(&mut [&mut pipe], &mut clock, &AtomicBool::new(false))?;
+    let busy = (clock.now() - t0).saturating_sub(clock.idle());
+    Ok((
+        busy.as_nanos() as f64 / args.packets as f64,
+        pipe.counters().snapshot(),
+    ))
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+pub fn main(args: BenchArgs) -> anyhow::Result<()> {
+    if args.packets == 0 || args.runs == 0 || args.size < 14 {
+        return Err(usage(format!(
+            "--packets {} --runs {} --size {}: accepted: packets and runs above 0, size of at least 14 bytes",
+            args.packets, args.runs, args.size
+        )));
+    }
+    if let Some(cpu) = args.core {
+        let mut set = nix::sched::CpuSet::new();
+        set.set(cpu)
+            .map_err(|_| usage(format!("--core {cpu}: no such CPU")))?;
+        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
+            .map_err(|e| usage(format!("--core {cpu}: cannot pin to it ({e})")))?;
+    }
+    let path = args.path.to_config().map_err(usage)?;
+    let baseline = PathConfig::default();
+    let mut with = Vec::new();
+    let mut without = Vec::new();
+    let mut last = Stats::default();
+    for round in 0..args.runs {
+        let (ns, stats) = measure(&path, &args)?;
+        with.push(ns);
+        last = stats;
+        without.push(measure(&baseline, &args)?.0);
+        if !args.json {
+            eprintln!(
+                "  round {}: {:.1} ns/frame with the path, {:.1} without",
+                round + 1,
+                with[round],
+                without[round]
+            );
+        }
+    }
+    let (m, b) = (median(&with), median(&without));
+    let report = BenchReport {
+        packets: args.packets,
+        size: args.size,
+        runs: args.runs,
+        path: path.to_string(),
+        mpps: 1e3 / m,
+        ns_per_packet: m,
+        baseline_mpps: 1e3 / b,
+        baseline_ns_per_packet: b,
+        ratio: m / b,
+        ns_per_packet_runs: with,
+        baseline_ns_per_packet_runs: without,
+        last_run: last,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!(
+            "pathem bench: {} frames of {} B per run, {} rounds, one thread",
+            report.packets, report.size, report.runs
+        );
+        println!("  path      {}", report.path);
+        println!(
+            "  with path       {:>7.1} ns/frame  {:>7.2} Mpps (median)",
+            report.ns_per_packet, report.mpps
+        );
+        println!(
+            "  no impairment   {:>7.1} ns/frame  {:>7.2} Mpps (median)",
+            report.baseline_ns_per_packet, report.baseline_mpps
+        );
+        println!("  ratio           {:>7.2}", report.ratio);
+        let d = &report.last_run.dropped;
+        println!(
+            "  last run: forwarded {}, dropped loss {} queue {} delay_line {}",
+            report.last_run.tx_packets, d.loss, d.queue, d.delay_line
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn median_odd_even() {
+        assert_eq!(super::median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(super::median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+}

@@ -1,0 +1,89 @@
+//! Human-readable summaries.
+
+use crate::replay::ReplayReport;
+use std::fmt::Write;
+use std::path::Path;
+
+/// Formats a byte count with a binary unit.
+pub fn bytes(n: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < units.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", units[i])
+    }
+}
+
+/// The one-screen summary of a replay.
+pub fn summary(input: &Path, output: &Path, r: &ReplayReport) -> String {
+    let s = &r.stats;
+    let d = &s.dropped;
+    let mut out = String::new();
+    let pct = |n: u64| {
+        if s.rx_packets == 0 {
+            0.0
+        } else {
+            100.0 * n as f64 / s.rx_packets as f64
+        }
+    };
+    let _ = writeln!(
+        out,
+        "pathem replay {} -> {} (seed {})",
+        input.display(),
+        output.display(),
+        r.seed
+    );
+    let _ = writeln!(out, "  path       {}", r.path);
+    let _ = writeln!(
+        out,
+        "  received   {:>10} frames  {:>12}",
+        s.rx_packets,
+        bytes(s.rx_bytes)
+    );
+    let _ = writeln!(
+        out,
+        "  forwarded  {:>10} frames  {:>12}",
+        s.tx_packets,
+        bytes(s.tx_bytes)
+    );
+    let _ = writeln!(
+        out,
+        "  dropped    {:>10} frames  ({:.3}%): loss {}, queue {}, police {}, delay_line {}, oversize {}",
+        d.total(),
+        pct(d.total()),
+        d.loss,
+        d.queue,
+        d.police,
+        d.delay_line,
+        d.oversize
+    );
+    let _ = writeln!(
+        out,
+        "  duplicated {}, corrupted {}, reorder-clamped {}",
+        s.duplicated, s.corrupted, s.reorder_clamped
+    );
+    let _ = writeln!(out, "  delay line {}", bytes(r.delay_line_bytes as u64));
+    if r.input_backwards_timestamps > 0 {
+        let _ = writeln!(
+            out,
+            "  note: {} input frames had timestamps earlier than their predecessor; they arrived with it",
+            r.input_backwards_timestamps
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn bytes_units() {
+        assert_eq!(super::bytes(512), "512 B");
+        assert_eq!(super::bytes(4 << 20), "4.0 MiB");
+    }
+}
