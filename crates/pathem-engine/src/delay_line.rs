@@ -76,6 +76,8 @@ pub struct Reader {
     head: usize,
     /// Last `tail` seen; refreshed only when the ring looks empty.
     tail_seen: usize,
+    /// Size of the record `peek` last returned (0 when none), for `pop`.
+    peeked: usize,
     mask: usize,
 }
 
@@ -118,6 +120,7 @@ pub fn delay_line(capacity: usize, max_frame: usize) -> (Writer, Reader) {
             shared,
             head: 0,
             tail_seen: 0,
+            peeked: 0,
             mask,
         },
     )
@@ -198,10 +201,30 @@ impl Writer {
             std::slice::from_raw_parts_mut(dst, data.len())
         };
         edit(copy);
+        // The ring is written far ahead of where it was last read: fetch the lines the next
+        // records will land on before the stores need them.
+        prefetch(base.wrapping_add((start + need + PREFETCH_AHEAD) & self.mask));
         self.tail = self.tail.wrapping_add(total);
         self.shared.tail.0.store(self.tail, Ordering::Release);
         true
     }
+}
+
+/// How far ahead of the head record the reader asks for cache lines: a long delay line is read
+/// from memory, and the records after the head are the next ones needed.
+const PREFETCH_AHEAD: usize = 512;
+
+/// A cache hint for the line holding `at`; never faults, whatever the address.
+#[inline(always)]
+fn prefetch(at: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch is a hint that never dereferences for the program's semantics: it cannot
+    // fault or change memory, even for an address outside any allocation.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at;
 }
 
 /// # Safety
@@ -259,6 +282,8 @@ impl Reader {
                 self.head = self.head.wrapping_add(to_end);
                 continue;
             }
+            self.peeked = record_size(len as usize);
+            prefetch(base.wrapping_add((off + PREFETCH_AHEAD) & self.mask));
             // SAFETY: the writer published `len` bytes after the descriptor, within the ring,
             // before its Release store of tail that we Acquire-loaded; they stay untouched until
             // `pop` moves head past them, which needs `&mut self` and so ends this borrow.
@@ -278,14 +303,14 @@ impl Reader {
         self.peek().map(|r| r.release)
     }
 
-    /// Consumes the head record (call after `peek` returned one).
+    /// Consumes the record the last `peek` returned; does nothing if it returned none.
     #[inline]
     pub fn pop(&mut self) {
-        let len = match self.peek() {
-            Some(r) => r.data.len(),
-            None => return,
-        };
-        self.head = self.head.wrapping_add(record_size(len));
+        if self.peeked == 0 && self.peek().is_none() {
+            return;
+        }
+        self.head = self.head.wrapping_add(self.peeked);
+        self.peeked = 0;
         self.shared.head.0.store(self.head, Ordering::Release);
     }
 }

@@ -40,7 +40,13 @@ pub struct Link {
     /// Only kept when the queue has a limit: frames admitted whose exit is still ahead.
     inside: VecDeque<InLink>,
     inside_bytes: u64,
+    /// Transmission time of recently seen lengths as `(len, whole ns, remainder)`, so the
+    /// common case costs no division; direct-mapped by length.
+    tx_cache: [(u32, u64, u64); TX_CACHE],
 }
+
+const TX_CACHE: usize = 16;
+const NO_LEN: u32 = u32::MAX;
 
 impl Link {
     pub fn new(config: LinkConfig) -> Link {
@@ -55,6 +61,7 @@ impl Link {
             carry: 0,
             inside: VecDeque::with_capacity(reserve),
             inside_bytes: 0,
+            tx_cache: [(NO_LEN, 0, 0); TX_CACHE],
         }
     }
 
@@ -65,7 +72,20 @@ impl Link {
     /// Swaps in a new configuration; frames already in the link keep their exit times.
     pub fn reconfigure(&mut self, config: LinkConfig) {
         self.carry = 0;
+        self.tx_cache = [(NO_LEN, 0, 0); TX_CACHE];
         self.config = config;
+    }
+
+    /// `(len + overhead) × 8 s / rate` as whole nanoseconds and a remainder in 1/rate ns.
+    #[inline]
+    fn tx_time(&mut self, len: u32) -> (u64, u64) {
+        let slot = &mut self.tx_cache[len as usize % TX_CACHE];
+        if slot.0 != len {
+            let rate = self.config.rate.bits_per_sec();
+            let bit_ns = u64::from(len + self.config.overhead) * 8 * 1_000_000_000;
+            *slot = (len, bit_ns / rate, bit_ns % rate);
+        }
+        (slot.1, slot.2)
     }
 
     /// Frames and bytes in the queue at `now` (frames whose exit time is still ahead).
@@ -105,10 +125,15 @@ impl Link {
         } else {
             self.last_exit
         };
+        // (q + (r + carry) / rate) with r, carry < rate: at most one extra nanosecond.
+        let (mut ns, r) = self.tx_time(len);
+        self.carry += r;
         let rate = self.config.rate.bits_per_sec();
-        let bit_ns = u64::from(len + self.config.overhead) * 8 * 1_000_000_000 + self.carry;
-        let exit = start + Nanos(bit_ns / rate);
-        self.carry = bit_ns % rate;
+        if self.carry >= rate {
+            self.carry -= rate;
+            ns += 1;
+        }
+        let exit = start + Nanos(ns);
         self.last_exit = exit;
         if self.config.queue.is_some() {
             self.inside.push_back(InLink { exit, len });
@@ -155,6 +180,20 @@ mod tests {
         }
         let exact = n * 88 * 8 * 1_000_000_000 / 3_000_000_000;
         assert_eq!(exit, Nanos(exact));
+    }
+
+    #[test]
+    fn mixed_lengths_match_the_exact_division() {
+        // Lengths that collide in the cache and a rate that leaves remainders.
+        let mut l = link("7mbit", 24, None);
+        let rate = 7_000_000u128;
+        let mut bits: u128 = 0;
+        for i in 0..10_000u32 {
+            let len = [60, 76, 1514, 92, 60 + 16 * (i % 7)][i as usize % 5];
+            bits += u128::from(len + 24) * 8;
+            let exit = l.admit(Nanos(0), len).unwrap();
+            assert_eq!(u128::from(exit.as_nanos()), bits * 1_000_000_000 / rate, "frame {i}");
+        }
     }
 
     #[test]
