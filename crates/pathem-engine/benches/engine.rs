@@ -39,27 +39,16 @@ fn path_process(c: &mut Criterion) {
             queue: Some("1MB".parse().unwrap()),
         }),
         loss: Some(LossConfig::Random("1%".parse().unwrap())),
-        delay: DelayConfig {
-            base: Nanos::from_millis(10),
-        },
+        delay: DelayConfig { base: Nanos::from_millis(10) },
     };
-    for (name, cfg) in [
-        ("transparent", PathConfig::default()),
-        ("rate_queue_loss_delay", full),
-    ] {
+    for (name, cfg) in [("transparent", PathConfig::default()), ("rate_queue_loss_delay", full)] {
         g.throughput(Throughput::Elements(1));
         g.bench_function(name, |b| {
             b.iter_batched_ref(
                 || (Path::new(&cfg), Rng::seeded(1), 0u64),
                 |(path, rng, t)| {
                     *t += 20;
-                    black_box(path.process(
-                        FrameMeta {
-                            arrival: Nanos(*t),
-                            len: 64,
-                        },
-                        rng,
-                    ))
+                    black_box(path.process(FrameMeta { arrival: Nanos(*t), len: 64 }, rng))
                 },
                 BatchSize::LargeInput,
             )

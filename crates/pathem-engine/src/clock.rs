@@ -63,11 +63,7 @@ impl MonotonicClock {
         // Sleeps end within ~50 µs by default; at the minimum slack a sleep ends close to its
         // deadline, which lets the spin window stay short. Failure only costs precision.
         let _ = nix::sys::prctl::set_timerslack(1);
-        MonotonicClock {
-            origin: Instant::now(),
-            idle: Nanos::ZERO,
-            spin_below: Nanos::from_micros(100),
-        }
+        MonotonicClock { origin: Instant::now(), idle: Nanos::ZERO, spin_below: Nanos::from_micros(100) }
     }
 }
 
@@ -83,9 +79,7 @@ impl Clock for MonotonicClock {
         while now < t {
             let left = t - now;
             if left > self.spin_below {
-                std::thread::sleep(std::time::Duration::from_nanos(
-                    (left - self.spin_below).as_nanos(),
-                ));
+                std::thread::sleep(std::time::Duration::from_nanos((left - self.spin_below).as_nanos()));
             } else {
                 std::hint::spin_loop();
             }

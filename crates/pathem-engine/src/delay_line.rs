@@ -93,10 +93,7 @@ pub struct Record<'a> {
 /// large enough for two records of `max_frame` bytes). All its pages are touched now, so
 /// the data path never takes a page fault on them.
 pub fn delay_line(capacity: usize, max_frame: usize) -> (Writer, Reader) {
-    let cap = capacity
-        .max(2 * record_size(max_frame))
-        .max(64)
-        .next_power_of_two();
+    let cap = capacity.max(2 * record_size(max_frame)).max(64).next_power_of_two();
     let words = cap / ALIGN;
     let mut v: Vec<UnsafeCell<u64>> = Vec::with_capacity(words);
     advise_huge_pages(v.as_mut_ptr() as *mut u8, cap);
@@ -110,19 +107,8 @@ pub fn delay_line(capacity: usize, max_frame: usize) -> (Writer, Reader) {
     });
     let mask = cap - 1;
     (
-        Writer {
-            shared: shared.clone(),
-            tail: 0,
-            head_seen: 0,
-            mask,
-        },
-        Reader {
-            shared,
-            head: 0,
-            tail_seen: 0,
-            peeked: 0,
-            mask,
-        },
+        Writer { shared: shared.clone(), tail: 0, head_seen: 0, mask },
+        Reader { shared, head: 0, tail_seen: 0, peeked: 0, mask },
     )
 }
 
@@ -138,9 +124,8 @@ fn advise_huge_pages(start: *mut u8, len: usize) {
     if let Some(ptr) = std::ptr::NonNull::new(begin as *mut std::ffi::c_void) {
         // SAFETY: [begin, end) lies inside the allocation just made for the ring, which nothing
         // else references yet; MADV_HUGEPAGE changes how pages are backed, never their contents.
-        let _ = unsafe {
-            nix::sys::mman::madvise(ptr, end - begin, nix::sys::mman::MmapAdvise::MADV_HUGEPAGE)
-        };
+        let _ =
+            unsafe { nix::sys::mman::madvise(ptr, end - begin, nix::sys::mman::MmapAdvise::MADV_HUGEPAGE) };
     }
 }
 
@@ -152,21 +137,14 @@ impl Writer {
 
     /// Bytes in use (records, their padding and skipped tails) as the writer last saw it.
     pub fn used(&self) -> usize {
-        self.tail
-            .wrapping_sub(self.shared.head.0.load(Ordering::Acquire))
+        self.tail.wrapping_sub(self.shared.head.0.load(Ordering::Acquire))
     }
 
     /// Copies a frame into the ring behind its descriptor, lets `edit` change the copy (to
     /// corrupt or mark it), and publishes it. Returns false, changing nothing, when there is
     /// no room: the caller drops the frame and counts it.
     #[inline]
-    pub fn push(
-        &mut self,
-        release: Nanos,
-        wire_len: u32,
-        data: &[u8],
-        edit: impl FnOnce(&mut [u8]),
-    ) -> bool {
+    pub fn push(&mut self, release: Nanos, wire_len: u32, data: &[u8], edit: impl FnOnce(&mut [u8])) -> bool {
         let cap = self.shared.cap;
         let need = record_size(data.len());
         let off = self.tail & self.mask;
@@ -287,13 +265,8 @@ impl Reader {
             // SAFETY: the writer published `len` bytes after the descriptor, within the ring,
             // before its Release store of tail that we Acquire-loaded; they stay untouched until
             // `pop` moves head past them, which needs `&mut self` and so ends this borrow.
-            let data =
-                unsafe { std::slice::from_raw_parts(base.add(off + DESCRIPTOR), len as usize) };
-            return Some(Record {
-                release: Nanos(release),
-                wire_len,
-                data,
-            });
+            let data = unsafe { std::slice::from_raw_parts(base.add(off + DESCRIPTOR), len as usize) };
+            return Some(Record { release: Nanos(release), wire_len, data });
         }
     }
 
@@ -344,10 +317,7 @@ mod tests {
         assert!(r.is_empty());
         assert!(w.push(Nanos(5), 70, &frame(1, 60), |_| {}));
         let rec = r.peek().unwrap();
-        assert_eq!(
-            (rec.release, rec.wire_len, rec.data),
-            (Nanos(5), 70, &frame(1, 60)[..])
-        );
+        assert_eq!((rec.release, rec.wire_len, rec.data), (Nanos(5), 70, &frame(1, 60)[..]));
         r.pop();
         assert!(r.peek().is_none());
         r.pop(); // popping an empty ring is harmless
@@ -380,10 +350,7 @@ mod tests {
     fn wrap_around_with_and_without_marker() {
         // Capacity 512 (two records of 120 bytes). Records of 80 bytes: after 6 (480), 32
         // bytes remain → WRAP marker. Mixed sizes also leave 8-byte tails, skipped unmarked.
-        for sizes in [
-            vec![64usize; 40],
-            vec![48, 72, 48, 72, 48, 72, 8, 100, 0, 33, 64, 90, 120, 1, 7],
-        ] {
+        for sizes in [vec![64usize; 40], vec![48, 72, 48, 72, 48, 72, 8, 100, 0, 33, 64, 90, 120, 1, 7]] {
             let (mut w, mut r) = delay_line(256, 120);
             assert_eq!(w.capacity(), 512);
             let mut expect = std::collections::VecDeque::new();
@@ -442,5 +409,39 @@ mod tests {
         }
         producer.join().unwrap();
         assert!(r.peek().is_none());
+    }
+
+    proptest::proptest! {
+        /// Any interleaving of pushes and pops behaves like a FIFO of the frames accepted, and a
+        /// push is refused only when the frame does not fit in the free space.
+        #[test]
+        fn behaves_like_a_bounded_fifo(ops in proptest::collection::vec((0usize..300, proptest::bool::ANY), 1..400)) {
+            let (mut w, mut r) = delay_line(1024, 300);
+            let mut model = std::collections::VecDeque::new();
+            let mut used = 0usize;
+            for (i, (len, is_push)) in ops.into_iter().enumerate() {
+                if is_push {
+                    let f = frame(i as u8, len);
+                    if w.push(Nanos(i as u64), len as u32, &f, |_| {}) {
+                        model.push_back(f);
+                        used += record_size(len);
+                    } else {
+                        // Refused: the record plus at most two skipped tails (the one in flight, the
+                        // one it would leave), each shorter than a largest record, must overflow.
+                        proptest::prop_assert!(used + record_size(len) + 2 * record_size(300) > w.capacity(), "refused at {} used", used);
+                    }
+                } else {
+                    match (r.peek().map(|rec| rec.data.to_vec()), model.pop_front()) {
+                        (Some(got), Some(want)) => {
+                            proptest::prop_assert_eq!(got, want.clone());
+                            used -= record_size(want.len());
+                            r.pop();
+                        }
+                        (None, None) => {}
+                        (got, want) => proptest::prop_assert!(false, "ring {:?} model {:?}", got.map(|g| g.len()), want.map(|w| w.len())),
+                    }
+                }
+            }
+        }
     }
 }

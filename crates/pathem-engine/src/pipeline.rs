@@ -71,11 +71,7 @@ pub struct EngineConfig {
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig {
-            buffer: None,
-            max_frame: 65_535,
-            line_rate: Rate(10_000_000_000),
-        }
+        EngineConfig { buffer: None, max_frame: 65_535, line_rate: Rate(10_000_000_000) }
     }
 }
 
@@ -119,13 +115,7 @@ pub struct Pipeline<R, T> {
 }
 
 impl<R: RxPort, T: TxPort> Pipeline<R, T> {
-    pub fn new(
-        rx: R,
-        tx: T,
-        path: &PathConfig,
-        seed: u64,
-        engine: &EngineConfig,
-    ) -> Pipeline<R, T> {
+    pub fn new(rx: R, tx: T, path: &PathConfig, seed: u64, engine: &EngineConfig) -> Pipeline<R, T> {
         let counters = Arc::new(Counters::default());
         let (writer, reader) = delay_line(delay_line_size(path, engine), engine.max_frame);
         let capacity = writer.capacity();
@@ -193,11 +183,7 @@ impl<R: RxPort, T: TxPort> Task for Pipeline<R, T> {
 }
 
 /// Polls `tasks` on this thread until all have ended or `stop` is set.
-pub fn run(
-    tasks: &mut [&mut dyn Task],
-    clock: &mut dyn Clock,
-    stop: &AtomicBool,
-) -> Result<(), Error> {
+pub fn run(tasks: &mut [&mut dyn Task], clock: &mut dyn Clock, stop: &AtomicBool) -> Result<(), Error> {
     // How long to wait when no task knows when it next has work (live ports); it grows while
     // nothing happens so an idle emulator sleeps, and shrinks back at once when work arrives.
     let mut backoff = Nanos::ZERO;

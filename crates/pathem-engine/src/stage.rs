@@ -23,21 +23,8 @@ pub struct Ingress {
 }
 
 impl Ingress {
-    pub fn new(
-        path: Path,
-        rng: Rng,
-        line: Writer,
-        counters: Arc<Counters>,
-        max_frame: usize,
-    ) -> Ingress {
-        Ingress {
-            path,
-            rng,
-            line,
-            counters,
-            max_frame,
-            last_release: Nanos::ZERO,
-        }
+    pub fn new(path: Path, rng: Rng, line: Writer, counters: Arc<Counters>, max_frame: usize) -> Ingress {
+        Ingress { path, rng, line, counters, max_frame, last_release: Nanos::ZERO }
     }
 
     /// The path, for reports and reconfiguration.
@@ -60,10 +47,7 @@ impl Ingress {
             c.drop(DropReason::Oversize);
             return;
         }
-        let meta = FrameMeta {
-            arrival: frame.arrival,
-            len: frame.wire_len,
-        };
+        let meta = FrameMeta { arrival: frame.arrival, len: frame.wire_len };
         let fwd = match self.path.process(meta, &mut self.rng) {
             Verdict::Drop(reason) => {
                 c.drop(reason);
@@ -74,8 +58,7 @@ impl Ingress {
         let mut release = fwd.release;
         if release < self.last_release {
             c.reorder_clamped.inc();
-            c.reorder_clamp_ns
-                .add((self.last_release - release).as_nanos());
+            c.reorder_clamp_ns.add((self.last_release - release).as_nanos());
             release = self.last_release;
         }
         if self.line.push(release, frame.wire_len, frame.data, |_| {}) {
@@ -103,11 +86,7 @@ impl Egress {
     /// Hands every frame due at `now` (up to [`EGRESS_BURST`]) to `tx`, then flushes it.
     /// Returns how many left.
     #[inline]
-    pub fn release<T: TxPort>(
-        &mut self,
-        now: Nanos,
-        tx: &mut T,
-    ) -> Result<usize, pathem_io::Error> {
+    pub fn release<T: TxPort>(&mut self, now: Nanos, tx: &mut T) -> Result<usize, pathem_io::Error> {
         let mut n = 0;
         while n < EGRESS_BURST {
             let Some(rec) = self.line.peek() else { break };

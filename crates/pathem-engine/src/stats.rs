@@ -16,10 +16,7 @@ impl Counter {
     /// Adds `n`. Only the counter's single writer may call this.
     #[inline(always)]
     pub fn add(&self, n: u64) {
-        self.0.store(
-            self.0.load(Ordering::Relaxed).wrapping_add(n),
-            Ordering::Relaxed,
-        );
+        self.0.store(self.0.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
     }
     #[inline(always)]
     pub fn inc(&self) {
@@ -130,16 +127,7 @@ mod tests {
         }
         c.rx_packets.add(20);
         let s = c.snapshot();
-        assert_eq!(
-            s.dropped,
-            Dropped {
-                loss: 1,
-                queue: 2,
-                police: 3,
-                delay_line: 4,
-                oversize: 5
-            }
-        );
+        assert_eq!(s.dropped, Dropped { loss: 1, queue: 2, police: 3, delay_line: 4, oversize: 5 });
         assert_eq!(s.in_flight(), 5);
         let json = serde_json::to_value(&s).unwrap();
         for r in DropReason::ALL {

@@ -20,10 +20,7 @@ use std::path::PathBuf;
 pub enum Error {
     /// A file could not be opened or created.
     #[error("cannot open {}: {source}", path.display())]
-    Open {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Open { path: PathBuf, source: std::io::Error },
     /// A capture is not one pathem can read.
     #[error("{}: {reason}", path.display())]
     Format { path: PathBuf, reason: String },

@@ -75,13 +75,7 @@ pub struct MemSource {
 
 impl MemSource {
     pub fn new(count: u64, size: usize, pace: Pace) -> MemSource {
-        MemSource {
-            frame: udp_frame(size, 0),
-            remaining: count,
-            pace,
-            start: None,
-            sent: 0,
-        }
+        MemSource { frame: udp_frame(size, 0), remaining: count, pace, start: None, sent: 0 }
     }
 
     fn scheduled(&self, index: u64, start: Nanos, pps: u64) -> Nanos {
@@ -100,11 +94,7 @@ impl RxPort for MemSource {
         let n = match self.pace {
             Pace::AsFastAsPossible => {
                 let n = (max as u64).min(self.remaining);
-                let frame = RxFrame {
-                    arrival: now,
-                    wire_len: self.frame.len() as u32,
-                    data: &self.frame,
-                };
+                let frame = RxFrame { arrival: now, wire_len: self.frame.len() as u32, data: &self.frame };
                 for _ in 0..n {
                     f(frame);
                 }
@@ -118,11 +108,7 @@ impl RxPort for MemSource {
                     if at > now {
                         break;
                     }
-                    f(RxFrame {
-                        arrival: at,
-                        wire_len: self.frame.len() as u32,
-                        data: &self.frame,
-                    });
+                    f(RxFrame { arrival: at, wire_len: self.frame.len() as u32, data: &self.frame });
                     n += 1;
                 }
                 n
@@ -138,9 +124,7 @@ impl RxPort for MemSource {
             return PollAt::Ended;
         }
         match (self.pace, self.start) {
-            (Pace::PerSecond(pps), Some(start)) => {
-                PollAt::At(self.scheduled(self.sent, start, pps))
-            }
+            (Pace::PerSecond(pps), Some(start)) => PollAt::At(self.scheduled(self.sent, start, pps)),
             _ => PollAt::Now,
         }
     }
@@ -196,9 +180,7 @@ mod tests {
                 now = t;
             }
         }
-        let want: Vec<Nanos> = (0..5u64)
-            .map(|i| Nanos(1_000 + i * 1_000_000_000 / 3))
-            .collect();
+        let want: Vec<Nanos> = (0..5u64).map(|i| Nanos(1_000 + i * 1_000_000_000 / 3)).collect();
         assert_eq!(got, want);
     }
 
@@ -206,11 +188,7 @@ mod tests {
     fn fast_source_stamps_the_burst_time() {
         let mut src = MemSource::new(3, 60, Pace::AsFastAsPossible);
         let mut got = Vec::new();
-        assert_eq!(
-            src.recv_burst(Nanos(9), 32, |f| got.push(f.arrival))
-                .unwrap(),
-            3
-        );
+        assert_eq!(src.recv_burst(Nanos(9), 32, |f| got.push(f.arrival)).unwrap(), 3);
         assert_eq!(got, vec![Nanos(9); 3]);
         assert_eq!(src.poll_at(), PollAt::Ended);
     }

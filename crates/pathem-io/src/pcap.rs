@@ -43,42 +43,35 @@ struct Pending {
 impl PcapSource {
     /// Opens a capture and checks that it is a classic pcap of Ethernet frames.
     pub fn open(path: &Path) -> Result<PcapSource, Error> {
-        let format = |reason: String| Error::Format {
-            path: path.to_path_buf(),
-            reason,
-        };
-        let mut file = File::open(path).map_err(|source| Error::Open {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let format = |reason: String| Error::Format { path: path.to_path_buf(), reason };
+        let mut file = File::open(path).map_err(|source| Error::Open { path: path.to_path_buf(), source })?;
         if file.metadata().map(|m| m.is_dir()).unwrap_or(false) {
             return Err(format("is a directory, not a pcap capture".into()));
         }
         let mut magic = [0u8; 4];
         let got = read_up_to(&mut file, &mut magic).map_err(|e| format(e.to_string()))?;
         drop(file);
-        let file = File::open(path).map_err(|source| Error::Open {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let reader = match PcapReader::new(BufReader::new(file)) {
-            Ok(r) => r,
-            Err(PcapError::InvalidField(_)) if magic == [0x0a, 0x0d, 0x0d, 0x0a] => {
-                return Err(format(
-                    "is a pcapng capture; pathem reads classic pcap (convert with `editcap -F pcap IN OUT`)".into(),
-                ))
-            }
-            Err(PcapError::InvalidField(_)) => {
-                return Err(format(format!(
-                    "is not a pcap capture (magic number {:02x}{:02x}{:02x}{:02x})",
-                    magic[0], magic[1], magic[2], magic[3]
-                )))
-            }
-            Err(PcapError::IncompleteBuffer) | Err(PcapError::IoError(_)) if got < 24 => {
-                return Err(format(format!("is not a pcap capture ({got} bytes, shorter than a pcap header)")))
-            }
-            Err(e) => return Err(format(format!("cannot read the pcap header: {e}"))),
-        };
+        let file = File::open(path).map_err(|source| Error::Open { path: path.to_path_buf(), source })?;
+        let reader =
+            match PcapReader::new(BufReader::new(file)) {
+                Ok(r) => r,
+                Err(PcapError::InvalidField(_)) if magic == [0x0a, 0x0d, 0x0d, 0x0a] => return Err(format(
+                    "is a pcapng capture; pathem reads classic pcap (convert with `editcap -F pcap IN OUT`)"
+                        .into(),
+                )),
+                Err(PcapError::InvalidField(_)) => {
+                    return Err(format(format!(
+                        "is not a pcap capture (magic number {:02x}{:02x}{:02x}{:02x})",
+                        magic[0], magic[1], magic[2], magic[3]
+                    )))
+                }
+                Err(PcapError::IncompleteBuffer) | Err(PcapError::IoError(_)) if got < 24 => {
+                    return Err(format(format!(
+                        "is not a pcap capture ({got} bytes, shorter than a pcap header)"
+                    )))
+                }
+                Err(e) => return Err(format(format!("cannot read the pcap header: {e}"))),
+            };
         let header = reader.header();
         let link = u32::from(header.datalink);
         if link != LINKTYPE_ETHERNET {
@@ -132,17 +125,12 @@ impl PcapSource {
             Some(Ok(raw)) => raw,
             Some(Err(e)) => {
                 let reason = match e {
-                    PcapError::IoError(ref io)
-                        if io.kind() == std::io::ErrorKind::UnexpectedEof =>
-                    {
+                    PcapError::IoError(ref io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
                         format!("truncated: the file ends inside frame {index}")
                     }
                     other => format!("frame {index}: {other}"),
                 };
-                return Err(Error::Format {
-                    path: self.path.clone(),
-                    reason,
-                });
+                return Err(Error::Format { path: self.path.clone(), reason });
             }
         };
         let bad = |reason: String| Error::Format {
@@ -150,17 +138,11 @@ impl PcapSource {
             reason: format!("frame {index}: {reason}"),
         };
         if raw.incl_len > MAX_RECORD {
-            return Err(bad(format!(
-                "captured length {} is larger than {MAX_RECORD} bytes",
-                raw.incl_len
-            )));
+            return Err(bad(format!("captured length {} is larger than {MAX_RECORD} bytes", raw.incl_len)));
         }
         let frac = u64::from(raw.ts_frac) * self.frac_scale;
         if frac >= 1_000_000_000 {
-            return Err(bad(format!(
-                "timestamp fraction {} is out of range",
-                raw.ts_frac
-            )));
+            return Err(bad(format!("timestamp fraction {} is out of range", raw.ts_frac)));
         }
         let mut arrival = Nanos(u64::from(raw.ts_sec) * 1_000_000_000 + frac);
         if arrival < self.last_arrival {
@@ -202,11 +184,7 @@ impl RxPort for PcapSource {
             if p.arrival > now {
                 break;
             }
-            f(RxFrame {
-                arrival: p.arrival,
-                wire_len: p.wire_len,
-                data: &self.buf,
-            });
+            f(RxFrame { arrival: p.arrival, wire_len: p.wire_len, data: &self.buf });
             n += 1;
             self.advance()?;
         }
@@ -236,15 +214,9 @@ impl PcapSink {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
         };
-        let open_err = |source| Error::Open {
-            path: path.to_path_buf(),
-            source,
-        };
+        let open_err = |source| Error::Open { path: path.to_path_buf(), source };
         if path.is_dir() {
-            return Err(open_err(std::io::Error::new(
-                std::io::ErrorKind::IsADirectory,
-                "is a directory",
-            )));
+            return Err(open_err(std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a directory")));
         }
         let tmp = tempfile::Builder::new()
             .prefix(".pathem-")
@@ -262,16 +234,8 @@ impl PcapSink {
             endianness: pcap_file::Endianness::native(),
         };
         let writer = PcapWriter::with_header(BufWriter::with_capacity(1 << 20, tmp), header)
-            .map_err(|e| Error::Write {
-                path: path.to_path_buf(),
-                reason: e.to_string(),
-            })?;
-        Ok(PcapSink {
-            path: path.to_path_buf(),
-            writer: Some(writer),
-            error: None,
-            frames: 0,
-        })
+            .map_err(|e| Error::Write { path: path.to_path_buf(), reason: e.to_string() })?;
+        Ok(PcapSink { path: path.to_path_buf(), writer: Some(writer), error: None, frames: 0 })
     }
 
     /// Frames written so far.
@@ -282,20 +246,11 @@ impl PcapSink {
     /// Finishes the capture and moves it into place.
     pub fn commit(mut self) -> Result<(), Error> {
         self.flush()?;
-        let write_err = |reason: String| Error::Write {
-            path: self.path.clone(),
-            reason,
-        };
+        let write_err = |reason: String| Error::Write { path: self.path.clone(), reason };
         let writer = self.writer.take().expect("a sink is committed once");
-        let tmp = writer
-            .into_writer()
-            .into_inner()
-            .map_err(|e| write_err(e.error().to_string()))?;
-        tmp.as_file()
-            .sync_all()
-            .map_err(|e| write_err(e.to_string()))?;
-        tmp.persist(&self.path)
-            .map_err(|e| write_err(e.error.to_string()))?;
+        let tmp = writer.into_writer().into_inner().map_err(|e| write_err(e.error().to_string()))?;
+        tmp.as_file().sync_all().map_err(|e| write_err(e.to_string()))?;
+        tmp.persist(&self.path).map_err(|e| write_err(e.error.to_string()))?;
         Ok(())
     }
 }
@@ -307,9 +262,7 @@ impl TxPort for PcapSink {
         }
         let secs = release.as_nanos() / 1_000_000_000;
         let Ok(ts_sec) = u32::try_from(secs) else {
-            self.error = Some(format!(
-                "release time {secs} s is past what pcap can hold (year 2106)"
-            ));
+            self.error = Some(format!("release time {secs} s is past what pcap can hold (year 2106)"));
             return true;
         };
         let packet = RawPcapPacket {
@@ -331,20 +284,14 @@ impl TxPort for PcapSink {
 
     fn flush(&mut self) -> Result<(), Error> {
         if let Some(reason) = self.error.take() {
-            return Err(Error::Write {
-                path: self.path.clone(),
-                reason,
-            });
+            return Err(Error::Write { path: self.path.clone(), reason });
         }
         Ok(())
     }
 }
 
 /// Writes a capture in one go (for generated inputs and tests): frames as `(arrival, bytes)`.
-pub fn write_capture(
-    path: &Path,
-    frames: impl IntoIterator<Item = (Nanos, Vec<u8>)>,
-) -> Result<(), Error> {
+pub fn write_capture(path: &Path, frames: impl IntoIterator<Item = (Nanos, Vec<u8>)>) -> Result<(), Error> {
     let mut sink = PcapSink::create(path, 65_535)?;
     for (t, data) in frames {
         sink.send(t, data.len() as u32, &data);
@@ -356,9 +303,7 @@ pub fn write_capture(
 pub fn read_capture(path: &Path) -> Result<Vec<(Nanos, u32, Vec<u8>)>, Error> {
     let mut src = PcapSource::open(path)?;
     let mut out = Vec::new();
-    src.recv_burst(Nanos::MAX, usize::MAX, |f| {
-        out.push((f.arrival, f.wire_len, f.data.to_vec()))
-    })?;
+    src.recv_burst(Nanos::MAX, usize::MAX, |f| out.push((f.arrival, f.wire_len, f.data.to_vec())))?;
     Ok(out)
 }
 
@@ -374,10 +319,7 @@ mod tests {
     fn round_trip_nanosecond() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("a.pcap");
-        let frames = vec![
-            (Nanos(1_000_000_123), frame(1, 60)),
-            (Nanos(2_500_000_001), frame(2, 1514)),
-        ];
+        let frames = vec![(Nanos(1_000_000_123), frame(1, 60)), (Nanos(2_500_000_001), frame(2, 1514))];
         write_capture(&p, frames.clone()).unwrap();
         let back = read_capture(&p).unwrap();
         assert_eq!(back.len(), 2);
@@ -387,10 +329,7 @@ mod tests {
             assert_eq!(d, bd);
         }
         // No temporary file is left beside the output.
-        let names: Vec<_> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names.len(), 1, "{names:?}");
     }
 
@@ -435,33 +374,18 @@ mod tests {
             assert!(e.contains(want), "{e:?} should say {want:?}");
         };
         check(b"", "shorter than a pcap header");
+        check(b"hello world, this is not a capture file", "not a pcap capture");
         check(
-            b"hello world, this is not a capture file",
-            "not a pcap capture",
-        );
-        check(
-            &[
-                0x0a, 0x0d, 0x0d, 0x0a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                0, 0, 0, 0,
-            ],
+            &[0x0a, 0x0d, 0x0d, 0x0a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
             "pcapng",
         );
         let good = microsecond_big_endian();
-        check(
-            &good[..good.len() - 10],
-            "truncated: the file ends inside frame 2",
-        );
+        check(&good[..good.len() - 10], "truncated: the file ends inside frame 2");
         let mut linux_sll = good.clone();
         linux_sll[20..24].copy_from_slice(&113u32.to_be_bytes());
         check(&linux_sll, "is not Ethernet");
-        let missing = PcapSource::open(&dir.path().join("nope.pcap"))
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(
-            missing.contains("cannot open") && missing.contains("nope.pcap"),
-            "{missing}"
-        );
+        let missing = PcapSource::open(&dir.path().join("nope.pcap")).err().unwrap().to_string();
+        assert!(missing.contains("cannot open") && missing.contains("nope.pcap"), "{missing}");
     }
 
     #[test]

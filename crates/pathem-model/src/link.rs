@@ -214,10 +214,7 @@ mod tests {
         let mut l = link("8mbit", 24, Some("2500B"));
         assert!(l.admit(Nanos(0), 1000).is_some());
         assert!(l.admit(Nanos(0), 1000).is_some());
-        assert!(
-            l.admit(Nanos(0), 1000).is_none(),
-            "3000 B would exceed 2500 B"
-        );
+        assert!(l.admit(Nanos(0), 1000).is_none(), "3000 B would exceed 2500 B");
         assert!(l.admit(Nanos(0), 500).is_some(), "2500 B exactly fits");
         assert!(l.admit(Nanos(0), 1).is_none());
     }

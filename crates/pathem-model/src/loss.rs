@@ -39,9 +39,7 @@ pub enum Loss {
 impl Loss {
     pub fn new(config: &LossConfig) -> Loss {
         match *config {
-            LossConfig::Random(p) => Loss::Random {
-                threshold: p.threshold(),
-            },
+            LossConfig::Random(p) => Loss::Random { threshold: p.threshold() },
         }
     }
 
@@ -66,10 +64,7 @@ mod tests {
             let n = 1_000_000u64;
             let lost = (0..n).filter(|_| loss.lose(&mut rng)).count() as f64;
             let sigma = (n as f64 * p * (1.0 - p)).sqrt();
-            assert!(
-                (lost - n as f64 * p).abs() < 4.0 * sigma,
-                "p={p}: lost {lost} of {n}"
-            );
+            assert!((lost - n as f64 * p).abs() < 4.0 * sigma, "p={p}: lost {lost} of {n}");
         }
     }
 

@@ -92,9 +92,7 @@ impl std::fmt::Display for PathConfig {
             parts.push(format!("rate {} (+{} B/frame)", l.rate, l.overhead));
             match l.queue {
                 Some(crate::units::QueueLimit::Bytes(b)) => parts.push(format!("queue {b} B")),
-                Some(crate::units::QueueLimit::Packets(n)) => {
-                    parts.push(format!("queue {n} frames"))
-                }
+                Some(crate::units::QueueLimit::Packets(n)) => parts.push(format!("queue {n} frames")),
                 None => parts.push("queue unbounded".into()),
             }
         }
@@ -168,57 +166,29 @@ mod tests {
     #[test]
     fn order_link_then_loss_then_delay() {
         let config = PathConfig {
-            link: Some(LinkConfig {
-                rate: "8mbit".parse().unwrap(),
-                overhead: 0,
-                queue: None,
-            }),
+            link: Some(LinkConfig { rate: "8mbit".parse().unwrap(), overhead: 0, queue: None }),
             loss: Some(LossConfig::Random(Probability::ONE)),
-            delay: DelayConfig {
-                base: Nanos::from_millis(5),
-            },
+            delay: DelayConfig { base: Nanos::from_millis(5) },
         };
         let mut path = Path::new(&config);
         let mut rng = Rng::seeded(1);
         // Lost after the link: it still occupied the link, so the next frame queues behind it.
-        let meta = FrameMeta {
-            arrival: Nanos(0),
-            len: 1000,
-        };
-        assert_eq!(
-            path.process(meta, &mut rng),
-            Verdict::Drop(DropReason::Loss)
-        );
+        let meta = FrameMeta { arrival: Nanos(0), len: 1000 };
+        assert_eq!(path.process(meta, &mut rng), Verdict::Drop(DropReason::Loss));
         let mut config2 = config.clone();
         config2.loss = None;
         let mut path2 = Path::new(&config2);
         path2.process(meta, &mut rng);
         let v = path2.process(meta, &mut rng);
-        assert_eq!(
-            v,
-            Verdict::Forward(Forward {
-                release: Nanos::from_millis(2 + 5)
-            })
-        );
+        assert_eq!(v, Verdict::Forward(Forward { release: Nanos::from_millis(2 + 5) }));
     }
 
     #[test]
     fn transparent_path_releases_at_arrival() {
         let mut path = Path::new(&PathConfig::default());
         let mut rng = Rng::seeded(1);
-        let v = path.process(
-            FrameMeta {
-                arrival: Nanos(123),
-                len: 60,
-            },
-            &mut rng,
-        );
-        assert_eq!(
-            v,
-            Verdict::Forward(Forward {
-                release: Nanos(123)
-            })
-        );
+        let v = path.process(FrameMeta { arrival: Nanos(123), len: 60 }, &mut rng);
+        assert_eq!(v, Verdict::Forward(Forward { release: Nanos(123) }));
         assert!(PathConfig::default().is_transparent());
     }
 }

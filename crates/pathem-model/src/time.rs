@@ -103,9 +103,6 @@ mod tests {
         assert_eq!(Nanos(5) + Nanos(7), Nanos(12));
         assert_eq!(Nanos(5).saturating_sub(Nanos(7)), Nanos::ZERO);
         assert_eq!(Nanos::MAX.saturating_add(Nanos(1)), Nanos::MAX);
-        assert_eq!(
-            Nanos::from(std::time::Duration::from_micros(3)),
-            Nanos(3000)
-        );
+        assert_eq!(Nanos::from(std::time::Duration::from_micros(3)), Nanos(3000));
     }
 }

@@ -20,11 +20,7 @@ pub struct UnitError {
 
 impl UnitError {
     fn new(value: &str, reason: impl Into<String>, accepted: &'static str) -> UnitError {
-        UnitError {
-            value: value.to_string(),
-            reason: reason.into(),
-            accepted,
-        }
+        UnitError { value: value.to_string(), reason: reason.into(), accepted }
     }
 }
 
@@ -50,14 +46,11 @@ fn split_number(s: &str, accepted: &'static str) -> Result<(f64, String), UnitEr
                 || ((c == '-' || c == '+') && (i == 0 || t[..i].ends_with(['e', 'E'])))
                 || ((c == 'e' || c == 'E')
                     && i > 0
-                    && t[i + 1..]
-                        .starts_with(|n: char| n.is_ascii_digit() || n == '-' || n == '+')))
+                    && t[i + 1..].starts_with(|n: char| n.is_ascii_digit() || n == '-' || n == '+')))
         })
         .map_or(t.len(), |(i, _)| i);
     let (num, unit) = t.split_at(end);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| UnitError::new(s, "does not start with a number", accepted))?;
+    let v: f64 = num.parse().map_err(|_| UnitError::new(s, "does not start with a number", accepted))?;
     if v.is_nan() || v.is_infinite() {
         return Err(UnitError::new(s, "is not a finite number", accepted));
     }
@@ -78,21 +71,21 @@ fn to_u64(s: &str, v: f64, accepted: &'static str) -> Result<u64, UnitError> {
 /// Parses a duration such as `10ms`, `2.5us`, `1s`, `250ns`. A unit is required.
 pub fn parse_duration(s: &str) -> Result<Nanos, UnitError> {
     let (v, unit) = split_number(s, DURATION_ACCEPTED)?;
-    let scale = match unit.as_str() {
-        "ns" => 1.0,
-        "us" | "µs" | "usec" => 1e3,
-        "ms" | "msec" => 1e6,
-        "s" | "sec" => 1e9,
+    let scale: u64 = match unit.as_str() {
+        "ns" => 1,
+        "us" | "µs" | "usec" => 1_000,
+        "ms" | "msec" => 1_000_000,
+        "s" | "sec" => 1_000_000_000,
         "" => return Err(UnitError::new(s, "has no unit", DURATION_ACCEPTED)),
-        _ => {
-            return Err(UnitError::new(
-                s,
-                format!("has unknown unit `{unit}`"),
-                DURATION_ACCEPTED,
-            ))
-        }
+        _ => return Err(UnitError::new(s, format!("has unknown unit `{unit}`"), DURATION_ACCEPTED)),
     };
-    Ok(Nanos(to_u64(s, v * scale, DURATION_ACCEPTED)?))
+    // Whole numbers are taken exactly (an f64 holds only 53 bits); fractions go through f64.
+    let digits = s.trim().trim_end_matches(|c: char| !c.is_ascii_digit());
+    if let Ok(whole) = digits.parse::<u64>() {
+        let too_large = || UnitError::new(s, "is too large", DURATION_ACCEPTED);
+        return whole.checked_mul(scale).map(Nanos).ok_or_else(too_large);
+    }
+    Ok(Nanos(to_u64(s, v * scale as f64, DURATION_ACCEPTED)?))
 }
 
 /// A duration as typed by the user; parses with [`parse_duration`].
@@ -132,13 +125,7 @@ impl FromStr for Rate {
             "g" | "gbit" | "gbps" | "gb/s" | "gbit/s" => 1e9,
             "t" | "tbit" | "tbps" | "tb/s" | "tbit/s" => 1e12,
             "" => return Err(UnitError::new(s, "has no unit", RATE_ACCEPTED)),
-            _ => {
-                return Err(UnitError::new(
-                    s,
-                    format!("has unknown unit `{unit}`"),
-                    RATE_ACCEPTED,
-                ))
-            }
+            _ => return Err(UnitError::new(s, format!("has unknown unit `{unit}`"), RATE_ACCEPTED)),
         };
         let bits = to_u64(s, v * scale, RATE_ACCEPTED)?;
         if bits == 0 {
@@ -150,11 +137,7 @@ impl FromStr for Rate {
 
 impl fmt::Display for Rate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (div, unit) in [
-            (1_000_000_000, "gbit"),
-            (1_000_000, "mbit"),
-            (1_000, "kbit"),
-        ] {
+        for (div, unit) in [(1_000_000_000, "gbit"), (1_000_000, "mbit"), (1_000, "kbit")] {
             if self.0 % div == 0 {
                 return write!(f, "{}{unit}", self.0 / div);
             }
@@ -167,12 +150,7 @@ impl fmt::Display for Rate {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Size(pub u64);
 
-fn parse_size_unit(
-    s: &str,
-    v: f64,
-    unit: &str,
-    accepted: &'static str,
-) -> Result<Option<u64>, UnitError> {
+fn parse_size_unit(s: &str, v: f64, unit: &str, accepted: &'static str) -> Result<Option<u64>, UnitError> {
     let scale = match unit {
         "" | "b" | "byte" | "bytes" => 1.0,
         "kb" | "k" => 1e3,
@@ -192,11 +170,7 @@ impl FromStr for Size {
         let (v, unit) = split_number(s, SIZE_ACCEPTED)?;
         match parse_size_unit(s, v, &unit, SIZE_ACCEPTED)? {
             Some(b) => Ok(Size(b)),
-            None => Err(UnitError::new(
-                s,
-                format!("has unknown unit `{unit}`"),
-                SIZE_ACCEPTED,
-            )),
+            None => Err(UnitError::new(s, format!("has unknown unit `{unit}`"), SIZE_ACCEPTED)),
         }
     }
 }
@@ -215,31 +189,17 @@ impl FromStr for QueueLimit {
         let limit = match unit.as_str() {
             "pkt" | "pkts" | "p" | "packet" | "packets" | "frame" | "frames" => {
                 if v.fract() != 0.0 {
-                    return Err(UnitError::new(
-                        s,
-                        "is not a whole number of frames",
-                        QUEUE_ACCEPTED,
-                    ));
+                    return Err(UnitError::new(s, "is not a whole number of frames", QUEUE_ACCEPTED));
                 }
                 QueueLimit::Packets(to_u64(s, v, QUEUE_ACCEPTED)?)
             }
             _ => match parse_size_unit(s, v, &unit, QUEUE_ACCEPTED)? {
                 Some(b) => QueueLimit::Bytes(b),
-                None => {
-                    return Err(UnitError::new(
-                        s,
-                        format!("has unknown unit `{unit}`"),
-                        QUEUE_ACCEPTED,
-                    ))
-                }
+                None => return Err(UnitError::new(s, format!("has unknown unit `{unit}`"), QUEUE_ACCEPTED)),
             },
         };
         if matches!(limit, QueueLimit::Bytes(0) | QueueLimit::Packets(0)) {
-            return Err(UnitError::new(
-                s,
-                "is zero (the queue could hold nothing)",
-                QUEUE_ACCEPTED,
-            ));
+            return Err(UnitError::new(s, "is zero (the queue could hold nothing)", QUEUE_ACCEPTED));
         }
         Ok(limit)
     }
@@ -287,13 +247,7 @@ impl FromStr for Probability {
                 }
                 v
             }
-            _ => {
-                return Err(UnitError::new(
-                    s,
-                    format!("has unknown unit `{unit}`"),
-                    PROB_ACCEPTED,
-                ))
-            }
+            _ => return Err(UnitError::new(s, format!("has unknown unit `{unit}`"), PROB_ACCEPTED)),
         };
         Probability::new(p).ok_or_else(|| UnitError::new(s, "is above 100%", PROB_ACCEPTED))
     }
@@ -366,20 +320,12 @@ mod tests {
         assert_eq!(parse_duration(" 7ns "), Ok(Nanos(7)));
         assert_eq!(parse_duration("0ms"), Ok(Nanos(0)));
         assert_eq!(parse_duration("1e3us"), Ok(Nanos::from_millis(1)));
-        for bad in [
-            "", "10", "10q", "-1ms", "NaNms", "nan", "ms", "infs", "1e30s",
-        ] {
+        for bad in ["", "10", "10q", "-1ms", "NaNms", "nan", "ms", "infs", "1e30s"] {
             let e = parse_duration(bad).unwrap_err();
             assert!(e.to_string().contains("accepted"), "{bad}: {e}");
         }
-        assert!(parse_duration("10q")
-            .unwrap_err()
-            .to_string()
-            .contains("unknown unit `q`"));
-        assert!(parse_duration("-1ms")
-            .unwrap_err()
-            .to_string()
-            .contains("negative"));
+        assert!(parse_duration("10q").unwrap_err().to_string().contains("unknown unit `q`"));
+        assert!(parse_duration("-1ms").unwrap_err().to_string().contains("negative"));
     }
 
     #[test]
@@ -417,11 +363,7 @@ mod tests {
         for bad in ["101%", "1.5", "5", "-1%", "x", "", "NaN", "3‰"] {
             assert!(bad.parse::<Probability>().is_err(), "{bad}");
         }
-        assert!("5"
-            .parse::<Probability>()
-            .unwrap_err()
-            .to_string()
-            .contains("5%"));
+        assert!("5".parse::<Probability>().unwrap_err().to_string().contains("5%"));
         assert_eq!(Probability::ONE.threshold(), u64::MAX);
         assert_eq!(Probability::ZERO.threshold(), 0);
         assert_eq!(Probability::new(0.5).unwrap().threshold(), 1 << 63);
@@ -441,9 +383,34 @@ mod tests {
         assert_eq!(v.b.get(), 0.25);
         assert_eq!(v.c, Size(1500));
         assert_eq!(v.d.get(), 0.03);
-        let e = toml::from_str::<T>("a = '5q'\nb = 0.25\nc = 1500\nd = 0")
-            .err()
-            .unwrap();
+        let e = toml::from_str::<T>("a = '5q'\nb = 0.25\nc = 1500\nd = 0").err().unwrap();
         assert!(e.to_string().contains("unknown unit `q`"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+
+    proptest::proptest! {
+        /// No input makes a parser panic; whatever it refuses, it says what is accepted.
+        #[test]
+        fn parsers_never_panic(s in "\\PC{0,12}") {
+            for e in [
+                parse_duration(&s).err(),
+                s.parse::<Rate>().err(),
+                s.parse::<Size>().err(),
+                s.parse::<QueueLimit>().err(),
+                s.parse::<Probability>().err(),
+            ].into_iter().flatten() {
+                proptest::prop_assert!(e.to_string().contains("accepted:"));
+            }
+        }
+
+        /// Durations written by `Display` parse back to the same value.
+        #[test]
+        fn durations_round_trip(n in 0u64..u64::MAX / 2) {
+            proptest::prop_assert_eq!(parse_duration(&Nanos(n).to_string()), Ok(Nanos(n)));
+        }
     }
 }

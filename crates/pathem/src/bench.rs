@@ -63,26 +63,14 @@ struct BenchReport {
 /// One run: busy nanoseconds per offered frame, and the counters.
 fn measure(path: &PathConfig, args: &BenchArgs) -> anyhow::Result<(f64, Stats)> {
     // The in-memory source is as fast as the engine: size the delay line for a fast line.
-    let engine = EngineConfig {
-        line_rate: Rate(100_000_000_000),
-        ..EngineConfig::default()
-    };
+    let engine = EngineConfig { line_rate: Rate(100_000_000_000), ..EngineConfig::default() };
     let src = MemSource::new(args.packets, args.size, Pace::AsFastAsPossible);
-    let mut pipe = Pipeline::new(
-        src,
-        MemSink::default(),
-        path,
-        direction_seed(args.seed, 0),
-        &engine,
-    );
+    let mut pipe = Pipeline::new(src, MemSink::default(), path, direction_seed(args.seed, 0), &engine);
     let mut clock = MonotonicClock::new();
     let t0 = clock.now();
     run(&mut [&mut pipe], &mut clock, &AtomicBool::new(false))?;
     let busy = (clock.now() - t0).saturating_sub(clock.idle());
-    Ok((
-        busy.as_nanos() as f64 / args.packets as f64,
-        pipe.counters().snapshot(),
-    ))
+    Ok((busy.as_nanos() as f64 / args.packets as f64, pipe.counters().snapshot()))
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -105,8 +93,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
     }
     if let Some(cpu) = args.core {
         let mut set = nix::sched::CpuSet::new();
-        set.set(cpu)
-            .map_err(|_| usage(format!("--core {cpu}: no such CPU")))?;
+        set.set(cpu).map_err(|_| usage(format!("--core {cpu}: no such CPU")))?;
         nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
             .map_err(|e| usage(format!("--core {cpu}: cannot pin to it ({e})")))?;
     }

@@ -31,17 +31,15 @@ pub struct ConfigFile {
 
 /// Reads and checks a config file; the error is one line: `FILE:LINE: what is wrong`.
 pub fn load(path: &Path) -> Result<ConfigFile, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
     parse(&text).map_err(|(line, msg)| format!("config {}:{line}: {msg}", path.display()))
 }
 
 /// Parses config text; errors carry the 1-based line they point at.
 pub fn parse(text: &str) -> Result<ConfigFile, (usize, String)> {
     toml::from_str(text).map_err(|e| {
-        let line = e.span().map_or(1, |s| {
-            text[..s.start.min(text.len())].matches('\n').count() + 1
-        });
+        let line = e.span().map_or(1, |s| text[..s.start.min(text.len())].matches('\n').count() + 1);
         (line, e.message().replace('\n', " "))
     })
 }

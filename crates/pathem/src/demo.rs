@@ -75,35 +75,20 @@ pub fn main(args: DemoArgs) -> anyhow::Result<()> {
         max_frame: 65_535,
     };
     let r = replay(&replay_args)?;
-    std::fs::write(
-        dir.join("stats.json"),
-        serde_json::to_string_pretty(&r)? + "\n",
-    )?;
+    std::fs::write(dir.join("stats.json"), serde_json::to_string_pretty(&r)? + "\n")?;
 
-    let sent: HashMap<u64, Nanos> = frames
-        .iter()
-        .map(|(t, f)| (u64::from_be_bytes(f[42..50].try_into().unwrap()), *t))
-        .collect();
+    let sent: HashMap<u64, Nanos> =
+        frames.iter().map(|(t, f)| (u64::from_be_bytes(f[42..50].try_into().unwrap()), *t)).collect();
     let out = read_capture(&output)?;
     let mut delays: Vec<u64> = out
         .iter()
         .map(|(t, _, f)| (*t - sent[&u64::from_be_bytes(f[42..50].try_into().unwrap())]).as_nanos())
         .collect();
     delays.sort_unstable();
-    let q = |p: f64| {
-        Nanos(
-            delays
-                .get(((delays.len() as f64 - 1.0) * p) as usize)
-                .copied()
-                .unwrap_or(0),
-        )
-    };
+    let q = |p: f64| Nanos(delays.get(((delays.len() as f64 - 1.0) * p) as usize).copied().unwrap_or(0));
 
     print!("{}", report::summary(&input, &output, &r));
-    println!(
-        "  offered    {} Mbit/s of 64/590/1024/1514 B UDP frames, CBR",
-        OFFERED_BPS / 1_000_000
-    );
+    println!("  offered    {} Mbit/s of 64/590/1024/1514 B UDP frames, CBR", OFFERED_BPS / 1_000_000);
     println!(
         "  one-way delay of forwarded frames: min {}  median {}  p99 {}  max {}",
         fmt_ms(q(0.0)),
@@ -120,10 +105,7 @@ pub fn main(args: DemoArgs) -> anyhow::Result<()> {
         100.0 * r.stats.dropped.loss as f64 / kept_by_link.max(1) as f64
     );
     if args.dir.is_some() {
-        println!(
-            "  files in {}: in.pcap, out.pcap, stats.json",
-            dir.display()
-        );
+        println!("  files in {}: in.pcap, out.pcap, stats.json", dir.display());
     }
     Ok(())
 }

@@ -67,10 +67,7 @@ fn main() -> ExitCode {
             // clap's first line names the flag, the value and (through our parsers) what is
             // accepted; the usage block after it is noise for scripts and people alike.
             let text = e.render().to_string();
-            let line = text
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("error: bad arguments");
+            let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("error: bad arguments");
             eprintln!("pathem: {}", line.trim_start_matches("error: "));
             return ExitCode::from(2);
         }
@@ -83,11 +80,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let code = if e.downcast_ref::<UsageError>().is_some() {
-                2
-            } else {
-                1
-            };
+            let code = if e.downcast_ref::<UsageError>().is_some() { 2 } else { 1 };
             let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
             eprintln!("pathem: {}", msg.join(": ").replace('\n', " "));
             ExitCode::from(code)

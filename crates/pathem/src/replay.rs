@@ -61,10 +61,7 @@ pub fn random_seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos(),
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos(),
     );
     h.finish()
 }
@@ -75,11 +72,7 @@ pub fn resolve(args: &ReplayArgs) -> anyhow::Result<(ConfigFile, PathConfig)> {
         Some(p) => config::load(p).map_err(usage)?,
         None => ConfigFile::default(),
     };
-    let path = file
-        .a_to_b
-        .overridden_by(&args.path)
-        .to_config()
-        .map_err(usage)?;
+    let path = file.a_to_b.overridden_by(&args.path).to_config().map_err(usage)?;
     Ok((file, path))
 }
 
@@ -87,9 +80,7 @@ pub fn resolve(args: &ReplayArgs) -> anyhow::Result<(ConfigFile, PathConfig)> {
 pub fn replay(args: &ReplayArgs) -> anyhow::Result<ReplayReport> {
     let (file, path) = resolve(args)?;
     if args.max_frame == 0 {
-        return Err(usage(
-            "--max-frame 0: accepted: a frame length in bytes above 0",
-        ));
+        return Err(usage("--max-frame 0: accepted: a frame length in bytes above 0"));
     }
     let seed = args.seed.or(file.seed).unwrap_or_else(random_seed);
     let engine = EngineConfig {
@@ -119,16 +110,12 @@ pub fn replay(args: &ReplayArgs) -> anyhow::Result<ReplayReport> {
 pub fn main(args: ReplayArgs) -> anyhow::Result<()> {
     let report = replay(&args)?;
     if args.seed.is_none() {
-        eprintln!(
-            "pathem: seed {} (pass --seed {} to repeat this run)",
-            report.seed, report.seed
-        );
+        eprintln!("pathem: seed {} (pass --seed {} to repeat this run)", report.seed, report.seed);
     }
     match &args.stats {
         Some(p) => {
             let json = serde_json::to_string_pretty(&report)?;
-            std::fs::write(p, json + "\n")
-                .with_context(|| format!("cannot write {}", p.display()))?;
+            std::fs::write(p, json + "\n").with_context(|| format!("cannot write {}", p.display()))?;
         }
         None => eprint!("{}", report::summary(&args.input, &args.output, &report)),
     }

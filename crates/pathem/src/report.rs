@@ -32,26 +32,10 @@ pub fn summary(input: &Path, output: &Path, r: &ReplayReport) -> String {
             100.0 * n as f64 / s.rx_packets as f64
         }
     };
-    let _ = writeln!(
-        out,
-        "pathem replay {} -> {} (seed {})",
-        input.display(),
-        output.display(),
-        r.seed
-    );
+    let _ = writeln!(out, "pathem replay {} -> {} (seed {})", input.display(), output.display(), r.seed);
     let _ = writeln!(out, "  path       {}", r.path);
-    let _ = writeln!(
-        out,
-        "  received   {:>10} frames  {:>12}",
-        s.rx_packets,
-        bytes(s.rx_bytes)
-    );
-    let _ = writeln!(
-        out,
-        "  forwarded  {:>10} frames  {:>12}",
-        s.tx_packets,
-        bytes(s.tx_bytes)
-    );
+    let _ = writeln!(out, "  received   {:>10} frames  {:>12}", s.rx_packets, bytes(s.rx_bytes));
+    let _ = writeln!(out, "  forwarded  {:>10} frames  {:>12}", s.tx_packets, bytes(s.tx_bytes));
     let _ = writeln!(
         out,
         "  dropped    {:>10} frames  ({:.3}%): loss {}, queue {}, police {}, delay_line {}, oversize {}",

@@ -17,48 +17,23 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct PathSpec {
     /// Constant one-way delay added to every frame (ns, us, ms, s), e.g. 10ms.
-    #[arg(
-        long,
-        value_name = "DUR",
-        help_heading = "Impairments",
-        allow_hyphen_values = true
-    )]
+    #[arg(long, value_name = "DUR", help_heading = "Impairments", allow_hyphen_values = true)]
     pub delay: Option<Duration>,
 
     /// Independent random loss: a probability as 1% or 0.01 (also random:P).
-    #[arg(
-        long,
-        value_name = "P",
-        help_heading = "Impairments",
-        allow_hyphen_values = true
-    )]
+    #[arg(long, value_name = "P", help_heading = "Impairments", allow_hyphen_values = true)]
     pub loss: Option<LossConfig>,
 
     /// Bottleneck rate (bit, kbit, mbit, gbit; k, m, g; bps-style aliases mean bits), e.g. 100mbit.
-    #[arg(
-        long,
-        value_name = "RATE",
-        help_heading = "Impairments",
-        allow_hyphen_values = true
-    )]
+    #[arg(long, value_name = "RATE", help_heading = "Impairments", allow_hyphen_values = true)]
     pub rate: Option<Rate>,
 
     /// Bytes added to each frame's length for the rate [default: 24 = preamble+SFD, FCS, gap].
-    #[arg(
-        long,
-        value_name = "BYTES",
-        help_heading = "Impairments",
-        allow_hyphen_values = true
-    )]
+    #[arg(long, value_name = "BYTES", help_heading = "Impairments", allow_hyphen_values = true)]
     pub overhead: Option<u32>,
 
     /// Drop-tail limit of the link queue in bytes (64KB) or frames (100pkt); needs --rate.
-    #[arg(
-        long,
-        value_name = "SIZE",
-        help_heading = "Impairments",
-        allow_hyphen_values = true
-    )]
+    #[arg(long, value_name = "SIZE", help_heading = "Impairments", allow_hyphen_values = true)]
     pub queue: Option<QueueLimit>,
 }
 
@@ -96,9 +71,7 @@ impl PathSpec {
         Ok(PathConfig {
             link,
             loss: self.loss.clone(),
-            delay: DelayConfig {
-                base: self.delay.map(|d| d.0).unwrap_or_default(),
-            },
+            delay: DelayConfig { base: self.delay.map(|d| d.0).unwrap_or_default() },
         })
     }
 }
@@ -111,10 +84,7 @@ mod tests {
     #[test]
     fn flags_override_file_key_by_key() {
         let file: PathSpec = toml::from_str("delay = '10ms'\nloss = '1%'").unwrap();
-        let flags = PathSpec {
-            delay: Some("20ms".parse().unwrap()),
-            ..Default::default()
-        };
+        let flags = PathSpec { delay: Some("20ms".parse().unwrap()), ..Default::default() };
         let merged = file.overridden_by(&flags);
         assert_eq!(merged.delay.unwrap().0, Nanos::from_millis(20));
         assert_eq!(merged.loss, file.loss);
@@ -122,10 +92,7 @@ mod tests {
 
     #[test]
     fn queue_without_rate_is_refused() {
-        let spec = PathSpec {
-            queue: Some("10pkt".parse().unwrap()),
-            ..Default::default()
-        };
+        let spec = PathSpec { queue: Some("10pkt".parse().unwrap()), ..Default::default() };
         assert_eq!(spec.to_config(), Err(SpecError::NeedsRate("queue")));
     }
 

@@ -18,10 +18,7 @@ impl Dir {
 }
 
 fn pathem(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pathem"))
-        .args(args)
-        .output()
-        .expect("pathem runs")
+    Command::new(env!("CARGO_BIN_EXE_pathem")).args(args).output().expect("pathem runs")
 }
 
 fn replay(input: &Path, output: &Path, extra: &[&str]) -> Output {
@@ -31,11 +28,7 @@ fn replay(input: &Path, output: &Path, extra: &[&str]) -> Output {
 }
 
 fn ok(out: &Output) {
-    assert!(
-        out.status.success(),
-        "pathem failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "pathem failed: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 fn stats(path: &Path) -> serde_json::Value {
@@ -44,14 +37,7 @@ fn stats(path: &Path) -> serde_json::Value {
 
 /// `n` frames of `size` bytes, one every `gap`, starting at 1 s; payload carries the index.
 fn cbr(n: u64, size: usize, gap: Nanos) -> Vec<(Nanos, Vec<u8>)> {
-    (0..n)
-        .map(|i| {
-            (
-                Nanos::from_secs(1) + Nanos(gap.as_nanos() * i),
-                udp_frame(size, i),
-            )
-        })
-        .collect()
+    (0..n).map(|i| (Nanos::from_secs(1) + Nanos(gap.as_nanos() * i), udp_frame(size, i))).collect()
 }
 
 fn seq(frame: &[u8]) -> u64 {
@@ -63,11 +49,7 @@ fn constant_delay_is_exact_for_every_frame() {
     let d = Dir::new();
     let frames = cbr(5000, 200, Nanos(12_345));
     write_capture(&d.path("in.pcap"), frames.clone()).unwrap();
-    ok(&replay(
-        &d.path("in.pcap"),
-        &d.path("out.pcap"),
-        &["--delay", "10ms", "--seed", "1"],
-    ));
+    ok(&replay(&d.path("in.pcap"), &d.path("out.pcap"), &["--delay", "10ms", "--seed", "1"]));
     let out = read_capture(&d.path("out.pcap")).unwrap();
     assert_eq!(out.len(), frames.len());
     for ((t_in, f_in), (t_out, len, f_out)) in frames.iter().zip(&out) {
@@ -82,11 +64,7 @@ fn microsecond_input_and_zero_delay_pass_through_unchanged() {
     let d = Dir::new();
     let frames = cbr(100, 64, Nanos::from_micros(7));
     write_capture(&d.path("in.pcap"), frames.clone()).unwrap();
-    ok(&replay(
-        &d.path("in.pcap"),
-        &d.path("out.pcap"),
-        &["--seed", "1"],
-    ));
+    ok(&replay(&d.path("in.pcap"), &d.path("out.pcap"), &["--seed", "1"]));
     let out = read_capture(&d.path("out.pcap")).unwrap();
     let got: Vec<(Nanos, Vec<u8>)> = out.into_iter().map(|(t, _, f)| (t, f)).collect();
     assert_eq!(got, frames);
@@ -96,21 +74,14 @@ fn microsecond_input_and_zero_delay_pass_through_unchanged() {
 fn rate_spaces_frames_exactly() {
     let d = Dir::new();
     // 200 frames of 1000 B all arriving at once; 8 Mbit/s with 24 B overhead = 1024 us each.
-    let frames: Vec<_> = (0..200)
-        .map(|i| (Nanos::from_secs(1), udp_frame(1000, i)))
-        .collect();
+    let frames: Vec<_> = (0..200).map(|i| (Nanos::from_secs(1), udp_frame(1000, i))).collect();
     write_capture(&d.path("in.pcap"), frames).unwrap();
-    ok(&replay(
-        &d.path("in.pcap"),
-        &d.path("out.pcap"),
-        &["--rate", "8mbit", "--delay", "1ms"],
-    ));
+    ok(&replay(&d.path("in.pcap"), &d.path("out.pcap"), &["--rate", "8mbit", "--delay", "1ms"]));
     let out = read_capture(&d.path("out.pcap")).unwrap();
     assert_eq!(out.len(), 200);
     for (k, (t, _, f)) in out.iter().enumerate() {
         assert_eq!(seq(f), k as u64, "order kept");
-        let want =
-            Nanos::from_secs(1) + Nanos::from_micros(1024 * (k as u64 + 1)) + Nanos::from_millis(1);
+        let want = Nanos::from_secs(1) + Nanos::from_micros(1024 * (k as u64 + 1)) + Nanos::from_millis(1);
         assert_eq!(*t, want, "frame {k}");
     }
 }
@@ -120,15 +91,9 @@ fn rate_with_fractional_nanoseconds_does_not_drift() {
     let d = Dir::new();
     // 64 + 24 B at 3 Gbit/s = 234.67 ns per frame; 100k back to back.
     let n = 100_000u64;
-    let frames: Vec<_> = (0..n)
-        .map(|i| (Nanos::from_secs(1), udp_frame(64, i)))
-        .collect();
+    let frames: Vec<_> = (0..n).map(|i| (Nanos::from_secs(1), udp_frame(64, i))).collect();
     write_capture(&d.path("in.pcap"), frames).unwrap();
-    ok(&replay(
-        &d.path("in.pcap"),
-        &d.path("out.pcap"),
-        &["--rate", "3gbit", "--buffer", "64MiB"],
-    ));
+    ok(&replay(&d.path("in.pcap"), &d.path("out.pcap"), &["--rate", "3gbit", "--buffer", "64MiB"]));
     let out = read_capture(&d.path("out.pcap")).unwrap();
     for (k, (t, _, _)) in out.iter().enumerate() {
         let exact = (k as u64 + 1) * 88 * 8 * 1_000_000_000 / 3_000_000_000;
@@ -140,57 +105,31 @@ fn rate_with_fractional_nanoseconds_does_not_drift() {
 fn queue_limits_drop_tail() {
     let d = Dir::new();
     // A burst of 100 frames of 1000 B at t = 1 s into an 8 Mbit/s link.
-    let frames: Vec<_> = (0..100)
-        .map(|i| (Nanos::from_secs(1), udp_frame(1000, i)))
-        .collect();
+    let frames: Vec<_> = (0..100).map(|i| (Nanos::from_secs(1), udp_frame(1000, i))).collect();
     write_capture(&d.path("in.pcap"), frames).unwrap();
     for (queue, kept) in [("10pkt", 10u64), ("5000B", 5), ("4999B", 4), ("1pkt", 1)] {
         let st = d.path("s.json");
         ok(&replay(
             &d.path("in.pcap"),
             &d.path("out.pcap"),
-            &[
-                "--rate",
-                "8mbit",
-                "--queue",
-                queue,
-                "--stats",
-                st.to_str().unwrap(),
-            ],
+            &["--rate", "8mbit", "--queue", queue, "--stats", st.to_str().unwrap()],
         ));
         let s = stats(&st);
         assert_eq!(s["tx_packets"], kept, "{queue}");
         assert_eq!(s["dropped"]["queue"], 100 - kept, "{queue}");
         let out = read_capture(&d.path("out.pcap")).unwrap();
         let seqs: Vec<u64> = out.iter().map(|(_, _, f)| seq(f)).collect();
-        assert_eq!(
-            seqs,
-            (0..kept).collect::<Vec<_>>(),
-            "drop-tail keeps the first frames"
-        );
+        assert_eq!(seqs, (0..kept).collect::<Vec<_>>(), "drop-tail keeps the first frames");
     }
     // Frames arriving one transmission time apart never find the queue full.
-    let frames: Vec<_> = (0..100)
-        .map(|i| {
-            (
-                Nanos::from_secs(1) + Nanos::from_micros(1024 * i),
-                udp_frame(1000, i),
-            )
-        })
-        .collect();
+    let frames: Vec<_> =
+        (0..100).map(|i| (Nanos::from_secs(1) + Nanos::from_micros(1024 * i), udp_frame(1000, i))).collect();
     write_capture(&d.path("in.pcap"), frames).unwrap();
     let st = d.path("s.json");
     ok(&replay(
         &d.path("in.pcap"),
         &d.path("out.pcap"),
-        &[
-            "--rate",
-            "8mbit",
-            "--queue",
-            "1pkt",
-            "--stats",
-            st.to_str().unwrap(),
-        ],
+        &["--rate", "8mbit", "--queue", "1pkt", "--stats", st.to_str().unwrap()],
     ));
     assert_eq!(stats(&st)["tx_packets"], 100);
 }
@@ -205,28 +144,15 @@ fn random_loss_within_four_sigma_and_accounted() {
         ok(&replay(
             &d.path("in.pcap"),
             &d.path("out.pcap"),
-            &[
-                "--loss",
-                arg,
-                "--seed",
-                "7",
-                "--stats",
-                st.to_str().unwrap(),
-            ],
+            &["--loss", arg, "--seed", "7", "--stats", st.to_str().unwrap()],
         ));
         let s = stats(&st);
         let lost = s["dropped"]["loss"].as_u64().unwrap() as f64;
         let sigma = (n as f64 * p * (1.0 - p)).sqrt();
-        assert!(
-            (lost - n as f64 * p).abs() < 4.0 * sigma,
-            "{arg}: lost {lost} of {n}"
-        );
+        assert!((lost - n as f64 * p).abs() < 4.0 * sigma, "{arg}: lost {lost} of {n}");
         assert_eq!(s["rx_packets"].as_u64().unwrap(), n);
         assert_eq!(s["tx_packets"].as_u64().unwrap() + lost as u64, n);
-        assert_eq!(
-            read_capture(&d.path("out.pcap")).unwrap().len() as u64,
-            n - lost as u64
-        );
+        assert_eq!(read_capture(&d.path("out.pcap")).unwrap().len() as u64, n - lost as u64);
     }
 }
 
@@ -234,9 +160,7 @@ fn random_loss_within_four_sigma_and_accounted() {
 fn same_seed_same_bytes_other_seed_other_bytes() {
     let d = Dir::new();
     write_capture(&d.path("in.pcap"), cbr(20_000, 100, Nanos::from_micros(3))).unwrap();
-    let args = [
-        "--loss", "10%", "--rate", "100mbit", "--queue", "20pkt", "--delay", "3ms",
-    ];
+    let args = ["--loss", "10%", "--rate", "100mbit", "--queue", "20pkt", "--delay", "3ms"];
     let run = |name: &str, seed: &str| {
         let mut a = args.to_vec();
         a.extend_from_slice(&["--seed", seed]);
@@ -255,24 +179,14 @@ fn seed_is_printed_when_not_given_and_stats_have_every_key() {
     let d = Dir::new();
     write_capture(&d.path("in.pcap"), cbr(10, 60, Nanos::from_micros(1))).unwrap();
     let st = d.path("s.json");
-    let out = replay(
-        &d.path("in.pcap"),
-        &d.path("out.pcap"),
-        &["--loss", "1%", "--stats", st.to_str().unwrap()],
-    );
+    let out =
+        replay(&d.path("in.pcap"), &d.path("out.pcap"), &["--loss", "1%", "--stats", st.to_str().unwrap()]);
     ok(&out);
     let err = String::from_utf8_lossy(&out.stderr);
     let s = stats(&st);
     let seed = s["seed"].as_u64().unwrap();
     assert!(err.contains(&format!("seed {seed}")), "{err}");
-    for key in [
-        "rx_packets",
-        "tx_packets",
-        "tx_bytes",
-        "duplicated",
-        "corrupted",
-        "reorder_clamped",
-    ] {
+    for key in ["rx_packets", "tx_packets", "tx_bytes", "duplicated", "corrupted", "reorder_clamped"] {
         assert!(s[key].is_u64(), "{key} in {s}");
     }
     for key in ["loss", "queue", "police", "delay_line"] {
@@ -282,10 +196,7 @@ fn seed_is_printed_when_not_given_and_stats_have_every_key() {
     let out = replay(&d.path("in.pcap"), &d.path("out.pcap"), &["--seed", "3"]);
     ok(&out);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("received") && err.contains("forwarded") && err.contains("dropped"),
-        "{err}"
-    );
+    assert!(err.contains("received") && err.contains("forwarded") && err.contains("dropped"), "{err}");
     assert!(!err.contains("pass --seed"), "seed was given: {err}");
 }
 
@@ -293,23 +204,12 @@ fn seed_is_printed_when_not_given_and_stats_have_every_key() {
 fn full_delay_line_drops_and_counts() {
     let d = Dir::new();
     // 1 s of delay, 100k frames of 1000 B within 0.1 s, in a 4 MiB delay line: most cannot fit.
-    write_capture(
-        &d.path("in.pcap"),
-        cbr(100_000, 1000, Nanos::from_micros(1)),
-    )
-    .unwrap();
+    write_capture(&d.path("in.pcap"), cbr(100_000, 1000, Nanos::from_micros(1))).unwrap();
     let st = d.path("s.json");
     ok(&replay(
         &d.path("in.pcap"),
         &d.path("out.pcap"),
-        &[
-            "--delay",
-            "1s",
-            "--buffer",
-            "4MiB",
-            "--stats",
-            st.to_str().unwrap(),
-        ],
+        &["--delay", "1s", "--buffer", "4MiB", "--stats", st.to_str().unwrap()],
     ));
     let s = stats(&st);
     let dl = s["dropped"]["delay_line"].as_u64().unwrap();
@@ -323,12 +223,7 @@ fn full_delay_line_drops_and_counts() {
 fn oversize_frames_are_dropped_and_counted() {
     let d = Dir::new();
     let frames: Vec<_> = (0..10)
-        .map(|i| {
-            (
-                Nanos::from_secs(1) + Nanos(i),
-                udp_frame(if i % 2 == 0 { 100 } else { 1514 }, i),
-            )
-        })
+        .map(|i| (Nanos::from_secs(1) + Nanos(i), udp_frame(if i % 2 == 0 { 100 } else { 1514 }, i)))
         .collect();
     write_capture(&d.path("in.pcap"), frames).unwrap();
     let st = d.path("s.json");
@@ -356,42 +251,22 @@ fn config_file_with_flags_on_top() {
     ok(&replay(
         &d.path("in.pcap"),
         &d.path("out.pcap"),
-        &[
-            "--config",
-            c.to_str().unwrap(),
-            "--loss",
-            "0%",
-            "--stats",
-            st.to_str().unwrap(),
-        ],
+        &["--config", c.to_str().unwrap(), "--loss", "0%", "--stats", st.to_str().unwrap()],
     ));
     let s = stats(&st);
     assert_eq!(s["seed"], 5);
     assert_eq!(s["tx_packets"], 10, "the flag overrode the file's loss");
     let out = read_capture(&d.path("out.pcap")).unwrap();
-    assert_eq!(
-        out[0].0,
-        Nanos::from_secs(1) + Nanos::from_millis(10),
-        "a_to_b's delay applies"
-    );
+    assert_eq!(out[0].0, Nanos::from_secs(1) + Nanos::from_millis(10), "a_to_b's delay applies");
 }
 
 /// Runs a bad command and returns its one stderr line; checks exit code and that OUT is absent.
 fn refused(d: &Dir, args: &[&str], code: i32) -> String {
     let out = pathem(args);
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
     assert!(out.stdout.is_empty());
     let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(
-        err.trim_end().lines().count(),
-        1,
-        "one line for {args:?}: {err}"
-    );
+    assert_eq!(err.trim_end().lines().count(), 1, "one line for {args:?}: {err}");
     assert!(!d.path("out.pcap").exists(), "no output for {args:?}");
     err
 }
@@ -431,10 +306,7 @@ fn bad_values_get_one_line_and_exit_2() {
     let cfg = d.path("bad.toml");
     std::fs::write(&cfg, "[a_to_b]\ndelay = '1ms'\njitter = '1ms'\n").unwrap();
     let err = refused(&d, &["replay", i, o, "--config", cfg.to_str().unwrap()], 2);
-    assert!(
-        err.contains(":3:") && err.contains("unknown field `jitter`"),
-        "{err}"
-    );
+    assert!(err.contains(":3:") && err.contains("unknown field `jitter`"), "{err}");
 }
 
 #[test]
@@ -444,10 +316,7 @@ fn bad_captures_get_one_line_and_leave_no_output() {
     let o = o.to_str().unwrap();
     let missing = d.path("missing.pcap");
     let err = refused(&d, &["replay", missing.to_str().unwrap(), o], 1);
-    assert!(
-        err.contains("cannot open") && err.contains("missing.pcap"),
-        "{err}"
-    );
+    assert!(err.contains("cannot open") && err.contains("missing.pcap"), "{err}");
 
     std::fs::write(d.path("text.pcap"), "this is not a capture at all").unwrap();
     let err = refused(&d, &["replay", d.path("text.pcap").to_str().unwrap(), o], 1);
@@ -456,21 +325,8 @@ fn bad_captures_get_one_line_and_leave_no_output() {
     write_capture(&d.path("good.pcap"), cbr(1000, 100, Nanos::from_micros(1))).unwrap();
     let bytes = std::fs::read(d.path("good.pcap")).unwrap();
     std::fs::write(d.path("cut.pcap"), &bytes[..bytes.len() - 30]).unwrap();
-    let err = refused(
-        &d,
-        &[
-            "replay",
-            d.path("cut.pcap").to_str().unwrap(),
-            o,
-            "--delay",
-            "1ms",
-        ],
-        1,
-    );
-    assert!(
-        err.contains("truncated") && err.contains("frame 1000"),
-        "{err}"
-    );
+    let err = refused(&d, &["replay", d.path("cut.pcap").to_str().unwrap(), o, "--delay", "1ms"], 1);
+    assert!(err.contains("truncated") && err.contains("frame 1000"), "{err}");
 
     let mut raw_ip = bytes.clone();
     raw_ip[20..24].copy_from_slice(&101u32.to_ne_bytes());
@@ -484,8 +340,5 @@ fn demo_runs_and_reports() {
     let out = pathem(&["demo", "--frames", "4000"]);
     ok(&out);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.contains("one-way delay") && text.contains("loss after the link"),
-        "{text}"
-    );
+    assert!(text.contains("one-way delay") && text.contains("loss after the link"), "{text}");
 }
