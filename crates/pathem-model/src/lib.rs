@@ -11,6 +11,7 @@ pub mod link;
 pub mod loss;
 pub mod path;
 pub mod rng;
+pub mod spec;
 pub mod time;
 pub mod units;
 

@@ -1,54 +1,354 @@
 //! Loss models: decide, frame by frame, whether the path loses a frame.
+//!
+//! - `random`: each frame lost independently with probability P (Bernoulli).
+//! - `ge`: Gilbert-Elliott (DEMU §3.1). Two states, Good and Bad; each frame is lost with the
+//!   current state's loss probability (1−k in Good, 1−h in Bad), then the state moves
+//!   Good→Bad with p or Bad→Good with r. Stationary loss rate
+//!   `P = r/(p+r)·(1−k) + p/(p+r)·(1−h)`; with k = 1, h = 0 a loss burst is a stay in Bad, so
+//!   burst lengths are geometric, `P(B = n) = r(1−r)^(n−1)`, with mean 1/r.
+//! - `gi`: NetEm's 4-state Markov model (`loss state p13 p31 p32 p23 p14`): states 1 (frames
+//!   received in a gap), 2 (received in a burst), 3 (lost in a burst), 4 (isolated loss). The
+//!   chain moves first; the frame is lost when the new state is 3 or 4.
+//! - `trace`: a recorded pattern of lost (1) and delivered (0) frames, replayed in a loop.
+//!
+//! And the bit error rate, applied after the loss model: a frame of `len` bytes survives only
+//! if all its `8·len` bits do, so it is dropped with probability `1 − (1 − ber)^(8·len)`.
 
 use crate::rng::Rng;
-use crate::units::Probability;
+use crate::spec::{error, KeyValues};
+use crate::units::{Probability, UnitError};
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+const LOSS_ACCEPTED: &str = "P (1% or 0.01), random:P, ge:p=P,r=R[,loss-bad=X][,loss-good=Y], \
+ge:loss=P,burst=B, gi:p13=P[,p31=..,p32=..,p23=..,p14=..], trace:FILE";
 
 /// What the user asked for.
 #[derive(Clone, Debug, PartialEq)]
 pub enum LossConfig {
     /// Each frame is lost independently with this probability (Bernoulli).
     Random(Probability),
+    /// Gilbert-Elliott: transitions p (Good→Bad) and r (Bad→Good); loss in Bad = 1−h, in
+    /// Good = 1−k.
+    GilbertElliott { p: Probability, r: Probability, loss_bad: Probability, loss_good: Probability },
+    /// NetEm's 4-state model.
+    FourState { p13: Probability, p31: Probability, p32: Probability, p23: Probability, p14: Probability },
+    /// A recorded pattern, replayed in a loop.
+    Trace(Arc<LossTrace>),
 }
 
-impl std::fmt::Display for LossConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+/// A loss pattern: `lost[i]` says whether frame i (modulo the length) is lost.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LossTrace {
+    lost: Vec<bool>,
+}
+
+impl LossTrace {
+    /// Parses the trace format: `0` (delivered) and `1` (lost), one per frame, in any layout
+    /// (whitespace is ignored); `#` starts a comment that runs to the end of the line.
+    pub fn parse(text: &str) -> Result<LossTrace, String> {
+        let mut lost = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or("");
+            for c in line.chars().filter(|c| !c.is_whitespace()) {
+                match c {
+                    '0' => lost.push(false),
+                    '1' => lost.push(true),
+                    ',' | ';' => {}
+                    _ => return Err(format!("line {}: `{c}` is not 0 (delivered) or 1 (lost)", n + 1)),
+                }
+            }
+        }
+        if lost.is_empty() {
+            return Err("holds no 0/1 entry".into());
+        }
+        Ok(LossTrace { lost })
+    }
+
+    pub fn len(&self) -> usize {
+        self.lost.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lost.is_empty()
+    }
+
+    /// Fraction of the pattern that is lost.
+    pub fn loss_rate(&self) -> f64 {
+        self.lost.iter().filter(|&&l| l).count() as f64 / self.lost.len() as f64
+    }
+}
+
+impl LossConfig {
+    /// Gilbert-Elliott from a target loss rate and mean burst length (k = 1, h = 0):
+    /// r = 1/B, p = r·P/(1−P) (DEMU §3.1).
+    pub fn ge_from_rate(loss: f64, burst: f64) -> Option<LossConfig> {
+        if !(loss > 0.0 && loss < 1.0 && burst >= 1.0) {
+            return None;
+        }
+        let r = 1.0 / burst;
+        let p = r * loss / (1.0 - loss);
+        Some(LossConfig::GilbertElliott {
+            p: Probability::new(p)?,
+            r: Probability::new(r)?,
+            loss_bad: Probability::ONE,
+            loss_good: Probability::ZERO,
+        })
+    }
+
+    /// The long-run fraction of frames this model loses.
+    pub fn loss_rate(&self) -> f64 {
         match self {
-            LossConfig::Random(p) => write!(f, "random {p}"),
+            LossConfig::Random(p) => p.get(),
+            LossConfig::GilbertElliott { p, r, loss_bad, loss_good } => {
+                let (p, r) = (p.get(), r.get());
+                (r * loss_good.get() + p * loss_bad.get()) / (p + r)
+            }
+            LossConfig::FourState { p13, p31, p32, p23, p14 } => {
+                let (p13, p31, p32, p23, p14) = (p13.get(), p31.get(), p32.get(), p23.get(), p14.get());
+                // Balance equations: π4 = π1·p14, π3·p31 = π1·p13, π2·p23 = π3·p32.
+                if p13 == 0.0 {
+                    return p14 / (1.0 + p14);
+                }
+                let pi3 = p13 / p31;
+                let pi2 = if p32 == 0.0 { 0.0 } else { pi3 * p32 / p23 };
+                (pi3 + p14) / (1.0 + p14 + pi3 + pi2)
+            }
+            LossConfig::Trace(t) => t.loss_rate(),
+        }
+    }
+
+    /// The long-run mean number of consecutive lost frames.
+    pub fn mean_burst(&self) -> f64 {
+        match self {
+            LossConfig::Random(p) => 1.0 / (1.0 - p.get()),
+            LossConfig::GilbertElliott { p, r, loss_bad, loss_good } => {
+                // Loss is decided in the current state, then the state moves. A burst starts
+                // at frame n when n is lost and n−1 was not:
+                // P(start) = Σ_s,s' π_s (1−l_s) T(s,s') l_s'.
+                let (p, r, lb, lg) = (p.get(), r.get(), loss_bad.get(), loss_good.get());
+                let (pg, pb) = (r / (p + r), p / (p + r));
+                let start =
+                    pg * (1.0 - lg) * ((1.0 - p) * lg + p * lb) + pb * (1.0 - lb) * (r * lg + (1.0 - r) * lb);
+                self.loss_rate() / start
+            }
+            LossConfig::FourState { .. } | LossConfig::Trace(_) => f64::NAN,
         }
     }
 }
 
-/// A loss model as typed on the command line: `P` or `random:P` (e.g. `1%`, `random:0.01`).
-impl std::str::FromStr for LossConfig {
-    type Err = crate::units::UnitError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
+impl FromStr for LossConfig {
+    type Err = UnitError;
+    /// Parses every loss spec except `trace:FILE`, whose file the caller reads
+    /// (see [`LossTrace::parse`]); a `trace:` spec is refused here.
+    fn from_str(s: &str) -> Result<Self, UnitError> {
         let t = s.trim();
-        let body = t.strip_prefix("random:").unwrap_or(t);
-        body.parse::<Probability>().map(LossConfig::Random)
+        let (name, body) = t.split_once(':').unwrap_or(("", t));
+        match name {
+            "" | "random" => body.parse::<Probability>().map(LossConfig::Random).map_err(|e| {
+                if name.is_empty() && body.chars().any(|c| c.is_ascii_alphabetic()) {
+                    error(s, "is not a probability or a known loss model", LOSS_ACCEPTED)
+                } else {
+                    e
+                }
+            }),
+            "ge" => {
+                let mut kv = KeyValues::parse(s, body, LOSS_ACCEPTED)?;
+                if let Some(loss) = kv.get::<Probability>("loss")? {
+                    let burst = kv.require::<crate::spec::Number>("burst")?.0;
+                    kv.finish()?;
+                    if loss.get() <= 0.0 || loss.get() >= 1.0 {
+                        return Err(error(s, "needs 0 < loss < 100%", LOSS_ACCEPTED));
+                    }
+                    if burst < 1.0 {
+                        return Err(error(
+                            s,
+                            "needs burst ≥ 1 (a burst has at least one frame)",
+                            LOSS_ACCEPTED,
+                        ));
+                    }
+                    return LossConfig::ge_from_rate(loss.get(), burst).ok_or_else(|| {
+                        error(s, "gives p above 100%: lower loss or raise burst", LOSS_ACCEPTED)
+                    });
+                }
+                let p = kv.require::<Probability>("p")?;
+                let r = kv.require::<Probability>("r")?;
+                let loss_bad = kv.get::<Probability>("loss-bad")?.unwrap_or(Probability::ONE);
+                let loss_good = kv.get::<Probability>("loss-good")?.unwrap_or(Probability::ZERO);
+                kv.finish()?;
+                if p.get() + r.get() == 0.0 {
+                    return Err(error(
+                        s,
+                        "has p + r = 0: the chain would never leave its first state",
+                        LOSS_ACCEPTED,
+                    ));
+                }
+                Ok(LossConfig::GilbertElliott { p, r, loss_bad, loss_good })
+            }
+            "gi" => {
+                let mut kv = KeyValues::parse(s, body, LOSS_ACCEPTED)?;
+                let p13 = kv.require::<Probability>("p13")?;
+                let p31 = kv
+                    .get::<Probability>("p31")?
+                    .unwrap_or(Probability::new(1.0 - p13.get()).unwrap_or(Probability::ZERO));
+                let p32 = kv.get::<Probability>("p32")?.unwrap_or(Probability::ZERO);
+                let p23 = kv.get::<Probability>("p23")?.unwrap_or(Probability::ONE);
+                let p14 = kv.get::<Probability>("p14")?.unwrap_or(Probability::ZERO);
+                kv.finish()?;
+                if p13.get() + p14.get() > 1.0 {
+                    return Err(error(s, "has p13 + p14 above 100%", LOSS_ACCEPTED));
+                }
+                if p31.get() + p32.get() > 1.0 {
+                    return Err(error(s, "has p31 + p32 above 100%", LOSS_ACCEPTED));
+                }
+                if p13.get() > 0.0 && p31.get() == 0.0 && p32.get() == 0.0 {
+                    return Err(error(s, "has p31 = p32 = 0: a burst would never end", LOSS_ACCEPTED));
+                }
+                if p32.get() > 0.0 && p23.get() == 0.0 && p31.get() == 0.0 {
+                    return Err(error(
+                        s,
+                        "has p23 = p31 = 0: the chain would be stuck in state 2",
+                        LOSS_ACCEPTED,
+                    ));
+                }
+                Ok(LossConfig::FourState { p13, p31, p32, p23, p14 })
+            }
+            "trace" => Err(error(s, "names a trace file, which is read by the command line", LOSS_ACCEPTED)),
+            _ => Err(error(s, format!("names unknown loss model `{name}`"), LOSS_ACCEPTED)),
+        }
     }
 }
 
-crate::deserialize_from_str!(LossConfig);
+impl fmt::Display for LossConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LossConfig::Random(p) => write!(f, "random {p}"),
+            LossConfig::GilbertElliott { p, r, loss_bad, loss_good } => write!(
+                f,
+                "gilbert-elliott p={p} r={r} loss-bad={loss_bad} loss-good={loss_good} (rate {:.4}%, mean burst {:.2})",
+                self.loss_rate() * 100.0,
+                self.mean_burst()
+            ),
+            LossConfig::FourState { p13, p31, p32, p23, p14 } => write!(
+                f,
+                "4-state p13={p13} p31={p31} p32={p32} p23={p23} p14={p14} (rate {:.4}%)",
+                self.loss_rate() * 100.0
+            ),
+            LossConfig::Trace(t) => write!(f, "trace of {} frames ({:.4}% lost)", t.len(), t.loss_rate() * 100.0),
+        }
+    }
+}
 
 /// A loss model with its state.
 #[derive(Clone, Debug)]
 pub enum Loss {
     Random { threshold: u64 },
+    GilbertElliott { bad: bool, to_bad: u64, to_good: u64, loss_bad: u64, loss_good: u64 },
+    FourState { state: u8, p13: u64, p14: u64, p31: u64, p32: u64, p23: u64 },
+    Trace { trace: Arc<LossTrace>, next: usize },
+}
+
+/// True with the probability behind `threshold`; a probability of 1 always hits.
+#[inline(always)]
+fn hit(rng: &mut Rng, threshold: u64) -> bool {
+    threshold == u64::MAX || rng.chance(threshold)
 }
 
 impl Loss {
     pub fn new(config: &LossConfig) -> Loss {
-        match *config {
+        match config {
             LossConfig::Random(p) => Loss::Random { threshold: p.threshold() },
+            LossConfig::GilbertElliott { p, r, loss_bad, loss_good } => Loss::GilbertElliott {
+                // Start in the stationary distribution's likelier state: Good unless p > r.
+                bad: p.get() > r.get(),
+                to_bad: p.threshold(),
+                to_good: r.threshold(),
+                loss_bad: loss_bad.threshold(),
+                loss_good: loss_good.threshold(),
+            },
+            LossConfig::FourState { p13, p31, p32, p23, p14 } => Loss::FourState {
+                state: 1,
+                p13: p13.threshold(),
+                p14: p14.threshold(),
+                p31: p31.threshold(),
+                p32: p32.threshold(),
+                p23: p23.threshold(),
+            },
+            LossConfig::Trace(trace) => Loss::Trace { trace: trace.clone(), next: 0 },
         }
     }
 
     /// True when this frame is lost.
     #[inline]
     pub fn lose(&mut self, rng: &mut Rng) -> bool {
-        match *self {
-            Loss::Random { threshold } => rng.chance(threshold),
+        match self {
+            Loss::Random { threshold } => rng.chance(*threshold),
+            Loss::GilbertElliott { bad, to_bad, to_good, loss_bad, loss_good } => {
+                let lost = if *bad { hit(rng, *loss_bad) } else { hit(rng, *loss_good) };
+                if *bad {
+                    *bad = !hit(rng, *to_good);
+                } else {
+                    *bad = hit(rng, *to_bad);
+                }
+                lost
+            }
+            Loss::FourState { state, p13, p14, p31, p32, p23 } => {
+                // One uniform draw split into the state's outgoing probabilities (NetEm's order).
+                let u = rng.next_u64();
+                *state = match *state {
+                    1 if u < *p14 => 4,
+                    1 if u - *p14 < *p13 => 3,
+                    1 => 1,
+                    2 if u < *p23 || *p23 == u64::MAX => 3,
+                    2 => 2,
+                    3 if u < *p32 => 2,
+                    3 if u - *p32 < *p31 || (*p31 == u64::MAX) => 1,
+                    3 => 3,
+                    _ => 1,
+                };
+                *state >= 3
+            }
+            Loss::Trace { trace, next } => {
+                let lost = trace.lost[*next];
+                *next += 1;
+                if *next == trace.lost.len() {
+                    *next = 0;
+                }
+                lost
+            }
         }
+    }
+}
+
+/// Bit errors: a frame is dropped when any of its bits is hit.
+#[derive(Clone, Debug)]
+pub struct BitErrors {
+    ber: f64,
+    /// Drop thresholds of recently seen lengths, direct-mapped by length.
+    cache: [(u32, u64); 16],
+}
+
+impl BitErrors {
+    pub fn new(ber: Probability) -> BitErrors {
+        BitErrors { ber: ber.get(), cache: [(u32::MAX, 0); 16] }
+    }
+
+    /// The probability that a frame of `len` bytes has at least one bit error.
+    pub fn frame_error_rate(ber: f64, len: u32) -> f64 {
+        // 1 − (1 − ber)^(8 len), computed without cancellation for tiny ber.
+        -f64::exp_m1(8.0 * f64::from(len) * f64::ln_1p(-ber))
+    }
+
+    /// True when the frame is hit.
+    #[inline]
+    pub fn hit(&mut self, len: u32, rng: &mut Rng) -> bool {
+        let slot = &mut self.cache[len as usize % 16];
+        if slot.0 != len {
+            let p = Self::frame_error_rate(self.ber, len).clamp(0.0, 1.0);
+            *slot = (len, Probability::new(p).unwrap_or(Probability::ONE).threshold());
+        }
+        hit(rng, slot.1)
     }
 }
 
@@ -56,24 +356,181 @@ impl Loss {
 mod tests {
     use super::*;
 
+    fn run(config: &LossConfig, n: usize, seed: u64) -> Vec<bool> {
+        let mut loss = Loss::new(config);
+        let mut rng = Rng::seeded(seed);
+        (0..n).map(|_| loss.lose(&mut rng)).collect()
+    }
+
+    /// Lengths of the runs of consecutive losses.
+    fn bursts(lost: &[bool]) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut run = 0;
+        for &l in lost {
+            if l {
+                run += 1;
+            } else if run > 0 {
+                out.push(run);
+                run = 0;
+            }
+        }
+        out
+    }
+
+    fn rate(lost: &[bool]) -> f64 {
+        lost.iter().filter(|&&l| l).count() as f64 / lost.len() as f64
+    }
+
     #[test]
     fn random_loss_rate_within_four_sigma() {
         for (p, seed) in [(0.01, 1), (0.2, 2), (0.5, 3)] {
-            let mut loss = Loss::new(&LossConfig::Random(Probability::new(p).unwrap()));
-            let mut rng = Rng::seeded(seed);
-            let n = 1_000_000u64;
-            let lost = (0..n).filter(|_| loss.lose(&mut rng)).count() as f64;
-            let sigma = (n as f64 * p * (1.0 - p)).sqrt();
-            assert!((lost - n as f64 * p).abs() < 4.0 * sigma, "p={p}: lost {lost} of {n}");
+            let lost = run(&LossConfig::Random(Probability::new(p).unwrap()), 1_000_000, seed);
+            let n = lost.len() as f64;
+            let sigma = (n * p * (1.0 - p)).sqrt();
+            assert!((rate(&lost) * n - n * p).abs() < 4.0 * sigma, "p={p}");
         }
     }
 
     #[test]
     fn extremes() {
-        let mut rng = Rng::seeded(9);
-        let mut never = Loss::new(&LossConfig::Random(Probability::ZERO));
-        let mut always = Loss::new(&LossConfig::Random(Probability::ONE));
-        assert!((0..10_000).all(|_| !never.lose(&mut rng)));
-        assert!((0..10_000).all(|_| always.lose(&mut rng)));
+        assert!(run(&LossConfig::Random(Probability::ZERO), 10_000, 9).iter().all(|&l| !l));
+        assert!(run(&LossConfig::Random(Probability::ONE), 10_000, 9).iter().all(|&l| l));
+    }
+
+    #[test]
+    fn gilbert_elliott_rate_burst_mean_and_histogram() {
+        // The DEMU paper's settings: P = 1%, r from 0.1 to 0.9.
+        for (r, seed) in [(0.1, 1u64), (0.2, 2), (0.5, 3), (0.9, 4)] {
+            let burst = 1.0 / r;
+            let cfg = LossConfig::ge_from_rate(0.01, burst).unwrap();
+            assert!((cfg.loss_rate() - 0.01).abs() < 1e-12);
+            assert!((cfg.mean_burst() - burst).abs() < 1e-9, "closed forms agree: {}", cfg.mean_burst());
+            let lost = run(&cfg, 20_000_000, seed);
+            let got = rate(&lost);
+            assert!((got / 0.01 - 1.0).abs() < 0.02, "r={r}: loss rate {got}");
+            let b = bursts(&lost);
+            let mean = b.iter().sum::<usize>() as f64 / b.len() as f64;
+            assert!((mean / burst - 1.0).abs() < 0.02, "r={r}: mean burst {mean} vs {burst}");
+            // Histogram against r(1−r)^(n−1): each of the first bins within 4σ (binomial).
+            let total = b.len() as f64;
+            for n in 1..=8usize {
+                let expect = r * (1.0 - r).powi(n as i32 - 1);
+                let count = b.iter().filter(|&&x| x == n).count() as f64;
+                let sigma = (total * expect * (1.0 - expect)).sqrt().max(1.0);
+                assert!(
+                    (count - total * expect).abs() < 4.0 * sigma,
+                    "r={r} n={n}: {count} vs {}",
+                    total * expect
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn gilbert_elliott_general_h_and_k() {
+        let cfg = LossConfig::GilbertElliott {
+            p: Probability::new(0.05).unwrap(),
+            r: Probability::new(0.3).unwrap(),
+            loss_bad: Probability::new(0.7).unwrap(),
+            loss_good: Probability::new(0.02).unwrap(),
+        };
+        // r/(p+r)(1−k) + p/(p+r)(1−h) = 0.3/0.35·0.02 + 0.05/0.35·0.7
+        let want = 0.3 / 0.35 * 0.02 + 0.05 / 0.35 * 0.7;
+        assert!((cfg.loss_rate() - want).abs() < 1e-12);
+        let lost = run(&cfg, 10_000_000, 11);
+        assert!((rate(&lost) / want - 1.0).abs() < 0.02, "rate {}", rate(&lost));
+        let b = bursts(&lost);
+        let mean = b.iter().sum::<usize>() as f64 / b.len() as f64;
+        assert!((mean / cfg.mean_burst() - 1.0).abs() < 0.02, "mean burst {mean} vs {}", cfg.mean_burst());
+    }
+
+    #[test]
+    fn four_state_rate_against_stationary_distribution() {
+        let p = |x: f64| Probability::new(x).unwrap();
+        for (cfg, seed) in [
+            (
+                LossConfig::FourState { p13: p(0.01), p31: p(0.3), p32: p(0.2), p23: p(0.4), p14: p(0.005) },
+                1u64,
+            ),
+            (LossConfig::FourState { p13: p(0.05), p31: p(0.95), p32: p(0.0), p23: p(1.0), p14: p(0.0) }, 2),
+            (LossConfig::FourState { p13: p(0.0), p31: p(1.0), p32: p(0.0), p23: p(1.0), p14: p(0.02) }, 3),
+        ] {
+            let want = cfg.loss_rate();
+            // Cross-check the closed form with the chain's stationary vector by power iteration.
+            let LossConfig::FourState { p13, p31, p32, p23, p14 } = &cfg else { unreachable!() };
+            let (p13, p31, p32, p23, p14) = (p13.get(), p31.get(), p32.get(), p23.get(), p14.get());
+            let t = [
+                [1.0 - p13 - p14, 0.0, p13, p14],
+                [0.0, 1.0 - p23, p23, 0.0],
+                [p31, p32, 1.0 - p31 - p32, 0.0],
+                [1.0, 0.0, 0.0, 0.0],
+            ];
+            let mut pi = [0.25; 4];
+            for _ in 0..100_000 {
+                let mut next = [0.0; 4];
+                for (i, row) in t.iter().enumerate() {
+                    for (j, &pij) in row.iter().enumerate() {
+                        next[j] += pi[i] * pij;
+                    }
+                }
+                pi = next;
+            }
+            assert!((pi[2] + pi[3] - want).abs() < 1e-9, "closed form {want} vs chain {}", pi[2] + pi[3]);
+            let lost = run(&cfg, 5_000_000, seed);
+            assert!((rate(&lost) / want - 1.0).abs() < 0.03, "{cfg}: {}", rate(&lost));
+        }
+    }
+
+    #[test]
+    fn trace_replays_in_a_loop() {
+        let t = Arc::new(LossTrace::parse("# a comment\n0 0 1\n1 0 # trailing\n").unwrap());
+        let lost = run(&LossConfig::Trace(t), 10, 1);
+        assert_eq!(lost, [false, false, true, true, false, false, false, true, true, false]);
+        assert!(LossTrace::parse("0 0 2").unwrap_err().contains("line 1"));
+        assert!(LossTrace::parse("# nothing\n").is_err());
+    }
+
+    #[test]
+    fn bit_errors_per_length() {
+        let ber = 1e-5;
+        for (len, seed) in [(64u32, 1u64), (1500, 2)] {
+            let mut be = BitErrors::new(Probability::new(ber).unwrap());
+            let mut rng = Rng::seeded(seed);
+            let n = 2_000_000;
+            let hits = (0..n).filter(|_| be.hit(len, &mut rng)).count() as f64;
+            let p = 1.0 - (1.0 - ber).powf(8.0 * f64::from(len));
+            let sigma = (n as f64 * p * (1.0 - p)).sqrt();
+            assert!((hits - n as f64 * p).abs() < 4.0 * sigma, "len {len}: {hits} vs {}", n as f64 * p);
+        }
+    }
+
+    #[test]
+    fn specs_parse_and_bad_ones_say_why() {
+        assert!(matches!("1%".parse::<LossConfig>(), Ok(LossConfig::Random(_))));
+        assert!(matches!("random:0.02".parse::<LossConfig>(), Ok(LossConfig::Random(_))));
+        let ge: LossConfig = "ge:p=0.2%,r=20%".parse().unwrap();
+        assert!(matches!(ge, LossConfig::GilbertElliott { loss_bad, .. } if loss_bad == Probability::ONE));
+        let ge: LossConfig = "ge:loss=1%,burst=5".parse().unwrap();
+        assert!((ge.loss_rate() - 0.01).abs() < 1e-12 && (ge.mean_burst() - 5.0).abs() < 1e-9);
+        let gi: LossConfig = "gi:p13=5%".parse().unwrap();
+        assert!(
+            matches!(gi, LossConfig::FourState { p31, p23, .. } if (p31.get() - 0.95).abs() < 1e-12 && p23 == Probability::ONE)
+        );
+        for (bad, says) in [
+            ("gx:p=1", "unknown loss model `gx`"),
+            ("ge:p=1%", "missing `r`"),
+            ("ge:p=0,r=0", "p + r = 0"),
+            ("ge:p=150%,r=1%", "above 100%"),
+            ("ge:p=1%,r=1%,q=3", "unknown key `q`"),
+            ("ge:p=1%,r", "key=value"),
+            ("ge:loss=1%,burst=0.5", "burst ≥ 1"),
+            ("ge:loss=60%,burst=1", "p above 100%"),
+            ("gi:p31=1", "missing `p13`"),
+            ("gi:p13=60%,p14=50%", "p13 + p14"),
+            ("lots", "not a probability or a known loss model"),
+        ] {
+            let e = bad.parse::<LossConfig>().unwrap_err().to_string();
+            assert!(e.contains(says) && e.contains("accepted"), "{bad}: {e}");
+        }
     }
 }
