@@ -7,10 +7,14 @@
 //! configuration can change while the state carries on.
 
 pub mod delay;
+pub mod dist;
+pub mod frame;
 pub mod link;
 pub mod loss;
 pub mod path;
+pub mod police;
 pub mod rng;
+pub mod slot;
 pub mod spec;
 pub mod time;
 pub mod units;

@@ -1,26 +1,180 @@
-//! The bottleneck link: a rate, a per-frame overhead, and a drop-tail queue in front of it.
+//! The bottleneck link: a server (a fixed rate, or a delivery-opportunity trace), the wire
+//! size of a frame (overhead, cells), and a drop-tail queue in front of it.
 //!
 //! The queue is not a real queue (TLEM §4.2): a frame's exit time follows from the previous
-//! frame's, `t_exit(i) = max(t_exit(i-1), t_arrival(i)) + (len(i) + overhead) * 8 / rate`,
-//! and what sits in the queue at any instant is the set of frames whose exit time is still
-//! ahead. Transmission times are kept exact: the sub-nanosecond remainder of each frame carries
-//! into the next one while the link stays busy, so a long busy period never drifts.
+//! frame's, `t_exit(i) = max(t_exit(i-1), t_arrival(i)) + wire(i) * 8 / rate`, and what sits in
+//! the queue at any instant is the set of frames whose exit time is still ahead. Transmission
+//! times are exact: the sub-nanosecond remainder of each frame carries into the next one while
+//! the link stays busy, so a long busy period never drifts.
+//!
+//! With a trace (Mahimahi's format), the link delivers in opportunities: each line of the trace
+//! is a millisecond at which [`OPPORTUNITY_BYTES`] may leave; a frame leaves at the opportunity
+//! that carries its last byte, several small frames may share one, and a large one may span
+//! several. Unused bytes of an opportunity are lost. The trace repeats with the period of its
+//! last timestamp, from the first frame's arrival.
 
+use crate::spec::{error, Number};
 use crate::time::Nanos;
-use crate::units::{QueueLimit, Rate};
+use crate::units::{QueueLimit, Rate, UnitError};
 use std::collections::VecDeque;
+use std::str::FromStr;
+use std::sync::Arc;
 
 /// Ethernet framing not present in captured frames: preamble + SFD (8), FCS (4), gap (12).
 pub const ETHERNET_OVERHEAD: u32 = 24;
+/// Bytes one trace opportunity carries (Mahimahi: a 1500-byte packet and its 4-byte header).
+pub const OPPORTUNITY_BYTES: u32 = 1504;
+
+/// A Mahimahi delivery-opportunity trace.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RateTrace {
+    /// Opportunity times within one period, non-decreasing, in ns.
+    times: Vec<u64>,
+    period: u64,
+}
+
+impl RateTrace {
+    /// One integer millisecond timestamp per line, non-decreasing; a timestamp repeated n times
+    /// is n opportunities at that millisecond. The period is the last timestamp.
+    pub fn parse(text: &str) -> Result<RateTrace, String> {
+        let mut times = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let ms: u64 = line
+                .parse()
+                .map_err(|_| format!("line {}: `{line}` is not a whole number of milliseconds", n + 1))?;
+            if let Some(&last) = times.last() {
+                if ms * 1_000_000 < last {
+                    return Err(format!("line {}: {ms} ms goes back in time", n + 1));
+                }
+            }
+            times.push(ms * 1_000_000);
+        }
+        let period = *times.last().ok_or("holds no timestamp")?;
+        if period == 0 {
+            return Err("its last timestamp is 0 ms: the period must be above 0".into());
+        }
+        Ok(RateTrace { times, period })
+    }
+
+    /// The average rate the trace offers.
+    pub fn mean_rate(&self) -> Rate {
+        let bits = self.times.len() as u128 * u128::from(OPPORTUNITY_BYTES) * 8 * 1_000_000_000;
+        Rate((bits / u128::from(self.period)).max(1) as u64)
+    }
+
+    pub fn period(&self) -> Nanos {
+        Nanos(self.period)
+    }
+
+    /// Opportunity `k` (counting across loops) relative to the trace's start.
+    fn time(&self, k: u64) -> u64 {
+        let n = self.times.len() as u64;
+        (k / n) * self.period + self.times[(k % n) as usize]
+    }
+
+    /// The first opportunity at or after `t` (relative to the trace's start).
+    fn first_at_or_after(&self, t: u64) -> u64 {
+        let n = self.times.len() as u64;
+        let (lap, phase) = (t / self.period, t % self.period);
+        let i = self.times.partition_point(|&x| x < phase) as u64;
+        lap * n + i
+    }
+}
+
+/// What serves the queue.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Server {
+    Rate(Rate),
+    Trace(Arc<RateTrace>),
+}
+
+/// Cell framing (NetEm `rate` cellsize/celloverhead, e.g. ATM 48,5).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Cell {
+    pub size: u32,
+    pub overhead: u32,
+}
+
+const CELL_ACCEPTED: &str = "SIZE,OVERHEAD in bytes, e.g. 48,5 for ATM";
+
+impl FromStr for Cell {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Cell, UnitError> {
+        let (a, b) = s.split_once(',').ok_or_else(|| error(s, "needs SIZE,OVERHEAD", CELL_ACCEPTED))?;
+        let num = |v: &str| -> Result<u32, UnitError> {
+            let n = v.parse::<Number>().map_err(|e| error(s, e.reason, CELL_ACCEPTED))?.0;
+            if n.fract() != 0.0 || n > f64::from(u16::MAX) {
+                return Err(error(s, format!("has `{v}`, not a whole number of bytes"), CELL_ACCEPTED));
+            }
+            Ok(n as u32)
+        };
+        let cell = Cell { size: num(a.trim())?, overhead: num(b.trim())? };
+        if cell.size == 0 {
+            return Err(error(s, "has cell size 0", CELL_ACCEPTED));
+        }
+        Ok(cell)
+    }
+}
+
+crate::deserialize_from_str!(Cell);
 
 /// What the user asked of the link.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LinkConfig {
-    pub rate: Rate,
-    /// Bytes added to every frame's length when computing its transmission time.
+    pub server: Server,
+    /// Bytes added to every frame's length for its transmission time (rate server only).
     pub overhead: u32,
+    pub cell: Option<Cell>,
     /// Drop-tail limit on the frames waiting for or in transmission; `None` = unbounded.
     pub queue: Option<QueueLimit>,
+}
+
+impl LinkConfig {
+    /// A plain rate with Ethernet overhead and no queue limit.
+    pub fn rate(rate: Rate) -> LinkConfig {
+        LinkConfig { server: Server::Rate(rate), overhead: ETHERNET_OVERHEAD, cell: None, queue: None }
+    }
+
+    /// The long-run rate (for sizing the delay line).
+    pub fn mean_rate(&self) -> Rate {
+        match &self.server {
+            Server::Rate(r) => *r,
+            Server::Trace(t) => t.mean_rate(),
+        }
+    }
+
+    /// Bytes a frame of `len` takes on this link: with overhead, rounded up to whole cells.
+    pub fn wire_len(&self, len: u32) -> u64 {
+        let l = u64::from(len) + u64::from(self.overhead);
+        match self.cell {
+            Some(c) => l.div_ceil(u64::from(c.size)) * u64::from(c.size + c.overhead),
+            None => l,
+        }
+    }
+}
+
+impl std::fmt::Display for LinkConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.server {
+            Server::Rate(r) => write!(f, "rate {r} (+{} B/frame", self.overhead)?,
+            Server::Trace(t) => {
+                write!(f, "rate trace (mean {}, period {}", t.mean_rate(), t.period())?;
+            }
+        }
+        if let Some(c) = self.cell {
+            write!(f, ", cells {}+{}", c.size, c.overhead)?;
+        }
+        f.write_str(")")?;
+        match self.queue {
+            Some(QueueLimit::Bytes(b)) => write!(f, ", queue {b} B"),
+            Some(QueueLimit::Packets(n)) => write!(f, ", queue {n} frames"),
+            None => write!(f, ", queue unbounded"),
+        }
+    }
 }
 
 /// A frame still in the link: its exit time and its length in bytes (without overhead).
@@ -30,23 +184,38 @@ struct InLink {
     len: u32,
 }
 
-/// The link's state: when the last admitted frame leaves, and which frames are still inside.
+/// The serving side's state.
 #[derive(Debug)]
-pub struct Link {
-    config: LinkConfig,
-    last_exit: Nanos,
-    /// Remainder of `bits * 1e9 / rate` not yet turned into whole nanoseconds.
-    carry: u64,
-    /// Only kept when the queue has a limit: frames admitted whose exit is still ahead.
-    inside: VecDeque<InLink>,
-    inside_bytes: u64,
-    /// Transmission time of recently seen lengths as `(len, whole ns, remainder)`, so the
-    /// common case costs no division; direct-mapped by length.
-    tx_cache: [(u32, u64, u64); TX_CACHE],
+enum Serve {
+    Rate {
+        rate: u64,
+        last_exit: Nanos,
+        /// Remainder of `bits * 1e9 / rate` not yet turned into whole nanoseconds.
+        carry: u64,
+        /// Transmission time of recently seen lengths as `(len, whole ns, remainder)`, so the
+        /// common case costs no division; direct-mapped by length.
+        tx_cache: [(u32, u64, u64); TX_CACHE],
+    },
+    Trace {
+        trace: Arc<RateTrace>,
+        origin: Option<Nanos>,
+        /// The opportunity last used and the bytes it has left; `None` before the first frame.
+        current: Option<(u64, u32)>,
+    },
 }
 
 const TX_CACHE: usize = 16;
 const NO_LEN: u32 = u32::MAX;
+
+/// The link's state: when the last admitted frame leaves, and which frames are still inside.
+#[derive(Debug)]
+pub struct Link {
+    config: LinkConfig,
+    serve: Serve,
+    /// Only kept when the queue has a limit: frames admitted whose exit is still ahead.
+    inside: VecDeque<InLink>,
+    inside_bytes: u64,
+}
 
 impl Link {
     pub fn new(config: LinkConfig) -> Link {
@@ -55,13 +224,19 @@ impl Link {
             Some(QueueLimit::Bytes(b)) => (b / 64).min(1 << 16) as usize + 1,
             None => 0,
         };
-        Link {
-            config,
-            last_exit: Nanos::ZERO,
-            carry: 0,
-            inside: VecDeque::with_capacity(reserve),
-            inside_bytes: 0,
-            tx_cache: [(NO_LEN, 0, 0); TX_CACHE],
+        let serve = Self::serve_for(&config);
+        Link { config, serve, inside: VecDeque::with_capacity(reserve), inside_bytes: 0 }
+    }
+
+    fn serve_for(config: &LinkConfig) -> Serve {
+        match &config.server {
+            Server::Rate(r) => Serve::Rate {
+                rate: r.bits_per_sec(),
+                last_exit: Nanos::ZERO,
+                carry: 0,
+                tx_cache: [(NO_LEN, 0, 0); TX_CACHE],
+            },
+            Server::Trace(t) => Serve::Trace { trace: t.clone(), origin: None, current: None },
         }
     }
 
@@ -69,23 +244,18 @@ impl Link {
         &self.config
     }
 
-    /// Swaps in a new configuration; frames already in the link keep their exit times.
+    /// Swaps in a new configuration. Frames already in the link keep their exit times; a rate
+    /// link goes on from its last exit time at the new rate.
     pub fn reconfigure(&mut self, config: LinkConfig) {
-        self.carry = 0;
-        self.tx_cache = [(NO_LEN, 0, 0); TX_CACHE];
-        self.config = config;
-    }
-
-    /// `(len + overhead) × 8 s / rate` as whole nanoseconds and a remainder in 1/rate ns.
-    #[inline]
-    fn tx_time(&mut self, len: u32) -> (u64, u64) {
-        let slot = &mut self.tx_cache[len as usize % TX_CACHE];
-        if slot.0 != len {
-            let rate = self.config.rate.bits_per_sec();
-            let bit_ns = u64::from(len + self.config.overhead) * 8 * 1_000_000_000;
-            *slot = (len, bit_ns / rate, bit_ns % rate);
+        let last_exit = match self.serve {
+            Serve::Rate { last_exit, .. } => last_exit,
+            Serve::Trace { .. } => Nanos::ZERO,
+        };
+        self.serve = Self::serve_for(&config);
+        if let Serve::Rate { last_exit: l, .. } = &mut self.serve {
+            *l = last_exit;
         }
-        (slot.1, slot.2)
+        self.config = config;
     }
 
     /// Frames and bytes in the queue at `now` (frames whose exit time is still ahead).
@@ -104,42 +274,85 @@ impl Link {
         }
     }
 
+    /// True when a frame of `len` bytes arriving at `arrival` finds the queue too full.
+    #[inline]
+    pub fn is_full(&mut self, arrival: Nanos, len: u32) -> bool {
+        match self.config.queue {
+            None => false,
+            Some(limit) => {
+                self.expire(arrival);
+                match limit {
+                    QueueLimit::Bytes(b) => self.inside_bytes + u64::from(len) > b,
+                    QueueLimit::Packets(n) => self.inside.len() as u64 + 1 > n,
+                }
+            }
+        }
+    }
+
     /// Admits a frame of `len` bytes arriving at `arrival` and returns the time its last bit
     /// leaves the link, or `None` when the queue is full (drop-tail: the frame, counted with
     /// what is already inside, would exceed the limit).
     #[inline]
     pub fn admit(&mut self, arrival: Nanos, len: u32) -> Option<Nanos> {
-        if let Some(limit) = self.config.queue {
-            self.expire(arrival);
-            let over = match limit {
-                QueueLimit::Bytes(b) => self.inside_bytes + u64::from(len) > b,
-                QueueLimit::Packets(n) => self.inside.len() as u64 + 1 > n,
-            };
-            if over {
-                return None;
+        if self.is_full(arrival, len) {
+            return None;
+        }
+        Some(self.admit_over_limit(arrival, len))
+    }
+
+    /// Admits a frame whatever the queue holds (an ECN-marked frame the limit would drop).
+    #[inline]
+    pub fn admit_over_limit(&mut self, arrival: Nanos, len: u32) -> Nanos {
+        let exit = match &mut self.serve {
+            Serve::Rate { rate, last_exit, carry, tx_cache } => {
+                let start = if arrival >= *last_exit {
+                    *carry = 0;
+                    arrival
+                } else {
+                    *last_exit
+                };
+                let slot = &mut tx_cache[len as usize % TX_CACHE];
+                if slot.0 != len {
+                    let bit_ns = self.config.wire_len(len) * 8 * 1_000_000_000;
+                    *slot = (len, bit_ns / *rate, bit_ns % *rate);
+                }
+                // q + (r + carry) / rate with r, carry < rate: at most one extra nanosecond.
+                let mut ns = slot.1;
+                *carry += slot.2;
+                if *carry >= *rate {
+                    *carry -= *rate;
+                    ns += 1;
+                }
+                let exit = start + Nanos(ns);
+                *last_exit = exit;
+                exit
             }
-        }
-        let start = if arrival >= self.last_exit {
-            self.carry = 0;
-            arrival
-        } else {
-            self.last_exit
+            Serve::Trace { trace, origin, current } => {
+                let o = *origin.get_or_insert(arrival);
+                let t = (arrival - o).as_nanos();
+                // Mahimahi counts IP packets plus a 4-byte header: a frame minus its Ethernet
+                // header, plus 4, so a full-size 1514-byte frame takes one opportunity.
+                let mut need = len.saturating_sub(14) + 4;
+                let (mut k, mut left) = match *current {
+                    // Still waiting for an opportunity that has bytes left: share it.
+                    Some((k, left)) if left > 0 && trace.time(k) >= t => (k, left),
+                    Some((k, _)) => (trace.first_at_or_after(t).max(k + 1), OPPORTUNITY_BYTES),
+                    None => (trace.first_at_or_after(t), OPPORTUNITY_BYTES),
+                };
+                while need > left {
+                    need -= left;
+                    k += 1;
+                    left = OPPORTUNITY_BYTES;
+                }
+                *current = Some((k, left - need));
+                o + Nanos(trace.time(k))
+            }
         };
-        // (q + (r + carry) / rate) with r, carry < rate: at most one extra nanosecond.
-        let (mut ns, r) = self.tx_time(len);
-        self.carry += r;
-        let rate = self.config.rate.bits_per_sec();
-        if self.carry >= rate {
-            self.carry -= rate;
-            ns += 1;
-        }
-        let exit = start + Nanos(ns);
-        self.last_exit = exit;
         if self.config.queue.is_some() {
             self.inside.push_back(InLink { exit, len });
             self.inside_bytes += u64::from(len);
         }
-        Some(exit)
+        exit
     }
 }
 
@@ -149,8 +362,9 @@ mod tests {
 
     fn link(rate: &str, overhead: u32, queue: Option<&str>) -> Link {
         Link::new(LinkConfig {
-            rate: rate.parse().unwrap(),
+            server: Server::Rate(rate.parse().unwrap()),
             overhead,
+            cell: None,
             queue: queue.map(|q| q.parse().unwrap()),
         })
     }
@@ -197,6 +411,26 @@ mod tests {
     }
 
     #[test]
+    fn cells_round_up_like_netem() {
+        // ATM: 48-byte cells with 5 bytes of header. 100 B + 0 overhead → 3 cells → 159 B.
+        let cfg = LinkConfig {
+            server: Server::Rate("8mbit".parse().unwrap()),
+            overhead: 0,
+            cell: Some("48,5".parse().unwrap()),
+            queue: None,
+        };
+        assert_eq!(cfg.wire_len(100), 159);
+        assert_eq!(cfg.wire_len(96), 106);
+        let mut l = Link::new(cfg);
+        assert_eq!(l.admit(Nanos(0), 100), Some(Nanos::from_micros(159)));
+        assert!(
+            "48".parse::<Cell>().is_err()
+                && "0,5".parse::<Cell>().is_err()
+                && "4.5,1".parse::<Cell>().is_err()
+        );
+    }
+
+    #[test]
     fn queue_limit_in_packets_counts_the_arriving_frame() {
         // 1000 B at 8 Mbit/s, no overhead: 1 ms each. Limit of 3 frames inside.
         let mut l = link("8mbit", 0, Some("3pkt"));
@@ -217,5 +451,51 @@ mod tests {
         assert!(l.admit(Nanos(0), 1000).is_none(), "3000 B would exceed 2500 B");
         assert!(l.admit(Nanos(0), 500).is_some(), "2500 B exactly fits");
         assert!(l.admit(Nanos(0), 1).is_none());
+        l.admit_over_limit(Nanos(0), 1000);
+        assert_eq!(l.occupancy(Nanos(0)), (4, 3500));
+    }
+
+    fn trace_link(text: &str) -> Link {
+        let t = Arc::new(RateTrace::parse(text).unwrap());
+        Link::new(LinkConfig { server: Server::Trace(t), overhead: 0, cell: None, queue: None })
+    }
+
+    #[test]
+    fn trace_departures_only_at_opportunities() {
+        let mut l = trace_link("1\n1\n3\n10\n");
+        let o = Nanos::from_secs(5);
+        let ms = |m: u64| o + Nanos::from_millis(m);
+        // Two 1514-byte frames at t=0 use the two opportunities at 1 ms.
+        assert_eq!(l.admit(o, 1514), Some(ms(1)));
+        assert_eq!(l.admit(o, 1514), Some(ms(1)));
+        // Small frames share the opportunity at 3 ms: 1504 / (100 - 14 + 4) = 16 of them.
+        for _ in 0..16 {
+            assert_eq!(l.admit(o, 100), Some(ms(3)));
+        }
+        assert_eq!(l.admit(o, 100), Some(ms(10)));
+        // Arriving after the leftover's opportunity: the next opportunity (second loop at 11 ms).
+        assert_eq!(l.admit(ms(10) + Nanos(1), 100), Some(ms(11)));
+        // A 4000-byte frame spans three opportunities: 11 (rest), 11, 13.
+        assert_eq!(l.admit(ms(10) + Nanos(2), 4000), Some(ms(13)));
+    }
+
+    #[test]
+    fn trace_long_run_throughput_matches_the_trace() {
+        // 12 Mbit/s: one opportunity per ms.
+        let text: String = (1..=1000).map(|i| format!("{i}\n")).collect();
+        let t = RateTrace::parse(&text).unwrap();
+        assert_eq!(t.mean_rate(), Rate(12_032_000));
+        let mut l = trace_link(&text);
+        let mut last = Nanos(0);
+        let n = 100_000u64;
+        for i in 0..n {
+            // Offered: 1514-byte frames every 0.5 ms, twice what the trace carries.
+            last = l.admit(Nanos(i * 500_000), 1514).unwrap();
+            assert_eq!(last.as_nanos() % 1_000_000, 0, "on an opportunity");
+        }
+        assert_eq!(last, Nanos::from_millis(n), "one frame per opportunity");
+        for bad in ["", "1\nx\n", "5\n3\n", "0\n"] {
+            assert!(RateTrace::parse(bad).is_err(), "{bad:?}");
+        }
     }
 }

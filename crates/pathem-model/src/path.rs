@@ -3,19 +3,28 @@
 //! For each frame, in this order (the order is part of pathem's contract):
 //! 1. police  — a token bucket may drop the frame at its arrival;
 //! 2. link    — the frame joins the bottleneck queue (drop-tail) and gets its exit time;
-//! 3. loss    — the path may lose the frame after the link (it still used the link's capacity);
-//! 4. delay   — the frame is released `delay` after its exit time;
+//! 3. loss    — the loss model, then bit errors, may lose the frame after the link (it still
+//!    used the link's capacity);
+//! 4. delay   — the frame is due `delay` after its exit time; with slots, it then waits for
+//!    the next transmission slot;
 //! 5. duplicate / corrupt — applied to the frame that is forwarded.
+//!
+//! With ECN on, an ECN-capable frame that the queue or the loss model would drop is marked
+//! Congestion Experienced and forwarded instead (policer and bit-error drops stay drops).
 //!
 //! [`Path::process`] computes everything from the frame's metadata, its arrival time and a
 //! seeded random source; it reads no clock and touches no bytes, so every decision can be
-//! replayed and checked in virtual time.
+//! replayed and checked in virtual time. Disabled models are `None` and cost one predictable
+//! branch each.
 
 use crate::delay::{Delay, DelayConfig};
 use crate::link::{Link, LinkConfig};
-use crate::loss::{Loss, LossConfig};
+use crate::loss::{BitErrors, Loss, LossConfig};
+use crate::police::{Policer, PolicerConfig};
 use crate::rng::Rng;
+use crate::slot::{Slot, SlotConfig};
 use crate::time::Nanos;
+use crate::units::Probability;
 
 /// Why a frame did not make it through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -26,6 +35,8 @@ pub enum DropReason {
     Queue,
     /// The policer found it over the allowed rate.
     Police,
+    /// A bit error hit it.
+    Ber,
     /// The engine's delay line had no room for it.
     DelayLine,
     /// Longer than the largest frame the engine was configured to carry.
@@ -33,10 +44,11 @@ pub enum DropReason {
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 5] = [
+    pub const ALL: [DropReason; 6] = [
         DropReason::Loss,
         DropReason::Queue,
         DropReason::Police,
+        DropReason::Ber,
         DropReason::DelayLine,
         DropReason::Oversize,
     ];
@@ -47,6 +59,7 @@ impl DropReason {
             DropReason::Loss => "loss",
             DropReason::Queue => "queue",
             DropReason::Police => "police",
+            DropReason::Ber => "ber",
             DropReason::DelayLine => "delay_line",
             DropReason::Oversize => "oversize",
         }
@@ -60,6 +73,17 @@ pub struct FrameMeta {
     pub arrival: Nanos,
     /// Its length on the wire without FCS (the original length, even if the capture cut it).
     pub len: u32,
+    /// Bytes of it the emulator holds (what corruption can hit).
+    pub caplen: u32,
+    /// True for an ECN-capable IP frame (only looked at when ECN marking is on).
+    pub ect: bool,
+}
+
+impl FrameMeta {
+    /// A whole frame of `len` bytes, not ECN-capable.
+    pub fn new(arrival: Nanos, len: u32) -> FrameMeta {
+        FrameMeta { arrival, len, caplen: len, ect: false }
+    }
 }
 
 /// What happens to a forwarded frame.
@@ -67,6 +91,18 @@ pub struct FrameMeta {
 pub struct Forward {
     /// When the frame is to leave the emulator.
     pub release: Nanos,
+    /// A copy follows it.
+    pub duplicate: bool,
+    /// Flip this bit (counted from the first byte's most significant bit).
+    pub corrupt_bit: Option<u32>,
+    /// Set the ECN field to Congestion Experienced.
+    pub mark_ce: bool,
+}
+
+impl Forward {
+    pub fn at(release: Nanos) -> Forward {
+        Forward { release, duplicate: false, corrupt_bit: None, mark_ce: false }
+    }
 }
 
 /// The fate of one frame.
@@ -79,28 +115,53 @@ pub enum Verdict {
 /// Everything one direction of a path is configured with.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PathConfig {
+    pub police: Option<PolicerConfig>,
     pub link: Option<LinkConfig>,
     pub loss: Option<LossConfig>,
+    pub ber: Option<Probability>,
     pub delay: DelayConfig,
+    pub slot: Option<SlotConfig>,
+    pub duplicate: Option<Probability>,
+    pub corrupt: Option<Probability>,
+    /// Mark ECN-capable frames instead of dropping them on queue and loss drops.
+    pub ecn: bool,
+    /// Release frames at their own times even when that reorders them.
+    pub reorder: bool,
 }
 
 impl std::fmt::Display for PathConfig {
-    /// One line a person reads: `delay 10ms, loss random 1%, rate 100mbit (+24 B/frame), queue 64000 B`.
+    /// One line a person reads, e.g. `rate 100mbit (+24 B/frame), queue 64000 B, loss random 1%, delay 10ms`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut parts = Vec::new();
+        if let Some(p) = &self.police {
+            parts.push(p.to_string());
+        }
         if let Some(l) = &self.link {
-            parts.push(format!("rate {} (+{} B/frame)", l.rate, l.overhead));
-            match l.queue {
-                Some(crate::units::QueueLimit::Bytes(b)) => parts.push(format!("queue {b} B")),
-                Some(crate::units::QueueLimit::Packets(n)) => parts.push(format!("queue {n} frames")),
-                None => parts.push("queue unbounded".into()),
-            }
+            parts.push(l.to_string());
         }
         if let Some(loss) = &self.loss {
             parts.push(format!("loss {loss}"));
         }
-        if self.delay.max_delay() > Nanos::ZERO {
-            parts.push(format!("delay {}", self.delay.base));
+        if let Some(b) = self.ber {
+            parts.push(format!("ber {}", b.get()));
+        }
+        if self.delay.max_delay() > Nanos::ZERO || self.delay.trace.is_some() {
+            parts.push(self.delay.to_string());
+        }
+        if let Some(s) = &self.slot {
+            parts.push(s.to_string());
+        }
+        if let Some(d) = self.duplicate {
+            parts.push(format!("duplicate {d}"));
+        }
+        if let Some(c) = self.corrupt {
+            parts.push(format!("corrupt {c}"));
+        }
+        if self.ecn {
+            parts.push("ecn".into());
+        }
+        if self.reorder {
+            parts.push("reorder".into());
         }
         if parts.is_empty() {
             return f.write_str("transparent (no impairment)");
@@ -112,44 +173,83 @@ impl std::fmt::Display for PathConfig {
 impl PathConfig {
     /// True when the path changes nothing: frames leave as they arrived.
     pub fn is_transparent(&self) -> bool {
-        self.link.is_none() && self.loss.is_none() && self.delay.max_delay() == Nanos::ZERO
+        *self == PathConfig { reorder: self.reorder, ..PathConfig::default() }
     }
 }
 
 /// One direction's models and their state.
 #[derive(Debug)]
 pub struct Path {
+    police: Option<Policer>,
     link: Option<Link>,
     loss: Option<Loss>,
+    ber: Option<BitErrors>,
     delay: Delay,
+    slot: Option<Slot>,
+    duplicate: Option<u64>,
+    corrupt: Option<u64>,
+    ecn: bool,
 }
 
 impl Path {
     pub fn new(config: &PathConfig) -> Path {
         Path {
+            police: config.police.map(Policer::new),
             link: config.link.clone().map(Link::new),
             loss: config.loss.as_ref().map(Loss::new),
+            ber: config.ber.map(BitErrors::new),
             delay: Delay::new(&config.delay),
+            slot: config.slot.map(Slot::new),
+            duplicate: config.duplicate.map(Probability::threshold),
+            corrupt: config.corrupt.map(Probability::threshold),
+            ecn: config.ecn,
         }
     }
 
     /// Decides the fate of one frame.
     #[inline]
     pub fn process(&mut self, meta: FrameMeta, rng: &mut Rng) -> Verdict {
+        if let Some(police) = &mut self.police {
+            if !police.admit(meta.arrival, meta.len) {
+                return Verdict::Drop(DropReason::Police);
+            }
+        }
+        let markable = self.ecn && meta.ect;
+        let mut mark_ce = false;
         let exit = match &mut self.link {
             Some(link) => match link.admit(meta.arrival, meta.len) {
                 Some(exit) => exit,
+                None if markable => {
+                    mark_ce = true;
+                    link.admit_over_limit(meta.arrival, meta.len)
+                }
                 None => return Verdict::Drop(DropReason::Queue),
             },
             None => meta.arrival,
         };
         if let Some(loss) = &mut self.loss {
             if loss.lose(rng) {
-                return Verdict::Drop(DropReason::Loss);
+                if !markable {
+                    return Verdict::Drop(DropReason::Loss);
+                }
+                mark_ce = true;
             }
         }
-        let release = exit + self.delay.sample(exit, rng);
-        Verdict::Forward(Forward { release })
+        if let Some(ber) = &mut self.ber {
+            if ber.hit(meta.len, rng) {
+                return Verdict::Drop(DropReason::Ber);
+            }
+        }
+        let mut release = exit + self.delay.sample(exit, rng);
+        if let Some(slot) = &mut self.slot {
+            release = slot.release(release, meta.len, rng);
+        }
+        let duplicate = self.duplicate.is_some_and(|t| rng.chance(t));
+        let corrupt_bit = match self.corrupt {
+            Some(t) if meta.caplen > 0 && rng.chance(t) => Some(rng.below(u64::from(meta.caplen) * 8) as u32),
+            _ => None,
+        };
+        Verdict::Forward(Forward { release, duplicate, corrupt_bit, mark_ce })
     }
 
     /// Bytes and frames in the link queue at `now` (zero without a link).
@@ -161,34 +261,83 @@ impl Path {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::units::Probability;
+
+    fn p(x: f64) -> Probability {
+        Probability::new(x).unwrap()
+    }
 
     #[test]
     fn order_link_then_loss_then_delay() {
         let config = PathConfig {
-            link: Some(LinkConfig { rate: "8mbit".parse().unwrap(), overhead: 0, queue: None }),
+            link: Some(LinkConfig { overhead: 0, ..LinkConfig::rate("8mbit".parse().unwrap()) }),
             loss: Some(LossConfig::Random(Probability::ONE)),
-            delay: DelayConfig { base: Nanos::from_millis(5) },
+            delay: DelayConfig::constant(Nanos::from_millis(5)),
+            ..Default::default()
         };
         let mut path = Path::new(&config);
         let mut rng = Rng::seeded(1);
         // Lost after the link: it still occupied the link, so the next frame queues behind it.
-        let meta = FrameMeta { arrival: Nanos(0), len: 1000 };
+        let meta = FrameMeta::new(Nanos(0), 1000);
         assert_eq!(path.process(meta, &mut rng), Verdict::Drop(DropReason::Loss));
         let mut config2 = config.clone();
         config2.loss = None;
         let mut path2 = Path::new(&config2);
         path2.process(meta, &mut rng);
         let v = path2.process(meta, &mut rng);
-        assert_eq!(v, Verdict::Forward(Forward { release: Nanos::from_millis(2 + 5) }));
+        assert_eq!(v, Verdict::Forward(Forward::at(Nanos::from_millis(2 + 5))));
     }
 
     #[test]
     fn transparent_path_releases_at_arrival() {
         let mut path = Path::new(&PathConfig::default());
         let mut rng = Rng::seeded(1);
-        let v = path.process(FrameMeta { arrival: Nanos(123), len: 60 }, &mut rng);
-        assert_eq!(v, Verdict::Forward(Forward { release: Nanos(123) }));
+        let v = path.process(FrameMeta::new(Nanos(123), 60), &mut rng);
+        assert_eq!(v, Verdict::Forward(Forward::at(Nanos(123))));
         assert!(PathConfig::default().is_transparent());
+    }
+
+    #[test]
+    fn policer_comes_first_and_ecn_marks_instead_of_dropping() {
+        let config = PathConfig {
+            police: Some("8mbit,burst=1000B".parse().unwrap()),
+            loss: Some(LossConfig::Random(Probability::ONE)),
+            ecn: true,
+            ..Default::default()
+        };
+        let mut path = Path::new(&config);
+        let mut rng = Rng::seeded(1);
+        let ect = FrameMeta { ect: true, ..FrameMeta::new(Nanos(0), 600) };
+        match path.process(ect, &mut rng) {
+            Verdict::Forward(f) => assert!(f.mark_ce),
+            v => panic!("{v:?}"),
+        }
+        assert_eq!(
+            path.process(ect, &mut rng),
+            Verdict::Drop(DropReason::Police),
+            "only 400 B of tokens left"
+        );
+        let plain = FrameMeta::new(Nanos::from_secs(1), 600);
+        assert_eq!(path.process(plain, &mut rng), Verdict::Drop(DropReason::Loss));
+    }
+
+    #[test]
+    fn duplicate_and_corrupt_rates() {
+        let config = PathConfig { duplicate: Some(p(0.1)), corrupt: Some(p(0.05)), ..Default::default() };
+        let mut path = Path::new(&config);
+        let mut rng = Rng::seeded(5);
+        let n = 1_000_000;
+        let (mut dups, mut bad) = (0, 0);
+        for i in 0..n {
+            let Verdict::Forward(f) = path.process(FrameMeta::new(Nanos(i), 100), &mut rng) else { panic!() };
+            dups += f.duplicate as u64;
+            if let Some(bit) = f.corrupt_bit {
+                assert!(bit < 800);
+                bad += 1;
+            }
+        }
+        for (count, q) in [(dups, 0.1), (bad, 0.05)] {
+            let sigma = (n as f64 * q * (1.0 - q)).sqrt();
+            assert!((count as f64 - n as f64 * q).abs() < 4.0 * sigma, "{count} vs {q}");
+        }
     }
 }
