@@ -4,6 +4,7 @@
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use pathem_engine::delay_line::delay_line;
 use pathem_model::delay::DelayConfig;
+use pathem_model::dist::Dist;
 use pathem_model::link::LinkConfig;
 use pathem_model::loss::LossConfig;
 use pathem_model::{FrameMeta, Nanos, Path, PathConfig, Rng};
@@ -32,23 +33,37 @@ fn delay_line_round_trip(c: &mut Criterion) {
 
 fn path_process(c: &mut Criterion) {
     let mut g = c.benchmark_group("path");
-    let full = PathConfig {
+    let basic = PathConfig {
         link: Some(LinkConfig {
-            rate: "40gbit".parse().unwrap(),
-            overhead: 24,
             queue: Some("1MB".parse().unwrap()),
+            ..LinkConfig::rate("40gbit".parse().unwrap())
         }),
         loss: Some(LossConfig::Random("1%".parse().unwrap())),
-        delay: DelayConfig { base: Nanos::from_millis(10) },
+        delay: DelayConfig::constant(Nanos::from_millis(10)),
+        ..PathConfig::default()
     };
-    for (name, cfg) in [("transparent", PathConfig::default()), ("rate_queue_loss_delay", full)] {
+    let rich = PathConfig {
+        police: Some("30gbit,burst=1MB".parse().unwrap()),
+        loss: Some("ge:loss=1%,burst=5".parse().unwrap()),
+        delay: DelayConfig {
+            base: Nanos::from_millis(10),
+            jitter: Nanos::from_millis(1),
+            dist: Dist::Normal,
+            half_life: Some(Nanos::from_millis(5)),
+            trace: None,
+        },
+        ..basic.clone()
+    };
+    for (name, cfg) in
+        [("transparent", PathConfig::default()), ("rate_queue_loss_delay", basic), ("rich", rich)]
+    {
         g.throughput(Throughput::Elements(1));
         g.bench_function(name, |b| {
             b.iter_batched_ref(
                 || (Path::new(&cfg), Rng::seeded(1), 0u64),
                 |(path, rng, t)| {
                     *t += 20;
-                    black_box(path.process(FrameMeta { arrival: Nanos(*t), len: 64 }, rng))
+                    black_box(path.process(FrameMeta::new(Nanos(*t), 64), rng))
                 },
                 BatchSize::LargeInput,
             )

@@ -78,6 +78,8 @@ pub struct Reader {
     tail_seen: usize,
     /// Size of the record `peek` last returned (0 when none), for `pop`.
     peeked: usize,
+    /// Reorder mode: the position up to which records have been handed out by `scan_next`.
+    scan: usize,
     mask: usize,
 }
 
@@ -108,7 +110,7 @@ pub fn delay_line(capacity: usize, max_frame: usize) -> (Writer, Reader) {
     let mask = cap - 1;
     (
         Writer { shared: shared.clone(), tail: 0, head_seen: 0, mask },
-        Reader { shared, head: 0, tail_seen: 0, peeked: 0, mask },
+        Reader { shared, head: 0, tail_seen: 0, peeked: 0, scan: 0, mask },
     )
 }
 
@@ -268,6 +270,71 @@ impl Reader {
             let data = unsafe { std::slice::from_raw_parts(base.add(off + DESCRIPTOR), len as usize) };
             return Some(Record { release: Nanos(release), wire_len, data });
         }
+    }
+
+    /// Reorder mode: the next record not yet scanned, as `(position, end, release)`. Records
+    /// stay in the ring until [`consume_to`](Self::consume_to) moves past them.
+    #[inline]
+    pub fn scan_next(&mut self) -> Option<(usize, usize, Nanos)> {
+        loop {
+            if self.scan == self.tail_seen {
+                self.tail_seen = self.shared.tail.0.load(Ordering::Acquire);
+                if self.scan == self.tail_seen {
+                    return None;
+                }
+            }
+            let off = self.scan & self.mask;
+            let to_end = self.shared.cap - off;
+            if to_end < DESCRIPTOR {
+                self.scan = self.scan.wrapping_add(to_end);
+                continue;
+            }
+            // SAFETY: scan is in [head, tail): the writer published this descriptor (8-aligned,
+            // inside the ring) and leaves it alone until head passes it.
+            let (release, len) = unsafe {
+                let rec = self.shared.base().add(off);
+                ((rec as *const u64).read(), (rec.add(8) as *const u32).read())
+            };
+            if len == WRAP {
+                self.scan = self.scan.wrapping_add(to_end);
+                continue;
+            }
+            let pos = self.scan;
+            self.scan = self.scan.wrapping_add(record_size(len as usize));
+            return Some((pos, self.scan, Nanos(release)));
+        }
+    }
+
+    /// Reorder mode: the record at a position `scan_next` returned and not yet consumed.
+    #[inline]
+    pub fn record_at(&self, pos: usize) -> Record<'_> {
+        debug_assert!(pos.wrapping_sub(self.head) < self.shared.cap && pos != self.scan);
+        let off = pos & self.mask;
+        // SAFETY: `pos` came from `scan_next`, so a complete record was published there, and it
+        // is not consumed yet (the caller only consumes positions it has finished with), so the
+        // writer does not touch it while this borrow lives.
+        unsafe {
+            let rec = self.shared.base().add(off);
+            let (release, len, wire_len) = (
+                (rec as *const u64).read(),
+                (rec.add(8) as *const u32).read(),
+                (rec.add(12) as *const u32).read(),
+            );
+            Record {
+                release: Nanos(release),
+                wire_len,
+                data: std::slice::from_raw_parts(rec.add(DESCRIPTOR), len as usize),
+            }
+        }
+    }
+
+    /// Reorder mode: gives the ring space up to `end` (an `end` from `scan_next`) back to the
+    /// writer.
+    #[inline]
+    pub fn consume_to(&mut self, end: usize) {
+        self.head = end;
+        self.peeked = 0;
+        self.shared.head.0.store(self.head, Ordering::Release);
     }
 
     /// Release time of the head record, if any.
@@ -443,5 +510,35 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn scan_and_consume_out_of_order() {
+        let (mut w, mut r) = delay_line(512, 100);
+        let mut pending = std::collections::VecDeque::new();
+        let mut got = Vec::new();
+        for round in 0..50u64 {
+            for i in 0..3 {
+                let id = round * 3 + i;
+                if !w.push(Nanos(100 - i), id as u32, &frame(id as u8, 40 + i as usize * 20), |_| {}) {
+                    panic!("ring should have room in round {round}");
+                }
+            }
+            while let Some((pos, end, release)) = r.scan_next() {
+                pending.push_back((pos, end, release));
+            }
+            // Release the three newest in reverse order of position, then consume all.
+            let mut batch: Vec<_> = pending.drain(..).collect();
+            batch.sort_by_key(|b| b.2);
+            for (pos, _, _) in &batch {
+                let rec = r.record_at(*pos);
+                got.push(rec.wire_len);
+                assert_eq!(rec.data, &frame(rec.wire_len as u8, rec.data.len())[..]);
+            }
+            let end = batch.iter().map(|b| b.1).max_by_key(|e| e.wrapping_sub(0)).unwrap();
+            r.consume_to(end);
+        }
+        assert_eq!(got.len(), 150);
+        assert_eq!(&got[..3], &[2, 1, 0]);
     }
 }

@@ -87,7 +87,7 @@ pub fn delay_line_size(path: &PathConfig, engine: &EngineConfig) -> usize {
         return b;
     }
     let (rate, overhead) = match &path.link {
-        Some(l) => (l.rate, l.overhead),
+        Some(l) => (l.mean_rate(), l.overhead),
         None => (engine.line_rate, ETHERNET_OVERHEAD),
     };
     let bytes_per_sec = rate.bits_per_sec() as f64 / 8.0;
@@ -128,8 +128,9 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
                 writer,
                 counters.clone(),
                 engine.max_frame,
-            ),
-            egress: Egress::new(reader, counters.clone()),
+            )
+            .with_options(path.ecn, path.reorder),
+            egress: Egress::new(reader, counters.clone(), path.reorder),
             counters,
             rx_ended: false,
             capacity,

@@ -1,14 +1,24 @@
 //! The two stages of a direction: ingress decides and copies, egress releases.
 //!
 //! Ingress does all the work of a frame once (TLEM §4.1): it asks the path for the frame's
-//! fate, and copies a kept frame into the delay line with its absolute release time. Egress
-//! only compares release times with `now` and hands due frames to the transmit port; a frame
-//! that is not yet due never leaves early, and frames that are due together leave together.
+//! fate, and copies a kept frame into the delay line with its absolute release time (a second
+//! record for a duplicate; the bit flip or the CE mark applied to the copy). Egress only
+//! compares release times with `now` and hands due frames to the transmit port; a frame that
+//! is not yet due never leaves early, and frames that are due together leave together.
+//!
+//! Without reordering, release times are made non-decreasing at ingress, so the delay line is
+//! a FIFO in release order. With reordering, egress keeps a min-heap of `(release, arrival
+//! order)` over the records in the ring, releases each at its own time, and gives ring space
+//! back as soon as the oldest records have all left: O(log n) per frame for any number of
+//! frames in flight.
 
 use crate::delay_line::{Reader, Writer};
 use crate::stats::Counters;
 use pathem_io::{RxFrame, TxPort};
+use pathem_model::frame::{ecn_capable, mark_ce};
 use pathem_model::{DropReason, FrameMeta, Nanos, Path, Rng, Verdict};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Arc;
 
 /// Decides each frame's fate and writes kept frames into the delay line.
@@ -18,13 +28,32 @@ pub struct Ingress {
     line: Writer,
     counters: Arc<Counters>,
     max_frame: usize,
-    /// Release time of the last frame written: later frames are never released before it.
+    ecn: bool,
+    reorder: bool,
+    /// Release time of the last frame written: later frames are never released before it
+    /// unless reordering was asked for.
     last_release: Nanos,
 }
 
 impl Ingress {
     pub fn new(path: Path, rng: Rng, line: Writer, counters: Arc<Counters>, max_frame: usize) -> Ingress {
-        Ingress { path, rng, line, counters, max_frame, last_release: Nanos::ZERO }
+        Ingress {
+            path,
+            rng,
+            line,
+            counters,
+            max_frame,
+            ecn: false,
+            reorder: false,
+            last_release: Nanos::ZERO,
+        }
+    }
+
+    /// Turns on ECN inspection (for `--ecn`) and reordering (for `--reorder`).
+    pub fn with_options(mut self, ecn: bool, reorder: bool) -> Ingress {
+        self.ecn = ecn;
+        self.reorder = reorder;
+        self
     }
 
     /// The path, for reports and reconfiguration.
@@ -47,7 +76,12 @@ impl Ingress {
             c.drop(DropReason::Oversize);
             return;
         }
-        let meta = FrameMeta { arrival: frame.arrival, len: frame.wire_len };
+        let meta = FrameMeta {
+            arrival: frame.arrival,
+            len: frame.wire_len,
+            caplen: frame.data.len() as u32,
+            ect: self.ecn && ecn_capable(frame.data),
+        };
         let fwd = match self.path.process(meta, &mut self.rng) {
             Verdict::Drop(reason) => {
                 c.drop(reason);
@@ -56,15 +90,42 @@ impl Ingress {
             Verdict::Forward(fwd) => fwd,
         };
         let mut release = fwd.release;
-        if release < self.last_release {
+        if !self.reorder && release < self.last_release {
             c.reorder_clamped.inc();
             c.reorder_clamp_ns.add((self.last_release - release).as_nanos());
             release = self.last_release;
         }
-        if self.line.push(release, frame.wire_len, frame.data, |_| {}) {
-            self.last_release = release;
-        } else {
+        let edit = |bytes: &mut [u8]| {
+            if fwd.mark_ce {
+                mark_ce(bytes);
+            }
+            if let Some(bit) = fwd.corrupt_bit {
+                bytes[(bit / 8) as usize] ^= 0x80 >> (bit % 8);
+            }
+        };
+        if !self.line.push(release, frame.wire_len, frame.data, edit) {
             c.drop(DropReason::DelayLine);
+            return;
+        }
+        self.last_release = self.last_release.max(release);
+        if fwd.mark_ce {
+            c.ecn_marked.inc();
+        }
+        if fwd.corrupt_bit.is_some() {
+            c.corrupted.inc();
+        }
+        if fwd.duplicate {
+            // The copy follows the original, uncorrupted (NetEm corrupts only the original).
+            let copy_edit = |bytes: &mut [u8]| {
+                if fwd.mark_ce {
+                    mark_ce(bytes);
+                }
+            };
+            if self.line.push(release, frame.wire_len, frame.data, copy_edit) {
+                c.duplicated.inc();
+            } else {
+                c.drop(DropReason::DelayLine);
+            }
         }
     }
 }
@@ -73,20 +134,53 @@ impl Ingress {
 pub struct Egress {
     line: Reader,
     counters: Arc<Counters>,
+    reorder: Option<Reorder>,
+}
+
+/// Egress state in reorder mode.
+struct Reorder {
+    /// Records waiting, by (release, arrival order), with their ring position.
+    due: BinaryHeap<Reverse<(Nanos, u64, usize)>>,
+    /// From the oldest record still in the ring: (end position, sent yet).
+    in_ring: VecDeque<(usize, bool)>,
+    /// Arrival-order number of `in_ring`'s front.
+    front_seq: u64,
+    next_seq: u64,
+    /// Highest arrival-order number sent so far, to count reordered frames.
+    max_sent: Option<u64>,
 }
 
 /// At most this many frames leave in one call, so one direction cannot starve the other.
 pub const EGRESS_BURST: usize = 256;
 
 impl Egress {
-    pub fn new(line: Reader, counters: Arc<Counters>) -> Egress {
-        Egress { line, counters }
+    pub fn new(line: Reader, counters: Arc<Counters>, reorder: bool) -> Egress {
+        let reorder = reorder.then(|| Reorder {
+            due: BinaryHeap::with_capacity(1 << 16),
+            in_ring: VecDeque::with_capacity(1 << 16),
+            front_seq: 0,
+            next_seq: 0,
+            max_sent: None,
+        });
+        Egress { line, counters, reorder }
     }
 
     /// Hands every frame due at `now` (up to [`EGRESS_BURST`]) to `tx`, then flushes it.
     /// Returns how many left.
     #[inline]
     pub fn release<T: TxPort>(&mut self, now: Nanos, tx: &mut T) -> Result<usize, pathem_io::Error> {
+        let n = match self.reorder.is_some() {
+            false => self.release_in_order(now, tx),
+            true => self.release_reordered(now, tx),
+        };
+        if n > 0 {
+            tx.flush()?;
+        }
+        Ok(n)
+    }
+
+    #[inline]
+    fn release_in_order<T: TxPort>(&mut self, now: Nanos, tx: &mut T) -> usize {
         let mut n = 0;
         while n < EGRESS_BURST {
             let Some(rec) = self.line.peek() else { break };
@@ -101,15 +195,60 @@ impl Egress {
             self.line.pop();
             n += 1;
         }
-        if n > 0 {
-            tx.flush()?;
+        n
+    }
+
+    fn scan(&mut self) {
+        let r = self.reorder.as_mut().expect("reorder mode");
+        while let Some((pos, end, release)) = self.line.scan_next() {
+            r.due.push(Reverse((release, r.next_seq, pos)));
+            r.in_ring.push_back((end, false));
+            r.next_seq += 1;
         }
-        Ok(n)
+    }
+
+    fn release_reordered<T: TxPort>(&mut self, now: Nanos, tx: &mut T) -> usize {
+        self.scan();
+        let r = self.reorder.as_mut().expect("reorder mode");
+        let mut n = 0;
+        while n < EGRESS_BURST {
+            let Some(&Reverse((release, seq, pos))) = r.due.peek() else { break };
+            if release > now {
+                break;
+            }
+            let rec = self.line.record_at(pos);
+            if !tx.send(rec.release, rec.wire_len, rec.data) {
+                break;
+            }
+            self.counters.tx_packets.inc();
+            self.counters.tx_bytes.add(u64::from(rec.wire_len));
+            if r.max_sent.is_some_and(|m| seq < m) {
+                self.counters.reordered.inc();
+            }
+            r.max_sent = Some(r.max_sent.map_or(seq, |m| m.max(seq)));
+            r.due.pop();
+            r.in_ring[(seq - r.front_seq) as usize].1 = true;
+            n += 1;
+        }
+        let mut end = None;
+        while let Some(&(e, true)) = r.in_ring.front() {
+            end = Some(e);
+            r.in_ring.pop_front();
+            r.front_seq += 1;
+        }
+        if let Some(e) = end {
+            self.line.consume_to(e);
+        }
+        n
     }
 
     /// Release time of the next frame waiting, if any.
     #[inline]
     pub fn next_release(&mut self) -> Option<Nanos> {
-        self.line.next_release()
+        if self.reorder.is_none() {
+            return self.line.next_release();
+        }
+        self.scan();
+        self.reorder.as_ref().and_then(|r| r.due.peek().map(|Reverse((t, _, _))| *t))
     }
 }

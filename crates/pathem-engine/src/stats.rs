@@ -40,6 +40,9 @@ pub struct Counters {
     pub corrupted: Counter,
     pub reorder_clamped: Counter,
     pub reorder_clamp_ns: Counter,
+    pub ecn_marked: Counter,
+    /// Written by egress: frames that left before a frame released earlier (reorder mode).
+    pub reordered: Counter,
 }
 
 impl Counters {
@@ -61,6 +64,7 @@ impl Counters {
                 loss: d(DropReason::Loss),
                 queue: d(DropReason::Queue),
                 police: d(DropReason::Police),
+                ber: d(DropReason::Ber),
                 delay_line: d(DropReason::DelayLine),
                 oversize: d(DropReason::Oversize),
             },
@@ -72,6 +76,8 @@ impl Counters {
             } else {
                 self.reorder_clamp_ns.get() as f64 / clamped as f64
             },
+            ecn_marked: self.ecn_marked.get(),
+            reordered: self.reordered.get(),
         }
     }
 }
@@ -82,13 +88,14 @@ pub struct Dropped {
     pub loss: u64,
     pub queue: u64,
     pub police: u64,
+    pub ber: u64,
     pub delay_line: u64,
     pub oversize: u64,
 }
 
 impl Dropped {
     pub fn total(&self) -> u64 {
-        self.loss + self.queue + self.police + self.delay_line + self.oversize
+        self.loss + self.queue + self.police + self.ber + self.delay_line + self.oversize
     }
 }
 
@@ -106,6 +113,10 @@ pub struct Stats {
     pub reorder_clamped: u64,
     /// Mean time those frames were held back by the clamp.
     pub reorder_clamp_mean_ns: f64,
+    /// Frames marked Congestion Experienced instead of being dropped.
+    pub ecn_marked: u64,
+    /// Frames sent after a frame that arrived later (only with `--reorder`).
+    pub reordered: u64,
 }
 
 impl Stats {
@@ -127,8 +138,8 @@ mod tests {
         }
         c.rx_packets.add(20);
         let s = c.snapshot();
-        assert_eq!(s.dropped, Dropped { loss: 1, queue: 2, police: 3, delay_line: 4, oversize: 5 });
-        assert_eq!(s.in_flight(), 5);
+        assert_eq!(s.dropped, Dropped { loss: 1, queue: 2, police: 3, ber: 4, delay_line: 5, oversize: 6 });
+        assert_eq!(s.in_flight(), 0);
         let json = serde_json::to_value(&s).unwrap();
         for r in DropReason::ALL {
             assert!(json["dropped"][r.name()].is_u64(), "{}", r.name());

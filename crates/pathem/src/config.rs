@@ -33,7 +33,10 @@ pub struct ConfigFile {
 pub fn load(path: &Path) -> Result<ConfigFile, String> {
     let text =
         std::fs::read_to_string(path).map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
-    parse(&text).map_err(|(line, msg)| format!("config {}:{line}: {msg}", path.display()))
+    let file = parse(&text).map_err(|(line, msg)| format!("config {}:{line}: {msg}", path.display()))?;
+    // Trace files named in the config are found next to it.
+    let dir = path.parent().unwrap_or(Path::new("."));
+    Ok(ConfigFile { a_to_b: file.a_to_b.relative_to(dir), b_to_a: file.b_to_a.relative_to(dir), ..file })
 }
 
 /// Parses config text; errors carry the 1-based line they point at.

@@ -1,77 +1,329 @@
 //! The impairment settings of one direction, as flags and as TOML keys.
 //!
 //! One struct serves both: clap reads it from the command line, serde from a `[a_to_b]` or
-//! `[b_to_a]` table, with the same names (`--queue` ⇔ `queue`) and the same value parsers,
-//! so the two can never drift apart. Flags override the file key by key.
+//! `[b_to_a]` table, with the same names (`--delay-half-life` ⇔ `delay-half-life`) and the
+//! same value parsers, so the two can never drift apart. Flags override the file key by key.
+//! Files named by specs (loss, delay and rate traces, delay tables) are read here, so the
+//! models stay free of I/O.
 
 use clap::Args;
-use pathem_model::delay::DelayConfig;
-use pathem_model::link::{LinkConfig, ETHERNET_OVERHEAD};
-use pathem_model::loss::LossConfig;
-use pathem_model::units::{Duration, QueueLimit, Rate};
+use pathem_model::delay::{DelayConfig, DelayTrace};
+use pathem_model::dist::{DelayTable, Dist};
+use pathem_model::link::{Cell, LinkConfig, RateTrace, Server, ETHERNET_OVERHEAD};
+use pathem_model::loss::{LossConfig, LossTrace};
+use pathem_model::police::PolicerConfig;
+use pathem_model::slot::SlotConfig;
+use pathem_model::units::{Duration, Probability, QueueLimit, Rate, UnitError};
 use pathem_model::PathConfig;
 use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+
+/// `--loss`: a model, or `trace:FILE`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LossSpec {
+    Model(LossConfig),
+    Trace(PathBuf),
+}
+
+impl FromStr for LossSpec {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Self, UnitError> {
+        match s.trim().strip_prefix("trace:") {
+            Some("") => Err(UnitError {
+                value: s.into(),
+                reason: "names no file".into(),
+                accepted: "trace:FILE with FILE a 0/1 loss pattern",
+            }),
+            Some(f) => Ok(LossSpec::Trace(f.into())),
+            None => s.parse().map(LossSpec::Model),
+        }
+    }
+}
+
+/// `--delay-dist`: a named distribution, or `table:FILE`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DistSpec {
+    Named(Dist),
+    Table(PathBuf),
+}
+
+impl FromStr for DistSpec {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Self, UnitError> {
+        match s.trim().strip_prefix("table:") {
+            Some("") => Err(UnitError {
+                value: s.into(),
+                reason: "names no file".into(),
+                accepted: "table:FILE with FILE one delay per line",
+            }),
+            Some(f) => Ok(DistSpec::Table(f.into())),
+            None => s.parse().map(DistSpec::Named),
+        }
+    }
+}
+
+pathem_model::deserialize_from_str!(LossSpec, DistSpec);
 
 /// Impairments of one direction. Every field is optional: unset means "not impaired".
 #[derive(Args, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct PathSpec {
-    /// Constant one-way delay added to every frame (ns, us, ms, s), e.g. 10ms.
-    #[arg(long, value_name = "DUR", help_heading = "Impairments", allow_hyphen_values = true)]
+    /// One-way delay (ns, us, ms, s), e.g. 10ms.
+    #[arg(long, value_name = "DUR", help_heading = "Delay", allow_hyphen_values = true)]
     pub delay: Option<Duration>,
 
-    /// Independent random loss: a probability as 1% or 0.01 (also random:P).
-    #[arg(long, value_name = "P", help_heading = "Impairments", allow_hyphen_values = true)]
-    pub loss: Option<LossConfig>,
+    /// Delay variation: half-width for uniform, std for normal/pareto/paretonormal, mean excess for exponential.
+    #[arg(long, value_name = "DUR", help_heading = "Delay", allow_hyphen_values = true)]
+    pub jitter: Option<Duration>,
+
+    /// Shape of the variation: uniform (default), normal, pareto, paretonormal, exponential, table:FILE.
+    #[arg(long, value_name = "DIST", help_heading = "Delay")]
+    pub delay_dist: Option<DistSpec>,
+
+    /// Correlate delays: frames this far apart have delays correlated 0.5, at any packet rate.
+    #[arg(long, value_name = "DUR", help_heading = "Delay", allow_hyphen_values = true)]
+    pub delay_half_life: Option<Duration>,
+
+    /// Base delay over time from FILE of `TIME DELAY` lines (step-wise, repeating).
+    #[arg(long, value_name = "FILE", help_heading = "Delay")]
+    pub delay_trace: Option<PathBuf>,
+
+    /// Let frames overtake each other when their delays say so (default: never reorder).
+    #[arg(long, help_heading = "Delay")]
+    #[serde(default)]
+    pub reorder: bool,
+
+    /// Loss: P (1% or 0.01), random:P, ge:p=P,r=R[,loss-bad=X][,loss-good=Y], ge:loss=P,burst=B,
+    /// gi:p13=P[,p31=..,p32=..,p23=..,p14=..], trace:FILE.
+    #[arg(long, value_name = "SPEC", help_heading = "Loss", allow_hyphen_values = true)]
+    pub loss: Option<LossSpec>,
+
+    /// Bit error rate: a frame with a bit error is dropped (counted as `ber`), e.g. 1e-6.
+    #[arg(long, value_name = "PROB", help_heading = "Loss", allow_hyphen_values = true)]
+    pub ber: Option<Probability>,
 
     /// Bottleneck rate (bit, kbit, mbit, gbit; k, m, g; bps-style aliases mean bits), e.g. 100mbit.
-    #[arg(long, value_name = "RATE", help_heading = "Impairments", allow_hyphen_values = true)]
+    #[arg(long, value_name = "RATE", help_heading = "Link", allow_hyphen_values = true)]
     pub rate: Option<Rate>,
 
-    /// Bytes added to each frame's length for the rate [default: 24 = preamble+SFD, FCS, gap].
-    #[arg(long, value_name = "BYTES", help_heading = "Impairments", allow_hyphen_values = true)]
+    /// Variable rate from a Mahimahi trace FILE (ms timestamps; each an opportunity for 1504 B).
+    #[arg(long, value_name = "FILE", help_heading = "Link")]
+    pub rate_trace: Option<PathBuf>,
+
+    /// Bytes added to each frame for the rate [default: 24 = preamble+SFD, FCS, gap].
+    #[arg(long, value_name = "BYTES", help_heading = "Link", allow_hyphen_values = true)]
     pub overhead: Option<u32>,
 
-    /// Drop-tail limit of the link queue in bytes (64KB) or frames (100pkt); needs --rate.
-    #[arg(long, value_name = "SIZE", help_heading = "Impairments", allow_hyphen_values = true)]
+    /// Cell framing SIZE,OVERHEAD for the rate (NetEm cellsize/celloverhead), e.g. 48,5.
+    #[arg(long, value_name = "SIZE,OVERHEAD", help_heading = "Link")]
+    pub cell: Option<Cell>,
+
+    /// Drop-tail limit of the link queue in bytes (64KB) or frames (100pkt); needs a rate.
+    #[arg(long, value_name = "SIZE", help_heading = "Link", allow_hyphen_values = true)]
     pub queue: Option<QueueLimit>,
+
+    /// Token-bucket policer RATE,burst=SIZE: frames over it are dropped, e.g. 10mbit,burst=15KB.
+    #[arg(long, value_name = "SPEC", help_heading = "Link")]
+    pub police: Option<PolicerConfig>,
+
+    /// Transmit in slots MIN[,MAX][,packets=N][,bytes=SIZE] (NetEm slot), e.g. 800us,1ms,packets=32.
+    #[arg(long, value_name = "SPEC", help_heading = "Link")]
+    pub slot: Option<SlotConfig>,
+
+    /// Duplicate a frame with this probability (the copy follows it), e.g. 0.1%.
+    #[arg(long, value_name = "P", help_heading = "Other", allow_hyphen_values = true)]
+    pub duplicate: Option<Probability>,
+
+    /// Flip one random bit of a frame with this probability, e.g. 0.1%.
+    #[arg(long, value_name = "P", help_heading = "Other", allow_hyphen_values = true)]
+    pub corrupt: Option<Probability>,
+
+    /// CE-mark ECN-capable IPv4/IPv6 frames instead of dropping them on queue and loss drops.
+    #[arg(long, help_heading = "Other")]
+    #[serde(default)]
+    pub ecn: bool,
 }
 
-/// A setting that makes no sense as given.
+/// A setting that makes no sense as given, or a file it names that cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum SpecError {
-    #[error("--{0} needs --rate: without a bottleneck rate nothing ever waits in the link")]
+    #[error("--{0} needs --rate or --rate-trace: without a bottleneck nothing ever waits in the link")]
     NeedsRate(&'static str),
+    #[error("--{0} and --{1} cannot be used together: {2}")]
+    Conflict(&'static str, &'static str, &'static str),
+    #[error("--{0} needs --jitter: it shapes the delay's variation")]
+    NeedsJitter(&'static str),
+    #[error("--{flag} {}: {reason}", path.display())]
+    File { flag: &'static str, path: PathBuf, reason: String },
+}
+
+fn read(flag: &'static str, path: &Path) -> Result<String, SpecError> {
+    std::fs::read_to_string(path).map_err(|e| SpecError::File {
+        flag,
+        path: path.into(),
+        reason: format!("cannot read it: {e}"),
+    })
+}
+
+fn parse_file<T>(
+    flag: &'static str,
+    path: &Path,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Arc<T>, SpecError> {
+    parse(&read(flag, path)?).map(Arc::new).map_err(|reason| SpecError::File {
+        flag,
+        path: path.into(),
+        reason,
+    })
 }
 
 impl PathSpec {
-    /// `self` with every field that `over` sets replaced by `over`'s value.
+    /// `self` with every field that `over` sets replaced by `over`'s value (switches add up).
     pub fn overridden_by(&self, over: &PathSpec) -> PathSpec {
+        fn pick<T: Clone>(over: &Option<T>, base: &Option<T>) -> Option<T> {
+            over.clone().or_else(|| base.clone())
+        }
         PathSpec {
-            delay: over.delay.or(self.delay),
-            loss: over.loss.clone().or_else(|| self.loss.clone()),
-            rate: over.rate.or(self.rate),
-            overhead: over.overhead.or(self.overhead),
-            queue: over.queue.or(self.queue),
+            delay: pick(&over.delay, &self.delay),
+            jitter: pick(&over.jitter, &self.jitter),
+            delay_dist: pick(&over.delay_dist, &self.delay_dist),
+            delay_half_life: pick(&over.delay_half_life, &self.delay_half_life),
+            delay_trace: pick(&over.delay_trace, &self.delay_trace),
+            reorder: over.reorder || self.reorder,
+            loss: pick(&over.loss, &self.loss),
+            ber: pick(&over.ber, &self.ber),
+            rate: pick(&over.rate, &self.rate),
+            rate_trace: pick(&over.rate_trace, &self.rate_trace),
+            overhead: pick(&over.overhead, &self.overhead),
+            cell: pick(&over.cell, &self.cell),
+            queue: pick(&over.queue, &self.queue),
+            police: pick(&over.police, &self.police),
+            slot: pick(&over.slot, &self.slot),
+            duplicate: pick(&over.duplicate, &self.duplicate),
+            corrupt: pick(&over.corrupt, &self.corrupt),
+            ecn: over.ecn || self.ecn,
         }
     }
 
-    /// The model configuration this spec asks for.
+    /// Makes the file paths this spec names relative to `dir` (a config file's folder).
+    pub fn relative_to(mut self, dir: &Path) -> PathSpec {
+        let fix = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = dir.join(&*p);
+            }
+        };
+        if let Some(LossSpec::Trace(p)) = &mut self.loss {
+            fix(p);
+        }
+        if let Some(DistSpec::Table(p)) = &mut self.delay_dist {
+            fix(p);
+        }
+        self.delay_trace.as_mut().map(fix);
+        self.rate_trace.as_mut().map(fix);
+        self
+    }
+
+    /// The model configuration this spec asks for; reads the files it names.
     pub fn to_config(&self) -> Result<PathConfig, SpecError> {
-        let link = match self.rate {
-            Some(rate) => Some(LinkConfig {
-                rate,
-                overhead: self.overhead.unwrap_or(ETHERNET_OVERHEAD),
+        let server = match (&self.rate, &self.rate_trace) {
+            (Some(_), Some(_)) => {
+                return Err(SpecError::Conflict("rate", "rate-trace", "the link has one rate or one trace"))
+            }
+            (Some(r), None) => Some(Server::Rate(*r)),
+            (None, Some(f)) => {
+                if self.overhead.is_some() || self.cell.is_some() {
+                    let which = if self.overhead.is_some() { "overhead" } else { "cell" };
+                    return Err(SpecError::Conflict(
+                        which,
+                        "rate-trace",
+                        "a trace counts packets as Mahimahi does",
+                    ));
+                }
+                Some(Server::Trace(parse_file("rate-trace", f, RateTrace::parse)?))
+            }
+            (None, None) => None,
+        };
+        let link = match server {
+            Some(server) => Some(LinkConfig {
+                server,
+                overhead: self.overhead.unwrap_or(if self.rate_trace.is_some() {
+                    0
+                } else {
+                    ETHERNET_OVERHEAD
+                }),
+                cell: self.cell,
                 queue: self.queue,
             }),
             None if self.queue.is_some() => return Err(SpecError::NeedsRate("queue")),
             None if self.overhead.is_some() => return Err(SpecError::NeedsRate("overhead")),
+            None if self.cell.is_some() => return Err(SpecError::NeedsRate("cell")),
             None => None,
         };
+        let loss = match &self.loss {
+            Some(LossSpec::Model(m)) => Some(m.clone()),
+            Some(LossSpec::Trace(f)) => {
+                Some(LossConfig::Trace(parse_file("loss trace:", f, LossTrace::parse)?))
+            }
+            None => None,
+        };
+        let jitter = self.jitter.map(|j| j.0).unwrap_or_default();
+        let dist = match &self.delay_dist {
+            Some(DistSpec::Table(f)) => {
+                if self.jitter.is_some() {
+                    return Err(SpecError::Conflict(
+                        "jitter",
+                        "delay-dist table:",
+                        "the table is the variation",
+                    ));
+                }
+                Dist::Table(parse_file("delay-dist table:", f, DelayTable::parse)?)
+            }
+            Some(DistSpec::Named(d)) if jitter.as_nanos() == 0 => {
+                let _ = d;
+                return Err(SpecError::NeedsJitter("delay-dist"));
+            }
+            Some(DistSpec::Named(d)) => d.clone(),
+            None => Dist::Uniform,
+        };
+        let trace = match &self.delay_trace {
+            Some(f) if self.delay.is_some() => {
+                let _ = f;
+                return Err(SpecError::Conflict("delay", "delay-trace", "the trace gives the base delay"));
+            }
+            Some(f) => Some(parse_file("delay-trace", f, DelayTrace::parse)?),
+            None => None,
+        };
+        let delay = DelayConfig {
+            base: self.delay.map(|d| d.0).unwrap_or_default(),
+            jitter,
+            dist,
+            half_life: None,
+            trace,
+        };
+        let delay = match self.delay_half_life {
+            Some(_) if !delay.is_random() => return Err(SpecError::NeedsJitter("delay-half-life")),
+            Some(h) if h.0.as_nanos() == 0 => {
+                return Err(SpecError::File {
+                    flag: "delay-half-life",
+                    path: "0".into(),
+                    reason: "must be above 0".into(),
+                })
+            }
+            h => DelayConfig { half_life: h.map(|h| h.0), ..delay },
+        };
         Ok(PathConfig {
+            police: self.police,
             link,
-            loss: self.loss.clone(),
-            delay: DelayConfig { base: self.delay.map(|d| d.0).unwrap_or_default() },
+            loss,
+            ber: self.ber,
+            delay,
+            slot: self.slot,
+            duplicate: self.duplicate,
+            corrupt: self.corrupt,
+            ecn: self.ecn,
+            reorder: self.reorder,
         })
     }
 }
@@ -83,22 +335,47 @@ mod tests {
 
     #[test]
     fn flags_override_file_key_by_key() {
-        let file: PathSpec = toml::from_str("delay = '10ms'\nloss = '1%'").unwrap();
+        let file: PathSpec = toml::from_str("delay = '10ms'\nloss = '1%'\necn = true").unwrap();
         let flags = PathSpec { delay: Some("20ms".parse().unwrap()), ..Default::default() };
         let merged = file.overridden_by(&flags);
         assert_eq!(merged.delay.unwrap().0, Nanos::from_millis(20));
         assert_eq!(merged.loss, file.loss);
+        assert!(merged.ecn);
     }
 
     #[test]
-    fn queue_without_rate_is_refused() {
-        let spec = PathSpec { queue: Some("10pkt".parse().unwrap()), ..Default::default() };
-        assert_eq!(spec.to_config(), Err(SpecError::NeedsRate("queue")));
+    fn combinations_that_make_no_sense_are_refused() {
+        let spec = |toml_text: &str| toml::from_str::<PathSpec>(toml_text).unwrap().to_config();
+        assert_eq!(spec("queue = '10pkt'"), Err(SpecError::NeedsRate("queue")));
+        assert_eq!(spec("cell = '48,5'"), Err(SpecError::NeedsRate("cell")));
+        assert_eq!(spec("delay = '1ms'\ndelay-dist = 'normal'"), Err(SpecError::NeedsJitter("delay-dist")));
+        assert_eq!(
+            spec("delay = '1ms'\ndelay-half-life = '5ms'"),
+            Err(SpecError::NeedsJitter("delay-half-life"))
+        );
+        assert!(matches!(
+            spec("rate = '1mbit'\nrate-trace = 'x'"),
+            Err(SpecError::Conflict("rate", "rate-trace", _))
+        ));
+        assert!(matches!(spec("loss = 'trace:/nonexistent'"), Err(SpecError::File { .. })));
+        assert!(
+            spec("delay = '10ms'\njitter = '2ms'\ndelay-dist = 'pareto'\ndelay-half-life = '20ms'").is_ok()
+        );
+        assert!(spec("rate = '10mbit'\ncell = '48,5'\nqueue = '20pkt'\npolice = '5mbit,burst=10KB'").is_ok());
     }
 
     #[test]
     fn unknown_keys_are_errors() {
         let e = toml::from_str::<PathSpec>("dealy = '10ms'").unwrap_err();
         assert!(e.to_string().contains("unknown field `dealy`"), "{e}");
+    }
+
+    #[test]
+    fn trace_files_are_read_relative_to_the_config() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("l.txt"), "0 1").unwrap();
+        let spec: PathSpec = toml::from_str("loss = 'trace:l.txt'").unwrap();
+        let cfg = spec.relative_to(dir.path()).to_config().unwrap();
+        assert!(matches!(cfg.loss, Some(LossConfig::Trace(t)) if t.len() == 2));
     }
 }

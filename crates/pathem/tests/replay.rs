@@ -304,9 +304,9 @@ fn bad_values_get_one_line_and_exit_2() {
     assert!(err.contains("--queue needs --rate"), "{err}");
     refused(&d, &["replay", i, o, "--frobnicate"], 2);
     let cfg = d.path("bad.toml");
-    std::fs::write(&cfg, "[a_to_b]\ndelay = '1ms'\njitter = '1ms'\n").unwrap();
+    std::fs::write(&cfg, "[a_to_b]\ndelay = '1ms'\njiter = '1ms'\n").unwrap();
     let err = refused(&d, &["replay", i, o, "--config", cfg.to_str().unwrap()], 2);
-    assert!(err.contains(":3:") && err.contains("unknown field `jitter`"), "{err}");
+    assert!(err.contains(":3:") && err.contains("unknown field `jiter`"), "{err}");
 }
 
 #[test]
