@@ -16,6 +16,7 @@ use crate::delay_line::{Reader, Writer};
 use crate::stats::Counters;
 use pathem_io::{RxFrame, TxPort};
 use pathem_model::frame::{ecn_capable, mark_ce};
+use pathem_model::path::Extra;
 use pathem_model::{DropReason, FrameMeta, Nanos, Path, Rng, Verdict};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -67,7 +68,7 @@ impl Ingress {
     }
 
     /// Takes one received frame.
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, frame: RxFrame<'_>) {
         let c = &*self.counters;
         c.rx_packets.inc();
@@ -90,16 +91,31 @@ impl Ingress {
             Verdict::Forward(fwd) => fwd,
         };
         let mut release = fwd.release;
-        if !self.reorder && release < self.last_release {
+        if release < self.last_release && !self.reorder {
             c.reorder_clamped.inc();
             c.reorder_clamp_ns.add((self.last_release - release).as_nanos());
             release = self.last_release;
         }
+        if let Some(extra) = fwd.extra {
+            return self.push_extra(frame, release, extra);
+        }
+        if self.line.push(release, frame.wire_len, frame.data, |_| {}) {
+            self.last_release = self.last_release.max(release);
+        } else {
+            c.drop(DropReason::DelayLine);
+        }
+    }
+
+    /// A frame that is marked, corrupted or duplicated: rare, so kept off the common path.
+    #[cold]
+    #[inline(never)]
+    fn push_extra(&mut self, frame: RxFrame<'_>, release: Nanos, extra: Extra) {
+        let c = &*self.counters;
         let edit = |bytes: &mut [u8]| {
-            if fwd.mark_ce {
+            if extra.mark_ce {
                 mark_ce(bytes);
             }
-            if let Some(bit) = fwd.corrupt_bit {
+            if let Some(bit) = extra.corrupt_bit {
                 bytes[(bit / 8) as usize] ^= 0x80 >> (bit % 8);
             }
         };
@@ -108,16 +124,16 @@ impl Ingress {
             return;
         }
         self.last_release = self.last_release.max(release);
-        if fwd.mark_ce {
+        if extra.mark_ce {
             c.ecn_marked.inc();
         }
-        if fwd.corrupt_bit.is_some() {
+        if extra.corrupt_bit.is_some() {
             c.corrupted.inc();
         }
-        if fwd.duplicate {
+        if extra.duplicate {
             // The copy follows the original, uncorrupted (NetEm corrupts only the original).
             let copy_edit = |bytes: &mut [u8]| {
-                if fwd.mark_ce {
+                if extra.mark_ce {
                     mark_ce(bytes);
                 }
             };
@@ -167,7 +183,7 @@ impl Egress {
 
     /// Hands every frame due at `now` (up to [`EGRESS_BURST`]) to `tx`, then flushes it.
     /// Returns how many left.
-    #[inline]
+    #[inline(always)]
     pub fn release<T: TxPort>(&mut self, now: Nanos, tx: &mut T) -> Result<usize, pathem_io::Error> {
         let n = match self.reorder.is_some() {
             false => self.release_in_order(now, tx),
@@ -179,7 +195,7 @@ impl Egress {
         Ok(n)
     }
 
-    #[inline]
+    #[inline(always)]
     fn release_in_order<T: TxPort>(&mut self, now: Nanos, tx: &mut T) -> usize {
         let mut n = 0;
         while n < EGRESS_BURST {
@@ -207,6 +223,7 @@ impl Egress {
         }
     }
 
+    #[inline(never)]
     fn release_reordered<T: TxPort>(&mut self, now: Nanos, tx: &mut T) -> usize {
         self.scan();
         let r = self.reorder.as_mut().expect("reorder mode");

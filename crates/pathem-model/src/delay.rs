@@ -162,6 +162,9 @@ struct Correlation {
     decay: f64,
     x: f64,
     last: Option<Nanos>,
+    /// The gap the weights were computed for, and `(a, √(1−a²))`.
+    last_dt: u64,
+    weights: (f64, f64),
     /// Inverse CDF for distributions without a closed form.
     quantiles: Option<Arc<DelayTable>>,
 }
@@ -192,6 +195,8 @@ impl Delay {
                 decay: std::f64::consts::LN_2 / h.as_nanos().max(1) as f64,
                 x: 0.0,
                 last: None,
+                last_dt: u64::MAX,
+                weights: (0.0, 1.0),
                 quantiles: config.dist.quantile_table().map(Arc::new),
             })
         });
@@ -205,44 +210,55 @@ impl Delay {
     }
 
     /// The delay of a frame leaving the link at `now`.
-    #[inline]
+    #[inline(always)]
     pub fn sample(&mut self, now: Nanos, rng: &mut Rng) -> Nanos {
         match &mut self.0 {
             Kind::Constant(d) => *d,
-            Kind::Random { base, jitter, dist, corr, trace } => {
-                let base = match trace {
-                    Some((t, origin)) => {
-                        let o = *origin.get_or_insert(now);
-                        t.at(now.saturating_sub(o)).as_nanos() as f64
-                    }
-                    None => *base,
-                };
-                if *jitter == 0.0 && !matches!(dist, Dist::Table(_)) {
-                    return Nanos(base as u64);
-                }
-                let z = match corr {
-                    None => dist.sample(rng),
-                    Some(c) => {
-                        let n = std_normal(rng);
-                        c.x = match c.last {
-                            None => n,
-                            Some(last) => {
-                                let dt = now.saturating_sub(last).as_nanos() as f64;
-                                let a = (-c.decay * dt).exp();
-                                a * c.x + (1.0 - a * a).sqrt() * n
-                            }
-                        };
-                        c.last = Some(now);
-                        dist.from_normal(c.x, c.quantiles.as_deref())
-                    }
-                };
-                let d = match dist {
-                    Dist::Table(_) => base + z,
-                    _ => base + *jitter * z,
-                };
-                Nanos(if d > 0.0 { d as u64 } else { 0 })
-            }
+            random => Self::sample_random(random, now, rng),
         }
+    }
+
+    #[inline(never)]
+    fn sample_random(kind: &mut Kind, now: Nanos, rng: &mut Rng) -> Nanos {
+        let Kind::Random { base, jitter, dist, corr, trace } = kind else {
+            unreachable!("constant is handled inline")
+        };
+        let base = match trace {
+            Some((t, origin)) => {
+                let o = *origin.get_or_insert(now);
+                t.at(now.saturating_sub(o)).as_nanos() as f64
+            }
+            None => *base,
+        };
+        if *jitter == 0.0 && !matches!(dist, Dist::Table(_)) {
+            return Nanos(base as u64);
+        }
+        let z = match corr {
+            None => dist.sample(rng),
+            Some(c) => {
+                let n = std_normal(rng);
+                c.x = match c.last {
+                    None => n,
+                    Some(last) => {
+                        let dt = now.saturating_sub(last).as_nanos();
+                        if dt != c.last_dt {
+                            // Frames often arrive at a steady pace: reuse the weights then.
+                            let a = (-c.decay * dt as f64).exp();
+                            c.last_dt = dt;
+                            c.weights = (a, (1.0 - a * a).sqrt());
+                        }
+                        c.weights.0 * c.x + c.weights.1 * n
+                    }
+                };
+                c.last = Some(now);
+                dist.from_normal(c.x, c.quantiles.as_deref())
+            }
+        };
+        let d = match dist {
+            Dist::Table(_) => base + z,
+            _ => base + *jitter * z,
+        };
+        Nanos(if d > 0.0 { d as u64 } else { 0 })
     }
 }
 

@@ -292,7 +292,7 @@ impl Link {
     /// Admits a frame of `len` bytes arriving at `arrival` and returns the time its last bit
     /// leaves the link, or `None` when the queue is full (drop-tail: the frame, counted with
     /// what is already inside, would exceed the limit).
-    #[inline]
+    #[inline(always)]
     pub fn admit(&mut self, arrival: Nanos, len: u32) -> Option<Nanos> {
         if self.is_full(arrival, len) {
             return None;
@@ -301,7 +301,7 @@ impl Link {
     }
 
     /// Admits a frame whatever the queue holds (an ECN-marked frame the limit would drop).
-    #[inline]
+    #[inline(always)]
     pub fn admit_over_limit(&mut self, arrival: Nanos, len: u32) -> Nanos {
         let exit = match &mut self.serve {
             Serve::Rate { rate, last_exit, carry, tx_cache } => {
@@ -327,32 +327,42 @@ impl Link {
                 *last_exit = exit;
                 exit
             }
-            Serve::Trace { trace, origin, current } => {
-                let o = *origin.get_or_insert(arrival);
-                let t = (arrival - o).as_nanos();
-                // Mahimahi counts IP packets plus a 4-byte header: a frame minus its Ethernet
-                // header, plus 4, so a full-size 1514-byte frame takes one opportunity.
-                let mut need = len.saturating_sub(14) + 4;
-                let (mut k, mut left) = match *current {
-                    // Still waiting for an opportunity that has bytes left: share it.
-                    Some((k, left)) if left > 0 && trace.time(k) >= t => (k, left),
-                    Some((k, _)) => (trace.first_at_or_after(t).max(k + 1), OPPORTUNITY_BYTES),
-                    None => (trace.first_at_or_after(t), OPPORTUNITY_BYTES),
-                };
-                while need > left {
-                    need -= left;
-                    k += 1;
-                    left = OPPORTUNITY_BYTES;
-                }
-                *current = Some((k, left - need));
-                o + Nanos(trace.time(k))
-            }
+            Serve::Trace { trace, origin, current } => Self::trace_exit(trace, origin, current, arrival, len),
         };
         if self.config.queue.is_some() {
             self.inside.push_back(InLink { exit, len });
             self.inside_bytes += u64::from(len);
         }
         exit
+    }
+
+    /// Exit time on a trace link: the opportunity that carries the frame's last byte.
+    #[inline(never)]
+    fn trace_exit(
+        trace: &RateTrace,
+        origin: &mut Option<Nanos>,
+        current: &mut Option<(u64, u32)>,
+        arrival: Nanos,
+        len: u32,
+    ) -> Nanos {
+        let o = *origin.get_or_insert(arrival);
+        let t = (arrival - o).as_nanos();
+        // Mahimahi counts IP packets plus a 4-byte header: a frame minus its Ethernet
+        // header, plus 4, so a full-size 1514-byte frame takes one opportunity.
+        let mut need = len.saturating_sub(14) + 4;
+        let (mut k, mut left) = match *current {
+            // Still waiting for an opportunity that has bytes left: share it.
+            Some((k, left)) if left > 0 && trace.time(k) >= t => (k, left),
+            Some((k, _)) => (trace.first_at_or_after(t).max(k + 1), OPPORTUNITY_BYTES),
+            None => (trace.first_at_or_after(t), OPPORTUNITY_BYTES),
+        };
+        while need > left {
+            need -= left;
+            k += 1;
+            left = OPPORTUNITY_BYTES;
+        }
+        *current = Some((k, left - need));
+        o + Nanos(trace.time(k))
     }
 }
 

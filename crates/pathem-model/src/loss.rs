@@ -280,8 +280,17 @@ impl Loss {
     }
 
     /// True when this frame is lost.
-    #[inline]
+    #[inline(always)]
     pub fn lose(&mut self, rng: &mut Rng) -> bool {
+        match self {
+            Loss::Random { threshold } => rng.chance(*threshold),
+            model => model.lose_stateful(rng),
+        }
+    }
+
+    /// The models with state, kept out of line so random loss stays a compare.
+    #[inline(never)]
+    fn lose_stateful(&mut self, rng: &mut Rng) -> bool {
         match self {
             Loss::Random { threshold } => rng.chance(*threshold),
             Loss::GilbertElliott { bad, to_bad, to_good, loss_bad, loss_good } => {

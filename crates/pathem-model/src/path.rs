@@ -91,6 +91,14 @@ impl FrameMeta {
 pub struct Forward {
     /// When the frame is to leave the emulator.
     pub release: Nanos,
+    /// Anything beyond leaving on time; `None` for almost every frame, so the engine checks
+    /// one field on its common path.
+    pub extra: Option<Extra>,
+}
+
+/// The rarer things that can happen to a forwarded frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Extra {
     /// A copy follows it.
     pub duplicate: bool,
     /// Flip this bit (counted from the first byte's most significant bit).
@@ -101,7 +109,7 @@ pub struct Forward {
 
 impl Forward {
     pub fn at(release: Nanos) -> Forward {
-        Forward { release, duplicate: false, corrupt_bit: None, mark_ce: false }
+        Forward { release, extra: None }
     }
 }
 
@@ -189,6 +197,9 @@ pub struct Path {
     duplicate: Option<u64>,
     corrupt: Option<u64>,
     ecn: bool,
+    /// Any of police, bit errors, slots, duplicate, corrupt or ECN is on: only then does
+    /// `process` take the path that looks at them.
+    full: bool,
 }
 
 impl Path {
@@ -203,18 +214,37 @@ impl Path {
             duplicate: config.duplicate.map(Probability::threshold),
             corrupt: config.corrupt.map(Probability::threshold),
             ecn: config.ecn,
+            full: config.police.is_some()
+                || config.ber.is_some()
+                || config.slot.is_some()
+                || config.duplicate.is_some()
+                || config.corrupt.is_some()
+                || config.ecn,
         }
     }
 
     /// Decides the fate of one frame.
     #[inline]
     pub fn process(&mut self, meta: FrameMeta, rng: &mut Rng) -> Verdict {
-        if let Some(police) = &mut self.police {
-            if !police.admit(meta.arrival, meta.len) {
-                return Verdict::Drop(DropReason::Police);
+        // Two copies of one body: the common one has the rarely used models compiled out, so
+        // a path of rate, loss and delay pays nothing for the models it does not use.
+        if self.full {
+            self.run::<true>(meta, rng)
+        } else {
+            self.run::<false>(meta, rng)
+        }
+    }
+
+    #[inline(always)]
+    fn run<const FULL: bool>(&mut self, meta: FrameMeta, rng: &mut Rng) -> Verdict {
+        if FULL {
+            if let Some(police) = &mut self.police {
+                if !police.admit(meta.arrival, meta.len) {
+                    return Verdict::Drop(DropReason::Police);
+                }
             }
         }
-        let markable = self.ecn && meta.ect;
+        let markable = FULL && self.ecn && meta.ect;
         let mut mark_ce = false;
         let exit = match &mut self.link {
             Some(link) => match link.admit(meta.arrival, meta.len) {
@@ -235,12 +265,17 @@ impl Path {
                 mark_ce = true;
             }
         }
-        if let Some(ber) = &mut self.ber {
-            if ber.hit(meta.len, rng) {
-                return Verdict::Drop(DropReason::Ber);
+        if FULL {
+            if let Some(ber) = &mut self.ber {
+                if ber.hit(meta.len, rng) {
+                    return Verdict::Drop(DropReason::Ber);
+                }
             }
         }
         let mut release = exit + self.delay.sample(exit, rng);
+        if !FULL {
+            return Verdict::Forward(Forward::at(release));
+        }
         if let Some(slot) = &mut self.slot {
             release = slot.release(release, meta.len, rng);
         }
@@ -249,7 +284,12 @@ impl Path {
             Some(t) if meta.caplen > 0 && rng.chance(t) => Some(rng.below(u64::from(meta.caplen) * 8) as u32),
             _ => None,
         };
-        Verdict::Forward(Forward { release, duplicate, corrupt_bit, mark_ce })
+        let extra = (duplicate || corrupt_bit.is_some() || mark_ce).then_some(Extra {
+            duplicate,
+            corrupt_bit,
+            mark_ce,
+        });
+        Verdict::Forward(Forward { release, extra })
     }
 
     /// Bytes and frames in the link queue at `now` (zero without a link).
@@ -308,7 +348,7 @@ mod tests {
         let mut rng = Rng::seeded(1);
         let ect = FrameMeta { ect: true, ..FrameMeta::new(Nanos(0), 600) };
         match path.process(ect, &mut rng) {
-            Verdict::Forward(f) => assert!(f.mark_ce),
+            Verdict::Forward(f) => assert!(f.extra.unwrap().mark_ce),
             v => panic!("{v:?}"),
         }
         assert_eq!(
@@ -329,8 +369,9 @@ mod tests {
         let (mut dups, mut bad) = (0, 0);
         for i in 0..n {
             let Verdict::Forward(f) = path.process(FrameMeta::new(Nanos(i), 100), &mut rng) else { panic!() };
-            dups += f.duplicate as u64;
-            if let Some(bit) = f.corrupt_bit {
+            let extra = f.extra.unwrap_or_default();
+            dups += extra.duplicate as u64;
+            if let Some(bit) = extra.corrupt_bit {
                 assert!(bit < 800);
                 bad += 1;
             }
