@@ -162,9 +162,9 @@ struct Correlation {
     decay: f64,
     x: f64,
     last: Option<Nanos>,
-    /// The gap the weights were computed for, and `(a, √(1−a²))`.
-    last_dt: u64,
-    weights: (f64, f64),
+    /// Weights `(a, √(1−a²))` of recent gaps, direct-mapped by gap: frames arrive at a few
+    /// steady spacings (a rate's transmission times alternate between two values).
+    weights: [(u64, f64, f64); 4],
     /// Inverse CDF for distributions without a closed form.
     quantiles: Option<Arc<DelayTable>>,
 }
@@ -195,8 +195,7 @@ impl Delay {
                 decay: std::f64::consts::LN_2 / h.as_nanos().max(1) as f64,
                 x: 0.0,
                 last: None,
-                last_dt: u64::MAX,
-                weights: (0.0, 1.0),
+                weights: [(u64::MAX, 0.0, 1.0); 4],
                 quantiles: config.dist.quantile_table().map(Arc::new),
             })
         });
@@ -241,13 +240,12 @@ impl Delay {
                     None => n,
                     Some(last) => {
                         let dt = now.saturating_sub(last).as_nanos();
-                        if dt != c.last_dt {
-                            // Frames often arrive at a steady pace: reuse the weights then.
+                        let w = &mut c.weights[(dt % 4) as usize];
+                        if w.0 != dt {
                             let a = (-c.decay * dt as f64).exp();
-                            c.last_dt = dt;
-                            c.weights = (a, (1.0 - a * a).sqrt());
+                            *w = (dt, a, (1.0 - a * a).sqrt());
                         }
-                        c.weights.0 * c.x + c.weights.1 * n
+                        w.1 * c.x + w.2 * n
                     }
                 };
                 c.last = Some(now);

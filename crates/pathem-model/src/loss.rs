@@ -252,7 +252,8 @@ pub enum Loss {
 /// True with the probability behind `threshold`; a probability of 1 always hits.
 #[inline(always)]
 fn hit(rng: &mut Rng, threshold: u64) -> bool {
-    threshold == u64::MAX || rng.chance(threshold)
+    // Certain outcomes draw nothing: the common k = 1, h = 0 setting costs one draw per frame.
+    threshold == u64::MAX || (threshold != 0 && rng.chance(threshold))
 }
 
 impl Loss {

@@ -43,32 +43,38 @@ impl std::fmt::Display for PolicerConfig {
     }
 }
 
-/// A token bucket's state.
+/// A token bucket's state, in bit·ns (bytes × 8 × 10⁹) so refills are exact integers.
 #[derive(Clone, Debug)]
 pub struct Policer {
-    rate: u128,
-    cap: u128,
-    tokens: u128,
+    rate: u64,
+    cap: u64,
+    tokens: u64,
+    /// Time after which an idle bucket is full again, whatever it held.
+    fill_time: u64,
     last: Option<Nanos>,
 }
 
-const NS: u128 = 1_000_000_000;
+const NS: u64 = 1_000_000_000;
 
 impl Policer {
     pub fn new(config: PolicerConfig) -> Policer {
-        let cap = u128::from(config.burst.0) * 8 * NS;
-        Policer { rate: u128::from(config.rate.bits_per_sec()), cap, tokens: cap, last: None }
+        // Depths up to 2 GB fit: 2e9 × 8 × 1e9 < 2^64.
+        let cap = config.burst.0.min(2_000_000_000) * 8 * NS;
+        let rate = config.rate.bits_per_sec();
+        Policer { rate, cap, tokens: cap, fill_time: cap / rate, last: None }
     }
 
     /// True when a frame of `len` bytes arriving at `now` conforms (and takes its tokens).
     #[inline]
     pub fn admit(&mut self, now: Nanos, len: u32) -> bool {
         if let Some(last) = self.last {
-            let dt = u128::from(now.saturating_sub(last).as_nanos());
-            self.tokens = (self.tokens + self.rate * dt).min(self.cap);
+            let dt = now.saturating_sub(last).as_nanos();
+            // Below fill_time, rate × dt < cap: no overflow, and the min is exact.
+            self.tokens =
+                if dt >= self.fill_time { self.cap } else { (self.tokens + self.rate * dt).min(self.cap) };
         }
         self.last = Some(now);
-        let need = u128::from(len) * 8 * NS;
+        let need = u64::from(len) * 8 * NS;
         if self.tokens >= need {
             self.tokens -= need;
             true
