@@ -258,7 +258,8 @@ pub(crate) mod tests {
                 1.0 - y.powi(-3)
             }
         };
-        let cases: Vec<(Dist, Box<dyn Fn(f64) -> f64>)> = vec![
+        type Cdf = Box<dyn Fn(f64) -> f64>;
+        let cases: Vec<(Dist, Cdf)> = vec![
             (Dist::Uniform, Box::new(|z: f64| ((z + 1.0) / 2.0).clamp(0.0, 1.0))),
             (Dist::Normal, Box::new(normal_cdf)),
             (Dist::Pareto, Box::new(pareto_cdf)),

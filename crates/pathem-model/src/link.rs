@@ -185,6 +185,9 @@ struct InLink {
 }
 
 /// The serving side's state.
+// The rate variant carries its cache inline on purpose: boxing it would add a pointer chase
+// to every frame's exit-time computation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 enum Serve {
     Rate {
