@@ -38,20 +38,29 @@ pub fn summary(input: &Path, output: &Path, r: &ReplayReport) -> String {
     let _ = writeln!(out, "  forwarded  {:>10} frames  {:>12}", s.tx_packets, bytes(s.tx_bytes));
     let _ = writeln!(
         out,
-        "  dropped    {:>10} frames  ({:.3}%): loss {}, queue {}, police {}, delay_line {}, oversize {}",
+        "  dropped    {:>10} frames  ({:.3}%): loss {}, queue {}, police {}, ber {}, delay_line {}, oversize {}",
         d.total(),
         pct(d.total()),
         d.loss,
         d.queue,
         d.police,
+        d.ber,
         d.delay_line,
         d.oversize
     );
     let _ = writeln!(
         out,
-        "  duplicated {}, corrupted {}, reorder-clamped {}",
-        s.duplicated, s.corrupted, s.reorder_clamped
+        "  duplicated {}, corrupted {}, ecn-marked {}, reordered {}",
+        s.duplicated, s.corrupted, s.ecn_marked, s.reordered
     );
+    if s.reorder_clamped > 0 {
+        let _ = writeln!(
+            out,
+            "  held back  {} frames so that none overtook another, by {:.1} us on average",
+            s.reorder_clamped,
+            s.reorder_clamp_mean_ns / 1e3
+        );
+    }
     let _ = writeln!(out, "  delay line {}", bytes(r.delay_line_bytes as u64));
     if r.input_backwards_timestamps > 0 {
         let _ = writeln!(

@@ -428,3 +428,16 @@ fn bad_specs_get_one_line_and_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("line 3"));
 }
+
+#[test]
+fn reorder_holds_a_million_frames_in_flight() {
+    let d = Dir::new();
+    // 1M frames within 0.1 s, each delayed 10 s ± 1 s: all of them are in flight at once.
+    let n = 1_000_000u64;
+    let frames = cbr(n, 60, Nanos(100));
+    let args = ["--delay", "10s", "--jitter", "1s", "--reorder", "--buffer", "256MiB", "--seed", "1"];
+    let (out, s) = replay(&d, &frames, &args);
+    assert_eq!(out.len() as u64, n, "{s}");
+    assert!(out.windows(2).all(|w| w[0].0 <= w[1].0), "release order");
+    assert!(s["reordered"].as_u64().unwrap() > n / 2);
+}
