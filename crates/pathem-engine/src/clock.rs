@@ -7,14 +7,19 @@
 //! pathem uses almost no CPU and a due frame still leaves on time.
 
 use pathem_model::Nanos;
-use std::time::Instant;
 
 /// A source of `now` for the engine.
 pub trait Clock {
     /// The current instant.
     fn now(&mut self) -> Nanos;
-    /// Returns at `t` or later (as soon after as the clock can).
+    /// Returns at `t` or later (as soon after as the clock can), or earlier when a live
+    /// clock sees input arrive.
     fn wait_until(&mut self, t: Nanos);
+    /// Waits for input for at most `max` (live ports that cannot say when frames come).
+    fn wait_for_input(&mut self, max: Nanos) {
+        let now = self.now();
+        self.wait_until(now + max);
+    }
     /// Total time spent waiting so far.
     fn idle(&self) -> Nanos;
 }
@@ -43,13 +48,16 @@ impl Clock for VirtualClock {
     }
 }
 
-/// CLOCK_MONOTONIC (through `Instant`), counted from the clock's creation.
-#[derive(Debug)]
+/// Sleeps up to the given time or until input arrives; returns true when input woke it.
+pub type Waiter = Box<dyn FnMut(Nanos) -> bool + Send>;
+
+/// CLOCK_MONOTONIC in nanoseconds, the time base of live ports' receive timestamps.
 pub struct MonotonicClock {
-    origin: Instant,
     idle: Nanos,
     /// Below this much time to wait, spin instead of sleeping.
     spin_below: Nanos,
+    /// Live runs: how to sleep while still waking up for arriving frames.
+    waiter: Option<Waiter>,
 }
 
 impl Default for MonotonicClock {
@@ -58,19 +66,38 @@ impl Default for MonotonicClock {
     }
 }
 
+impl std::fmt::Debug for MonotonicClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MonotonicClock").field("idle", &self.idle).finish()
+    }
+}
+
+/// CLOCK_MONOTONIC now.
+pub fn monotonic_now() -> Nanos {
+    let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .unwrap_or(nix::sys::time::TimeSpec::new(0, 0));
+    Nanos(ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64)
+}
+
 impl MonotonicClock {
     pub fn new() -> MonotonicClock {
         // Sleeps end within ~50 µs by default; at the minimum slack a sleep ends close to its
         // deadline, which lets the spin window stay short. Failure only costs precision.
         let _ = nix::sys::prctl::set_timerslack(1);
-        MonotonicClock { origin: Instant::now(), idle: Nanos::ZERO, spin_below: Nanos::from_micros(100) }
+        MonotonicClock { idle: Nanos::ZERO, spin_below: Nanos::from_micros(100), waiter: None }
+    }
+
+    /// A clock for live ports: long waits sleep in `waiter`, which returns early when frames
+    /// arrive, so an idle emulator uses almost no CPU and a busy one reacts at once.
+    pub fn with_waiter(waiter: Waiter) -> MonotonicClock {
+        MonotonicClock { spin_below: Nanos::from_micros(50), waiter: Some(waiter), ..MonotonicClock::new() }
     }
 }
 
 impl Clock for MonotonicClock {
     #[inline]
     fn now(&mut self) -> Nanos {
-        Nanos(self.origin.elapsed().as_nanos() as u64)
+        monotonic_now()
     }
 
     fn wait_until(&mut self, t: Nanos) {
@@ -79,13 +106,36 @@ impl Clock for MonotonicClock {
         while now < t {
             let left = t - now;
             if left > self.spin_below {
-                std::thread::sleep(std::time::Duration::from_nanos((left - self.spin_below).as_nanos()));
+                let nap = left - self.spin_below;
+                match &mut self.waiter {
+                    Some(w) => {
+                        if w(nap) {
+                            self.idle += monotonic_now() - start;
+                            return;
+                        }
+                    }
+                    None => std::thread::sleep(std::time::Duration::from_nanos(nap.as_nanos())),
+                }
+            } else if self.waiter.is_some() {
+                // Near a release: go back to the loop, which polls the ports while it waits.
+                break;
             } else {
                 std::hint::spin_loop();
             }
             now = self.now();
         }
         self.idle += now - start;
+    }
+
+    fn wait_for_input(&mut self, max: Nanos) {
+        let start = self.now();
+        match &mut self.waiter {
+            Some(w) => {
+                w(max);
+            }
+            None => std::thread::sleep(std::time::Duration::from_nanos(max.as_nanos().min(50_000))),
+        }
+        self.idle += monotonic_now() - start;
     }
 
     fn idle(&self) -> Nanos {

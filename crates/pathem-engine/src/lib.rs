@@ -16,6 +16,6 @@ pub mod pipeline;
 pub mod stage;
 pub mod stats;
 
-pub use clock::{Clock, MonotonicClock, VirtualClock};
+pub use clock::{monotonic_now, Clock, MonotonicClock, VirtualClock, Waiter};
 pub use pipeline::{delay_line_size, run, EngineConfig, Error, Next, Pipeline, Task};
 pub use stats::{Counters, Stats};

@@ -147,6 +147,13 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
         self.capacity
     }
 
+    /// After a stop: sends what is due at `now` and returns how many frames were still
+    /// waiting in the delay line (they are not sent).
+    pub fn finish(&mut self, now: Nanos) -> Result<u64, Error> {
+        while self.egress.release(now, &mut self.tx)? > 0 {}
+        Ok(self.counters.snapshot().in_flight())
+    }
+
     /// Gives the ports back (to commit an output capture, read a sink's counts).
     pub fn into_ports(self) -> (R, T) {
         (self.rx, self.tx)
@@ -183,12 +190,11 @@ impl<R: RxPort, T: TxPort> Task for Pipeline<R, T> {
     }
 }
 
+/// Longest a live loop sleeps waiting for frames before it checks `stop` again.
+pub const MAX_IDLE_WAIT: Nanos = Nanos::from_millis(10);
+
 /// Polls `tasks` on this thread until all have ended or `stop` is set.
 pub fn run(tasks: &mut [&mut dyn Task], clock: &mut dyn Clock, stop: &AtomicBool) -> Result<(), Error> {
-    // How long to wait when no task knows when it next has work (live ports); it grows while
-    // nothing happens so an idle emulator sleeps, and shrinks back at once when work arrives.
-    let mut backoff = Nanos::ZERO;
-    const MAX_BACKOFF: Nanos = Nanos::from_micros(50);
     while !stop.load(Ordering::Relaxed) {
         let now = clock.now();
         let mut next = Next::Ended;
@@ -197,12 +203,9 @@ pub fn run(tasks: &mut [&mut dyn Task], clock: &mut dyn Clock, stop: &AtomicBool
         }
         match next {
             Next::Ended => return Ok(()),
-            Next::Now => backoff = Nanos::ZERO,
-            Next::At(t) => clock.wait_until(t),
-            Next::Soon => {
-                backoff = (backoff + Nanos::from_micros(1)).min(MAX_BACKOFF);
-                clock.wait_until(now + backoff);
-            }
+            Next::Now => {}
+            Next::At(t) => clock.wait_until(t.min(now + MAX_IDLE_WAIT)),
+            Next::Soon => clock.wait_for_input(MAX_IDLE_WAIT),
         }
     }
     Ok(())

@@ -3,10 +3,13 @@
 //! Every backend is one module behind the burst traits of [`port`]:
 //! - [`pcap`]: offline, a classic pcap capture in (micro- or nanosecond, either byte order),
 //!   a nanosecond pcap out whose timestamps are the release times;
-//! - [`mem`]: a synthetic generator and a counting sink, to measure the engine alone.
+//! - [`mem`]: a synthetic generator and a counting sink, to measure the engine alone;
+//! - [`afpacket`]: live, any Linux interface, through batched AF_PACKET sockets.
 //!
 //! Ports know nothing of impairments; they move bytes and say when they next have work.
 
+pub mod afpacket;
+pub mod iface;
 pub mod mem;
 pub mod pcap;
 pub mod port;
@@ -24,6 +27,9 @@ pub enum Error {
     /// A capture is not one pathem can read.
     #[error("{}: {reason}", path.display())]
     Format { path: PathBuf, reason: String },
+    /// A network interface cannot be used as a port.
+    #[error("interface {name}: {reason}")]
+    Interface { name: String, reason: String },
     /// Writing a capture failed (disk full, I/O error).
     #[error("cannot write {}: {reason}", path.display())]
     Write { path: PathBuf, reason: String },

@@ -8,6 +8,7 @@ mod config;
 mod demo;
 mod replay;
 mod report;
+mod run;
 mod spec;
 
 use clap::{Parser, Subcommand};
@@ -28,6 +29,8 @@ struct Cli {
 enum Command {
     /// Emulate a path offline: read IN.pcap, write OUT.pcap stamped with release times.
     Replay(replay::ReplayArgs),
+    /// Emulate a path live between two interfaces, both directions.
+    Run(run::RunArgs),
     /// Measure the engine alone: synthetic frames through the real stages, real clock.
     Bench(bench::BenchArgs),
     /// Generate a small capture, replay it through a typical path, and show what happened.
@@ -74,6 +77,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Replay(args) => replay::main(args),
+        Command::Run(args) => run::main(args),
         Command::Bench(args) => bench::main(args),
         Command::Demo(args) => demo::main(args),
     };

@@ -1,0 +1,193 @@
+//! Facts about network interfaces and the offloads pathem turns off while it runs.
+//!
+//! Receive aggregation (GRO, LRO) merges wire frames into large ones before pathem sees them,
+//! so one emulated loss would drop a whole burst (the DEMU paper, §4.3–4.4). pathem decides
+//! per wire frame: it turns those offloads off on its ports for the duration of the run and
+//! puts them back afterwards. The settings are changed with `ethtool`, the interface's own
+//! tool, so what pathem does is what an administrator would type.
+
+use crate::Error;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn sys(ifname: &str, attr: &str) -> Option<String> {
+    std::fs::read_to_string(format!("/sys/class/net/{ifname}/{attr}")).ok().map(|s| s.trim().to_string())
+}
+
+/// Checks that `ifname` names an existing interface and says what is wrong otherwise.
+pub fn check_exists(ifname: &str) -> Result<(), Error> {
+    if ifname.is_empty() || ifname.len() > 15 || ifname.contains(['/', ' ', ':']) {
+        return Err(Error::Interface {
+            name: ifname.into(),
+            reason: "is not a valid interface name (1 to 15 characters, no '/', ':' or spaces)".into(),
+        });
+    }
+    if sys(ifname, "ifindex").is_none() {
+        let known: Vec<String> = std::fs::read_dir("/sys/class/net")
+            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        return Err(Error::Interface {
+            name: ifname.into(),
+            reason: format!("does not exist in this network namespace (there are: {})", known.join(", ")),
+        });
+    }
+    Ok(())
+}
+
+/// True when the interface is administratively up.
+pub fn is_up(ifname: &str) -> bool {
+    sys(ifname, "flags")
+        .and_then(|f| u32::from_str_radix(f.trim_start_matches("0x"), 16).ok())
+        .is_some_and(|f| f & 1 != 0)
+}
+
+/// The interface's MTU.
+pub fn mtu(ifname: &str) -> Option<u32> {
+    sys(ifname, "mtu")?.parse().ok()
+}
+
+/// The interface's link speed in bit/s, when the driver reports one.
+pub fn speed_bps(ifname: &str) -> Option<u64> {
+    let mbit: i64 = sys(ifname, "speed")?.parse().ok()?;
+    (mbit > 0).then_some(mbit as u64 * 1_000_000)
+}
+
+/// Offloads that merge or split frames, by ethtool's long names.
+const AGGREGATION: [&str; 2] = ["generic-receive-offload", "large-receive-offload"];
+const SEGMENTATION: [&str; 3] =
+    ["tcp-segmentation-offload", "generic-segmentation-offload", "generic-receive-offload"];
+
+/// What pathem changed on an interface, to put back on exit.
+#[derive(Debug, Clone)]
+pub struct SavedOffloads {
+    ifname: String,
+    /// `(ethtool -K keyword, was on)`.
+    changed: Vec<(&'static str, bool)>,
+}
+
+fn keyword(long: &str) -> &'static str {
+    match long {
+        "generic-receive-offload" => "gro",
+        "large-receive-offload" => "lro",
+        "tcp-segmentation-offload" => "tso",
+        "generic-segmentation-offload" => "gso",
+        _ => "gro",
+    }
+}
+
+fn ethtool_k(ifname: &str) -> Result<String, Error> {
+    let out = Command::new("ethtool").arg("-k").arg(ifname).output().map_err(|e| Error::Interface {
+        name: ifname.into(),
+        reason: format!(
+            "cannot run ethtool to check its offloads ({e}); install ethtool or pass --keep-offloads"
+        ),
+    })?;
+    if !out.status.success() {
+        return Err(Error::Interface {
+            name: ifname.into(),
+            reason: format!("ethtool -k failed: {}", String::from_utf8_lossy(&out.stderr).trim()),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Which of `names` are on (and changeable) according to `ethtool -k` output.
+fn enabled(text: &str, names: &[&str]) -> Vec<&'static str> {
+    let mut on = Vec::new();
+    for line in text.lines() {
+        let Some((name, state)) = line.trim().split_once(':') else { continue };
+        if names.contains(&name) && state.trim().starts_with("on") && !state.contains("[fixed]") {
+            on.push(keyword(name));
+        }
+    }
+    on
+}
+
+/// Turns off receive aggregation on `ifname` (and, with `segmentation`, the offloads that make
+/// the interface hand over frames larger than its MTU), returning what to restore.
+pub fn disable_offloads(ifname: &str, segmentation: bool) -> Result<SavedOffloads, Error> {
+    let text = ethtool_k(ifname)?;
+    let names: &[&str] = if segmentation { &SEGMENTATION } else { &AGGREGATION };
+    let mut on = enabled(&text, names);
+    if segmentation {
+        on.extend(enabled(&text, &AGGREGATION[1..]));
+    }
+    on.dedup();
+    let saved = SavedOffloads { ifname: ifname.into(), changed: on.iter().map(|k| (*k, true)).collect() };
+    if !on.is_empty() {
+        set(ifname, &on, "off")?;
+    }
+    Ok(saved)
+}
+
+fn set(ifname: &str, keywords: &[&str], state: &str) -> Result<(), Error> {
+    let mut cmd = Command::new("ethtool");
+    cmd.arg("-K").arg(ifname);
+    for k in keywords {
+        cmd.arg(k).arg(state);
+    }
+    let out = cmd
+        .output()
+        .map_err(|e| Error::Interface { name: ifname.into(), reason: format!("cannot run ethtool: {e}") })?;
+    if !out.status.success() {
+        return Err(Error::Interface {
+            name: ifname.into(),
+            reason: format!(
+                "ethtool -K {} {state} failed: {}; pass --keep-offloads to run with them",
+                keywords.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        });
+    }
+    Ok(())
+}
+
+impl SavedOffloads {
+    /// Offloads that were on and are now off.
+    pub fn changed(&self) -> Vec<&'static str> {
+        self.changed.iter().map(|c| c.0).collect()
+    }
+
+    /// Puts the offloads back as they were (best effort: the interface may be gone).
+    pub fn restore(&self) -> Result<(), Error> {
+        let on: Vec<&str> = self.changed.iter().filter(|c| c.1).map(|c| c.0).collect();
+        if on.is_empty() {
+            return Ok(());
+        }
+        set(&self.ifname, &on, "on")
+    }
+}
+
+/// Where a privileged operation is refused, the capability it needs.
+pub fn permission_hint(err: &std::io::Error, capability: &str) -> String {
+    match err.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => format!("{err} (run as root or grant {capability})"),
+        _ => err.to_string(),
+    }
+}
+
+/// The path of an interface in sysfs (for messages).
+pub fn sys_path(ifname: &str) -> PathBuf {
+    PathBuf::from(format!("/sys/class/net/{ifname}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_ethtool_output() {
+        let text = "Features for veth0:\nrx-checksumming: on\ngeneric-receive-offload: on\nlarge-receive-offload: off [fixed]\n\
+                    tcp-segmentation-offload: on\n\ttx-tcp-segmentation: on\ngeneric-segmentation-offload: on [fixed]\n";
+        assert_eq!(enabled(text, &AGGREGATION), vec!["gro"]);
+        assert_eq!(enabled(text, &SEGMENTATION), vec!["gro", "tso"]);
+    }
+
+    #[test]
+    fn bad_names_are_refused_with_a_reason() {
+        let e = check_exists("no-such-if0").unwrap_err().to_string();
+        assert!(e.contains("does not exist"), "{e}");
+        assert!(check_exists("a/b").unwrap_err().to_string().contains("not a valid"));
+        assert!(check_exists("lo").is_ok());
+    }
+}
