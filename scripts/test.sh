@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for tool in ip:iproute2 ethtool:ethtool iperf3:iperf3 ping:iputils-ping; do
+for tool in ip:iproute2 ethtool:ethtool iperf3:iperf3 ping:iputils-ping nft:nftables; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
 if [ ${#need[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -40,13 +40,15 @@ pub fn monotonic_now() -> Nanos {
     Nanos(now_ns(libc::CLOCK_MONOTONIC))
 }
 
+/// The interface's index in the calling thread's network namespace.
 fn ifindex(ifname: &str) -> Result<i32, Error> {
-    crate::iface::check_exists(ifname)?;
     let c = std::ffi::CString::new(ifname)
         .map_err(|_| Error::Interface { name: ifname.into(), reason: "contains a NUL byte".into() })?;
     // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
     let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
     if idx == 0 {
+        // Say why, in the words of the interface list when there is one to read.
+        crate::iface::check_exists(ifname)?;
         return Err(Error::Interface { name: ifname.into(), reason: last_os_error().to_string() });
     }
     Ok(idx as i32)

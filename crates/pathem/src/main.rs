@@ -9,6 +9,7 @@ mod demo;
 mod replay;
 mod report;
 mod run;
+mod shell;
 mod spec;
 
 use clap::{Parser, Subcommand};
@@ -31,6 +32,8 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Emulate a path live between two interfaces, both directions.
     Run(run::RunArgs),
+    /// Run a command in a network namespace behind an emulated link (uplink = a→b).
+    Shell(shell::ShellArgs),
     /// Measure the engine alone: synthetic frames through the real stages, real clock.
     Bench(bench::BenchArgs),
     /// Generate a small capture, replay it through a typical path, and show what happened.
@@ -78,6 +81,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Replay(args) => replay::main(args),
         Command::Run(args) => run::main(args),
+        Command::Shell(args) => shell::main(args),
         Command::Bench(args) => bench::main(args),
         Command::Demo(args) => demo::main(args),
     };

@@ -80,7 +80,7 @@ struct DirectionFlags {
     path: PathSpec,
 }
 
-fn direction_spec(flag: &str, text: &Option<String>) -> anyhow::Result<PathSpec> {
+pub fn direction_spec(flag: &str, text: &Option<String>) -> anyhow::Result<PathSpec> {
     let Some(text) = text else { return Ok(PathSpec::default()) };
     let words: Vec<&str> = text.split_whitespace().collect();
     DirectionFlags::try_parse_from(&words).map(|d| d.path).map_err(|e| {
@@ -156,7 +156,7 @@ fn pin(cpu: usize) -> anyhow::Result<()> {
         .map_err(|e| usage(format!("--cores: cannot pin to CPU {cpu} ({e})")))
 }
 
-fn parse_cores(text: &Option<String>) -> anyhow::Result<Vec<usize>> {
+pub fn parse_cores(text: &Option<String>) -> anyhow::Result<Vec<usize>> {
     let Some(t) = text else { return Ok(Vec::new()) };
     let cores: Result<Vec<usize>, _> = t.split(',').map(|c| c.trim().parse::<usize>()).collect();
     let cores = cores
@@ -203,7 +203,12 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
             saved.push(s);
         }
     }
-    let result = forward(&args, &a, &b, &ab, &ba, seed, &engine, &cores);
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("cannot install signal handlers")?;
+    }
+    let live = Live { a: &a, b: &b, ab: &ab, ba: &ba, seed, engine: &engine, cores: &cores, announce: true };
+    let result = forward(&args, &live, stop);
     for s in &saved {
         if let Err(e) = s.restore() {
             eprintln!("pathem: could not restore offloads: {e}");
@@ -212,17 +217,23 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
     result
 }
 
-#[allow(clippy::too_many_arguments)]
-fn forward(
-    args: &RunArgs,
-    a: &str,
-    b: &str,
-    ab: &PathConfig,
-    ba: &PathConfig,
-    seed: u64,
-    engine: &EngineConfig,
-    cores: &[usize],
-) -> anyhow::Result<()> {
+/// What a live link forwards between, and how.
+pub struct Live<'a> {
+    pub a: &'a str,
+    pub b: &'a str,
+    pub ab: &'a PathConfig,
+    pub ba: &'a PathConfig,
+    pub seed: u64,
+    pub engine: &'a EngineConfig,
+    pub cores: &'a [usize],
+    /// Say what is forwarded and print the final counters (`pathem run`), or stay quiet
+    /// unless asked (`pathem shell`).
+    pub announce: bool,
+}
+
+/// Forwards between the two interfaces until `stop` is set (or `--duration` passes).
+pub fn forward(args: &RunArgs, live: &Live<'_>, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
+    let Live { a, b, ab, ba, seed, engine, cores, announce } = *live;
     let open = |rx: &str, tx: &str| -> anyhow::Result<(AfPacketRx, AfPacketTx)> {
         Ok((AfPacketRx::open(rx, engine.max_frame)?, AfPacketTx::open(tx, engine.max_frame)?))
     };
@@ -234,16 +245,13 @@ fn forward(
         let (rx_b, tx_a) = open(b, a)?;
         Some(Pipeline::new(rx_b, tx_a, ba, direction_seed(seed, 1), engine))
     };
-    eprintln!("pathem: forwarding {a} <-> {b} over AF_PACKET (seed {seed})");
-    eprintln!("pathem:   {a} -> {b}: {ab}");
-    match &pipe_ba {
-        Some(_) => eprintln!("pathem:   {b} -> {a}: {ba}"),
-        None => eprintln!("pathem:   {b} -> {a}: not forwarded (--one-way)"),
-    }
-
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("cannot install signal handlers")?;
+    if announce {
+        eprintln!("pathem: forwarding {a} <-> {b} over AF_PACKET (seed {seed})");
+        eprintln!("pathem:   {a} -> {b}: {ab}");
+        match &pipe_ba {
+            Some(_) => eprintln!("pathem:   {b} -> {a}: {ba}"),
+            None => eprintln!("pathem:   {b} -> {a}: not forwarded (--one-way)"),
+        }
     }
     let started = monotonic_now();
     if let Some(d) = args.duration {
@@ -327,12 +335,16 @@ fn forward(
     }
     let tx_errors = pipe_ab.tx.errors + pipe_ba.as_ref().map_or(0, |p| p.tx.errors);
     let rx_errors = pipe_ab.rx.errors + pipe_ba.as_ref().map_or(0, |p| p.rx.errors);
-    report("final", (now - started).as_secs_f64());
+    if announce || args.json {
+        report("final", (now - started).as_secs_f64());
+    }
     if rx_errors + tx_errors > 0 {
         eprintln!(
             "pathem: {rx_errors} receive and {tx_errors} transmit errors (an interface was down for a while)"
         );
     }
-    eprintln!("pathem: stopped; frames still in flight were not sent (counted as in-flight above)");
+    if announce {
+        eprintln!("pathem: stopped; frames still in flight were not sent (counted as in-flight above)");
+    }
     Ok(())
 }
