@@ -301,6 +301,7 @@ impl RxPort for AfPacketRx {
             behind += Nanos(len * 8 * 1_000_000_000 / self.line_rate);
         }
         let mut delivered = 0;
+        #[allow(clippy::needless_range_loop)] // i indexes five parallel arrays
         for i in 0..n {
             if self.addrs[i].sll_pkttype == libc::PACKET_OUTGOING {
                 continue;

@@ -13,7 +13,7 @@
 //! outward take the a→b path (uplink), frames towards it the b→a path (downlink). This
 //! namespace routes (and, where nftables or iptables is installed, masquerades) for the
 //! command, so it reaches whatever this namespace reaches, including the host's own
-//! addresses. Shells nest: a shell started inside another builds its link inside the outer
+//! addresses; `PATHEM_GATEWAY` in its environment is this side's address. Shells nest: a shell started inside another builds its link inside the outer
 //! shell's namespace. Everything is removed when the command exits, and pathem exits with
 //! the command's status.
 
@@ -250,7 +250,10 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
         // Give the link a moment to open its sockets before the command sends anything.
         std::thread::sleep(std::time::Duration::from_millis(20));
         let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &plumbing.ns]).args(&args.command).env("PATHEM_SHELL", &plumbing.ns);
+        cmd.args(["netns", "exec", &plumbing.ns])
+            .args(&args.command)
+            .env("PATHEM_SHELL", &plumbing.ns)
+            .env("PATHEM_GATEWAY", gw.to_string());
         let status = cmd.status().with_context(|| format!("cannot run {}", args.command[0]));
         stop.store(true, Ordering::Relaxed);
         link.join().map_err(|_| anyhow::anyhow!("the link thread panicked"))??;

@@ -1,0 +1,402 @@
+//! Live end-to-end tests in network namespaces: gen ⇄ pathem ⇄ sink over veth pairs.
+//!
+//! Each test builds its own namespaces (named after the test process and a counter) and
+//! removes them when it ends, whatever happens. Traffic stays inside those namespaces. The
+//! tests need root and iproute2, ethtool, iperf3 and ping (scripts/test.sh installs them);
+//! without root they say so and pass vacuously. They run one at a time: rates and delays are
+//! measured on a 2-core machine.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::sync::Mutex;
+use std::time::Duration;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+const PATHEM: &str = env!("CARGO_BIN_EXE_pathem");
+const GEN_IP: &str = "10.201.0.1";
+const SINK_IP: &str = "10.201.0.2";
+
+fn can_run() -> bool {
+    let root = nix::unistd::geteuid().is_root();
+    let tools = ["ip", "ethtool", "iperf3", "ping"].iter().all(|t| {
+        Command::new("sh").args(["-c", &format!("command -v {t}")]).output().is_ok_and(|o| o.status.success())
+    });
+    if !root || !tools {
+        eprintln!(
+            "live tests skipped: need root and ip, ethtool, iperf3, ping (run scripts/test.sh as root)"
+        );
+    }
+    root && tools
+}
+
+fn sh(cmd: &[&str]) -> Output {
+    Command::new(cmd[0]).args(&cmd[1..]).output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"))
+}
+
+fn must(cmd: &[&str]) -> String {
+    let out = sh(cmd);
+    assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Three namespaces: gen (10.201.0.1) — mid (pathem's ports pa, pb) — sink (10.201.0.2).
+struct Topo {
+    gen: String,
+    mid: String,
+    sink: String,
+    pathem: Option<Child>,
+}
+
+impl Topo {
+    fn new() -> Topo {
+        let id = format!("{}x{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let t =
+            Topo { gen: format!("pg{id}"), mid: format!("pm{id}"), sink: format!("ps{id}"), pathem: None };
+        for ns in [&t.gen, &t.mid, &t.sink] {
+            must(&["ip", "netns", "add", ns]);
+            must(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+        }
+        must(&[
+            "ip", "link", "add", "g0", "netns", &t.gen, "type", "veth", "peer", "name", "pa", "netns", &t.mid,
+        ]);
+        must(&[
+            "ip", "link", "add", "s0", "netns", &t.sink, "type", "veth", "peer", "name", "pb", "netns",
+            &t.mid,
+        ]);
+        must(&["ip", "-n", &t.gen, "addr", "add", &format!("{GEN_IP}/24"), "dev", "g0"]);
+        must(&["ip", "-n", &t.sink, "addr", "add", &format!("{SINK_IP}/24"), "dev", "s0"]);
+        for (ns, dev) in [(&t.gen, "g0"), (&t.sink, "s0"), (&t.mid, "pa"), (&t.mid, "pb")] {
+            must(&["ip", "-n", ns, "link", "set", dev, "up"]);
+        }
+        for (ns, dev) in [(&t.gen, "g0"), (&t.sink, "s0")] {
+            sh(&["ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off"]);
+        }
+        t
+    }
+
+    fn exec(&self, ns: &str, cmd: &[&str]) -> Output {
+        let mut all = vec!["ip", "netns", "exec", ns];
+        all.extend_from_slice(cmd);
+        sh(&all)
+    }
+
+    /// Starts `pathem run pa pb ARGS` in mid and waits until it forwards.
+    fn start(&mut self, args: &[&str]) {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.mid, PATHEM, "run", "pa", "pb"]).args(args);
+        let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("pathem starts");
+        let (tx, rx) = mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        loop {
+            match rx.recv_timeout(Duration::from_secs(10)) {
+                Ok(l) if l.contains("forwarding") => break,
+                Ok(_) => {}
+                Err(_) => panic!("pathem did not start"),
+            }
+        }
+        std::thread::spawn(move || while rx.recv().is_ok() {});
+        self.pathem = Some(child);
+        // ARP through the path before measuring.
+        self.exec(&self.gen, &["ping", "-c", "1", "-W", "3", SINK_IP]);
+    }
+
+    fn stop(&mut self) -> Option<std::process::ExitStatus> {
+        let mut child = self.pathem.take()?;
+        let _ =
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::SIGINT);
+        for _ in 0..100 {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        panic!("pathem did not stop within 5 s of SIGINT");
+    }
+
+    /// Round-trip times from gen to sink: (min, avg) in ms.
+    fn rtt(&self, count: u32) -> (f64, f64) {
+        let out = self.exec(
+            &self.gen,
+            &["ping", "-n", "-q", "-c", &count.to_string(), "-i", "0.05", "-W", "2", SINK_IP],
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text.lines().find(|l| l.contains("min/avg")).unwrap_or_else(|| panic!("no rtt in {text}"));
+        let nums: Vec<f64> = line
+            .split('=')
+            .nth(1)
+            .unwrap()
+            .trim()
+            .split('/')
+            .map(|x| x.trim_end_matches(" ms").parse().unwrap_or(0.0))
+            .collect();
+        (nums[0], nums[1])
+    }
+
+    /// iperf3 from gen to sink (or back with `reverse`); returns its JSON report.
+    fn iperf(&self, args: &[&str], reverse: bool) -> serde_json::Value {
+        let mut server = Command::new("ip")
+            .args(["netns", "exec", &self.sink, "iperf3", "-s", "-1", "-B", SINK_IP])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("iperf3 server");
+        std::thread::sleep(Duration::from_millis(300));
+        let mut all = vec!["iperf3", "-c", SINK_IP, "-J", "--connect-timeout", "3000"];
+        if reverse {
+            all.push("-R");
+        }
+        all.extend_from_slice(args);
+        let out = self.exec(&self.gen, &all);
+        let _ = server.kill();
+        let _ = server.wait();
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("iperf3 {args:?}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+    }
+}
+
+impl Drop for Topo {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.pathem.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for ns in [&self.gen, &self.mid, &self.sink] {
+            let _ = sh(&["ip", "netns", "del", ns]);
+        }
+    }
+}
+
+/// Runs `f` on a thread inside network namespace `ns`.
+fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> std::thread::JoinHandle<T> {
+    let path = format!("/run/netns/{ns}");
+    std::thread::spawn(move || {
+        let file = std::fs::File::open(&path).expect("namespace exists");
+        nix::sched::setns(file, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
+        f()
+    })
+}
+
+/// Sends `n` numbered UDP datagrams from `from` (namespace, address) to `to`, one every
+/// `gap`, and returns how many arrived.
+fn udp_count(from: (&str, &str), to: (&str, &str), n: u32, gap: Duration) -> u32 {
+    let (to_ns, to_ip) = (to.0.to_string(), to.1.to_string());
+    let (from_ns, from_ip) = (from.0.to_string(), from.1.to_string());
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let receiver = in_ns(&to_ns, move || {
+        let sock = std::net::UdpSocket::bind((to_ip.as_str(), 9999)).expect("bind");
+        sock.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        ready_tx.send(()).unwrap();
+        let mut got = 0u32;
+        let mut buf = [0u8; 256];
+        while sock.recv(&mut buf).is_ok() {
+            got += 1;
+        }
+        got
+    });
+    ready_rx.recv().unwrap();
+    let target = format!("{}:9999", to.1);
+    in_ns(&from_ns, move || {
+        let sock = std::net::UdpSocket::bind((from_ip.as_str(), 0)).expect("bind");
+        let start = std::time::Instant::now();
+        for i in 0..n {
+            while start.elapsed() < gap * i {
+                std::hint::spin_loop();
+            }
+            sock.send_to(&i.to_be_bytes(), &target).expect("send");
+        }
+    })
+    .join()
+    .unwrap();
+    receiver.join().unwrap()
+}
+
+fn udp_loss(report: &serde_json::Value) -> (u64, u64) {
+    let sum = &report["end"]["sum"];
+    match (sum["lost_packets"].as_u64(), sum["packets"].as_u64()) {
+        (Some(l), Some(n)) => (l, n),
+        _ => panic!("no UDP counts in iperf3's report: {}", report.get("error").unwrap_or(&report["end"])),
+    }
+}
+
+#[test]
+fn constant_delay_adds_twice_the_delay_to_the_rtt() {
+    let _g = SERIAL.lock();
+    if !can_run() {
+        return;
+    }
+    let mut t = Topo::new();
+    t.start(&["--delay", "25ms"]);
+    let (min, avg) = t.rtt(20);
+    assert!(min >= 50.0 && avg < 53.0, "rtt min {min} avg {avg} for 2 × 25 ms");
+    assert!(t.stop().unwrap().success());
+}
+
+#[test]
+fn udp_loss_within_statistical_bounds_and_none_below_capacity() {
+    let _g = SERIAL.lock();
+    if !can_run() {
+        return;
+    }
+    let mut t = Topo::new();
+    t.start(&["--a-to-b", "--loss 10%", "--seed", "5"]);
+    let (lost, n) = udp_loss(&t.iperf(&["-u", "-b", "20M", "-l", "200", "-t", "3"], false));
+    let p = 0.10;
+    let sigma = (n as f64 * p * (1.0 - p)).sqrt();
+    assert!(n > 10_000, "{n} packets");
+    assert!((lost as f64 - n as f64 * p).abs() < 4.0 * sigma, "lost {lost} of {n}");
+    t.stop();
+
+    // No impairment, well below capacity: nothing is lost.
+    t.start(&[]);
+    let (lost, n) = udp_loss(&t.iperf(&["-u", "-b", "50M", "-l", "1400", "-t", "3"], false));
+    assert!(n > 10_000 && lost == 0, "lost {lost} of {n} with no impairment");
+    t.stop();
+}
+
+#[test]
+fn rate_caps_tcp_throughput() {
+    let _g = SERIAL.lock();
+    if !can_run() {
+        return;
+    }
+    let mut t = Topo::new();
+    t.start(&["--rate", "20mbit", "--queue", "100pkt"]);
+    let r = t.iperf(&["-t", "4"], false);
+    let bps = r["end"]["sum_received"]["bits_per_second"].as_f64().unwrap();
+    // 20 Mbit/s on the wire carries 1448 of every 1538 bytes as TCP payload: 18.8 Mbit/s.
+    assert!(bps <= 20e6 && bps > 0.85 * 18.8e6, "TCP goodput {bps} through a 20 Mbit/s link");
+    t.stop();
+}
+
+#[test]
+fn directions_are_independent() {
+    let _g = SERIAL.lock();
+    if !can_run() {
+        return;
+    }
+    let mut t = Topo::new();
+    t.start(&["--a-to-b", "--delay 10ms", "--b-to-a", "--delay 30ms --loss 20%", "--seed", "3"]);
+    let (min, _) = t.rtt(40);
+    assert!((40.0..43.0).contains(&min), "rtt {min} for 10 ms + 30 ms");
+    let n = 10_000;
+    let up = udp_count((&t.gen, GEN_IP), (&t.sink, SINK_IP), n, Duration::from_micros(100));
+    let down = udp_count((&t.sink, SINK_IP), (&t.gen, GEN_IP), n, Duration::from_micros(100));
+    assert_eq!(up, n, "a->b has no loss");
+    let lost = f64::from(n - down);
+    let sigma = (f64::from(n) * 0.2 * 0.8).sqrt();
+    assert!((lost - f64::from(n) * 0.2).abs() < 4.0 * sigma, "b->a lost {lost} of {n}");
+    t.stop();
+}
+
+#[test]
+fn sigint_stops_cleanly_and_restores_the_interfaces() {
+    let _g = SERIAL.lock();
+    if !can_run() {
+        return;
+    }
+    let mut t = Topo::new();
+    let mid = t.mid.clone();
+    let gro = |dev: &str| -> String {
+        let out = sh(&["ip", "netns", "exec", &mid, "ethtool", "-k", dev]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines().find(|l| l.starts_with("generic-receive-offload")).unwrap_or("").to_string()
+    };
+    t.exec(&mid, &["ethtool", "-K", "pa", "gro", "on"]);
+    assert!(gro("pa").contains(": on"));
+    t.start(&["--delay", "1ms"]);
+    assert!(gro("pa").contains(": off"), "GRO is off while pathem runs: {}", gro("pa"));
+    // Promiscuity taken by a packet socket shows as a count in `ip -d link`.
+    let link =
+        String::from_utf8_lossy(&t.exec(&mid, &["ip", "-d", "link", "show", "pa"]).stdout).into_owned();
+    assert!(link.contains("promiscuity 1"), "{link}");
+    assert!(t.stop().unwrap().success(), "exit status 0 after SIGINT");
+    assert!(gro("pa").contains(": on"), "GRO restored: {}", gro("pa"));
+    let link =
+        String::from_utf8_lossy(&t.exec(&mid, &["ip", "-d", "link", "show", "pa"]).stdout).into_owned();
+    assert!(link.contains("promiscuity 0"), "promiscuity dropped: {link}");
+    // The path works again without pathem's leftovers: a second run forwards at once.
+    t.start(&[]);
+    let (min, _) = t.rtt(3);
+    assert!(min < 5.0);
+    t.stop();
+}
+
+#[test]
+fn bad_ports_are_refused_with_one_line() {
+    let _g = SERIAL.lock();
+    if !can_run() {
+        return;
+    }
+    let t = Topo::new();
+    t.exec(&t.mid, &["ip", "link", "set", "pb", "down"]);
+    for (args, says) in [
+        (vec!["run", "pa", "nope0"], "does not exist"),
+        (vec!["run", "pa", "pa"], "both ports are pa"),
+        (vec!["run", "pa", "pb"], "is down"),
+        (vec!["run", "pa", "afxdp:pb"], "AF_XDP"),
+        (vec!["run", "pa", "tap:pb"], "unknown port type"),
+        (vec!["run", "pa", "pb", "--cores", "0,1,2,3,4,5,6,7,8"], "--cores"),
+    ] {
+        let mut cmd = vec!["netns", "exec", t.mid.as_str(), PATHEM];
+        cmd.extend_from_slice(&args);
+        let out = Command::new("ip").args(&cmd).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn shell_adds_the_delay_both_ways_and_cleans_up() {
+    let _g = SERIAL.lock();
+    if !can_run() {
+        return;
+    }
+    let out = Command::new(PATHEM)
+        .args([
+            "shell",
+            "--delay",
+            "50ms",
+            "--",
+            "sh",
+            "-c",
+            "ping -n -q -c 4 -i 0.3 $PATHEM_GATEWAY; exit 3",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "the command's status: {text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = text.lines().find(|l| l.contains("min/avg")).unwrap_or_else(|| panic!("{text}"));
+    let min: f64 = line.split('=').nth(1).unwrap().trim().split('/').next().unwrap().parse().unwrap();
+    assert!((100.0..104.0).contains(&min), "rtt {min} ms through a 50 ms shell");
+    let left = must(&["ip", "netns", "list"]);
+    assert!(!left.contains("pathem-"), "namespaces left behind: {left}");
+
+    // Nested: 20 ms outside, 10 ms inside = 60 ms round trip.
+    let out = Command::new(PATHEM)
+        .args(["shell", "--delay", "20ms", "--", PATHEM, "shell", "--delay", "10ms", "--", "sh", "-c"])
+        .arg(format!("ping -n -q -c 3 -i 0.3 {}", "$PATHEM_GATEWAY"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.contains("min/avg")).unwrap_or_else(|| panic!("{text}"));
+    let min: f64 = line.split('=').nth(1).unwrap().trim().split('/').next().unwrap().parse().unwrap();
+    // The inner shell's gateway is in the outer shell: only the inner link is crossed.
+    assert!((20.0..24.0).contains(&min), "rtt {min} ms to the inner gateway");
+}
