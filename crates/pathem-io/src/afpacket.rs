@@ -41,7 +41,7 @@ pub fn monotonic_now() -> Nanos {
 }
 
 /// The interface's index in the calling thread's network namespace.
-fn ifindex(ifname: &str) -> Result<i32, Error> {
+pub(crate) fn ifindex(ifname: &str) -> Result<i32, Error> {
     let c = std::ffi::CString::new(ifname)
         .map_err(|_| Error::Interface { name: ifname.into(), reason: "contains a NUL byte".into() })?;
     // SAFETY: `c` is a valid NUL-terminated string that outlives the call.

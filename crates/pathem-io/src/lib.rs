@@ -4,12 +4,15 @@
 //! - [`pcap`]: offline, a classic pcap capture in (micro- or nanosecond, either byte order),
 //!   a nanosecond pcap out whose timestamps are the release times;
 //! - [`mem`]: a synthetic generator and a counting sink, to measure the engine alone;
-//! - [`afpacket`]: live, any Linux interface, through batched AF_PACKET sockets.
+//! - [`afpacket`]: live, any Linux interface, through batched AF_PACKET sockets;
+//! - [`afxdp`]: live, through AF_XDP sockets and an XDP redirect program.
 //!
 //! Ports know nothing of impairments; they move bytes and say when they next have work.
 
 pub mod afpacket;
+pub mod afxdp;
 pub mod iface;
+pub mod live;
 pub mod mem;
 pub mod pcap;
 pub mod port;

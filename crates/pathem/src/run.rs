@@ -12,8 +12,9 @@ use crate::usage;
 use anyhow::Context;
 use clap::{Args, Parser};
 use pathem_engine::{monotonic_now, run, EngineConfig, MonotonicClock, Pipeline, Stats};
-use pathem_io::afpacket::{wait_readable, AfPacketRx, AfPacketTx};
+use pathem_io::afpacket::wait_readable;
 use pathem_io::iface::{self, SavedOffloads};
+use pathem_io::live::{self, LiveRx, LiveTx};
 use pathem_model::rng::direction_seed;
 use pathem_model::units::{Duration, Size};
 use pathem_model::{Nanos, PathConfig};
@@ -24,10 +25,10 @@ use std::sync::Arc;
 
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
-    /// First port: afpacket:IF, or a bare interface name.
+    /// First port: afxdp:IF, afpacket:IF, or a bare interface name (AF_XDP where it works).
     #[arg(value_name = "PORT_A")]
     pub port_a: String,
-    /// Second port: afpacket:IF, or a bare interface name.
+    /// Second port: afxdp:IF, afpacket:IF, or a bare interface name.
     #[arg(value_name = "PORT_B")]
     pub port_b: String,
     /// Impairments for both directions; --a-to-b / --b-to-a override them per direction.
@@ -90,24 +91,14 @@ pub fn direction_spec(flag: &str, text: &Option<String>) -> anyhow::Result<PathS
     })
 }
 
-/// A port as named on the command line.
+/// Checks a port named on the command line: its type, and that the interface exists and is up.
 fn port_name(spec: &str) -> anyhow::Result<String> {
-    let (kind, name) = spec.split_once(':').unwrap_or(("", spec));
-    match kind {
-        "afpacket" | "" => {
-            iface::check_exists(name).map_err(usage)?;
-            if !iface::is_up(name) {
-                return Err(usage(format!(
-                    "interface {name} is down; bring it up with `ip link set {name} up`"
-                )));
-            }
-            Ok(name.to_string())
-        }
-        "afxdp" => Err(usage(format!(
-            "port {spec}: the AF_XDP backend is not in this build yet; use afpacket:{name}"
-        ))),
-        _ => Err(usage(format!("port {spec}: unknown port type `{kind}`; accepted: afpacket:IF or IF"))),
+    let (_, name) = live::parse(spec).map_err(usage)?;
+    iface::check_exists(name).map_err(usage)?;
+    if !iface::is_up(name) {
+        return Err(usage(format!("interface {name} is down; bring it up with `ip link set {name} up`")));
     }
+    Ok(spec.to_string())
 }
 
 #[derive(Serialize)]
@@ -140,7 +131,7 @@ fn line(name: &str, s: &Stats) -> String {
     )
 }
 
-type LivePipe = Pipeline<AfPacketRx, AfPacketTx>;
+type LivePipe = Pipeline<LiveRx, LiveTx>;
 
 fn clock_for(fds: Vec<i32>) -> MonotonicClock {
     MonotonicClock::with_waiter(Box::new(move |nap: Nanos| {
@@ -182,20 +173,24 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
     let cores = parse_cores(&args.cores)?;
     let a = port_name(&args.port_a)?;
     let b = port_name(&args.port_b)?;
-    if a == b {
-        return Err(usage(format!("both ports are {a}: pathem forwards between two different interfaces")));
+    let if_name = |s: &str| live::parse(s).map(|p| p.1.to_string()).unwrap_or_default();
+    if if_name(&a) == if_name(&b) {
+        return Err(usage(format!(
+            "both ports are {}: pathem forwards between two different interfaces",
+            if_name(&a)
+        )));
     }
     let seed = args.seed.or(file.seed).unwrap_or_else(crate::replay::random_seed);
     let engine = EngineConfig {
         buffer: args.buffer.or(file.buffer).map(|s| s.0 as usize),
         max_frame: args.max_frame,
-        line_rate: pathem_model::units::Rate(iface::speed_bps(&a).unwrap_or(10_000_000_000)),
+        line_rate: pathem_model::units::Rate(iface::speed_bps(&if_name(&a)).unwrap_or(10_000_000_000)),
     };
 
     // Frames must reach pathem as they were on the wire: no receive aggregation.
     let mut saved: Vec<SavedOffloads> = Vec::new();
     if !args.keep_offloads {
-        for name in [&a, &b] {
+        for name in [&if_name(&a), &if_name(&b)] {
             let s = iface::disable_offloads(name, false).map_err(usage)?;
             if !s.changed().is_empty() {
                 eprintln!("pathem: {name}: turned off {} for the run", s.changed().join(", "));
@@ -234,19 +229,19 @@ pub struct Live<'a> {
 /// Forwards between the two interfaces until `stop` is set (or `--duration` passes).
 pub fn forward(args: &RunArgs, live: &Live<'_>, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
     let Live { a, b, ab, ba, seed, engine, cores, announce } = *live;
-    let open = |rx: &str, tx: &str| -> anyhow::Result<(AfPacketRx, AfPacketTx)> {
-        Ok((AfPacketRx::open(rx, engine.max_frame)?, AfPacketTx::open(tx, engine.max_frame)?))
-    };
-    let (rx_a, tx_b) = open(a, b)?;
-    let mut pipe_ab: LivePipe = Pipeline::new(rx_a, tx_b, ab, direction_seed(seed, 0), engine);
-    let mut pipe_ba: Option<LivePipe> = if args.one_way {
-        None
-    } else {
-        let (rx_b, tx_a) = open(b, a)?;
-        Some(Pipeline::new(rx_b, tx_a, ba, direction_seed(seed, 1), engine))
-    };
+    let port_a = live::open(a, engine.max_frame)?;
+    let port_b = live::open(b, engine.max_frame)?;
+    let (name_a, name_b) = (port_a.ifname.clone(), port_b.ifname.clone());
     if announce {
-        eprintln!("pathem: forwarding {a} <-> {b} over AF_PACKET (seed {seed})");
+        eprintln!("pathem: port A {name_a}: {}", port_a.how);
+        eprintln!("pathem: port B {name_b}: {}", port_b.how);
+    }
+    let mut pipe_ab: LivePipe = Pipeline::new(port_a.rx, port_b.tx, ab, direction_seed(seed, 0), engine);
+    let mut pipe_ba: Option<LivePipe> =
+        (!args.one_way).then(|| Pipeline::new(port_b.rx, port_a.tx, ba, direction_seed(seed, 1), engine));
+    let (a, b) = (name_a.as_str(), name_b.as_str());
+    if announce {
+        eprintln!("pathem: forwarding {a} <-> {b} (seed {seed})");
         eprintln!("pathem:   {a} -> {b}: {ab}");
         match &pipe_ba {
             Some(_) => eprintln!("pathem:   {b} -> {a}: {ba}"),
@@ -333,8 +328,8 @@ pub fn forward(args: &RunArgs, live: &Live<'_>, stop: Arc<AtomicBool>) -> anyhow
     if let Some(p) = pipe_ba.as_mut() {
         p.finish(now)?;
     }
-    let tx_errors = pipe_ab.tx.errors + pipe_ba.as_ref().map_or(0, |p| p.tx.errors);
-    let rx_errors = pipe_ab.rx.errors + pipe_ba.as_ref().map_or(0, |p| p.rx.errors);
+    let tx_errors = pipe_ab.tx.errors() + pipe_ba.as_ref().map_or(0, |p| p.tx.errors());
+    let rx_errors = pipe_ab.rx.errors() + pipe_ba.as_ref().map_or(0, |p| p.rx.errors());
     if announce || args.json {
         report("final", (now - started).as_secs_f64());
     }

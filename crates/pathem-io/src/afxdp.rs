@@ -1,0 +1,665 @@
+//! Live port through AF_XDP sockets: frames go from the driver to pathem without the kernel's
+//! network stack, and back.
+//!
+//! One socket per interface (queue 0), with one UMEM split in two: the first half feeds the
+//! fill ring for receiving, the second half is a free list for transmitting. [`open`] returns
+//! the socket's two halves, each owning its rings, so the receive half can serve one
+//! direction and the transmit half the other, even on different threads.
+//!
+//! The XDP program that steers the interface's frames into the socket is five instructions,
+//! assembled here (its source is the comment on [`redirect_program`]); it needs no libxdp or
+//! libbpf. It is attached through a BPF link, which the kernel removes when the link's file
+//! descriptor closes: on exit, on a crash, even after SIGKILL, no stale program stays behind.
+//! Native (driver) mode is tried first, then generic mode; zero-copy first, then copy mode.
+//! Frames are copied into the delay line at ingress, so a UMEM frame returns to the fill ring
+//! at once.
+
+use crate::port::{PollAt, RxFrame, RxPort, TxPort};
+use crate::Error;
+use pathem_model::Nanos;
+use std::mem::size_of;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+const FRAME_SIZE: usize = 4096;
+const RX_FRAMES: usize = 2048;
+const TX_FRAMES: usize = 2048;
+const RING: u32 = 2048;
+/// Frames moved per call.
+pub const BURST: usize = 64;
+/// Longest frame an AF_XDP port carries (a UMEM frame, less the driver's headroom).
+pub const MAX_FRAME: usize = 3498;
+
+const SOL_XDP: i32 = 283;
+const XDP_MMAP_OFFSETS: i32 = 1;
+const XDP_RX_RING: i32 = 2;
+const XDP_TX_RING: i32 = 3;
+const XDP_UMEM_REG: i32 = 4;
+const XDP_UMEM_FILL_RING: i32 = 5;
+const XDP_UMEM_COMPLETION_RING: i32 = 6;
+const XDP_COPY: u16 = 1 << 1;
+const XDP_ZEROCOPY: u16 = 1 << 2;
+const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
+const XDP_RING_NEED_WAKEUP: u32 = 1;
+const XDP_PGOFF_RX_RING: i64 = 0;
+const XDP_PGOFF_TX_RING: i64 = 0x8000_0000;
+const XDP_UMEM_PGOFF_FILL_RING: i64 = 0x1_0000_0000;
+const XDP_UMEM_PGOFF_COMPLETION_RING: i64 = 0x1_8000_0000;
+
+const BPF_MAP_CREATE: i32 = 0;
+const BPF_MAP_UPDATE_ELEM: i32 = 2;
+const BPF_PROG_LOAD: i32 = 5;
+const BPF_LINK_CREATE: i32 = 28;
+const BPF_MAP_TYPE_XSKMAP: u32 = 17;
+const BPF_PROG_TYPE_XDP: u32 = 6;
+const BPF_XDP: u32 = 37;
+const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+
+#[repr(C)]
+struct XdpUmemReg {
+    addr: u64,
+    len: u64,
+    chunk_size: u32,
+    headroom: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct RingOffset {
+    producer: u64,
+    consumer: u64,
+    desc: u64,
+    flags: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct MmapOffsets {
+    rx: RingOffset,
+    tx: RingOffset,
+    fr: RingOffset,
+    cr: RingOffset,
+}
+
+#[repr(C)]
+struct SockaddrXdp {
+    family: u16,
+    flags: u16,
+    ifindex: u32,
+    queue_id: u32,
+    shared_umem_fd: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct XdpDesc {
+    addr: u64,
+    len: u32,
+    options: u32,
+}
+
+fn os_err() -> std::io::Error {
+    std::io::Error::last_os_error()
+}
+
+fn fail(ifname: &str, what: &str, e: std::io::Error, cap: &str) -> Error {
+    Error::Interface {
+        name: ifname.into(),
+        reason: format!("{what}: {}", crate::iface::permission_hint(&e, cap)),
+    }
+}
+
+/// A mapping that unmaps itself.
+struct Mmap {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len came from a successful mmap and are unmapped exactly once.
+        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
+    }
+}
+
+/// The bpf(2) system call with an attribute block of `N` bytes.
+fn bpf<const N: usize>(cmd: i32, attr: &mut [u8; N]) -> std::io::Result<i32> {
+    // SAFETY: `attr` is a live, writable buffer of the size passed; the kernel reads (and for
+    // some commands writes) at most that many bytes.
+    let rc = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.as_mut_ptr(), N as u32) };
+    if rc < 0 {
+        Err(os_err())
+    } else {
+        Ok(rc as i32)
+    }
+}
+
+fn put_u32(buf: &mut [u8], at: usize, v: u32) {
+    buf[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+}
+
+fn put_u64(buf: &mut [u8], at: usize, v: u64) {
+    buf[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+}
+
+/// One eBPF instruction: opcode, dst and src registers, offset, immediate.
+fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> [u8; 8] {
+    let mut b = [0u8; 8];
+    b[0] = code;
+    b[1] = (src << 4) | dst;
+    b[2..4].copy_from_slice(&off.to_ne_bytes());
+    b[4..8].copy_from_slice(&imm.to_ne_bytes());
+    b
+}
+
+/// The XDP program, in C:
+/// ```c
+/// SEC("xdp") int pathem_redirect(struct xdp_md *ctx) {
+///     return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+/// }
+/// ```
+/// A queue without a socket passes its frames to the stack (the `XDP_PASS` fallback).
+fn redirect_program(map_fd: i32) -> Vec<u8> {
+    [
+        insn(0x61, 2, 1, 16, 0),     // r2 = *(u32 *)(r1 + 16): rx_queue_index
+        insn(0x18, 1, 1, 0, map_fd), // r1 = map (ld_imm64, BPF_PSEUDO_MAP_FD)
+        insn(0x00, 0, 0, 0, 0),      //      (second half of ld_imm64)
+        insn(0xb7, 3, 0, 0, 2),      // r3 = XDP_PASS
+        insn(0x85, 0, 0, 0, 51),     // call bpf_redirect_map
+        insn(0x95, 0, 0, 0, 0),      // exit
+    ]
+    .concat()
+}
+
+fn owned(fd: i32) -> OwnedFd {
+    // SAFETY: fd was just returned by the kernel to us and has no other owner.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+/// What keeps the steering in place: the map, the program, the link.
+struct Steering {
+    _map: OwnedFd,
+    _prog: OwnedFd,
+    _link: OwnedFd,
+    mode: &'static str,
+}
+
+fn steer(ifname: &str, ifindex: u32, xsk: RawFd) -> Result<Steering, Error> {
+    let mut attr = [0u8; 72];
+    put_u32(&mut attr, 0, BPF_MAP_TYPE_XSKMAP);
+    put_u32(&mut attr, 4, 4);
+    put_u32(&mut attr, 8, 4);
+    put_u32(&mut attr, 12, 1);
+    let map = owned(
+        bpf(BPF_MAP_CREATE, &mut attr)
+            .map_err(|e| fail(ifname, "cannot create the XSK map", e, "CAP_BPF"))?,
+    );
+
+    let code = redirect_program(map.as_raw_fd());
+    let license = b"GPL\0";
+    let mut log = vec![0u8; 4096];
+    let mut attr = [0u8; 128];
+    put_u32(&mut attr, 0, BPF_PROG_TYPE_XDP);
+    put_u32(&mut attr, 4, (code.len() / 8) as u32);
+    put_u64(&mut attr, 8, code.as_ptr() as u64);
+    put_u64(&mut attr, 16, license.as_ptr() as u64);
+    put_u32(&mut attr, 24, 1);
+    put_u32(&mut attr, 28, log.len() as u32);
+    put_u64(&mut attr, 32, log.as_mut_ptr() as u64);
+    attr[48..56].copy_from_slice(b"pathem\0\0");
+    put_u32(&mut attr, 68, BPF_XDP);
+    let prog = match bpf(BPF_PROG_LOAD, &mut attr) {
+        Ok(fd) => owned(fd),
+        Err(e) => {
+            let msg =
+                String::from_utf8_lossy(&log[..log.iter().position(|&b| b == 0).unwrap_or(0)]).into_owned();
+            return Err(fail(
+                ifname,
+                &format!("cannot load the XDP program ({})", msg.trim()),
+                e,
+                "CAP_BPF and CAP_NET_ADMIN",
+            ));
+        }
+    };
+
+    let mut attr = [0u8; 32];
+    put_u32(&mut attr, 0, map.as_raw_fd() as u32);
+    let key: u32 = 0;
+    let value: u32 = xsk as u32;
+    put_u64(&mut attr, 8, &key as *const u32 as u64);
+    put_u64(&mut attr, 16, &value as *const u32 as u64);
+    bpf(BPF_MAP_UPDATE_ELEM, &mut attr)
+        .map_err(|e| fail(ifname, "cannot register the socket", e, "CAP_BPF"))?;
+
+    let mut last = None;
+    for (flags, mode) in [(XDP_FLAGS_DRV_MODE, "native"), (XDP_FLAGS_SKB_MODE, "generic")] {
+        let mut attr = [0u8; 64];
+        put_u32(&mut attr, 0, prog.as_raw_fd() as u32);
+        put_u32(&mut attr, 4, ifindex);
+        put_u32(&mut attr, 8, BPF_XDP);
+        put_u32(&mut attr, 12, flags);
+        match bpf(BPF_LINK_CREATE, &mut attr) {
+            Ok(fd) => return Ok(Steering { _map: map, _prog: prog, _link: owned(fd), mode }),
+            Err(e) => last = Some(e),
+        }
+    }
+    let e = last.unwrap_or_else(os_err);
+    let hint = if e.raw_os_error() == Some(libc::EBUSY) {
+        " (another XDP program is attached; detach it with `ip link set IF xdp off`)"
+    } else {
+        ""
+    };
+    Err(fail(ifname, &format!("cannot attach the XDP program{hint}"), e, "CAP_NET_ADMIN"))
+}
+
+/// A ring shared with the kernel.
+struct Ring {
+    _map: Mmap,
+    producer: *const AtomicU32,
+    consumer: *const AtomicU32,
+    flags: *const AtomicU32,
+    desc: *mut u8,
+    mask: u32,
+}
+
+impl Ring {
+    fn map(fd: RawFd, off: &RingOffset, pgoff: i64, entry: usize, ifname: &str) -> Result<Ring, Error> {
+        let len = off.desc as usize + RING as usize * entry;
+        // SAFETY: mapping the socket's ring at the kernel-defined page offset, length as the
+        // kernel's offsets describe; the result is checked.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd,
+                pgoff,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(fail(ifname, "cannot map an AF_XDP ring", os_err(), "CAP_NET_RAW"));
+        }
+        let base = ptr as *mut u8;
+        // SAFETY: the offsets come from XDP_MMAP_OFFSETS and lie inside the mapping; the
+        // producer/consumer/flags words are u32s the kernel also accesses atomically.
+        unsafe {
+            Ok(Ring {
+                _map: Mmap { ptr: base, len },
+                producer: base.add(off.producer as usize) as *const AtomicU32,
+                consumer: base.add(off.consumer as usize) as *const AtomicU32,
+                flags: base.add(off.flags as usize) as *const AtomicU32,
+                desc: base.add(off.desc as usize),
+                mask: RING - 1,
+            })
+        }
+    }
+
+    fn producer(&self) -> &AtomicU32 {
+        // SAFETY: points into the live mapping owned by self (see Ring::map).
+        unsafe { &*self.producer }
+    }
+    fn consumer(&self) -> &AtomicU32 {
+        // SAFETY: as above.
+        unsafe { &*self.consumer }
+    }
+    fn needs_wakeup(&self) -> bool {
+        // SAFETY: as above.
+        unsafe { &*self.flags }.load(Ordering::Relaxed) & XDP_RING_NEED_WAKEUP != 0
+    }
+    /// Entry `i` of a ring of u64 addresses (fill, completion).
+    fn addr(&self, i: u32) -> *mut u64 {
+        // SAFETY: the index is masked into the ring's RING entries of 8 bytes.
+        unsafe { (self.desc as *mut u64).add((i & self.mask) as usize) }
+    }
+    /// Entry `i` of a ring of descriptors (rx, tx).
+    fn desc(&self, i: u32) -> *mut XdpDesc {
+        // SAFETY: the index is masked into the ring's RING entries of 16 bytes.
+        unsafe { (self.desc as *mut XdpDesc).add((i & self.mask) as usize) }
+    }
+}
+
+/// The socket and the UMEM both halves use.
+struct Socket {
+    fd: OwnedFd,
+    umem: Mmap,
+    _steering: Steering,
+    ifname: String,
+}
+
+impl Socket {
+    fn kick_tx(&self) -> std::io::Result<()> {
+        // SAFETY: a zero-length sendto on our own socket only asks the kernel to process the
+        // TX ring.
+        let rc = unsafe {
+            libc::sendto(self.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0)
+        };
+        if rc < 0 {
+            Err(os_err())
+        } else {
+            Ok(())
+        }
+    }
+    fn kick_rx(&self) {
+        // SAFETY: a zero-length recvfrom on our own socket only asks the kernel to refill.
+        unsafe {
+            libc::recvfrom(
+                self.fd.as_raw_fd(),
+                std::ptr::null_mut(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+    }
+    fn frame(&self, addr: u64, len: usize) -> *mut u8 {
+        debug_assert!(addr as usize + len <= self.umem.len);
+        // SAFETY: addr is a UMEM offset the rings hand out, within the UMEM.
+        unsafe { self.umem.ptr.add(addr as usize) }
+    }
+}
+
+/// The receiving half.
+pub struct XdpRx {
+    sock: Arc<Socket>,
+    rx: Ring,
+    fill: Ring,
+    line_rate: u64,
+    last_arrival: Nanos,
+    more: bool,
+}
+
+/// The transmitting half.
+pub struct XdpTx {
+    sock: Arc<Socket>,
+    tx: Ring,
+    comp: Ring,
+    free: Vec<u64>,
+    queued: u32,
+    /// Frames the interface refused (it was down, say) and that were dropped.
+    pub errors: u64,
+}
+
+// SAFETY: each half touches only its own two rings and its own part of the UMEM (receive
+// frames or transmit frames), and the kernel synchronizes with it through the rings'
+// atomic producer/consumer words; the socket itself is safe to use from any thread.
+unsafe impl Send for XdpRx {}
+// SAFETY: as above.
+unsafe impl Send for XdpTx {}
+// SAFETY: `Socket` is shared read-only (fd, mapping addresses) between the halves.
+unsafe impl Sync for Socket {}
+// SAFETY: as above.
+unsafe impl Send for Socket {}
+
+/// How many receive queues the interface has.
+fn rx_queues(ifname: &str) -> usize {
+    std::fs::read_dir(format!("/sys/class/net/{ifname}/queues"))
+        .map(|d| {
+            d.filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with("rx-")).count()
+        })
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// Opens an AF_XDP socket on queue 0 of `ifname`, steers the interface's frames into it, and
+/// returns its receiving and transmitting halves and the mode obtained.
+pub fn open(ifname: &str) -> Result<(XdpRx, XdpTx, String), Error> {
+    let ifindex = crate::afpacket::ifindex(ifname)? as u32;
+    let queues = rx_queues(ifname);
+    if queues > 1 {
+        return Err(Error::Interface {
+            name: ifname.into(),
+            reason: format!(
+                "has {queues} receive queues and pathem's AF_XDP port serves one: run `ethtool -L {ifname} combined 1` first, or use afpacket:{ifname}"
+            ),
+        });
+    }
+    // SAFETY: plain socket(2) call; the result is checked.
+    let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(fail(ifname, "cannot open an AF_XDP socket", os_err(), "CAP_NET_RAW"));
+    }
+    let fd = owned(fd);
+    let raw = fd.as_raw_fd();
+    let umem_len = FRAME_SIZE * (RX_FRAMES + TX_FRAMES);
+    // SAFETY: anonymous private mapping, checked below.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            umem_len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+            -1,
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(fail(ifname, "cannot allocate the UMEM", os_err(), "CAP_IPC_LOCK"));
+    }
+    let umem = Mmap { ptr: ptr as *mut u8, len: umem_len };
+    let reg = XdpUmemReg {
+        addr: umem.ptr as u64,
+        len: umem_len as u64,
+        chunk_size: FRAME_SIZE as u32,
+        headroom: 0,
+    };
+    let setopt = |name: i32, v: *const libc::c_void, len: usize, what: &str| -> Result<(), Error> {
+        // SAFETY: v points to a live value of `len` bytes.
+        let rc = unsafe { libc::setsockopt(raw, SOL_XDP, name, v, len as u32) };
+        if rc < 0 {
+            Err(fail(ifname, what, os_err(), "CAP_NET_RAW"))
+        } else {
+            Ok(())
+        }
+    };
+    setopt(
+        XDP_UMEM_REG,
+        &reg as *const XdpUmemReg as *const libc::c_void,
+        size_of::<XdpUmemReg>(),
+        "cannot register the UMEM",
+    )?;
+    let ring = RING;
+    for (opt, what) in [
+        (XDP_UMEM_FILL_RING, "fill ring"),
+        (XDP_UMEM_COMPLETION_RING, "completion ring"),
+        (XDP_RX_RING, "rx ring"),
+        (XDP_TX_RING, "tx ring"),
+    ] {
+        setopt(opt, &ring as *const u32 as *const libc::c_void, 4, &format!("cannot size the {what}"))?;
+    }
+    let mut off = MmapOffsets::default();
+    let mut len = size_of::<MmapOffsets>() as u32;
+    // SAFETY: `off` is a live MmapOffsets and `len` its size; the kernel writes at most that.
+    if unsafe {
+        libc::getsockopt(
+            raw,
+            SOL_XDP,
+            XDP_MMAP_OFFSETS,
+            &mut off as *mut MmapOffsets as *mut libc::c_void,
+            &mut len,
+        )
+    } < 0
+    {
+        return Err(fail(ifname, "cannot read the ring offsets", os_err(), "CAP_NET_RAW"));
+    }
+    let rx = Ring::map(raw, &off.rx, XDP_PGOFF_RX_RING, size_of::<XdpDesc>(), ifname)?;
+    let tx = Ring::map(raw, &off.tx, XDP_PGOFF_TX_RING, size_of::<XdpDesc>(), ifname)?;
+    let fill = Ring::map(raw, &off.fr, XDP_UMEM_PGOFF_FILL_RING, 8, ifname)?;
+    let comp = Ring::map(raw, &off.cr, XDP_UMEM_PGOFF_COMPLETION_RING, 8, ifname)?;
+
+    // Give every receive frame to the kernel before binding.
+    for i in 0..RX_FRAMES as u32 {
+        // SAFETY: the fill ring has RING ≥ RX_FRAMES entries and nobody else produces into it.
+        unsafe { *fill.addr(i) = u64::from(i) * FRAME_SIZE as u64 };
+    }
+    fill.producer().store(RX_FRAMES as u32, Ordering::Release);
+
+    let mut bound = None;
+    for (flags, copy) in [(XDP_ZEROCOPY, "zero-copy"), (XDP_COPY, "copy")] {
+        let addr = SockaddrXdp {
+            family: libc::AF_XDP as u16,
+            flags: flags | XDP_USE_NEED_WAKEUP,
+            ifindex,
+            queue_id: 0,
+            shared_umem_fd: 0,
+        };
+        // SAFETY: addr is a properly laid out sockaddr_xdp and the length is its size.
+        let rc = unsafe {
+            libc::bind(
+                raw,
+                &addr as *const SockaddrXdp as *const libc::sockaddr,
+                size_of::<SockaddrXdp>() as u32,
+            )
+        };
+        if rc == 0 {
+            bound = Some(copy);
+            break;
+        }
+    }
+    let Some(copy) = bound else {
+        return Err(fail(ifname, "cannot bind the AF_XDP socket", os_err(), "CAP_NET_RAW"));
+    };
+    let steering = steer(ifname, ifindex, raw)?;
+    let mode = format!("{} XDP, {copy}", steering.mode);
+    let sock = Arc::new(Socket { fd, umem, _steering: steering, ifname: ifname.into() });
+    let free = (0..TX_FRAMES as u64).map(|i| (RX_FRAMES as u64 + i) * FRAME_SIZE as u64).collect();
+    Ok((
+        XdpRx {
+            sock: sock.clone(),
+            rx,
+            fill,
+            line_rate: crate::iface::speed_bps(ifname).unwrap_or(10_000_000_000),
+            last_arrival: Nanos::ZERO,
+            more: false,
+        },
+        XdpTx { sock, tx, comp, free, queued: 0, errors: 0 },
+        mode,
+    ))
+}
+
+impl XdpRx {
+    /// The socket, for waiting on it.
+    pub fn raw_fd(&self) -> RawFd {
+        self.sock.fd.as_raw_fd()
+    }
+    pub fn ifname(&self) -> &str {
+        &self.sock.ifname
+    }
+}
+
+impl RxPort for XdpRx {
+    fn recv_burst<F: FnMut(RxFrame<'_>)>(
+        &mut self,
+        now: Nanos,
+        max: usize,
+        mut f: F,
+    ) -> Result<usize, Error> {
+        let cons = self.rx.consumer().load(Ordering::Relaxed);
+        let avail = self.rx.producer().load(Ordering::Acquire).wrapping_sub(cons);
+        let n = (avail as usize).min(max).min(BURST);
+        self.more = n > 0 && n == max.min(BURST);
+        if n == 0 {
+            if self.fill.needs_wakeup() {
+                self.sock.kick_rx();
+            }
+            return Ok(0);
+        }
+        // Software timestamps: `now` for the last frame, earlier ones by the wire time after them.
+        let mut stamps = [Nanos::ZERO; BURST];
+        let mut behind = Nanos::ZERO;
+        for k in (0..n).rev() {
+            stamps[k] = now.saturating_sub(behind);
+            // SAFETY: entries cons..cons+n were published by the kernel (Acquire above).
+            let len = u64::from(unsafe { (*self.rx.desc(cons + k as u32)).len });
+            behind += Nanos((len + 24) * 8 * 1_000_000_000 / self.line_rate);
+        }
+        let fill_prod = self.fill.producer().load(Ordering::Relaxed);
+        for k in 0..n {
+            // SAFETY: as above; the descriptor's frame belongs to us until we return it.
+            let d = unsafe { *self.rx.desc(cons + k as u32) };
+            let len = (d.len as usize).min(FRAME_SIZE);
+            // SAFETY: the kernel wrote `len` bytes at `addr` inside our UMEM's receive half.
+            let data = unsafe { std::slice::from_raw_parts(self.sock.frame(d.addr, len), len) };
+            let arrival = stamps[k].max(self.last_arrival);
+            self.last_arrival = arrival;
+            f(RxFrame { arrival, wire_len: len as u32, data });
+            // The frame was copied into the delay line: hand it straight back for reuse.
+            // SAFETY: the fill ring always has room for the frames we took out of the rx ring.
+            unsafe { *self.fill.addr(fill_prod + k as u32) = d.addr & !(FRAME_SIZE as u64 - 1) };
+        }
+        self.fill.producer().store(fill_prod + n as u32, Ordering::Release);
+        self.rx.consumer().store(cons + n as u32, Ordering::Release);
+        if self.fill.needs_wakeup() {
+            self.sock.kick_rx();
+        }
+        Ok(n)
+    }
+
+    fn poll_at(&self) -> PollAt {
+        if self.more {
+            PollAt::Now
+        } else {
+            PollAt::Unknown
+        }
+    }
+}
+
+impl XdpTx {
+    /// Takes back transmit frames the kernel has finished with.
+    fn reclaim(&mut self) {
+        let cons = self.comp.consumer().load(Ordering::Relaxed);
+        let n = self.comp.producer().load(Ordering::Acquire).wrapping_sub(cons);
+        for k in 0..n {
+            // SAFETY: entries cons..cons+n were published by the kernel.
+            self.free.push(unsafe { *self.comp.addr(cons + k) });
+        }
+        self.comp.consumer().store(cons + n, Ordering::Release);
+    }
+}
+
+impl TxPort for XdpTx {
+    #[inline]
+    fn send(&mut self, _release: Nanos, _wire_len: u32, data: &[u8]) -> bool {
+        if self.free.is_empty() {
+            self.reclaim();
+        }
+        let prod = self.tx.producer().load(Ordering::Relaxed) + self.queued;
+        let room = RING - prod.wrapping_sub(self.tx.consumer().load(Ordering::Acquire));
+        let Some(&addr) = self.free.last() else { return false };
+        if room == 0 || self.queued as usize == BURST {
+            return false;
+        }
+        self.free.pop();
+        let len = data.len().min(FRAME_SIZE);
+        // SAFETY: `addr` is a free transmit frame of FRAME_SIZE bytes in our UMEM; the kernel
+        // does not read it until we publish its descriptor.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.sock.frame(addr, len), len);
+            *self.tx.desc(prod) = XdpDesc { addr, len: len as u32, options: 0 };
+        }
+        self.queued += 1;
+        true
+    }
+
+    fn flush(&mut self) -> Result<(), Error> {
+        if self.queued > 0 {
+            let prod = self.tx.producer().load(Ordering::Relaxed);
+            self.tx.producer().store(prod + self.queued, Ordering::Release);
+            self.queued = 0;
+        }
+        // With need-wakeup the kernel says when it must be kicked; it always asks in copy mode.
+        if self.tx.needs_wakeup() {
+            if let Err(e) = self.sock.kick_tx() {
+                match e.raw_os_error() {
+                    Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) | Some(libc::EINTR) => {}
+                    _ => self.errors += 1,
+                }
+            }
+        }
+        self.reclaim();
+        Ok(())
+    }
+}
