@@ -73,7 +73,11 @@ impl Topo {
             must(&["ip", "-n", ns, "link", "set", dev, "up"]);
         }
         for (ns, dev) in [(&t.gen, "g0"), (&t.sink, "s0")] {
-            sh(&["ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off"]);
+            // Wire-sized frames with complete checksums, as a NIC would deliver them.
+            sh(&[
+                "ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off",
+                "tx", "off",
+            ]);
         }
         t
     }
@@ -84,10 +88,16 @@ impl Topo {
         sh(&all)
     }
 
-    /// Starts `pathem run pa pb ARGS` in mid and waits until it forwards.
+    /// Starts `pathem run pa pb ARGS` in mid (AF_PACKET ports) and waits until it forwards.
     fn start(&mut self, args: &[&str]) {
+        self.start_with("afpacket", args)
+    }
+
+    /// Starts pathem with ports of the given kind (`afpacket` or `afxdp`).
+    fn start_with(&mut self, kind: &str, args: &[&str]) {
+        let (a, b) = (format!("{kind}:pa"), format!("{kind}:pb"));
         let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &self.mid, PATHEM, "run", "pa", "pb"]).args(args);
+        cmd.args(["netns", "exec", &self.mid, PATHEM, "run", &a, &b]).args(args);
         let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("pathem starts");
         let (tx, rx) = mpsc::channel();
         let err = child.stderr.take().unwrap();
@@ -234,11 +244,13 @@ fn constant_delay_adds_twice_the_delay_to_the_rtt() {
     if !can_run() {
         return;
     }
-    let mut t = Topo::new();
-    t.start(&["--delay", "25ms"]);
-    let (min, avg) = t.rtt(20);
-    assert!(min >= 50.0 && avg < 53.0, "rtt min {min} avg {avg} for 2 × 25 ms");
-    assert!(t.stop().unwrap().success());
+    for kind in ["afpacket", "afxdp"] {
+        let mut t = Topo::new();
+        t.start_with(kind, &["--delay", "25ms"]);
+        let (min, avg) = t.rtt(20);
+        assert!(min >= 50.0 && avg < 53.0, "{kind}: rtt min {min} avg {avg} for 2 × 25 ms");
+        assert!(t.stop().unwrap().success());
+    }
 }
 
 #[test]
@@ -247,19 +259,45 @@ fn udp_loss_within_statistical_bounds_and_none_below_capacity() {
     if !can_run() {
         return;
     }
-    let mut t = Topo::new();
-    t.start(&["--a-to-b", "--loss 10%", "--seed", "5"]);
-    let (lost, n) = udp_loss(&t.iperf(&["-u", "-b", "20M", "-l", "200", "-t", "3"], false));
-    let p = 0.10;
-    let sigma = (n as f64 * p * (1.0 - p)).sqrt();
-    assert!(n > 10_000, "{n} packets");
-    assert!((lost as f64 - n as f64 * p).abs() < 4.0 * sigma, "lost {lost} of {n}");
-    t.stop();
+    for kind in ["afpacket", "afxdp"] {
+        let mut t = Topo::new();
+        t.start_with(kind, &["--a-to-b", "--loss 10%", "--seed", "5"]);
+        let n = 20_000;
+        let got = udp_count((&t.gen, GEN_IP), (&t.sink, SINK_IP), n, Duration::from_micros(50));
+        let lost = f64::from(n - got);
+        let sigma = (f64::from(n) * 0.1 * 0.9).sqrt();
+        assert!((lost - f64::from(n) * 0.1).abs() < 4.0 * sigma, "{kind}: lost {lost} of {n}");
+        t.stop();
 
-    // No impairment, well below capacity: nothing is lost.
-    t.start(&[]);
-    let (lost, n) = udp_loss(&t.iperf(&["-u", "-b", "50M", "-l", "1400", "-t", "3"], false));
-    assert!(n > 10_000 && lost == 0, "lost {lost} of {n} with no impairment");
+        // No impairment, well below capacity: nothing is lost.
+        t.start_with(kind, &[]);
+        let (lost, n) = udp_loss(&t.iperf(&["-u", "-b", "50M", "-l", "1400", "-t", "3"], false));
+        assert!(n > 10_000 && lost == 0, "{kind}: lost {lost} of {n} with no impairment");
+        t.stop();
+    }
+}
+
+#[test]
+fn xdp_program_is_gone_after_exit() {
+    let _g = SERIAL.lock();
+    if !can_run() {
+        return;
+    }
+    let mut t = Topo::new();
+    t.start_with("afxdp", &["--delay", "1ms"]);
+    let shown = String::from_utf8_lossy(&t.exec(&t.mid, &["ip", "link", "show", "pa"]).stdout).into_owned();
+    assert!(shown.contains("xdp"), "program attached while running: {shown}");
+    // Even SIGKILL leaves nothing behind: the program hangs on a BPF link owned by the process.
+    let child = t.pathem.take().unwrap();
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::SIGKILL);
+    let mut child = child;
+    let _ = child.wait();
+    std::thread::sleep(Duration::from_millis(300));
+    let shown = String::from_utf8_lossy(&t.exec(&t.mid, &["ip", "link", "show", "pa"]).stdout).into_owned();
+    assert!(!shown.contains("xdp"), "no stale program after SIGKILL: {shown}");
+    // And the next start works at once.
+    t.start_with("afxdp", &[]);
+    assert!(t.rtt(3).0 < 5.0);
     t.stop();
 }
 
@@ -343,7 +381,7 @@ fn bad_ports_are_refused_with_one_line() {
         (vec!["run", "pa", "nope0"], "does not exist"),
         (vec!["run", "pa", "pa"], "both ports are pa"),
         (vec!["run", "pa", "pb"], "is down"),
-        (vec!["run", "pa", "afxdp:pb"], "AF_XDP"),
+        (vec!["run", "afxdp:pa", "afxdp:pb"], "is down"),
         (vec!["run", "pa", "tap:pb"], "unknown port type"),
         (vec!["run", "pa", "pb", "--cores", "0,1,2,3,4,5,6,7,8"], "--cores"),
     ] {
