@@ -438,3 +438,24 @@ fn shell_adds_the_delay_both_ways_and_cleans_up() {
     // The inner shell's gateway is in the outer shell: only the inner link is crossed.
     assert!((20.0..24.0).contains(&min), "rtt {min} ms to the inner gateway");
 }
+
+#[test]
+fn an_interface_that_goes_down_and_up_is_resumed() {
+    let _g = SERIAL.lock();
+    if !can_run() {
+        return;
+    }
+    for kind in ["afpacket", "afxdp"] {
+        let mut t = Topo::new();
+        t.start_with(kind, &["--delay", "1ms"]);
+        assert!(t.rtt(3).0 < 5.0);
+        t.exec(&t.mid, &["ip", "link", "set", "pb", "down"]);
+        let out = t.exec(&t.gen, &["ping", "-c", "2", "-i", "0.2", "-W", "1", SINK_IP]);
+        assert!(!out.status.success(), "{kind}: nothing crosses while pb is down");
+        t.exec(&t.mid, &["ip", "link", "set", "pb", "up"]);
+        std::thread::sleep(Duration::from_millis(500));
+        let (min, _) = t.rtt(5);
+        assert!(min < 5.0, "{kind}: forwarding resumed");
+        assert!(t.stop().unwrap().success(), "{kind}: pathem kept running");
+    }
+}
