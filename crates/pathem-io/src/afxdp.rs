@@ -498,26 +498,34 @@ pub fn open(ifname: &str) -> Result<(XdpRx, XdpTx, String), Error> {
     fill.producer().store(RX_FRAMES as u32, Ordering::Release);
 
     let mut bound = None;
-    for (flags, copy) in [(XDP_ZEROCOPY, "zero-copy"), (XDP_COPY, "copy")] {
-        let addr = SockaddrXdp {
-            family: libc::AF_XDP as u16,
-            flags: flags | XDP_USE_NEED_WAKEUP,
-            ifindex,
-            queue_id: 0,
-            shared_umem_fd: 0,
-        };
-        // SAFETY: addr is a properly laid out sockaddr_xdp and the length is its size.
-        let rc = unsafe {
-            libc::bind(
-                raw,
-                &addr as *const SockaddrXdp as *const libc::sockaddr,
-                size_of::<SockaddrXdp>() as u32,
-            )
-        };
-        if rc == 0 {
-            bound = Some(copy);
+    // A socket closed a moment ago (a previous run) is released by the kernel asynchronously:
+    // the queue reads as busy for a few milliseconds.
+    'retry: for attempt in 0..40 {
+        for (flags, copy) in [(XDP_ZEROCOPY, "zero-copy"), (XDP_COPY, "copy")] {
+            let addr = SockaddrXdp {
+                family: libc::AF_XDP as u16,
+                flags: flags | XDP_USE_NEED_WAKEUP,
+                ifindex,
+                queue_id: 0,
+                shared_umem_fd: 0,
+            };
+            // SAFETY: addr is a properly laid out sockaddr_xdp and the length is its size.
+            let rc = unsafe {
+                libc::bind(
+                    raw,
+                    &addr as *const SockaddrXdp as *const libc::sockaddr,
+                    size_of::<SockaddrXdp>() as u32,
+                )
+            };
+            if rc == 0 {
+                bound = Some(copy);
+                break 'retry;
+            }
+        }
+        if os_err().raw_os_error() != Some(libc::EBUSY) || attempt == 39 {
             break;
         }
+        std::thread::sleep(std::time::Duration::from_millis(25));
     }
     let Some(copy) = bound else {
         return Err(fail(ifname, "cannot bind the AF_XDP socket", os_err(), "CAP_NET_RAW"));
@@ -577,6 +585,7 @@ impl RxPort for XdpRx {
             behind += Nanos((len + 24) * 8 * 1_000_000_000 / self.line_rate);
         }
         let fill_prod = self.fill.producer().load(Ordering::Relaxed);
+        #[allow(clippy::needless_range_loop)] // k indexes the rings and the stamps alike
         for k in 0..n {
             // SAFETY: as above; the descriptor's frame belongs to us until we return it.
             let d = unsafe { *self.rx.desc(cons + k as u32) };

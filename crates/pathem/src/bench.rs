@@ -38,6 +38,16 @@ pub struct BenchArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Measure live forwarding instead, on a veth path in namespaces made for it, through
+    /// these port types (afpacket, afxdp; comma-separated). Needs root.
+    #[arg(long, value_name = "KINDS", value_delimiter = ',')]
+    pub live: Vec<String>,
+    /// With --live: frame sizes to measure.
+    #[arg(long, value_name = "BYTES", value_delimiter = ',', default_value = "64,1500")]
+    pub sizes: Vec<usize>,
+    /// With --live: seconds per run.
+    #[arg(long, value_name = "S", default_value_t = 3.0)]
+    pub seconds: f64,
 }
 
 #[derive(Serialize, Debug)]
@@ -85,6 +95,20 @@ fn median(v: &[f64]) -> f64 {
 }
 
 pub fn main(args: BenchArgs) -> anyhow::Result<()> {
+    if !args.live.is_empty() {
+        for k in &args.live {
+            if k != "afpacket" && k != "afxdp" {
+                return Err(usage(format!("--live {k}: accepted: afpacket, afxdp")));
+            }
+        }
+        if args.sizes.iter().any(|&s| !(60..=1514).contains(&s))
+            || args.seconds.is_nan()
+            || args.seconds <= 0.0
+        {
+            return Err(usage("--sizes: accepted: frame sizes from 60 to 1514 bytes; --seconds above 0"));
+        }
+        return crate::bench_live::main(&args.live, &args.sizes, args.seconds, args.json);
+    }
     if args.packets == 0 || args.runs == 0 || args.size < 14 {
         return Err(usage(format!(
             "--packets {} --runs {} --size {}: accepted: packets and runs above 0, size of at least 14 bytes",

@@ -4,6 +4,7 @@
 //! a value or a config key that pathem does not accept). Every error is one line on stderr.
 
 mod bench;
+mod bench_live;
 mod config;
 mod demo;
 mod replay;
