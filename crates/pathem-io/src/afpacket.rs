@@ -15,7 +15,7 @@
 //! stack), moved onto CLOCK_MONOTONIC; without them, the burst's read time is corrected back
 //! along the burst at the link rate (MoonEm §5.4 software mode).
 
-use crate::port::{PollAt, RxFrame, RxPort, TxPort};
+use crate::port::{stamp_burst, PollAt, RxFrame, RxPort, TxPort};
 use crate::Error;
 use pathem_model::Nanos;
 use std::mem::{size_of, zeroed};
@@ -293,13 +293,8 @@ impl RxPort for AfPacketRx {
         self.more = n == want;
         // Without kernel timestamps, frame k of the burst arrived before `now` by the wire time
         // of the frames after it.
-        let mut behind = Nanos::ZERO;
         let mut fallback = [Nanos::ZERO; BURST];
-        for i in (0..n).rev() {
-            fallback[i] = now.saturating_sub(behind);
-            let len = self.msgs[i].msg_len as u64 + 24;
-            behind += Nanos(len * 8 * 1_000_000_000 / self.line_rate);
-        }
+        stamp_burst(now, self.line_rate, &mut fallback[..n], |i| u64::from(self.msgs[i].msg_len));
         let mut delivered = 0;
         #[allow(clippy::needless_range_loop)] // i indexes five parallel arrays
         for i in 0..n {

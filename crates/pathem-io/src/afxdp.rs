@@ -14,7 +14,7 @@
 //! Frames are copied into the delay line at ingress, so a UMEM frame returns to the fill ring
 //! at once.
 
-use crate::port::{PollAt, RxFrame, RxPort, TxPort};
+use crate::port::{stamp_burst, PollAt, RxFrame, RxPort, TxPort};
 use crate::Error;
 use pathem_model::Nanos;
 use std::mem::size_of;
@@ -577,13 +577,10 @@ impl RxPort for XdpRx {
         }
         // Software timestamps: `now` for the last frame, earlier ones by the wire time after them.
         let mut stamps = [Nanos::ZERO; BURST];
-        let mut behind = Nanos::ZERO;
-        for k in (0..n).rev() {
-            stamps[k] = now.saturating_sub(behind);
-            // SAFETY: entries cons..cons+n were published by the kernel (Acquire above).
-            let len = u64::from(unsafe { (*self.rx.desc(cons + k as u32)).len });
-            behind += Nanos((len + 24) * 8 * 1_000_000_000 / self.line_rate);
-        }
+        // SAFETY: entries cons..cons+n were published by the kernel (Acquire above).
+        stamp_burst(now, self.line_rate, &mut stamps[..n], |k| {
+            u64::from(unsafe { (*self.rx.desc(cons + k as u32)).len })
+        });
         let fill_prod = self.fill.producer().load(Ordering::Relaxed);
         #[allow(clippy::needless_range_loop)] // k indexes the rings and the stamps alike
         for k in 0..n {

@@ -56,3 +56,32 @@ pub trait TxPort {
     /// Pushes what `send` queued towards the wire and reports a failure since the last call.
     fn flush(&mut self) -> Result<(), crate::Error>;
 }
+
+/// Software receive timestamps for a burst read at `now` (MoonEm §5.4): the last frame is
+/// stamped `now`, each earlier one by the wire time of the frames after it at `line_rate`
+/// bit/s (frame + 24 bytes of Ethernet framing). `len(k)` is frame k's length.
+pub fn stamp_burst(now: Nanos, line_rate: u64, out: &mut [Nanos], len: impl Fn(usize) -> u64) {
+    let mut behind = Nanos::ZERO;
+    for k in (0..out.len()).rev() {
+        out[k] = now.saturating_sub(behind);
+        behind += Nanos((len(k) + 24) * 8 * 1_000_000_000 / line_rate.max(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn burst_stamps_go_back_by_wire_time() {
+        let mut out = [super::Nanos::ZERO; 3];
+        // 1000 + 24 bytes at 8 Mbit/s = 1024 us per frame.
+        super::stamp_burst(super::Nanos::from_millis(10), 8_000_000, &mut out, |_| 1000);
+        assert_eq!(
+            out,
+            [
+                super::Nanos(10_000_000 - 2_048_000),
+                super::Nanos(10_000_000 - 1_024_000),
+                super::Nanos(10_000_000)
+            ]
+        );
+    }
+}

@@ -3,26 +3,10 @@
 use pathem_io::mem::{ipv4_checksum, udp_frame};
 use pathem_io::pcap::{read_capture, write_capture};
 use pathem_model::Nanos;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
-struct Dir(tempfile::TempDir);
-
-impl Dir {
-    fn new() -> Dir {
-        Dir(tempfile::tempdir().unwrap())
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.path().join(name)
-    }
-    fn s(&self, name: &str) -> String {
-        self.path(name).to_str().unwrap().to_string()
-    }
-}
-
-fn pathem(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pathem")).args(args).output().expect("pathem runs")
-}
+mod common;
+use common::{cbr, pathem, seq, Dir};
 
 /// Replays `frames` with `args`; returns the output frames as (time, bytes) and the stats.
 fn replay(d: &Dir, frames: &[(Nanos, Vec<u8>)], args: &[&str]) -> (Vec<(Nanos, Vec<u8>)>, serde_json::Value) {
@@ -35,14 +19,6 @@ fn replay(d: &Dir, frames: &[(Nanos, Vec<u8>)], args: &[&str]) -> (Vec<(Nanos, V
     let stats = serde_json::from_str(&std::fs::read_to_string(d.path("stats.json")).unwrap()).unwrap();
     let frames = read_capture(&d.path("out.pcap")).unwrap().into_iter().map(|(t, _, f)| (t, f)).collect();
     (frames, stats)
-}
-
-fn cbr(n: u64, size: usize, gap: Nanos) -> Vec<(Nanos, Vec<u8>)> {
-    (0..n).map(|i| (Nanos::from_secs(1) + Nanos(gap.as_nanos() * i), udp_frame(size, i))).collect()
-}
-
-fn seq(frame: &[u8]) -> u64 {
-    u64::from_be_bytes(frame[42..50].try_into().unwrap())
 }
 
 /// Which input frames (by sequence number) were lost.

@@ -1,25 +1,13 @@
 //! End-to-end: `pathem replay` on generated captures, checked frame by frame in virtual time.
 
 use pathem_io::mem::udp_frame;
+
+mod common;
+use common::{cbr, pathem, seq, Dir};
 use pathem_io::pcap::{read_capture, write_capture};
 use pathem_model::Nanos;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-struct Dir(tempfile::TempDir);
-
-impl Dir {
-    fn new() -> Dir {
-        Dir(tempfile::tempdir().unwrap())
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.path().join(name)
-    }
-}
-
-fn pathem(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pathem")).args(args).output().expect("pathem runs")
-}
+use std::path::Path;
+use std::process::Output;
 
 fn replay(input: &Path, output: &Path, extra: &[&str]) -> Output {
     let mut args = vec!["replay", input.to_str().unwrap(), output.to_str().unwrap()];
@@ -33,15 +21,6 @@ fn ok(out: &Output) {
 
 fn stats(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-/// `n` frames of `size` bytes, one every `gap`, starting at 1 s; payload carries the index.
-fn cbr(n: u64, size: usize, gap: Nanos) -> Vec<(Nanos, Vec<u8>)> {
-    (0..n).map(|i| (Nanos::from_secs(1) + Nanos(gap.as_nanos() * i), udp_frame(size, i))).collect()
-}
-
-fn seq(frame: &[u8]) -> u64 {
-    u64::from_be_bytes(frame[42..50].try_into().unwrap())
 }
 
 #[test]
