@@ -307,13 +307,15 @@ fn rate_caps_tcp_throughput() {
     if !can_run() {
         return;
     }
-    let mut t = Topo::new();
-    t.start(&["--rate", "20mbit", "--queue", "100pkt"]);
-    let r = t.iperf(&["-t", "4"], false);
-    let bps = r["end"]["sum_received"]["bits_per_second"].as_f64().unwrap();
-    // 20 Mbit/s on the wire carries 1448 of every 1538 bytes as TCP payload: 18.8 Mbit/s.
-    assert!(bps <= 20e6 && bps > 0.85 * 18.8e6, "TCP goodput {bps} through a 20 Mbit/s link");
-    t.stop();
+    for kind in ["afpacket", "afxdp"] {
+        let mut t = Topo::new();
+        t.start_with(kind, &["--rate", "20mbit", "--queue", "100pkt"]);
+        let r = t.iperf(&["-t", "4"], false);
+        let bps = r["end"]["sum_received"]["bits_per_second"].as_f64().unwrap();
+        // 20 Mbit/s on the wire carries 1448 of every 1538 bytes as TCP payload: 18.8 Mbit/s.
+        assert!(bps <= 20e6 && bps > 0.85 * 18.8e6, "{kind}: TCP goodput {bps} through a 20 Mbit/s link");
+        t.stop();
+    }
 }
 
 #[test]
@@ -322,18 +324,23 @@ fn directions_are_independent() {
     if !can_run() {
         return;
     }
-    let mut t = Topo::new();
-    t.start(&["--a-to-b", "--delay 10ms", "--b-to-a", "--delay 30ms --loss 20%", "--seed", "3"]);
-    let (min, _) = t.rtt(40);
-    assert!((40.0..43.0).contains(&min), "rtt {min} for 10 ms + 30 ms");
-    let n = 10_000;
-    let up = udp_count((&t.gen, GEN_IP), (&t.sink, SINK_IP), n, Duration::from_micros(100));
-    let down = udp_count((&t.sink, SINK_IP), (&t.gen, GEN_IP), n, Duration::from_micros(100));
-    assert_eq!(up, n, "a->b has no loss");
-    let lost = f64::from(n - down);
-    let sigma = (f64::from(n) * 0.2 * 0.8).sqrt();
-    assert!((lost - f64::from(n) * 0.2).abs() < 4.0 * sigma, "b->a lost {lost} of {n}");
-    t.stop();
+    for kind in ["afpacket", "afxdp"] {
+        let mut t = Topo::new();
+        t.start_with(
+            kind,
+            &["--a-to-b", "--delay 10ms", "--b-to-a", "--delay 30ms --loss 20%", "--seed", "3"],
+        );
+        let (min, _) = t.rtt(40);
+        assert!((40.0..43.0).contains(&min), "{kind}: rtt {min} for 10 ms + 30 ms");
+        let n = 10_000;
+        let up = udp_count((&t.gen, GEN_IP), (&t.sink, SINK_IP), n, Duration::from_micros(100));
+        let down = udp_count((&t.sink, SINK_IP), (&t.gen, GEN_IP), n, Duration::from_micros(100));
+        assert_eq!(up, n, "{kind}: a->b has no loss");
+        let lost = f64::from(n - down);
+        let sigma = (f64::from(n) * 0.2 * 0.8).sqrt();
+        assert!((lost - f64::from(n) * 0.2).abs() < 4.0 * sigma, "{kind}: b->a lost {lost} of {n}");
+        t.stop();
+    }
 }
 
 #[test]
