@@ -291,6 +291,9 @@ impl RxPort for AfPacketRx {
         }
         let n = n as usize;
         self.more = n == want;
+        // The caller's `now` was read before this call; the thread may have been descheduled
+        // since, and frames that arrived meanwhile must not be stamped earlier than they came.
+        let now = monotonic_now().max(now);
         // Without kernel timestamps, frame k of the burst arrived before `now` by the wire time
         // of the frames after it.
         let mut fallback = [Nanos::ZERO; BURST];

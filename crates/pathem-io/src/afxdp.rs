@@ -575,7 +575,10 @@ impl RxPort for XdpRx {
             }
             return Ok(0);
         }
-        // Software timestamps: `now` for the last frame, earlier ones by the wire time after them.
+        // Software timestamps, read after the frames were taken (the caller's `now` may be
+        // stale if the thread was descheduled): now for the last frame, earlier ones by the
+        // wire time after them.
+        let now = crate::afpacket::monotonic_now().max(now);
         let mut stamps = [Nanos::ZERO; BURST];
         // SAFETY: entries cons..cons+n were published by the kernel (Acquire above).
         stamp_burst(now, self.line_rate, &mut stamps[..n], |k| {

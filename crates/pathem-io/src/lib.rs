@@ -16,6 +16,7 @@ pub mod live;
 pub mod mem;
 pub mod pcap;
 pub mod port;
+pub mod udp;
 
 pub use port::{PollAt, RxFrame, RxPort, TxPort};
 

@@ -7,6 +7,7 @@ mod bench;
 mod bench_live;
 mod config;
 mod demo;
+mod probe;
 mod replay;
 mod report;
 mod run;
@@ -35,6 +36,8 @@ enum Command {
     Run(run::RunArgs),
     /// Run a command in a network namespace behind an emulated link (uplink = a→b).
     Shell(shell::ShellArgs),
+    /// Measure what a path does: timestamped datagrams, delays, gaps, losses, figures.
+    Probe(probe::ProbeArgs),
     /// Measure the engine alone: synthetic frames through the real stages, real clock.
     Bench(bench::BenchArgs),
     /// Generate a small capture, replay it through a typical path, and show what happened.
@@ -83,6 +86,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => replay::main(args),
         Command::Run(args) => run::main(args),
         Command::Shell(args) => shell::main(args),
+        Command::Probe(args) => probe::main(args),
         Command::Bench(args) => bench::main(args),
         Command::Demo(args) => demo::main(args),
     };

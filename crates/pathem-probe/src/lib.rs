@@ -1,0 +1,12 @@
+//! pathem's measurement tool: timestamped UDP traffic through any path, and what the path did
+//! to it — delay and its deviation, gaps before and after, losses and their bursts,
+//! reordering, duplicates, throughput — as JSON and as the papers' figures.
+
+pub mod analysis;
+pub mod net;
+pub mod packet;
+pub mod pattern;
+pub mod plot;
+
+pub use analysis::{analyse, Sample, Series, Summary};
+pub use pattern::{Pattern, Schedule};

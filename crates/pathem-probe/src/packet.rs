@@ -1,0 +1,53 @@
+//! The probe's datagram: a magic word, flags, a sequence number and the send time.
+
+use pathem_model::Nanos;
+
+pub const MAGIC: u32 = 0x7074_686d; // "pthm"
+/// Bytes of header at the start of every probe datagram.
+pub const HEADER: usize = 24;
+/// Set on the datagrams that close a run; their `seq` field holds the number sent.
+pub const FLAG_END: u32 = 1;
+
+/// A decoded probe header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub seq: u64,
+    pub sent: Nanos,
+    pub end: bool,
+}
+
+/// Writes a header at the start of `buf` (which must hold at least [`HEADER`] bytes).
+pub fn encode(buf: &mut [u8], seq: u64, sent: Nanos, end: bool) {
+    buf[0..4].copy_from_slice(&MAGIC.to_be_bytes());
+    buf[4..8].copy_from_slice(&(if end { FLAG_END } else { 0 }).to_be_bytes());
+    buf[8..16].copy_from_slice(&seq.to_be_bytes());
+    buf[16..24].copy_from_slice(&sent.as_nanos().to_be_bytes());
+}
+
+/// Reads a header; `None` for datagrams that are not the probe's.
+pub fn decode(buf: &[u8]) -> Option<Header> {
+    if buf.len() < HEADER || buf[0..4] != MAGIC.to_be_bytes() {
+        return None;
+    }
+    let flags = u32::from_be_bytes(buf[4..8].try_into().ok()?);
+    Some(Header {
+        seq: u64::from_be_bytes(buf[8..16].try_into().ok()?),
+        sent: Nanos(u64::from_be_bytes(buf[16..24].try_into().ok()?)),
+        end: flags & FLAG_END != 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn round_trip_and_foreign_data() {
+        let mut b = [0u8; 64];
+        super::encode(&mut b, 42, pathem_model::Nanos(7), false);
+        assert_eq!(
+            super::decode(&b),
+            Some(super::Header { seq: 42, sent: pathem_model::Nanos(7), end: false })
+        );
+        assert_eq!(super::decode(&[0u8; 64]), None);
+        assert_eq!(super::decode(&b[..10]), None);
+    }
+}
