@@ -38,3 +38,11 @@ pub enum Error {
     #[error("cannot write {}: {reason}", path.display())]
     Write { path: PathBuf, reason: String },
 }
+
+/// Lets the process die quietly of SIGPIPE when its output is closed (`pathem ... | head`),
+/// as command-line tools do, instead of failing on every later write.
+pub fn default_sigpipe() {
+    // SAFETY: restoring the default disposition of SIGPIPE affects no Rust invariant; it is
+    // done once at start, before any thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}

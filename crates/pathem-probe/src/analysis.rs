@@ -40,8 +40,9 @@ pub struct Summary {
     pub reordered: u64,
     pub loss_bursts: u64,
     pub mean_loss_burst: f64,
-    /// One-way delay, µs.
+    /// One-way delay, µs, and its standard deviation.
     pub delay_us: Percentiles,
+    pub delay_std_us: f64,
     /// |delay − expected delay|, µs.
     pub deviation_us: Percentiles,
     pub expected_delay_us: f64,
@@ -166,6 +167,7 @@ pub fn analyse(samples: &[Sample], sent: u64, expected_delay: Nanos) -> (Summary
             series.loss_bursts.iter().sum::<u64>() as f64 / series.loss_bursts.len() as f64
         },
         delay_us: percentiles(&delay),
+        delay_std_us: delay.stdev() / 1e3,
         deviation_us: percentiles(&deviation),
         expected_delay_us: expected_delay.as_nanos() as f64 / 1e3,
         sender_gap_us: percentiles(&sender_gaps),

@@ -62,6 +62,7 @@ pub fn usage(msg: impl std::fmt::Display) -> anyhow::Error {
 }
 
 fn main() -> ExitCode {
+    pathem_io::default_sigpipe();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -1,0 +1,61 @@
+//! `pathem probe` end to end on loopback, and its refusals.
+
+mod common;
+use common::{pathem, Dir};
+
+#[test]
+fn pair_on_loopback_reports_everything_and_draws_the_figures() {
+    let d = Dir::new();
+    let (json, figs) = (d.s("probe.json"), d.s("figs"));
+    let out = pathem(&[
+        "probe",
+        "pair",
+        "--to",
+        "127.0.0.1:47911",
+        "--rate",
+        "20kpps",
+        "--count",
+        "4000",
+        "--json",
+        &json,
+        "--figures",
+        &figs,
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("4000 sent, 4000 received, 0 lost"), "{text}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let s = &v["summary"];
+    assert_eq!(s["sent"], 4000);
+    assert_eq!(s["lost"], 0);
+    for key in ["median", "p99", "p99_9", "p99_99", "max"] {
+        assert!(s["deviation_us"][key].is_f64(), "{key}");
+    }
+    assert!((s["throughput_pps"].as_f64().unwrap() / 20_000.0 - 1.0).abs() < 0.05, "{s}");
+    for f in ["delay-deviation.svg", "gaps.svg", "loss-bursts.svg"] {
+        let svg = std::fs::read_to_string(d.path("figs").join(f)).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("</svg>"), "{f}");
+    }
+}
+
+#[test]
+fn bad_input_is_refused_with_one_line() {
+    for (args, code, says) in [
+        (vec!["probe", "send", "--to", "127.0.0.1:9", "--pattern", "zigzag"], 2, "not a known pattern"),
+        (vec!["probe", "send", "--to", "127.0.0.1:9", "--rate", "0pps"], 2, "above 0"),
+        (vec!["probe", "send", "--to", "127.0.0.1:9", "--rate", "0mbit"], 2, "zero"),
+        (vec!["probe", "send", "--to", "127.0.0.1:9", "--size", "20"], 2, "66 to 1514"),
+        (vec!["probe", "send", "--to", "nowhere"], 2, "nowhere"),
+        (
+            vec!["probe", "recv", "--listen", "127.0.0.1:47912", "--idle", "200ms"],
+            1,
+            "no probe datagram arrived",
+        ),
+    ] {
+        let out = pathem(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
