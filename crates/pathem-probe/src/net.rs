@@ -25,7 +25,7 @@ pub fn send(
     let start = now() + Nanos::from_millis(1);
     let mut last_report = start;
     for seq in 0..count {
-        let at = start + schedule.next();
+        let at = start + schedule.next_send();
         loop {
             let t = now();
             if t >= at {

@@ -66,7 +66,7 @@ impl Schedule {
     }
 
     /// The send time of the next datagram.
-    pub fn next(&mut self) -> Nanos {
+    pub fn next_send(&mut self) -> Nanos {
         let at = match self.pattern {
             Pattern::Cbr => self.index as f64 * self.gap,
             Pattern::Poisson => {
@@ -88,13 +88,13 @@ mod tests {
     #[test]
     fn patterns() {
         let mut c = Schedule::new(Pattern::Cbr, 1000.0, 1);
-        assert_eq!((c.next(), c.next(), c.next()), (Nanos(0), Nanos(1_000_000), Nanos(2_000_000)));
+        assert_eq!((c.next_send(), c.next_send(), c.next_send()), (Nanos(0), Nanos(1_000_000), Nanos(2_000_000)));
         let mut b = Schedule::new("burst:3,every=1ms".parse().unwrap(), 0.0, 1);
-        let t: Vec<Nanos> = (0..7).map(|_| b.next()).collect();
-        assert_eq!(t, [0, 0, 0, 1, 1, 1, 2].map(|m| Nanos::from_millis(m)));
+        let t: Vec<Nanos> = (0..7).map(|_| b.next_send()).collect();
+        assert_eq!(t, [0, 0, 0, 1, 1, 1, 2].map(Nanos::from_millis));
         let mut p = Schedule::new(Pattern::Poisson, 10_000.0, 1);
         let n = 100_000;
-        let last = (0..n).map(|_| p.next()).last().unwrap();
+        let last = (0..n).map(|_| p.next_send()).last().unwrap();
         let mean_gap = last.as_nanos() as f64 / (n - 1) as f64;
         assert!((mean_gap / 100_000.0 - 1.0).abs() < 0.02, "{mean_gap}");
         for bad in ["zigzag", "burst:0,every=1ms", "burst:3", "burst:3,every=", "burst:x,every=1ms"] {
