@@ -88,7 +88,10 @@ mod tests {
     #[test]
     fn patterns() {
         let mut c = Schedule::new(Pattern::Cbr, 1000.0, 1);
-        assert_eq!((c.next_send(), c.next_send(), c.next_send()), (Nanos(0), Nanos(1_000_000), Nanos(2_000_000)));
+        assert_eq!(
+            (c.next_send(), c.next_send(), c.next_send()),
+            (Nanos(0), Nanos(1_000_000), Nanos(2_000_000))
+        );
         let mut b = Schedule::new("burst:3,every=1ms".parse().unwrap(), 0.0, 1);
         let t: Vec<Nanos> = (0..7).map(|_| b.next_send()).collect();
         assert_eq!(t, [0, 0, 0, 1, 1, 1, 2].map(Nanos::from_millis));

@@ -22,7 +22,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-fn ip(args: &[&str]) -> anyhow::Result<()> {
+pub fn ip(args: &[&str]) -> anyhow::Result<()> {
     let out = Command::new("ip").args(args).output().context("cannot run `ip` (install iproute2)")?;
     if !out.status.success() {
         bail!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
@@ -31,8 +31,8 @@ fn ip(args: &[&str]) -> anyhow::Result<()> {
 }
 
 /// The three namespaces; removed on drop.
-struct Bed {
-    names: [String; 3],
+pub struct Bed {
+    pub names: [String; 3],
 }
 
 impl Drop for Bed {
@@ -43,7 +43,7 @@ impl Drop for Bed {
     }
 }
 
-fn bed() -> anyhow::Result<Bed> {
+pub fn bed() -> anyhow::Result<Bed> {
     let id = std::process::id();
     let b = Bed { names: [format!("pbg{id}"), format!("pbm{id}"), format!("pbs{id}")] };
     let [g, m, s] = &b.names;
@@ -55,10 +55,21 @@ fn bed() -> anyhow::Result<Bed> {
     for (n, d) in [(g, "g0"), (m, "pa"), (m, "pb"), (s, "s0")] {
         ip(&["-n", n, "link", "set", d, "up"])?;
     }
+    for n in [g, s] {
+        ip(&["-n", n, "link", "set", "lo", "up"])?;
+    }
+    // Wire-sized frames with complete checksums, as a NIC would deliver them.
+    for (n, d) in [(g, "g0"), (s, "s0")] {
+        let _ = Command::new("ip")
+            .args([
+                "netns", "exec", n, "ethtool", "-K", d, "tso", "off", "gso", "off", "gro", "off", "tx", "off",
+            ])
+            .output();
+    }
     Ok(b)
 }
 
-fn enter(ns: &str) -> anyhow::Result<()> {
+pub fn enter(ns: &str) -> anyhow::Result<()> {
     let f = std::fs::File::open(format!("/run/netns/{ns}"))?;
     nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET).context("setns")?;
     Ok(())

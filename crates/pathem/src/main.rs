@@ -13,6 +13,7 @@ mod report;
 mod run;
 mod shell;
 mod spec;
+mod validate;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -38,6 +39,8 @@ enum Command {
     Shell(shell::ShellArgs),
     /// Measure what a path does: timestamped datagrams, delays, gaps, losses, figures.
     Probe(probe::ProbeArgs),
+    /// Check pathem against what it is asked, for a matrix of paths, in namespaces (root).
+    Validate(validate::ValidateArgs),
     /// Measure the engine alone: synthetic frames through the real stages, real clock.
     Bench(bench::BenchArgs),
     /// Generate a small capture, replay it through a typical path, and show what happened.
@@ -88,6 +91,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::main(args),
         Command::Shell(args) => shell::main(args),
         Command::Probe(args) => probe::main(args),
+        Command::Validate(args) => validate::main(args),
         Command::Bench(args) => bench::main(args),
         Command::Demo(args) => demo::main(args),
     };

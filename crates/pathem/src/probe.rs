@@ -92,6 +92,9 @@ pub struct RecvOpts {
     /// Give up when nothing arrives for this long.
     #[arg(long, value_name = "DUR", default_value = "5s")]
     pub idle: Duration,
+    /// Print nothing (callers that report on their own).
+    #[arg(skip)]
+    pub quiet: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -193,7 +196,9 @@ pub fn do_recv(sock: &TimestampedUdp, o: &RecvOpts, announced: Option<u64>) -> a
         ));
     }
     let (summary, series) = analyse(&samples, sent, o.expect_delay.0);
-    print_summary(&summary, o.expect_loss.as_ref());
+    if !o.quiet {
+        print_summary(&summary, o.expect_loss.as_ref());
+    }
     if let Some(p) = &o.json {
         let json = serde_json::json!({ "summary": summary, "expected_loss_rate": o.expect_loss.as_ref().map(|l| l.loss_rate()) });
         std::fs::write(p, serde_json::to_string_pretty(&json)? + "\n")
@@ -202,7 +207,7 @@ pub fn do_recv(sock: &TimestampedUdp, o: &RecvOpts, announced: Option<u64>) -> a
     if let Some(dir) = &o.figures {
         let th = o.expect_loss.as_ref().and_then(theory);
         let files = plot::all(&series, th.as_deref(), dir, "").map_err(|e| anyhow::anyhow!(e))?;
-        for f in files {
+        for f in files.iter().filter(|_| !o.quiet) {
             println!("  figure     {}", f.display());
         }
     }

@@ -466,3 +466,20 @@ fn an_interface_that_goes_down_and_up_is_resumed() {
         assert!(t.stop().unwrap().success(), "{kind}: pathem kept running");
     }
 }
+
+#[test]
+fn short_validate_passes() {
+    let _g = SERIAL.lock();
+    if !can_run() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(PATHEM).args(["validate", "--quick", "--out"]).arg(dir.path()).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("all checks passed"), "{text}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("validate.json")).unwrap()).unwrap();
+    assert_eq!(v["all_pass"], true);
+    assert!(dir.path().join("constant-delay").join("delay-deviation.svg").exists());
+}

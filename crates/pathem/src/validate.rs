@@ -1,0 +1,385 @@
+//! `pathem validate`: does pathem do what it is asked? Configured against observed, for a
+//! matrix of paths, with the machine's own noise floor measured in the same run.
+//!
+//! It builds namespaces gen ⇄ pathem ⇄ sink (and gen2 ⇄ sink2 joined directly, for the noise
+//! floor), runs pathem in-process between them for each path, sends the probe through, and
+//! prints configured vs observed with the tolerance used and pass/fail. Figures and a JSON
+//! report go to `--out`. A TCP run (iperf3) through delay and loss is compared with the Mathis
+//! et al. estimate MSS/RTT · 1.22/√p.
+
+use crate::bench_live::{bed, enter, ip, Bed};
+use crate::probe::{pair, ProbeRate, RecvOpts, SendOpts};
+use crate::spec::PathSpec;
+use crate::usage;
+use anyhow::Context;
+use clap::{Args, Parser};
+use pathem_engine::{run, EngineConfig, MonotonicClock, Pipeline};
+use pathem_io::afpacket::wait_readable;
+use pathem_io::live;
+use pathem_model::units::Duration;
+use pathem_model::{Nanos, PathConfig};
+use pathem_probe::{Pattern, Summary};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+#[derive(Args, Debug)]
+pub struct ValidateArgs {
+    /// Port type pathem uses: afpacket or afxdp.
+    #[arg(long, default_value = "afpacket")]
+    pub port: String,
+    /// A short run of three paths (what CI runs).
+    #[arg(long)]
+    pub quick: bool,
+    /// Seconds of probe traffic per path.
+    #[arg(long, value_name = "S", default_value_t = 3.0)]
+    pub seconds: f64,
+    /// Folder for figures and validate.json.
+    #[arg(long, value_name = "DIR", default_value = "pathem-validate")]
+    pub out: PathBuf,
+}
+
+#[derive(Parser, Debug)]
+#[command(no_binary_name = true)]
+struct Flags {
+    #[command(flatten)]
+    path: PathSpec,
+}
+
+/// One observed quantity against what was configured.
+#[derive(Serialize, Debug, Clone)]
+struct Check {
+    what: String,
+    configured: f64,
+    observed: f64,
+    tolerance: String,
+    pass: bool,
+}
+
+#[derive(Serialize, Debug)]
+struct CaseReport {
+    name: String,
+    flags: String,
+    checks: Vec<Check>,
+    summary: Summary,
+}
+
+fn config(flags: &str) -> anyhow::Result<PathConfig> {
+    let words: Vec<&str> = flags.split_whitespace().collect();
+    let f = Flags::try_parse_from(&words)
+        .map_err(|e| usage(e.to_string().lines().next().unwrap_or("").to_string()))?;
+    f.path.to_config().map_err(usage)
+}
+
+/// Runs pathem between pa and pb in the bed's middle namespace until `stop`.
+fn forwarder(
+    bed: &Bed,
+    kind: &str,
+    path: PathConfig,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<anyhow::Result<()>> {
+    let (m, kind) = (bed.names[1].clone(), kind.to_string());
+    std::thread::spawn(move || -> anyhow::Result<()> {
+        enter(&m)?;
+        let a = live::open(&format!("{kind}:pa"), 2048)?;
+        let b = live::open(&format!("{kind}:pb"), 2048)?;
+        let fds = vec![a.rx.raw_fd(), b.rx.raw_fd()];
+        let mut clock = MonotonicClock::with_waiter(Box::new(move |nap| {
+            wait_readable(&fds, nap);
+            true
+        }));
+        let engine = EngineConfig { max_frame: 2048, ..EngineConfig::default() };
+        let mut ab = Pipeline::new(a.rx, b.tx, &path, 1, &engine);
+        let mut ba = Pipeline::new(b.rx, a.tx, &PathConfig::default(), 2, &engine);
+        run(&mut [&mut ab, &mut ba], &mut clock, &stop)?;
+        Ok(())
+    })
+}
+
+fn probe(
+    bed: &Bed,
+    pps: f64,
+    size: usize,
+    seconds: f64,
+    expect_delay: Nanos,
+    expect_loss: Option<&str>,
+    figures: PathBuf,
+) -> anyhow::Result<Summary> {
+    let send = SendOpts {
+        pattern: Pattern::Cbr,
+        rate: ProbeRate::Pps(pps),
+        size,
+        count: Some((pps * seconds) as u64),
+        duration: None,
+        seed: 1,
+    };
+    let recv = RecvOpts {
+        expect_delay: Duration(expect_delay),
+        expect_loss: expect_loss.map(|l| l.parse()).transpose()?,
+        json: None,
+        figures: Some(figures),
+        idle: Duration(Nanos::from_secs(3)),
+        quiet: true,
+    };
+    pair("10.201.0.2:47001".parse()?, Some(bed.names[0].clone()), Some(bed.names[2].clone()), &send, &recv)
+}
+
+fn within(what: &str, configured: f64, observed: f64, rel: f64) -> Check {
+    Check {
+        what: what.into(),
+        configured,
+        observed,
+        tolerance: format!("±{:.0}%", rel * 100.0),
+        pass: (observed - configured).abs() <= rel * configured.abs(),
+    }
+}
+
+/// Loss rate within k standard errors; losses in bursts of mean length `burst` are correlated,
+/// which inflates the variance of the count by about 2·burst − 1 (a Markov chain with
+/// correlation 1 − 1/burst between neighbours).
+fn sigma_check(what: &str, p: f64, n: u64, observed_rate: f64, k: f64, burst: f64) -> Check {
+    let inflation = if burst.is_finite() && burst > 1.0 { 2.0 * burst - 1.0 } else { 1.0 };
+    let sigma = (p * (1.0 - p) * inflation / n as f64).sqrt();
+    Check {
+        what: what.into(),
+        configured: p,
+        observed: observed_rate,
+        tolerance: format!("±{k}σ ({:.5})", k * sigma),
+        pass: (observed_rate - p).abs() <= k * sigma,
+    }
+}
+
+pub fn main(args: ValidateArgs) -> anyhow::Result<()> {
+    if args.port != "afpacket" && args.port != "afxdp" {
+        return Err(usage(format!("--port {}: accepted: afpacket, afxdp", args.port)));
+    }
+    if args.seconds.is_nan() || args.seconds <= 0.0 {
+        return Err(usage("--seconds: accepted: a number of seconds above 0"));
+    }
+    let b = bed()?;
+    for (n, d, a) in [(&b.names[0], "g0", "10.201.0.1/24"), (&b.names[2], "s0", "10.201.0.2/24")] {
+        ip(&["-n", n, "addr", "add", a, "dev", d])?;
+    }
+    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
+    let secs = if args.quick { args.seconds.min(1.5) } else { args.seconds };
+
+    // The machine's own noise floor: the same probe over a direct veth pair, no pathem.
+    let floor = {
+        let id = std::process::id();
+        let direct = Bed { names: [format!("pvg{id}"), format!("pvm{id}"), format!("pvs{id}")] };
+        for n in &direct.names {
+            ip(&["netns", "add", n])?;
+        }
+        ip(&[
+            "link",
+            "add",
+            "g0",
+            "netns",
+            &direct.names[0],
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "s0",
+            "netns",
+            &direct.names[2],
+        ])?;
+        for (n, d, a) in
+            [(&direct.names[0], "g0", "10.201.0.1/24"), (&direct.names[2], "s0", "10.201.0.2/24")]
+        {
+            ip(&["-n", n, "addr", "add", a, "dev", d])?;
+            ip(&["-n", n, "link", "set", d, "up"])?;
+            ip(&["-n", n, "link", "set", "lo", "up"])?;
+        }
+        probe(&direct, 10_000.0, 66, secs, Nanos::ZERO, None, args.out.join("noise-floor"))?
+    };
+
+    let mut cases: Vec<(&str, &str, f64, usize, Option<&str>)> = vec![
+        ("transparent", "", 10_000.0, 66, None),
+        ("constant delay", "--delay 10ms", 10_000.0, 66, None),
+        ("random loss", "--loss 1%", 10_000.0, 66, Some("1%")),
+        ("rate and queue", "--rate 20mbit --queue 100pkt", 4_000.0, 1000, None),
+    ];
+    if !args.quick {
+        cases.extend([
+            ("normal jitter", "--delay 10ms --jitter 2ms --delay-dist normal --reorder", 5_000.0, 66, None),
+            ("correlated delay", "--delay 10ms --jitter 2ms --delay-dist normal --delay-half-life 5ms --reorder", 5_000.0, 66, None),
+            ("Gilbert-Elliott loss", "--loss ge:loss=2%,burst=4", 10_000.0, 66, Some("ge:loss=2%,burst=4")),
+            ("4-state loss", "--loss gi:p13=1%,p31=50%", 10_000.0, 66, None),
+            ("policer", "--police 10mbit,burst=20KB", 2_000.0, 1000, None),
+            ("combined", "--delay 20ms --jitter 1ms --delay-dist normal --reorder --loss 1% --rate 50mbit --queue 300pkt", 3_000.0, 500, Some("1%")),
+        ]);
+    }
+    let mut reports = Vec::new();
+    let mut base: Option<(f64, f64)> = None;
+    println!("pathem validate: {} ports, {secs} s per path; figures in {}", args.port, args.out.display());
+    println!(
+        "  noise floor (direct veth, no pathem): deviation median {:.1} p99.9 {:.1} us, gaps kept {:.1}%",
+        floor.deviation_us.median,
+        floor.deviation_us.p99_9,
+        100.0 * floor.gaps_kept_within_2us
+    );
+    for (name, flags, pps, size, expect_loss) in cases {
+        let path = config(flags)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let fwd = forwarder(&b, &args.port, path.clone(), stop.clone());
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let _ = Command::new("ip")
+            .args(["netns", "exec", &b.names[0], "ping", "-c", "1", "-W", "2", "10.201.0.2"])
+            .output();
+        let (delay_cfg, std_cfg) = path.delay.moments();
+        let dir = args.out.join(name.replace(' ', "-"));
+        let s = probe(&b, pps, size, secs, Nanos(delay_cfg as u64), expect_loss, dir);
+        stop.store(true, Ordering::Relaxed);
+        fwd.join().map_err(|_| anyhow::anyhow!("forwarder panicked"))??;
+        let s = s?;
+        let mut checks = Vec::new();
+        // Delay checks are made on top of what the path adds with no impairment (the
+        // transparent case, measured first): its mean adds, its variance adds.
+        let (base_mean, base_std) = base.unwrap_or((0.0, 0.0));
+        if path.delay.is_random() {
+            checks.push(within("mean delay − base (us)", delay_cfg / 1e3, s.delay_us.mean - base_mean, 0.03));
+            let std = (s.delay_std_us.powi(2) - base_std.powi(2)).max(0.0).sqrt();
+            checks.push(within("delay std − base (us)", std_cfg / 1e3, std, 0.15));
+        } else if delay_cfg > 0.0 {
+            checks.push(within("median delay (us)", delay_cfg / 1e3, s.delay_us.median, 0.02));
+        }
+        if let Some(l) = &path.loss {
+            let (p, burst) = (l.loss_rate(), l.mean_burst());
+            let burst_for_sigma = if burst.is_finite() { burst } else { s.mean_loss_burst };
+            checks.push(sigma_check("loss rate", p, s.sent, s.loss_rate, 4.0, burst_for_sigma));
+            if burst.is_finite() && s.loss_bursts > 0 {
+                // Burst lengths are geometric: standard deviation √(B² − B).
+                let se = (burst * burst - burst).sqrt() / (s.loss_bursts as f64).sqrt();
+                checks.push(Check {
+                    what: "mean loss burst".into(),
+                    configured: burst,
+                    observed: s.mean_loss_burst,
+                    tolerance: format!("±4σ ({:.3})", 4.0 * se),
+                    pass: (s.mean_loss_burst - burst).abs() <= 4.0 * se + 1e-9,
+                });
+            }
+        }
+        let frame_bps = |pps: f64, extra: f64| pps * (size as f64 + extra) * 8.0;
+        if let Some(link) = &path.link {
+            let cfg = link.mean_rate().bits_per_sec() as f64;
+            // Only a link the probe overloads shows its rate.
+            if frame_bps(pps, 24.0) > cfg {
+                checks.push(within(
+                    "rate on the wire (Mbit/s)",
+                    cfg / 1e6,
+                    frame_bps(s.throughput_pps, 24.0) / 1e6,
+                    0.03,
+                ));
+            }
+        }
+        if let Some(p) = &path.police {
+            let cfg = p.rate.bits_per_sec() as f64;
+            if frame_bps(pps, 0.0) > cfg {
+                checks.push(within(
+                    "policed rate (Mbit/s)",
+                    cfg / 1e6,
+                    frame_bps(s.throughput_pps, 0.0) / 1e6,
+                    0.05,
+                ));
+            }
+        }
+        if path.is_transparent() {
+            base = Some((s.delay_us.mean, s.delay_std_us));
+            checks.push(Check {
+                what: "loss with no impairment".into(),
+                configured: 0.0,
+                observed: s.loss_rate,
+                tolerance: "0".into(),
+                pass: s.lost == 0,
+            });
+        }
+        println!("  {name} [{}]", if flags.is_empty() { "no impairment" } else { flags });
+        println!(
+            "    deviation median {:.1} p99 {:.1} p99.9 {:.1} us (pathem adds {:.1} us at p99.9 above the floor); gaps kept {:.1}%",
+            s.deviation_us.median,
+            s.deviation_us.p99,
+            s.deviation_us.p99_9,
+            s.deviation_us.p99_9 - floor.deviation_us.p99_9,
+            100.0 * s.gaps_kept_within_2us
+        );
+        for c in &checks {
+            println!(
+                "    {:<4} {:<26} configured {:>10.4}  observed {:>10.4}  ({})",
+                if c.pass { "pass" } else { "FAIL" },
+                c.what,
+                c.configured,
+                c.observed,
+                c.tolerance
+            );
+        }
+        reports.push(CaseReport { name: name.into(), flags: flags.into(), checks, summary: s });
+    }
+
+    // TCP through delay and loss, against Mathis et al.
+    let tcp = if args.quick { None } else { Some(tcp_vs_mathis(&b, &args.port, secs)?) };
+    let all_pass = reports.iter().all(|r| r.checks.iter().all(|c| c.pass));
+    let json = serde_json::json!({ "port": args.port, "noise_floor": floor, "cases": reports, "tcp": tcp, "all_pass": all_pass });
+    let file = args.out.join("validate.json");
+    std::fs::write(&file, serde_json::to_string_pretty(&json)? + "\n")?;
+    println!(
+        "  {} — report in {}",
+        if all_pass { "all checks passed" } else { "SOME CHECKS FAILED" },
+        file.display()
+    );
+    if !all_pass {
+        anyhow::bail!("some checks failed (see {})", file.display());
+    }
+    Ok(())
+}
+
+fn tcp_vs_mathis(b: &Bed, kind: &str, secs: f64) -> anyhow::Result<serde_json::Value> {
+    let (delay_ms, p): (f64, f64) = (10.0, 0.005);
+    let path = config("--delay 10ms --loss 0.5%")?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let fwd = forwarder(b, kind, path, stop.clone());
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let mut server = Command::new("ip")
+        .args(["netns", "exec", &b.names[2], "iperf3", "-s", "-1", "-B", "10.201.0.2"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .context("cannot run iperf3 (install it)")?;
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let t = format!("{}", secs.max(3.0).round() as u64 * 2);
+    let out = Command::new("ip")
+        // Mathis et al. model Reno; loss-agnostic controls such as BBR would not follow it.
+        .args([
+            "netns",
+            "exec",
+            &b.names[0],
+            "iperf3",
+            "-c",
+            "10.201.0.2",
+            "-J",
+            "-C",
+            "reno",
+            "-t",
+            &t,
+            "--connect-timeout",
+            "3000",
+        ])
+        .output()?;
+    let _ = server.kill();
+    let _ = server.wait();
+    stop.store(true, Ordering::Relaxed);
+    fwd.join().map_err(|_| anyhow::anyhow!("forwarder panicked"))??;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let goodput = v["end"]["sum_received"]["bits_per_second"].as_f64().unwrap_or(0.0);
+    let rtt = 2.0 * delay_ms / 1e3;
+    let mathis = 1448.0 * 8.0 / rtt * 1.22 / p.sqrt();
+    println!(
+        "  TCP Reno through --delay 10ms --loss 0.5%: goodput {:.2} Mbit/s, Mathis estimate MSS/RTT·1.22/√p = {:.2} Mbit/s (ratio {:.2})",
+        goodput / 1e6,
+        mathis / 1e6,
+        goodput / mathis
+    );
+    Ok(serde_json::json!({ "goodput_bps": goodput, "mathis_bps": mathis, "rtt_s": rtt, "loss": p }))
+}
