@@ -1,12 +1,13 @@
-//! The probe's datagram: a magic word, flags, a sequence number and the send time.
+//! The probe's datagram: a magic number, flags, a sequence number and the send time — 20
+//! bytes, so a minimum-size 64-byte Ethernet frame (42 bytes of headers) carries it.
 
 use pathem_model::Nanos;
 
-pub const MAGIC: u32 = 0x7074_686d; // "pthm"
+pub const MAGIC: u16 = 0x7074; // "pt"
 /// Bytes of header at the start of every probe datagram.
-pub const HEADER: usize = 24;
+pub const HEADER: usize = 20;
 /// Set on the datagrams that close a run; their `seq` field holds the number sent.
-pub const FLAG_END: u32 = 1;
+pub const FLAG_END: u16 = 1;
 
 /// A decoded probe header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,21 +19,21 @@ pub struct Header {
 
 /// Writes a header at the start of `buf` (which must hold at least [`HEADER`] bytes).
 pub fn encode(buf: &mut [u8], seq: u64, sent: Nanos, end: bool) {
-    buf[0..4].copy_from_slice(&MAGIC.to_be_bytes());
-    buf[4..8].copy_from_slice(&(if end { FLAG_END } else { 0 }).to_be_bytes());
-    buf[8..16].copy_from_slice(&seq.to_be_bytes());
-    buf[16..24].copy_from_slice(&sent.as_nanos().to_be_bytes());
+    buf[0..2].copy_from_slice(&MAGIC.to_be_bytes());
+    buf[2..4].copy_from_slice(&(if end { FLAG_END } else { 0 }).to_be_bytes());
+    buf[4..12].copy_from_slice(&seq.to_be_bytes());
+    buf[12..20].copy_from_slice(&sent.as_nanos().to_be_bytes());
 }
 
 /// Reads a header; `None` for datagrams that are not the probe's.
 pub fn decode(buf: &[u8]) -> Option<Header> {
-    if buf.len() < HEADER || buf[0..4] != MAGIC.to_be_bytes() {
+    if buf.len() < HEADER || buf[0..2] != MAGIC.to_be_bytes() {
         return None;
     }
-    let flags = u32::from_be_bytes(buf[4..8].try_into().ok()?);
+    let flags = u16::from_be_bytes(buf[2..4].try_into().ok()?);
     Some(Header {
-        seq: u64::from_be_bytes(buf[8..16].try_into().ok()?),
-        sent: Nanos(u64::from_be_bytes(buf[16..24].try_into().ok()?)),
+        seq: u64::from_be_bytes(buf[4..12].try_into().ok()?),
+        sent: Nanos(u64::from_be_bytes(buf[12..20].try_into().ok()?)),
         end: flags & FLAG_END != 0,
     })
 }

@@ -61,8 +61,8 @@ pub struct SendOpts {
     /// Mean rate: 1000pps, 100kpps, or bits per second of frames (10mbit).
     #[arg(long, value_name = "RATE", default_value = "1000pps")]
     pub rate: ProbeRate,
-    /// Frame size on the wire in bytes (Ethernet + IPv4 + UDP + payload), 66 to 1514.
-    #[arg(long, value_name = "BYTES", default_value_t = 64 + 2)]
+    /// Frame size on the wire in bytes (Ethernet + IPv4 + UDP + payload), 62 to 1514.
+    #[arg(long, value_name = "BYTES", default_value_t = 64)]
     pub size: usize,
     /// Datagrams to send.
     #[arg(long, value_name = "N", conflicts_with = "duration")]
@@ -142,7 +142,7 @@ pub struct ProbeArgs {
 /// Datagrams per second and the count to send.
 fn plan(o: &SendOpts) -> anyhow::Result<(f64, u64)> {
     if !(HEADERS + pathem_probe::packet::HEADER..=1514).contains(&o.size) {
-        return Err(usage(format!("--size {}: accepted: 66 to 1514 bytes (frame on the wire)", o.size)));
+        return Err(usage(format!("--size {}: accepted: 62 to 1514 bytes (frame on the wire)", o.size)));
     }
     let pps = match (o.rate, o.pattern) {
         (_, Pattern::Burst { n, every }) => f64::from(n) * 1e9 / every.as_nanos() as f64,

@@ -193,21 +193,21 @@ pub fn main(args: ValidateArgs) -> anyhow::Result<()> {
             ip(&["-n", n, "link", "set", d, "up"])?;
             ip(&["-n", n, "link", "set", "lo", "up"])?;
         }
-        probe(&direct, 10_000.0, 66, secs, Nanos::ZERO, None, args.out.join("noise-floor"))?
+        probe(&direct, 10_000.0, 64, secs, Nanos::ZERO, None, args.out.join("noise-floor"))?
     };
 
     let mut cases: Vec<(&str, &str, f64, usize, Option<&str>)> = vec![
-        ("transparent", "", 10_000.0, 66, None),
-        ("constant delay", "--delay 10ms", 10_000.0, 66, None),
-        ("random loss", "--loss 1%", 10_000.0, 66, Some("1%")),
+        ("transparent", "", 10_000.0, 64, None),
+        ("constant delay", "--delay 10ms", 10_000.0, 64, None),
+        ("random loss", "--loss 1%", 10_000.0, 64, Some("1%")),
         ("rate and queue", "--rate 20mbit --queue 100pkt", 4_000.0, 1000, None),
     ];
     if !args.quick {
         cases.extend([
-            ("normal jitter", "--delay 10ms --jitter 2ms --delay-dist normal --reorder", 5_000.0, 66, None),
-            ("correlated delay", "--delay 10ms --jitter 2ms --delay-dist normal --delay-half-life 5ms --reorder", 5_000.0, 66, None),
-            ("Gilbert-Elliott loss", "--loss ge:loss=2%,burst=4", 10_000.0, 66, Some("ge:loss=2%,burst=4")),
-            ("4-state loss", "--loss gi:p13=1%,p31=50%", 10_000.0, 66, None),
+            ("normal jitter", "--delay 10ms --jitter 2ms --delay-dist normal --reorder", 5_000.0, 64, None),
+            ("correlated delay", "--delay 10ms --jitter 2ms --delay-dist normal --delay-half-life 5ms --reorder", 5_000.0, 64, None),
+            ("Gilbert-Elliott loss", "--loss ge:loss=2%,burst=4", 10_000.0, 64, Some("ge:loss=2%,burst=4")),
+            ("4-state loss", "--loss gi:p13=1%,p31=50%", 10_000.0, 64, None),
             ("policer", "--police 10mbit,burst=20KB", 2_000.0, 1000, None),
             ("combined", "--delay 20ms --jitter 1ms --delay-dist normal --reorder --loss 1% --rate 50mbit --queue 300pkt", 3_000.0, 500, Some("1%")),
         ]);

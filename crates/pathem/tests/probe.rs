@@ -44,7 +44,7 @@ fn bad_input_is_refused_with_one_line() {
         (vec!["probe", "send", "--to", "127.0.0.1:9", "--pattern", "zigzag"], 2, "not a known pattern"),
         (vec!["probe", "send", "--to", "127.0.0.1:9", "--rate", "0pps"], 2, "above 0"),
         (vec!["probe", "send", "--to", "127.0.0.1:9", "--rate", "0mbit"], 2, "zero"),
-        (vec!["probe", "send", "--to", "127.0.0.1:9", "--size", "20"], 2, "66 to 1514"),
+        (vec!["probe", "send", "--to", "127.0.0.1:9", "--size", "20"], 2, "62 to 1514"),
         (vec!["probe", "send", "--to", "nowhere"], 2, "nowhere"),
         (
             vec!["probe", "recv", "--listen", "127.0.0.1:47912", "--idle", "200ms"],
