@@ -168,7 +168,12 @@ impl<R: RxPort, T: TxPort> Task for Pipeline<R, T> {
         let mut next = Next::Ended;
         if !self.rx_ended {
             let ingress = &mut self.ingress;
-            self.rx.recv_burst(now, RX_BURST, #[inline(always)] |f| ingress.push(f))?;
+            self.rx.recv_burst(
+                now,
+                RX_BURST,
+                #[inline(always)]
+                |f| ingress.push(f),
+            )?;
             next = match self.rx.poll_at() {
                 PollAt::Now => Next::Now,
                 PollAt::At(t) => Next::At(t),
