@@ -103,9 +103,44 @@ fn enabled(text: &str, names: &[&str]) -> Vec<&'static str> {
     on
 }
 
+/// Where pathem notes the offloads it turned off, so that a run killed by SIGKILL is repaired
+/// by the next one: `/run/pathem/offloads/<network namespace>-<interface>`.
+fn state_file(ifname: &str) -> PathBuf {
+    let ns = std::fs::read_link("/proc/self/ns/net")
+        .map(|l| l.to_string_lossy().trim_start_matches("net:[").trim_end_matches(']').to_string())
+        .unwrap_or_else(|_| "net".into());
+    PathBuf::from(format!("/run/pathem/offloads/{ns}-{ifname}"))
+}
+
+/// Puts back the offloads a pathem that died without cleaning up had turned off, and refuses an
+/// interface that a running pathem still uses.
+fn recover_stale(ifname: &str) -> Result<(), Error> {
+    let path = state_file(ifname);
+    let Ok(text) = std::fs::read_to_string(&path) else { return Ok(()) };
+    let mut lines = text.lines();
+    let pid: u32 = lines.next().and_then(|l| l.trim().parse().ok()).unwrap_or(0);
+    if pid != 0 && pid != std::process::id() && std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        return Err(Error::Interface {
+            name: ifname.into(),
+            reason: format!("is in use by another pathem (pid {pid})"),
+        });
+    }
+    let keywords: Vec<&str> = lines.next().unwrap_or("").split_whitespace().collect();
+    if !keywords.is_empty() {
+        set(ifname, &keywords, "on")?;
+        eprintln!(
+            "pathem: {ifname}: turned {} back on (left off by a pathem that was killed)",
+            keywords.join(", ")
+        );
+    }
+    let _ = std::fs::remove_file(path);
+    Ok(())
+}
+
 /// Turns off receive aggregation on `ifname` (and, with `segmentation`, the offloads that make
 /// the interface hand over frames larger than its MTU), returning what to restore.
 pub fn disable_offloads(ifname: &str, segmentation: bool) -> Result<SavedOffloads, Error> {
+    recover_stale(ifname)?;
     let text = ethtool_k(ifname)?;
     let names: &[&str] = if segmentation { &SEGMENTATION } else { &AGGREGATION };
     let mut on = enabled(&text, names);
@@ -115,6 +150,12 @@ pub fn disable_offloads(ifname: &str, segmentation: bool) -> Result<SavedOffload
     on.dedup();
     let saved = SavedOffloads { ifname: ifname.into(), changed: on.iter().map(|k| (*k, true)).collect() };
     if !on.is_empty() {
+        // Note what is about to change first: if this process is killed, the next start repairs it.
+        let path = state_file(ifname);
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = std::fs::write(&path, format!("{}\n{}\n", std::process::id(), on.join(" ")));
         set(ifname, &on, "off")?;
     }
     Ok(saved)
@@ -154,7 +195,9 @@ impl SavedOffloads {
         if on.is_empty() {
             return Ok(());
         }
-        set(&self.ifname, &on, "on")
+        set(&self.ifname, &on, "on")?;
+        let _ = std::fs::remove_file(state_file(&self.ifname));
+        Ok(())
     }
 }
 

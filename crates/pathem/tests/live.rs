@@ -374,6 +374,17 @@ fn sigint_stops_cleanly_and_restores_the_interfaces() {
     let (min, _) = t.rtt(3);
     assert!(min < 5.0);
     t.stop();
+
+    // Killed outright, pathem cannot restore GRO; the next start does.
+    t.start(&[]);
+    assert!(gro("pa").contains(": off"));
+    let mut child = t.pathem.take().unwrap();
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::SIGKILL);
+    let _ = child.wait();
+    assert!(gro("pa").contains(": off"), "left off by the killed run");
+    t.start(&[]);
+    t.stop();
+    assert!(gro("pa").contains(": on"), "repaired by the next run: {}", gro("pa"));
 }
 
 #[test]
