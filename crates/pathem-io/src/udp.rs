@@ -102,3 +102,63 @@ pub fn now() -> Nanos {
 }
 
 const _: () = assert!(size_of::<libc::timespec>() == 16);
+
+const SOF_TIMESTAMPING_TX_SOFTWARE: u32 = 1 << 1;
+const SOF_TIMESTAMPING_SOFTWARE: u32 = 1 << 4;
+
+/// Asks the kernel for software transmit timestamps on `sock` (taken as the driver queues each
+/// datagram); they come back on the socket's error queue with a copy of the datagram.
+pub fn enable_tx_timestamps(sock: &UdpSocket) -> bool {
+    let flags: u32 = SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
+    // SAFETY: setsockopt with a pointer to a live u32 and its size.
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPING,
+            &flags as *const u32 as *const libc::c_void,
+            4,
+        ) == 0
+    }
+}
+
+/// Reads the transmit timestamps waiting on `sock`'s error queue, calling `f(datagram copy,
+/// time on CLOCK_MONOTONIC)` for each; returns how many were read.
+pub fn drain_tx_timestamps(sock: &UdpSocket, mut f: impl FnMut(&[u8], Nanos)) -> usize {
+    let offset = clock(libc::CLOCK_REALTIME) - clock(libc::CLOCK_MONOTONIC);
+    let mut buf = [0u8; 2048];
+    let mut ctrl = [0u8; 256];
+    let mut n = 0;
+    loop {
+        let mut iov = libc::iovec { iov_base: buf.as_mut_ptr() as *mut libc::c_void, iov_len: buf.len() };
+        // SAFETY: msghdr is plain data; zero is valid; it points at live locals below.
+        let mut msg: libc::msghdr = unsafe { zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = ctrl.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = ctrl.len();
+        // SAFETY: msg points at `buf` and `ctrl`, both live for the call.
+        let len =
+            unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) };
+        if len < 0 {
+            return n;
+        }
+        let mut at = None;
+        // SAFETY: walking the control buffer the kernel filled, within msg_controllen.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&msg);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SO_TIMESTAMPING {
+                    // struct scm_timestamping { struct timespec ts[3]; }: [0] is the software stamp.
+                    let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::timespec);
+                    at = Some(ts.tv_sec * 1_000_000_000 + ts.tv_nsec - offset);
+                }
+                c = libc::CMSG_NXTHDR(&msg, c);
+            }
+        }
+        if let Some(t) = at {
+            f(&buf[..len as usize], Nanos(t.max(0) as u64));
+            n += 1;
+        }
+    }
+}

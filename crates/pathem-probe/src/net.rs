@@ -8,8 +8,19 @@ use pathem_model::Nanos;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
+/// Finds the probe header in a datagram the kernel looped back with its transmit timestamp:
+/// after the IPv4 and UDP headers (28 bytes), the IPv6 ones (48), or at the start.
+fn looped_seq(bytes: &[u8]) -> Option<u64> {
+    [28usize, 48, 0]
+        .into_iter()
+        .filter_map(|at| bytes.get(at..).and_then(decode))
+        .find(|h| !h.end)
+        .map(|h| h.seq)
+}
+
 /// Sends `count` datagrams of `payload` bytes (at least [`HEADER`]) to `to` on `schedule`,
-/// then three end markers carrying the count. Returns the number sent.
+/// then three end markers carrying the count. Returns the kernel's transmit timestamp of each
+/// datagram (indexed by sequence number) where the kernel gives them.
 pub fn send(
     sock: &UdpSocket,
     to: SocketAddr,
@@ -17,7 +28,20 @@ pub fn send(
     count: u64,
     mut schedule: Schedule,
     progress: bool,
-) -> std::io::Result<u64> {
+) -> std::io::Result<Vec<Option<Nanos>>> {
+    let mut tx_stamps: Vec<Option<Nanos>> = vec![None; count as usize];
+    let stamped = pathem_io::udp::enable_tx_timestamps(sock);
+    let collect = |stamps: &mut Vec<Option<Nanos>>| {
+        if stamped {
+            pathem_io::udp::drain_tx_timestamps(sock, |bytes, at| {
+                if let Some(seq) = looped_seq(bytes) {
+                    if let Some(slot) = stamps.get_mut(seq as usize) {
+                        *slot = Some(at);
+                    }
+                }
+            });
+        }
+    };
     let mut buf = vec![0u8; payload.max(HEADER)];
     // Sleep rather than spin wherever the gap allows: on a small machine the sender shares
     // the CPUs with the path it measures. Minimum timer slack makes short sleeps precise.
@@ -41,17 +65,22 @@ pub fn send(
         encode(&mut buf, seq, now(), false);
         // A full socket buffer is the path's business (and shows as loss), not the sender's.
         let _ = sock.send_to(&buf, to);
+        if seq % 32 == 31 {
+            collect(&mut tx_stamps);
+        }
         if progress && now() - last_report > Nanos::from_secs(2) {
             last_report = now();
             eprintln!("pathem probe: sent {seq} of {count}");
         }
     }
+    collect(&mut tx_stamps);
     for _ in 0..3 {
         encode(&mut buf, count, now(), true);
         let _ = sock.send_to(&buf, to);
         std::thread::sleep(Duration::from_millis(10));
+        collect(&mut tx_stamps);
     }
-    Ok(count)
+    Ok(tx_stamps)
 }
 
 /// Receives until an end marker arrives (then waits `linger` for stragglers) or until nothing

@@ -158,12 +158,16 @@ fn plan(o: &SendOpts) -> anyhow::Result<(f64, u64)> {
     Ok((pps, count))
 }
 
-fn do_send(sock: &UdpSocket, to: SocketAddr, o: &SendOpts) -> anyhow::Result<u64> {
+/// Sends; returns the kernel transmit timestamps by sequence number (where given).
+fn do_send(
+    sock: &UdpSocket,
+    to: SocketAddr,
+    o: &SendOpts,
+) -> anyhow::Result<Vec<Option<pathem_model::Nanos>>> {
     let (pps, count) = plan(o)?;
     let schedule = Schedule::new(o.pattern, pps, o.seed);
     let progress = count as f64 / pps > 3.0;
-    net::send(sock, to, o.size - HEADERS, count, schedule, progress).context("sending")?;
-    Ok(count)
+    net::send(sock, to, o.size - HEADERS, count, schedule, progress).context("sending")
 }
 
 fn theory(model: &LossConfig) -> Option<Box<dyn Fn(u64) -> f64>> {
@@ -188,7 +192,28 @@ pub fn do_recv(sock: &TimestampedUdp, o: &RecvOpts, announced: Option<u64>) -> a
     let idle = std::time::Duration::from_nanos(o.idle.0.as_nanos());
     let (samples, total) =
         net::receive(sock, std::time::Duration::from_millis(300), idle).context("receiving")?;
-    let sent = total.or(announced).unwrap_or_else(|| samples.iter().map(|s| s.seq + 1).max().unwrap_or(0));
+    analyse_and_report(samples, total.or(announced), o)
+}
+
+/// With both ends on one host: the kernel's transmit timestamps replace the sender's own.
+fn with_tx_stamps(
+    mut samples: Vec<pathem_probe::Sample>,
+    tx: &[Option<pathem_model::Nanos>],
+) -> Vec<pathem_probe::Sample> {
+    for s in &mut samples {
+        if let Some(Some(t)) = tx.get(s.seq as usize) {
+            s.sent = *t;
+        }
+    }
+    samples
+}
+
+fn analyse_and_report(
+    samples: Vec<pathem_probe::Sample>,
+    total: Option<u64>,
+    o: &RecvOpts,
+) -> anyhow::Result<Summary> {
+    let sent = total.unwrap_or_else(|| samples.iter().map(|s| s.seq + 1).max().unwrap_or(0));
     if samples.is_empty() {
         return Err(anyhow::anyhow!(
             "no probe datagram arrived within {} (is the sender running, and the path up?)",
@@ -278,30 +303,35 @@ pub fn pair(
     let (_, count) = plan(s)?;
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let r2 = r.clone();
-    let receiver = std::thread::spawn(move || -> anyhow::Result<Summary> {
+    let receiver = std::thread::spawn(move || -> anyhow::Result<(Vec<pathem_probe::Sample>, Option<u64>)> {
         enter(&recv_ns)?;
         let sock = TimestampedUdp::bind(to)?;
         let _ = ready_tx.send(());
-        do_recv(&sock, &r2, Some(count))
+        let idle = std::time::Duration::from_nanos(r2.idle.0.as_nanos());
+        let (samples, total) =
+            net::receive(&sock, std::time::Duration::from_millis(300), idle).context("receiving")?;
+        Ok((samples, total.or(Some(count))))
     });
     if ready_rx.recv().is_err() {
-        return receiver.join().map_err(|_| anyhow::anyhow!("receiver panicked"))?;
+        receiver.join().map_err(|_| anyhow::anyhow!("receiver panicked"))??;
+        anyhow::bail!("the receiver stopped before the sender started");
     }
     let s2 = s.clone();
-    let sender = std::thread::spawn(move || -> anyhow::Result<u64> {
+    let sender = std::thread::spawn(move || -> anyhow::Result<Vec<Option<pathem_model::Nanos>>> {
         enter(&send_ns)?;
         let sock = UdpSocket::bind(("0.0.0.0", 0)).context("cannot bind the sender")?;
         do_send(&sock, to, &s2)
     });
-    sender.join().map_err(|_| anyhow::anyhow!("sender panicked"))??;
-    receiver.join().map_err(|_| anyhow::anyhow!("receiver panicked"))?
+    let tx = sender.join().map_err(|_| anyhow::anyhow!("sender panicked"))??;
+    let (samples, total) = receiver.join().map_err(|_| anyhow::anyhow!("receiver panicked"))??;
+    analyse_and_report(with_tx_stamps(samples, &tx), total, r)
 }
 
 pub fn main(args: ProbeArgs) -> anyhow::Result<()> {
     match args.command {
         ProbeCommand::Send { to, send } => {
             let sock = UdpSocket::bind(("0.0.0.0", 0)).context("cannot bind the sender")?;
-            let n = do_send(&sock, to, &send)?;
+            let n = do_send(&sock, to, &send)?.len();
             eprintln!("pathem probe: sent {n} datagrams to {to}");
         }
         ProbeCommand::Recv { listen, recv } => {
