@@ -89,7 +89,9 @@ pub fn receive(
     sock: &TimestampedUdp,
     linger: Duration,
     idle: Duration,
+    progress: bool,
 ) -> std::io::Result<(Vec<Sample>, Option<u64>)> {
+    let mut last_report = std::time::Instant::now();
     let mut buf = vec![0u8; 65_536];
     let mut samples = Vec::new();
     let mut total = None;
@@ -111,6 +113,10 @@ pub fn receive(
                     deadline.get_or_insert_with(|| std::time::Instant::now() + linger);
                 } else {
                     samples.push(Sample { seq: h.seq, sent: h.sent, received: r.at, len: r.len });
+                    if progress && last_report.elapsed() > Duration::from_secs(2) {
+                        last_report = std::time::Instant::now();
+                        eprintln!("pathem probe: received {} datagrams", samples.len());
+                    }
                 }
             }
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {

@@ -191,7 +191,7 @@ fn theory(model: &LossConfig) -> Option<Box<dyn Fn(u64) -> f64>> {
 pub fn do_recv(sock: &TimestampedUdp, o: &RecvOpts, announced: Option<u64>) -> anyhow::Result<Summary> {
     let idle = std::time::Duration::from_nanos(o.idle.0.as_nanos());
     let (samples, total) =
-        net::receive(sock, std::time::Duration::from_millis(300), idle).context("receiving")?;
+        net::receive(sock, std::time::Duration::from_millis(300), idle, !o.quiet).context("receiving")?;
     analyse_and_report(samples, total.or(announced), o)
 }
 
@@ -309,7 +309,7 @@ pub fn pair(
         let _ = ready_tx.send(());
         let idle = std::time::Duration::from_nanos(r2.idle.0.as_nanos());
         let (samples, total) =
-            net::receive(&sock, std::time::Duration::from_millis(300), idle).context("receiving")?;
+            net::receive(&sock, std::time::Duration::from_millis(300), idle, false).context("receiving")?;
         Ok((samples, total.or(Some(count))))
     });
     if ready_rx.recv().is_err() {
