@@ -209,11 +209,6 @@ pub fn permission_hint(err: &std::io::Error, capability: &str) -> String {
     }
 }
 
-/// The path of an interface in sysfs (for messages).
-pub fn sys_path(ifname: &str) -> PathBuf {
-    PathBuf::from(format!("/sys/class/net/{ifname}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

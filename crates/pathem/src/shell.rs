@@ -24,7 +24,6 @@ use crate::usage;
 use anyhow::{bail, Context};
 use clap::Args;
 use pathem_engine::EngineConfig;
-use pathem_model::rng::direction_seed;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::Command;
@@ -233,7 +232,6 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGQUIT] {
         signal_hook::flag::register(sig, interrupted.clone())?;
     }
-    let _ = direction_seed;
     let status = std::thread::scope(|s| -> anyhow::Result<std::process::ExitStatus> {
         let link_ns = plumbing.link_ns.clone();
         let live_stop = stop.clone();
