@@ -72,12 +72,8 @@ impl std::fmt::Debug for MonotonicClock {
     }
 }
 
-/// CLOCK_MONOTONIC now.
-pub fn monotonic_now() -> Nanos {
-    let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
-        .unwrap_or(nix::sys::time::TimeSpec::new(0, 0));
-    Nanos(ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64)
-}
+/// CLOCK_MONOTONIC now, the time base live ports stamp frames on.
+pub use pathem_io::kstamp::monotonic_now;
 
 impl MonotonicClock {
     pub fn new() -> MonotonicClock {

@@ -15,6 +15,7 @@
 //! stack), moved onto CLOCK_MONOTONIC; without them, the burst's read time is corrected back
 //! along the burst at the link rate (MoonEm §5.4 software mode).
 
+use crate::kstamp::{cmsg_time, monotonic_now, realtime_offset};
 use crate::port::{stamp_burst, PollAt, RxFrame, RxPort, TxPort};
 use crate::Error;
 use pathem_model::Nanos;
@@ -26,18 +27,6 @@ pub const BURST: usize = 64;
 
 fn last_os_error() -> std::io::Error {
     std::io::Error::last_os_error()
-}
-
-fn now_ns(clock: libc::clockid_t) -> u64 {
-    // SAFETY: clock_gettime writes one timespec into the local it is given.
-    let mut ts: libc::timespec = unsafe { zeroed() };
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// CLOCK_MONOTONIC now, the clock pathem's live engine runs on.
-pub fn monotonic_now() -> Nanos {
-    Nanos(now_ns(libc::CLOCK_MONOTONIC))
 }
 
 /// The interface's index in the calling thread's network namespace.
@@ -92,7 +81,7 @@ fn packet_socket(ifname: &str, ifindex: i32, protocol: u16) -> Result<OwnedFd, E
     Ok(fd)
 }
 
-fn set_opt<T>(fd: RawFd, level: i32, name: i32, value: &T) -> std::io::Result<()> {
+pub(crate) fn set_opt<T>(fd: RawFd, level: i32, name: i32, value: &T) -> std::io::Result<()> {
     // SAFETY: `value` points to a live T and the length passed is its size.
     let rc = unsafe {
         libc::setsockopt(fd, level, name, value as *const T as *const libc::c_void, size_of::<T>() as u32)
@@ -222,29 +211,15 @@ impl AfPacketRx {
     }
 
     fn refresh_offset(&mut self, now: Nanos) {
-        let rt = now_ns(libc::CLOCK_REALTIME) as i64;
-        let mono = now_ns(libc::CLOCK_MONOTONIC) as i64;
-        self.realtime_offset = rt - mono;
+        self.realtime_offset = realtime_offset();
         self.offset_at = now;
     }
 
     /// The kernel's receive timestamp of message `i`, on CLOCK_MONOTONIC.
     fn kernel_timestamp(&self, i: usize) -> Option<Nanos> {
-        let hdr = &self.msgs[i].msg_hdr;
-        // SAFETY: the control buffer and its length were set by us and filled by the kernel;
-        // the CMSG_* helpers walk it within msg_controllen.
-        unsafe {
-            let mut c = libc::CMSG_FIRSTHDR(hdr);
-            while !c.is_null() {
-                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SO_TIMESTAMPNS {
-                    let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::timespec);
-                    let rt = ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64;
-                    return Some(Nanos((rt - self.realtime_offset).max(0) as u64));
-                }
-                c = libc::CMSG_NXTHDR(hdr, c);
-            }
-        }
-        None
+        // SAFETY: message i's control buffer was set by us and filled by recvmmsg.
+        let rt = unsafe { cmsg_time(&self.msgs[i].msg_hdr, libc::SO_TIMESTAMPNS) }?;
+        Some(Nanos((rt - self.realtime_offset).max(0) as u64))
     }
 }
 
@@ -329,11 +304,7 @@ impl RxPort for AfPacketRx {
     }
 
     fn poll_at(&self) -> PollAt {
-        if self.more {
-            PollAt::Now
-        } else {
-            PollAt::Unknown
-        }
+        PollAt::live(self.more)
     }
 }
 

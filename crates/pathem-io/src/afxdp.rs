@@ -578,7 +578,7 @@ impl RxPort for XdpRx {
         // Software timestamps, read after the frames were taken (the caller's `now` may be
         // stale if the thread was descheduled): now for the last frame, earlier ones by the
         // wire time after them.
-        let now = crate::afpacket::monotonic_now().max(now);
+        let now = crate::kstamp::monotonic_now().max(now);
         let mut stamps = [Nanos::ZERO; BURST];
         // SAFETY: entries cons..cons+n were published by the kernel (Acquire above).
         stamp_burst(now, self.line_rate, &mut stamps[..n], |k| {
@@ -608,11 +608,7 @@ impl RxPort for XdpRx {
     }
 
     fn poll_at(&self) -> PollAt {
-        if self.more {
-            PollAt::Now
-        } else {
-            PollAt::Unknown
-        }
+        PollAt::live(self.more)
     }
 }
 

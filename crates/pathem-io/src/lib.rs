@@ -12,6 +12,7 @@
 pub mod afpacket;
 pub mod afxdp;
 pub mod iface;
+pub mod kstamp;
 pub mod live;
 pub mod mem;
 pub mod pcap;

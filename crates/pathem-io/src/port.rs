@@ -32,6 +32,17 @@ pub enum PollAt {
     Ended,
 }
 
+impl PollAt {
+    /// A live port: `Now` when its last read filled the burst (more is waiting), else `Unknown`.
+    pub fn live(burst_was_full: bool) -> PollAt {
+        if burst_was_full {
+            PollAt::Now
+        } else {
+            PollAt::Unknown
+        }
+    }
+}
+
 /// The receiving half of a port.
 pub trait RxPort {
     /// Delivers up to `max` frames that have arrived by `now` to `f`, returning how many.
