@@ -10,9 +10,10 @@
 //! engine bypassed (the raw rate of the port type), the engine with no impairment, and the
 //! engine with delay, loss and rate. Their forwarded rates are compared as ratios.
 
-use anyhow::{bail, Context};
-use pathem_engine::{monotonic_now, run, EngineConfig, MonotonicClock, Next, Pipeline, Task};
-use pathem_io::afpacket::{wait_readable, AfPacketTx};
+use crate::netns::{enter, ip, live_clock};
+use anyhow::Context;
+use pathem_engine::{monotonic_now, run, EngineConfig, Next, Pipeline, Task};
+use pathem_io::afpacket::AfPacketTx;
 use pathem_io::live::{self, LiveRx, LiveTx};
 use pathem_io::mem::udp_frame;
 use pathem_io::{RxPort, TxPort};
@@ -21,14 +22,6 @@ use serde::Serialize;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-
-pub fn ip(args: &[&str]) -> anyhow::Result<()> {
-    let out = Command::new("ip").args(args).output().context("cannot run `ip` (install iproute2)")?;
-    if !out.status.success() {
-        bail!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
-    }
-    Ok(())
-}
 
 /// The three namespaces; removed on drop.
 pub struct Bed {
@@ -67,12 +60,6 @@ pub fn bed() -> anyhow::Result<Bed> {
             .output();
     }
     Ok(b)
-}
-
-pub fn enter(ns: &str) -> anyhow::Result<()> {
-    let f = std::fs::File::open(format!("/run/netns/{ns}"))?;
-    nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET).context("setns")?;
-    Ok(())
 }
 
 fn rx_packets(ns: &str, dev: &str) -> u64 {
@@ -135,10 +122,7 @@ fn one(
         let a = live::open(&format!("{kind}:pa"), 2048)?;
         let b = live::open(&format!("{kind}:pb"), 2048)?;
         let fds = vec![a.rx.raw_fd()];
-        let mut clock = MonotonicClock::with_waiter(Box::new(move |nap| {
-            wait_readable(&fds, nap);
-            true
-        }));
+        let mut clock = live_clock(fds);
         ready2.store(true, Ordering::Relaxed);
         if mode == "bypass" {
             let mut t = Bypass { rx: a.rx, tx: b.tx };

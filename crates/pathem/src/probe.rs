@@ -283,13 +283,7 @@ fn print_summary(s: &Summary, expect_loss: Option<&LossConfig>) {
 }
 
 fn enter(ns: &Option<String>) -> anyhow::Result<()> {
-    if let Some(ns) = ns {
-        let f = std::fs::File::open(format!("/run/netns/{ns}"))
-            .map_err(|e| usage(format!("network namespace {ns}: {e}")))?;
-        nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET)
-            .with_context(|| format!("cannot enter namespace {ns}"))?;
-    }
-    Ok(())
+    ns.as_deref().map_or(Ok(()), crate::netns::enter)
 }
 
 /// Runs a sender and a receiver on this host; returns the receiver's summary.

@@ -7,17 +7,17 @@
 //! still in flight, and puts the interfaces' offloads back.
 
 use crate::config::{self, ConfigFile};
+use crate::netns::live_clock;
 use crate::spec::PathSpec;
 use crate::usage;
 use anyhow::Context;
 use clap::{Args, Parser};
-use pathem_engine::{monotonic_now, run, EngineConfig, MonotonicClock, Pipeline, Stats};
-use pathem_io::afpacket::wait_readable;
+use pathem_engine::{monotonic_now, run, EngineConfig, Pipeline, Stats};
 use pathem_io::iface::{self, SavedOffloads};
 use pathem_io::live::{self, LiveRx, LiveTx};
 use pathem_model::rng::direction_seed;
 use pathem_model::units::{Duration, Size};
-use pathem_model::{Nanos, PathConfig};
+use pathem_model::PathConfig;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -132,13 +132,6 @@ fn line(name: &str, s: &Stats) -> String {
 }
 
 type LivePipe = Pipeline<LiveRx, LiveTx>;
-
-fn clock_for(fds: Vec<i32>) -> MonotonicClock {
-    MonotonicClock::with_waiter(Box::new(move |nap: Nanos| {
-        wait_readable(&fds, nap);
-        true
-    }))
-}
 
 fn pin(cpu: usize) -> anyhow::Result<()> {
     let mut set = nix::sched::CpuSet::new();
@@ -297,12 +290,12 @@ pub fn forward(args: &RunArgs, live: &Live<'_>, stop: Arc<AtomicBool>) -> anyhow
                 let (c0, c1) = (cores[0], cores[1]);
                 let h = s.spawn(move || -> anyhow::Result<()> {
                     pin(c1)?;
-                    let mut clock = clock_for(vec![ba_pipe.rx.raw_fd()]);
+                    let mut clock = live_clock(vec![ba_pipe.rx.raw_fd()]);
                     run(&mut [ba_pipe], &mut clock, &stop2)?;
                     Ok(())
                 });
                 pin(c0)?;
-                let mut clock = clock_for(vec![pipe_ab.rx.raw_fd()]);
+                let mut clock = live_clock(vec![pipe_ab.rx.raw_fd()]);
                 run(&mut [&mut pipe_ab], &mut clock, &stop)?;
                 h.join().map_err(|_| anyhow::anyhow!("the b->a thread panicked"))??;
                 Ok(())
@@ -316,7 +309,7 @@ pub fn forward(args: &RunArgs, live: &Live<'_>, stop: Arc<AtomicBool>) -> anyhow
             if let Some(p) = ba_pipe.as_ref() {
                 fds.push(p.rx.raw_fd());
             }
-            let mut clock = clock_for(fds);
+            let mut clock = live_clock(fds);
             match ba_pipe {
                 Some(p) => run(&mut [&mut pipe_ab, p], &mut clock, &stop)?,
                 None => run(&mut [&mut pipe_ab], &mut clock, &stop)?,

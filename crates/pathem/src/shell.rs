@@ -18,6 +18,7 @@
 //! the command's status.
 
 use crate::config::{self, ConfigFile};
+use crate::netns::{enter, ip, quiet};
 use crate::run::{direction_spec, forward, Live, RunArgs};
 use crate::spec::PathSpec;
 use crate::usage;
@@ -53,18 +54,6 @@ pub struct ShellArgs {
     /// The command to run inside, and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
-}
-
-fn ip(args: &[&str]) -> anyhow::Result<()> {
-    let out = Command::new("ip").args(args).output().context("cannot run `ip` (install iproute2)")?;
-    if !out.status.success() {
-        bail!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
-    }
-    Ok(())
-}
-
-fn quiet(cmd: &str, args: &[&str]) -> bool {
-    Command::new(cmd).args(args).output().map(|o| o.status.success()).unwrap_or(false)
 }
 
 /// The namespace, links and rules of one shell; removed on drop, whatever happened.
@@ -181,15 +170,6 @@ fn build(pid: u32) -> anyhow::Result<(Plumbing, Ipv4Addr)> {
     Ok((p, gw))
 }
 
-/// Moves the calling thread into the named network namespace.
-fn enter_netns(name: &str) -> anyhow::Result<()> {
-    let f = std::fs::File::open(format!("/run/netns/{name}"))
-        .with_context(|| format!("cannot open namespace {name}"))?;
-    nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET)
-        .with_context(|| format!("cannot enter namespace {name}"))?;
-    Ok(())
-}
-
 pub fn main(args: ShellArgs) -> anyhow::Result<()> {
     let file = match &args.config {
         Some(p) => config::load(p).map_err(usage)?,
@@ -240,7 +220,7 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
         let run_args = &run_args;
         let link = s.spawn(move || {
             // This thread, and the sockets it opens, live in the link namespace.
-            enter_netns(&link_ns)?;
+            enter(&link_ns)?;
             let live =
                 Live { a: "pa", b: "pb", ab: up, ba: down, seed, engine, cores: &[], announce: verbose };
             forward(run_args, &live, live_stop)

@@ -7,14 +7,14 @@
 //! report go to `--out`. A TCP run (iperf3) through delay and loss is compared with the Mathis
 //! et al. estimate MSS/RTT · 1.22/√p.
 
-use crate::bench_live::{bed, enter, ip, Bed};
+use crate::bench_live::{bed, Bed};
+use crate::netns::{enter, ip, live_clock};
 use crate::probe::{pair, ProbeRate, RecvOpts, SendOpts};
 use crate::spec::PathSpec;
 use crate::usage;
 use anyhow::Context;
 use clap::{Args, Parser};
-use pathem_engine::{run, EngineConfig, MonotonicClock, Pipeline};
-use pathem_io::afpacket::wait_readable;
+use pathem_engine::{run, EngineConfig, Pipeline};
 use pathem_io::live;
 use pathem_model::units::Duration;
 use pathem_model::{Nanos, PathConfig};
@@ -86,10 +86,7 @@ fn forwarder(
         let a = live::open(&format!("{kind}:pa"), 2048)?;
         let b = live::open(&format!("{kind}:pb"), 2048)?;
         let fds = vec![a.rx.raw_fd(), b.rx.raw_fd()];
-        let mut clock = MonotonicClock::with_waiter(Box::new(move |nap| {
-            wait_readable(&fds, nap);
-            true
-        }));
+        let mut clock = live_clock(fds);
         let engine = EngineConfig { max_frame: 2048, ..EngineConfig::default() };
         let mut ab = Pipeline::new(a.rx, b.tx, &path, 1, &engine);
         let mut ba = Pipeline::new(b.rx, a.tx, &PathConfig::default(), 2, &engine);
