@@ -57,16 +57,6 @@ impl Ingress {
         self
     }
 
-    /// The path, for reports and reconfiguration.
-    pub fn path_mut(&mut self) -> &mut Path {
-        &mut self.path
-    }
-
-    /// Bytes of the delay line in use.
-    pub fn delay_line_used(&self) -> usize {
-        self.line.used()
-    }
-
     /// Takes one received frame.
     #[inline(always)]
     pub fn push(&mut self, frame: RxFrame<'_>) {

@@ -128,7 +128,6 @@ const CMSG_SPACE: usize = 64;
 /// The receiving half: frames arriving on the interface.
 pub struct AfPacketRx {
     fd: OwnedFd,
-    ifname: String,
     slot: usize,
     bufs: Box<[u8]>,
     iovecs: Box<[libc::iovec]>,
@@ -176,7 +175,6 @@ impl AfPacketRx {
         let slot = (max_frame + 1 + if vnet { VNET_HDR } else { 0 }).next_multiple_of(64);
         let mut port = AfPacketRx {
             fd,
-            ifname: ifname.into(),
             slot,
             bufs: vec![0u8; slot * BURST].into_boxed_slice(),
             // SAFETY: iovec, sockaddr_ll and mmsghdr are plain data; zero is a valid value.
@@ -198,11 +196,6 @@ impl AfPacketRx {
         }
         port.refresh_offset(monotonic_now());
         Ok(port)
-    }
-
-    /// The interface's name.
-    pub fn ifname(&self) -> &str {
-        &self.ifname
     }
 
     /// The socket, for waiting on it.
@@ -311,7 +304,6 @@ impl RxPort for AfPacketRx {
 /// The transmitting half: frames leaving through the interface.
 pub struct AfPacketTx {
     fd: OwnedFd,
-    ifname: String,
     slot: usize,
     bufs: Box<[u8]>,
     lens: [usize; BURST],
@@ -336,7 +328,6 @@ impl AfPacketTx {
         let slot = max_frame.next_multiple_of(64).max(64);
         Ok(AfPacketTx {
             fd,
-            ifname: ifname.into(),
             slot,
             bufs: vec![0u8; slot * BURST].into_boxed_slice(),
             lens: [0; BURST],
@@ -346,10 +337,6 @@ impl AfPacketTx {
             queued: 0,
             errors: 0,
         })
-    }
-
-    pub fn ifname(&self) -> &str {
-        &self.ifname
     }
 }
 

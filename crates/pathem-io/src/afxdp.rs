@@ -326,7 +326,6 @@ struct Socket {
     fd: OwnedFd,
     umem: Mmap,
     _steering: Steering,
-    ifname: String,
 }
 
 impl Socket {
@@ -532,7 +531,7 @@ pub fn open(ifname: &str) -> Result<(XdpRx, XdpTx, String), Error> {
     };
     let steering = steer(ifname, ifindex, raw)?;
     let mode = format!("{} XDP, {copy}", steering.mode);
-    let sock = Arc::new(Socket { fd, umem, _steering: steering, ifname: ifname.into() });
+    let sock = Arc::new(Socket { fd, umem, _steering: steering });
     let free = (0..TX_FRAMES as u64).map(|i| (RX_FRAMES as u64 + i) * FRAME_SIZE as u64).collect();
     Ok((
         XdpRx {
@@ -552,9 +551,6 @@ impl XdpRx {
     /// The socket, for waiting on it.
     pub fn raw_fd(&self) -> RawFd {
         self.sock.fd.as_raw_fd()
-    }
-    pub fn ifname(&self) -> &str {
-        &self.sock.ifname
     }
 }
 

@@ -204,7 +204,6 @@ pub struct PcapSink {
     path: PathBuf,
     writer: Option<PcapWriter<BufWriter<tempfile::NamedTempFile>>>,
     error: Option<String>,
-    frames: u64,
 }
 
 impl PcapSink {
@@ -235,12 +234,7 @@ impl PcapSink {
         };
         let writer = PcapWriter::with_header(BufWriter::with_capacity(1 << 20, tmp), header)
             .map_err(|e| Error::Write { path: path.to_path_buf(), reason: e.to_string() })?;
-        Ok(PcapSink { path: path.to_path_buf(), writer: Some(writer), error: None, frames: 0 })
-    }
-
-    /// Frames written so far.
-    pub fn frames(&self) -> u64 {
-        self.frames
+        Ok(PcapSink { path: path.to_path_buf(), writer: Some(writer), error: None })
     }
 
     /// Finishes the capture and moves it into place.
@@ -275,8 +269,6 @@ impl TxPort for PcapSink {
         if let Some(w) = self.writer.as_mut() {
             if let Err(e) = w.write_raw_packet(&packet) {
                 self.error = Some(e.to_string());
-            } else {
-                self.frames += 1;
             }
         }
         true

@@ -243,24 +243,6 @@ impl Link {
         }
     }
 
-    pub fn config(&self) -> &LinkConfig {
-        &self.config
-    }
-
-    /// Swaps in a new configuration. Frames already in the link keep their exit times; a rate
-    /// link goes on from its last exit time at the new rate.
-    pub fn reconfigure(&mut self, config: LinkConfig) {
-        let last_exit = match self.serve {
-            Serve::Rate { last_exit, .. } => last_exit,
-            Serve::Trace { .. } => Nanos::ZERO,
-        };
-        self.serve = Self::serve_for(&config);
-        if let Serve::Rate { last_exit: l, .. } = &mut self.serve {
-            *l = last_exit;
-        }
-        self.config = config;
-    }
-
     /// Frames and bytes in the queue at `now` (frames whose exit time is still ahead).
     pub fn occupancy(&mut self, now: Nanos) -> (usize, u64) {
         self.expire(now);

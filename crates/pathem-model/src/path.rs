@@ -291,11 +291,6 @@ impl Path {
         });
         Verdict::Forward(Forward { release, extra })
     }
-
-    /// Bytes and frames in the link queue at `now` (zero without a link).
-    pub fn queue_occupancy(&mut self, now: Nanos) -> (usize, u64) {
-        self.link.as_mut().map_or((0, 0), |l| l.occupancy(now))
-    }
 }
 
 #[cfg(test)]
