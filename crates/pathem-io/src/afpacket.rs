@@ -403,16 +403,23 @@ impl AfPacketTx {
     }
 }
 
+/// At most this many sockets are waited on (a thread serves at most a few ports).
+const MAX_WAIT_FDS: usize = 8;
+
 /// Sleeps until one of `fds` is readable or `timeout` has passed (a live engine's idle wait).
 pub fn wait_readable(fds: &[RawFd], timeout: Nanos) {
-    let mut polls: Vec<libc::pollfd> =
-        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    // On the stack: the loop waits here between frames at low rates, so no allocation.
+    let mut polls = [libc::pollfd { fd: -1, events: libc::POLLIN, revents: 0 }; MAX_WAIT_FDS];
+    let n = fds.len().min(MAX_WAIT_FDS);
+    for (p, &fd) in polls.iter_mut().zip(&fds[..n]) {
+        p.fd = fd;
+    }
     let ts = libc::timespec {
         tv_sec: (timeout.as_nanos() / 1_000_000_000) as libc::time_t,
         tv_nsec: (timeout.as_nanos() % 1_000_000_000) as libc::c_long,
     };
     // SAFETY: `polls` and `ts` are live locals of the right types; a null sigmask means none.
-    unsafe { libc::ppoll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, &ts, std::ptr::null()) };
+    unsafe { libc::ppoll(polls.as_mut_ptr(), n as libc::nfds_t, &ts, std::ptr::null()) };
 }
 
 #[cfg(test)]
