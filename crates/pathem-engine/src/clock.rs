@@ -15,6 +15,11 @@ pub trait Clock {
     /// Returns at `t` or later (as soon after as the clock can), or earlier when a live
     /// clock sees input arrive.
     fn wait_until(&mut self, t: Nanos);
+    /// Returns at `t` or as soon after as possible, without giving up the CPU: for a release
+    /// so near that polling the ports first would make it late.
+    fn spin_until(&mut self, t: Nanos) {
+        self.wait_until(t);
+    }
     /// Waits for input for at most `max` (live ports that cannot say when frames come).
     fn wait_for_input(&mut self, max: Nanos) {
         let now = self.now();
@@ -79,7 +84,7 @@ impl MonotonicClock {
     pub fn new() -> MonotonicClock {
         // Sleeps end within ~50 µs by default; at the minimum slack a sleep ends close to its
         // deadline, which lets the spin window stay short. Failure only costs precision.
-        let _ = nix::sys::prctl::set_timerslack(1);
+        pathem_io::set_min_timer_slack();
         MonotonicClock { idle: Nanos::ZERO, spin_below: Nanos::from_micros(100), waiter: None }
     }
 
@@ -118,6 +123,16 @@ impl Clock for MonotonicClock {
             } else {
                 std::hint::spin_loop();
             }
+            now = self.now();
+        }
+        self.idle += now - start;
+    }
+
+    fn spin_until(&mut self, t: Nanos) {
+        let start = self.now();
+        let mut now = start;
+        while now < t {
+            std::hint::spin_loop();
             now = self.now();
         }
         self.idle += now - start;

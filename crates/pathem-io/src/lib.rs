@@ -40,6 +40,13 @@ pub enum Error {
     Write { path: PathBuf, reason: String },
 }
 
+/// Sets the calling thread's timer slack to 1 ns, so its short sleeps end close to their
+/// deadlines (the default slack lets them end up to 50 µs late). Failure only costs precision.
+pub fn set_min_timer_slack() {
+    // SAFETY: PR_SET_TIMERSLACK only changes this thread's timer slack; no memory is passed.
+    let _ = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64) };
+}
+
 /// Lets the process die quietly of SIGPIPE when its output is closed (`pathem ... | head`),
 /// as command-line tools do, instead of failing on every later write.
 pub fn default_sigpipe() {

@@ -29,7 +29,12 @@ impl TimestampedUdp {
             reason: format!("cannot bind a UDP socket: {e}"),
         })?;
         let _ = set_opt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &1i32);
-        let _ = set_opt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, &(16i32 << 20));
+        // Room for a second of 100 kpps: the receiver reads in batches. FORCE passes the
+        // system's rmem_max where the caller may (root); otherwise the plain request is capped.
+        let fd = sock.as_raw_fd();
+        if set_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &(64i32 << 20)).is_err() {
+            let _ = set_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &(64i32 << 20));
+        }
         Ok(TimestampedUdp { sock, realtime_offset: realtime_offset() })
     }
 
@@ -38,9 +43,9 @@ impl TimestampedUdp {
         &self.sock
     }
 
-    /// Receives one datagram into `buf` (blocking up to the socket's read timeout).
-    pub fn recv(&self, buf: &mut [u8]) -> std::io::Result<Received> {
-        let (len, rt) = recv_stamped(self.sock.as_raw_fd(), buf, 0, libc::SO_TIMESTAMPNS)?;
+    /// Receives one datagram into `buf` if one is waiting (`WouldBlock` otherwise).
+    pub fn recv_nowait(&self, buf: &mut [u8]) -> std::io::Result<Received> {
+        let (len, rt) = recv_stamped(self.sock.as_raw_fd(), buf, libc::MSG_DONTWAIT, libc::SO_TIMESTAMPNS)?;
         let at = rt.map_or_else(|| clock_ns(libc::CLOCK_MONOTONIC), |t| t - self.realtime_offset);
         Ok(Received { len, at: Nanos(at.max(0) as u64) })
     }
@@ -59,23 +64,18 @@ pub fn enable_tx_timestamps(sock: &UdpSocket) -> bool {
     set_opt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPING, &flags).is_ok()
 }
 
-/// Reads the transmit timestamps waiting on `sock`'s error queue, calling `f(datagram copy,
-/// time on CLOCK_MONOTONIC)` for each; returns how many were read.
-pub fn drain_tx_timestamps(sock: &UdpSocket, mut f: impl FnMut(&[u8], Nanos)) -> usize {
-    let offset = realtime_offset();
+/// Reads one transmit timestamp from `sock`'s error queue, if one is waiting, calling
+/// `f(datagram copy, time on CLOCK_MONOTONIC)`; returns whether one was read.
+pub fn read_tx_timestamp(sock: &UdpSocket, f: impl FnOnce(&[u8], Nanos)) -> bool {
     let mut buf = [0u8; 2048];
-    let mut n = 0;
-    while let Ok((len, stamp)) = recv_stamped(
-        sock.as_raw_fd(),
-        &mut buf,
-        libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
-        libc::SO_TIMESTAMPING,
-    ) {
+    let flags = libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT;
+    match recv_stamped(sock.as_raw_fd(), &mut buf, flags, libc::SO_TIMESTAMPING) {
         // struct scm_timestamping { struct timespec ts[3]; }: the first is the software stamp.
-        if let Some(t) = stamp {
-            f(&buf[..len], Nanos((t - offset).max(0) as u64));
-            n += 1;
+        Ok((len, Some(t))) => {
+            f(&buf[..len], Nanos((t - realtime_offset()).max(0) as u64));
+            true
         }
+        Ok((_, None)) => true,
+        Err(_) => false,
     }
-    n
 }
