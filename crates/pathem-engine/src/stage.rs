@@ -198,6 +198,7 @@ impl Egress {
             }
             self.counters.tx_packets.inc();
             self.counters.tx_bytes.add(u64::from(rec.wire_len));
+            self.counters.late.record(now - rec.release);
             self.line.pop();
             n += 1;
         }
@@ -229,6 +230,7 @@ impl Egress {
             }
             self.counters.tx_packets.inc();
             self.counters.tx_bytes.add(u64::from(rec.wire_len));
+            self.counters.late.record(now - release);
             if r.max_sent.is_some_and(|m| seq < m) {
                 self.counters.reordered.inc();
             }

@@ -4,7 +4,7 @@
 //! relaxed load and store, not an atomic read-modify-write: on x86 two plain moves, and no
 //! cache line bounces between stages on different cores.
 
-use pathem_model::DropReason;
+use pathem_model::{DropReason, Nanos};
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -43,6 +43,71 @@ pub struct Counters {
     pub ecn_marked: Counter,
     /// Written by egress: frames that left before a frame released earlier (reorder mode).
     pub reordered: Counter,
+    /// Written by egress: how late after its release time each frame was handed to the port.
+    pub late: Lateness,
+}
+
+/// Buckets of the lateness histogram: bucket 0 holds lateness below 2^[`LATE_SHIFT`] ns,
+/// bucket i (i ≥ 1) lateness in [2^(i−1+LATE_SHIFT), 2^(i+LATE_SHIFT)) ns.
+const LATE_BUCKETS: usize = 32;
+const LATE_SHIFT: u32 = 8;
+
+/// A log2 histogram of release lateness with a single writer (egress): recording a frame is
+/// a count of leading zeros and a relaxed increment, cheap enough for every frame.
+#[derive(Debug, Default)]
+pub struct Lateness {
+    buckets: [Counter; LATE_BUCKETS],
+    max: Counter,
+}
+
+impl Lateness {
+    /// Records one frame handed to the port `late` after its release time.
+    #[inline(always)]
+    pub fn record(&self, late: Nanos) {
+        let ns = late.as_nanos();
+        let i = (64 - (ns >> LATE_SHIFT).leading_zeros()) as usize;
+        self.buckets[i.min(LATE_BUCKETS - 1)].inc();
+        if ns > self.max.get() {
+            self.max.0.store(ns, Ordering::Relaxed);
+        }
+    }
+
+    /// Upper bound of the bucket holding quantile `q`, in ns (0 when nothing was recorded).
+    fn quantile(&self, counts: &[u64], total: u64, q: f64) -> u64 {
+        let rank = ((q * total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, &c) in counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank && i + 1 < LATE_BUCKETS {
+                return (1u64 << (i as u32 + LATE_SHIFT)).min(self.max.get());
+            }
+        }
+        self.max.get()
+    }
+
+    pub fn snapshot(&self) -> LateStats {
+        let counts: Vec<u64> = self.buckets.iter().map(Counter::get).collect();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return LateStats::default();
+        }
+        LateStats {
+            p50_ns: self.quantile(&counts, total, 0.5),
+            p99_ns: self.quantile(&counts, total, 0.99),
+            p99_9_ns: self.quantile(&counts, total, 0.999),
+            max_ns: self.max.get(),
+        }
+    }
+}
+
+/// Release lateness: how long after its release time frames were handed to the transmit port.
+/// Percentiles are upper bounds of power-of-two buckets (256 ns, 512 ns, 1 µs, …).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LateStats {
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub p99_9_ns: u64,
+    pub max_ns: u64,
 }
 
 impl Counters {
@@ -78,6 +143,7 @@ impl Counters {
             },
             ecn_marked: self.ecn_marked.get(),
             reordered: self.reordered.get(),
+            late: self.late.snapshot(),
         }
     }
 }
@@ -117,6 +183,8 @@ pub struct Stats {
     pub ecn_marked: u64,
     /// Frames sent after a frame that arrived later (only with `--reorder`).
     pub reordered: u64,
+    /// How late after their release times frames were handed to the transmit port.
+    pub late: LateStats,
 }
 
 impl Stats {
@@ -140,9 +208,39 @@ mod tests {
         let s = c.snapshot();
         assert_eq!(s.dropped, Dropped { loss: 1, queue: 2, police: 3, ber: 4, delay_line: 5, oversize: 6 });
         assert_eq!(s.in_flight(), 0);
+        assert_eq!(s.late, LateStats::default());
         let json = serde_json::to_value(&s).unwrap();
         for r in DropReason::ALL {
             assert!(json["dropped"][r.name()].is_u64(), "{}", r.name());
         }
+    }
+}
+
+#[cfg(test)]
+mod lateness_tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_bucket_upper_bounds_capped_by_the_max() {
+        let l = Lateness::default();
+        for _ in 0..990 {
+            l.record(Nanos(100)); // bucket 0: below 256 ns
+        }
+        for _ in 0..9 {
+            l.record(Nanos(3_000)); // [2048, 4096)
+        }
+        l.record(Nanos(1_000_000));
+        let s = l.snapshot();
+        assert_eq!(s.p50_ns, 256);
+        assert_eq!(s.p99_ns, 256);
+        assert_eq!(s.p99_9_ns, 4096);
+        assert_eq!(s.max_ns, 1_000_000);
+    }
+
+    #[test]
+    fn huge_lateness_lands_in_the_last_bucket() {
+        let l = Lateness::default();
+        l.record(Nanos(u64::MAX));
+        assert_eq!(l.snapshot().p50_ns, u64::MAX);
     }
 }

@@ -113,7 +113,7 @@ struct Report<'a> {
 fn line(name: &str, s: &Stats) -> String {
     let d = &s.dropped;
     format!(
-        "{name}: rx {} tx {} dropped {} (loss {}, queue {}, police {}, ber {}, delay_line {}, oversize {}) dup {} corrupt {} ecn {} clamped {} in-flight {}",
+        "{name}: rx {} tx {} dropped {} (loss {}, queue {}, police {}, ber {}, delay_line {}, oversize {}) dup {} corrupt {} ecn {} clamped {} in-flight {}; late p50 {:.1} p99.9 {:.1} max {:.1} us",
         s.rx_packets,
         s.tx_packets,
         d.total(),
@@ -127,7 +127,10 @@ fn line(name: &str, s: &Stats) -> String {
         s.corrupted,
         s.ecn_marked,
         s.reorder_clamped,
-        s.in_flight()
+        s.in_flight(),
+        s.late.p50_ns as f64 / 1e3,
+        s.late.p99_9_ns as f64 / 1e3,
+        s.late.max_ns as f64 / 1e3
     )
 }
 
