@@ -154,21 +154,56 @@ fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> [u8; 8] {
     b
 }
 
+/// Marks the receive timestamp the XDP program leaves in front of a frame ("pathemts").
+const STAMP_MAGIC: u64 = u64::from_le_bytes(*b"pathemts");
+/// Bytes of metadata in front of a received frame: the stamp, then the magic.
+const META_LEN: usize = 16;
+
 /// The XDP program, in C:
 /// ```c
 /// SEC("xdp") int pathem_redirect(struct xdp_md *ctx) {
+///     if (bpf_xdp_adjust_meta(ctx, -16) == 0) {
+///         __u64 now = bpf_ktime_get_ns();             /* CLOCK_MONOTONIC */
+///         __u64 *meta = (void *)(long)ctx->data_meta;
+///         if ((void *)(meta + 2) <= (void *)(long)ctx->data) {
+///             meta[0] = now;
+///             meta[1] = STAMP_MAGIC;
+///         }
+///     }
 ///     return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
 /// }
 /// ```
-/// A queue without a socket passes its frames to the stack (the `XDP_PASS` fallback).
+/// The stamp is taken as the driver hands the frame over, before it waits in the ring for
+/// pathem to read it; AF_XDP copies the metadata with the frame. Where a driver has no room
+/// for metadata, frames go without and pathem stamps them when it reads them. A queue without
+/// a socket passes its frames to the stack (the `XDP_PASS` fallback).
 fn redirect_program(map_fd: i32) -> Vec<u8> {
+    let magic = STAMP_MAGIC.to_le_bytes();
+    let (lo, hi) = (
+        i32::from_le_bytes([magic[0], magic[1], magic[2], magic[3]]),
+        i32::from_le_bytes([magic[4], magic[5], magic[6], magic[7]]),
+    );
     [
-        insn(0x61, 2, 1, 16, 0),     // r2 = *(u32 *)(r1 + 16): rx_queue_index
-        insn(0x18, 1, 1, 0, map_fd), // r1 = map (ld_imm64, BPF_PSEUDO_MAP_FD)
-        insn(0x00, 0, 0, 0, 0),      //      (second half of ld_imm64)
-        insn(0xb7, 3, 0, 0, 2),      // r3 = XDP_PASS
-        insn(0x85, 0, 0, 0, 51),     // call bpf_redirect_map
-        insn(0x95, 0, 0, 0, 0),      // exit
+        insn(0xbf, 6, 1, 0, 0),                 //  0: r6 = ctx
+        insn(0xb7, 2, 0, 0, -(META_LEN as i32)), //  1: r2 = -16
+        insn(0x85, 0, 0, 0, 54),                //  2: call bpf_xdp_adjust_meta
+        insn(0x55, 0, 0, 10, 0),                //  3: if r0 != 0 goto 14
+        insn(0x85, 0, 0, 0, 5),                 //  4: call bpf_ktime_get_ns
+        insn(0x61, 2, 6, 0, 0),                 //  5: r2 = ctx->data
+        insn(0x61, 3, 6, 8, 0),                 //  6: r3 = ctx->data_meta
+        insn(0xbf, 4, 3, 0, 0),                 //  7: r4 = r3
+        insn(0x07, 4, 0, 0, META_LEN as i32),   //  8: r4 += 16
+        insn(0x2d, 4, 2, 4, 0),                 //  9: if r4 > r2 goto 14
+        insn(0x7b, 3, 0, 0, 0),                 // 10: *(u64 *)(r3 + 0) = r0
+        insn(0x18, 1, 0, 0, lo),                // 11: r1 = STAMP_MAGIC (ld_imm64)
+        insn(0x00, 0, 0, 0, hi),                // 12:      (second half)
+        insn(0x7b, 3, 1, 8, 0),                 // 13: *(u64 *)(r3 + 8) = r1
+        insn(0x61, 2, 6, 16, 0),                // 14: r2 = ctx->rx_queue_index
+        insn(0x18, 1, 1, 0, map_fd),            // 15: r1 = map (ld_imm64, BPF_PSEUDO_MAP_FD)
+        insn(0x00, 0, 0, 0, 0),                 // 16:      (second half)
+        insn(0xb7, 3, 0, 0, 2),                 // 17: r3 = XDP_PASS
+        insn(0x85, 0, 0, 0, 51),                // 18: call bpf_redirect_map
+        insn(0x95, 0, 0, 0, 0),                 // 19: exit
     ]
     .concat()
 }
@@ -358,6 +393,26 @@ impl Socket {
         debug_assert!(addr as usize + len <= self.umem.len);
         // SAFETY: addr is a UMEM offset the rings hand out, within the UMEM.
         unsafe { self.umem.ptr.add(addr as usize) }
+    }
+
+    /// The XDP program's receive stamp in front of the received frame at `addr`, if it left
+    /// one; the marker is cleared so that a later frame in the same buffer cannot reuse it.
+    fn take_stamp(&self, addr: u64) -> Option<Nanos> {
+        if (addr as usize) % FRAME_SIZE < META_LEN {
+            return None;
+        }
+        // SAFETY: the META_LEN bytes before the frame lie in the headroom of the same UMEM
+        // buffer (checked above), which belongs to the receiving half until it is returned to
+        // the fill ring; unaligned accesses because the kernel may place frames at any offset.
+        unsafe {
+            let meta = self.umem.ptr.add(addr as usize - META_LEN) as *mut u64;
+            let magic = meta.add(1);
+            if std::ptr::read_unaligned(magic) != STAMP_MAGIC {
+                return None;
+            }
+            std::ptr::write_unaligned(magic, 0);
+            Some(Nanos(std::ptr::read_unaligned(meta)))
+        }
     }
 }
 
@@ -571,9 +626,9 @@ impl RxPort for XdpRx {
             }
             return Ok(0);
         }
-        // Software timestamps, read after the frames were taken (the caller's `now` may be
-        // stale if the thread was descheduled): now for the last frame, earlier ones by the
-        // wire time after them.
+        // Frames carry the XDP program's stamp where the driver kept metadata; the others get
+        // software stamps read now (the caller's `now` may be stale if the thread was
+        // descheduled): now for the last frame, earlier ones by the wire time after them.
         let now = crate::kstamp::monotonic_now().max(now);
         let mut stamps = [Nanos::ZERO; BURST];
         // SAFETY: entries cons..cons+n were published by the kernel (Acquire above).
@@ -588,7 +643,8 @@ impl RxPort for XdpRx {
             let len = (d.len as usize).min(FRAME_SIZE);
             // SAFETY: the kernel wrote `len` bytes at `addr` inside our UMEM's receive half.
             let data = unsafe { std::slice::from_raw_parts(self.sock.frame(d.addr, len), len) };
-            let arrival = stamps[k].max(self.last_arrival);
+            let stamped = self.sock.take_stamp(d.addr).filter(|&t| t <= now);
+            let arrival = stamped.unwrap_or(stamps[k]).max(self.last_arrival);
             self.last_arrival = arrival;
             f(RxFrame { arrival, wire_len: len as u32, data });
             // The frame was copied into the delay line: hand it straight back for reuse.
