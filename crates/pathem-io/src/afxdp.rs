@@ -184,26 +184,26 @@ fn redirect_program(map_fd: i32) -> Vec<u8> {
         i32::from_le_bytes([magic[4], magic[5], magic[6], magic[7]]),
     );
     [
-        insn(0xbf, 6, 1, 0, 0),                 //  0: r6 = ctx
+        insn(0xbf, 6, 1, 0, 0),                  //  0: r6 = ctx
         insn(0xb7, 2, 0, 0, -(META_LEN as i32)), //  1: r2 = -16
-        insn(0x85, 0, 0, 0, 54),                //  2: call bpf_xdp_adjust_meta
-        insn(0x55, 0, 0, 10, 0),                //  3: if r0 != 0 goto 14
-        insn(0x85, 0, 0, 0, 5),                 //  4: call bpf_ktime_get_ns
-        insn(0x61, 2, 6, 0, 0),                 //  5: r2 = ctx->data
-        insn(0x61, 3, 6, 8, 0),                 //  6: r3 = ctx->data_meta
-        insn(0xbf, 4, 3, 0, 0),                 //  7: r4 = r3
-        insn(0x07, 4, 0, 0, META_LEN as i32),   //  8: r4 += 16
-        insn(0x2d, 4, 2, 4, 0),                 //  9: if r4 > r2 goto 14
-        insn(0x7b, 3, 0, 0, 0),                 // 10: *(u64 *)(r3 + 0) = r0
-        insn(0x18, 1, 0, 0, lo),                // 11: r1 = STAMP_MAGIC (ld_imm64)
-        insn(0x00, 0, 0, 0, hi),                // 12:      (second half)
-        insn(0x7b, 3, 1, 8, 0),                 // 13: *(u64 *)(r3 + 8) = r1
-        insn(0x61, 2, 6, 16, 0),                // 14: r2 = ctx->rx_queue_index
-        insn(0x18, 1, 1, 0, map_fd),            // 15: r1 = map (ld_imm64, BPF_PSEUDO_MAP_FD)
-        insn(0x00, 0, 0, 0, 0),                 // 16:      (second half)
-        insn(0xb7, 3, 0, 0, 2),                 // 17: r3 = XDP_PASS
-        insn(0x85, 0, 0, 0, 51),                // 18: call bpf_redirect_map
-        insn(0x95, 0, 0, 0, 0),                 // 19: exit
+        insn(0x85, 0, 0, 0, 54),                 //  2: call bpf_xdp_adjust_meta
+        insn(0x55, 0, 0, 10, 0),                 //  3: if r0 != 0 goto 14
+        insn(0x85, 0, 0, 0, 5),                  //  4: call bpf_ktime_get_ns
+        insn(0x61, 2, 6, 0, 0),                  //  5: r2 = ctx->data
+        insn(0x61, 3, 6, 8, 0),                  //  6: r3 = ctx->data_meta
+        insn(0xbf, 4, 3, 0, 0),                  //  7: r4 = r3
+        insn(0x07, 4, 0, 0, META_LEN as i32),    //  8: r4 += 16
+        insn(0x2d, 4, 2, 4, 0),                  //  9: if r4 > r2 goto 14
+        insn(0x7b, 3, 0, 0, 0),                  // 10: *(u64 *)(r3 + 0) = r0
+        insn(0x18, 1, 0, 0, lo),                 // 11: r1 = STAMP_MAGIC (ld_imm64)
+        insn(0x00, 0, 0, 0, hi),                 // 12:      (second half)
+        insn(0x7b, 3, 1, 8, 0),                  // 13: *(u64 *)(r3 + 8) = r1
+        insn(0x61, 2, 6, 16, 0),                 // 14: r2 = ctx->rx_queue_index
+        insn(0x18, 1, 1, 0, map_fd),             // 15: r1 = map (ld_imm64, BPF_PSEUDO_MAP_FD)
+        insn(0x00, 0, 0, 0, 0),                  // 16:      (second half)
+        insn(0xb7, 3, 0, 0, 2),                  // 17: r3 = XDP_PASS
+        insn(0x85, 0, 0, 0, 51),                 // 18: call bpf_redirect_map
+        insn(0x95, 0, 0, 0, 0),                  // 19: exit
     ]
     .concat()
 }

@@ -45,7 +45,11 @@ pub struct BenchArgs {
     /// With --live: frame sizes to measure.
     #[arg(long, value_name = "BYTES", value_delimiter = ',', default_value = "64,1500")]
     pub sizes: Vec<usize>,
-    /// With --live: seconds per run.
+    /// Measure this machine instead: how often and for how long a busy-polling thread on each
+    /// CPU loses its CPU (the floor of any software emulator's timing precision here).
+    #[arg(long, conflicts_with = "live")]
+    pub hiccups: bool,
+    /// With --live or --hiccups: seconds per run.
     #[arg(long, value_name = "S", default_value_t = 3.0)]
     pub seconds: f64,
 }
@@ -95,6 +99,9 @@ fn median(v: &[f64]) -> f64 {
 }
 
 pub fn main(args: BenchArgs) -> anyhow::Result<()> {
+    if args.hiccups {
+        return crate::hiccups::main(args.seconds, args.json);
+    }
     if !args.live.is_empty() {
         for k in &args.live {
             if k != "afpacket" && k != "afxdp" {

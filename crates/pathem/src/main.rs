@@ -7,6 +7,7 @@ mod bench;
 mod bench_live;
 mod config;
 mod demo;
+mod hiccups;
 mod netns;
 mod probe;
 mod replay;

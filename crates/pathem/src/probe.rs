@@ -126,6 +126,9 @@ pub enum ProbeCommand {
         /// Network namespace of the receiver.
         #[arg(long, value_name = "NS")]
         recv_netns: Option<String>,
+        /// Run both ends on this CPU (leaving the others to the path under test).
+        #[arg(long, value_name = "CPU")]
+        cpu: Option<usize>,
         #[command(flatten)]
         send: SendOpts,
         #[command(flatten)]
@@ -291,14 +294,17 @@ pub fn pair(
     to: SocketAddr,
     send_ns: Option<String>,
     recv_ns: Option<String>,
+    cpu: Option<usize>,
     s: &SendOpts,
     r: &RecvOpts,
 ) -> anyhow::Result<Summary> {
     let (_, count) = plan(s)?;
+    let pin = move || cpu.map_or(Ok(()), crate::run::pin);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let r2 = r.clone();
     let receiver = std::thread::spawn(move || -> anyhow::Result<(Vec<pathem_probe::Sample>, Option<u64>)> {
         enter(&recv_ns)?;
+        pin()?;
         let sock = TimestampedUdp::bind(to)?;
         let _ = ready_tx.send(());
         let idle = std::time::Duration::from_nanos(r2.idle.0.as_nanos());
@@ -313,6 +319,7 @@ pub fn pair(
     let s2 = s.clone();
     let sender = std::thread::spawn(move || -> anyhow::Result<Vec<Option<pathem_model::Nanos>>> {
         enter(&send_ns)?;
+        pin()?;
         let sock = UdpSocket::bind(("0.0.0.0", 0)).context("cannot bind the sender")?;
         do_send(&sock, to, &s2)
     });
@@ -332,8 +339,8 @@ pub fn main(args: ProbeArgs) -> anyhow::Result<()> {
             let sock = TimestampedUdp::bind(listen).map_err(usage)?;
             do_recv(&sock, &recv, None)?;
         }
-        ProbeCommand::Pair { to, send_netns, recv_netns, send, recv } => {
-            pair(to, send_netns, recv_netns, &send, &recv)?;
+        ProbeCommand::Pair { to, send_netns, recv_netns, cpu, send, recv } => {
+            pair(to, send_netns, recv_netns, cpu, &send, &recv)?;
         }
     }
     Ok(())

@@ -136,7 +136,8 @@ fn line(name: &str, s: &Stats) -> String {
 
 type LivePipe = Pipeline<LiveRx, LiveTx>;
 
-fn pin(cpu: usize) -> anyhow::Result<()> {
+/// Pins the calling thread to `cpu`.
+pub fn pin(cpu: usize) -> anyhow::Result<()> {
     let mut set = nix::sched::CpuSet::new();
     set.set(cpu).map_err(|_| usage(format!("--cores: no CPU {cpu}")))?;
     nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)

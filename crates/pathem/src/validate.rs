@@ -14,7 +14,7 @@ use crate::spec::PathSpec;
 use crate::usage;
 use anyhow::Context;
 use clap::{Args, Parser};
-use pathem_engine::{run, EngineConfig, Pipeline};
+use pathem_engine::{run, EngineConfig, Pipeline, Stats};
 use pathem_io::live;
 use pathem_model::units::Duration;
 use pathem_model::{Nanos, PathConfig};
@@ -36,6 +36,11 @@ pub struct ValidateArgs {
     /// Seconds of probe traffic per path.
     #[arg(long, value_name = "S", default_value_t = 3.0)]
     pub seconds: f64,
+    /// Instead of the matrix: the latency benchmark (100 kpps of 64-byte CBR frames through
+    /// 10 ms, and bursts at the same mean rate), through both port types and directly, three
+    /// times each, with the machine's hiccups that bound it. Prints medians over the runs.
+    #[arg(long, conflicts_with = "quick")]
+    pub target: bool,
     /// Folder for figures and validate.json.
     #[arg(long, value_name = "DIR", default_value = "pathem-validate")]
     pub out: PathBuf,
@@ -79,10 +84,13 @@ fn forwarder(
     kind: &str,
     path: PathConfig,
     stop: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<anyhow::Result<()>> {
+) -> std::thread::JoinHandle<anyhow::Result<Stats>> {
     let (m, kind) = (bed.names[1].clone(), kind.to_string());
-    std::thread::spawn(move || -> anyhow::Result<()> {
+    std::thread::spawn(move || -> anyhow::Result<Stats> {
         enter(&m)?;
+        if let Some((_, fwd)) = cpus() {
+            crate::run::pin(fwd)?;
+        }
         let a = live::open(&format!("{kind}:pa"), 2048)?;
         let b = live::open(&format!("{kind}:pb"), 2048)?;
         let fds = vec![a.rx.raw_fd(), b.rx.raw_fd()];
@@ -91,12 +99,47 @@ fn forwarder(
         let mut ab = Pipeline::new(a.rx, b.tx, &path, 1, &engine);
         let mut ba = Pipeline::new(b.rx, a.tx, &PathConfig::default(), 2, &engine);
         run(&mut [&mut ab, &mut ba], &mut clock, &stop)?;
-        Ok(())
+        Ok(ab.counters().snapshot())
     })
 }
 
+/// Lets the forwarder start, then resolves the receiver's address through it, so that the
+/// probe's first datagrams do not wait for ARP.
+fn warm_up(b: &Bed) {
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let _ = Command::new("ip")
+        .args(["netns", "exec", &b.names[0], "ping", "-c", "1", "-W", "2", "10.201.0.2"])
+        .output();
+}
+
+/// On two CPUs or more: the probe's CPU and pathem's, so that the two busy parties (the
+/// sender and pathem) each have one; the receiver reads in batches and takes little.
+fn cpus() -> Option<(usize, usize)> {
+    let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    (n >= 2).then_some((0, n - 1))
+}
+
+/// The noise floor's bed: sender and receiver namespaces joined by one veth pair.
+fn direct_bed() -> anyhow::Result<Bed> {
+    let id = std::process::id();
+    let direct = Bed { names: [format!("pvg{id}"), format!("pvm{id}"), format!("pvs{id}")] };
+    for n in &direct.names {
+        ip(&["netns", "add", n])?;
+    }
+    let [g, _, s] = &direct.names;
+    ip(&["link", "add", "g0", "netns", g, "type", "veth", "peer", "name", "s0", "netns", s])?;
+    for (n, d, a) in [(g, "g0", "10.201.0.1/24"), (s, "s0", "10.201.0.2/24")] {
+        ip(&["-n", n, "addr", "add", a, "dev", d])?;
+        ip(&["-n", n, "link", "set", d, "up"])?;
+        ip(&["-n", n, "link", "set", "lo", "up"])?;
+    }
+    Ok(direct)
+}
+
+#[allow(clippy::too_many_arguments)]
 fn probe(
     bed: &Bed,
+    pattern: Pattern,
     pps: f64,
     size: usize,
     seconds: f64,
@@ -105,7 +148,7 @@ fn probe(
     figures: PathBuf,
 ) -> anyhow::Result<Summary> {
     let send = SendOpts {
-        pattern: Pattern::Cbr,
+        pattern,
         rate: ProbeRate::Pps(pps),
         size,
         count: Some((pps * seconds) as u64),
@@ -120,7 +163,8 @@ fn probe(
         idle: Duration(Nanos::from_secs(3)),
         quiet: true,
     };
-    pair("10.201.0.2:47001".parse()?, Some(bed.names[0].clone()), Some(bed.names[2].clone()), &send, &recv)
+    let (g, s) = (Some(bed.names[0].clone()), Some(bed.names[2].clone()));
+    pair("10.201.0.2:47001".parse()?, g, s, cpus().map(|c| c.0), &send, &recv)
 }
 
 fn within(what: &str, configured: f64, observed: f64, rel: f64) -> Check {
@@ -162,35 +206,13 @@ pub fn main(args: ValidateArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     let secs = if args.quick { args.seconds.min(1.5) } else { args.seconds };
 
+    if args.target {
+        return target(&args, &b);
+    }
     // The machine's own noise floor: the same probe over a direct veth pair, no pathem.
     let floor = {
-        let id = std::process::id();
-        let direct = Bed { names: [format!("pvg{id}"), format!("pvm{id}"), format!("pvs{id}")] };
-        for n in &direct.names {
-            ip(&["netns", "add", n])?;
-        }
-        ip(&[
-            "link",
-            "add",
-            "g0",
-            "netns",
-            &direct.names[0],
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "s0",
-            "netns",
-            &direct.names[2],
-        ])?;
-        for (n, d, a) in
-            [(&direct.names[0], "g0", "10.201.0.1/24"), (&direct.names[2], "s0", "10.201.0.2/24")]
-        {
-            ip(&["-n", n, "addr", "add", a, "dev", d])?;
-            ip(&["-n", n, "link", "set", d, "up"])?;
-            ip(&["-n", n, "link", "set", "lo", "up"])?;
-        }
-        probe(&direct, 10_000.0, 64, secs, Nanos::ZERO, None, args.out.join("noise-floor"))?
+        let direct = direct_bed()?;
+        probe(&direct, Pattern::Cbr, 10_000.0, 64, secs, Nanos::ZERO, None, args.out.join("noise-floor"))?
     };
 
     let mut cases: Vec<(&str, &str, f64, usize, Option<&str>)> = vec![
@@ -222,13 +244,10 @@ pub fn main(args: ValidateArgs) -> anyhow::Result<()> {
         let path = config(flags)?;
         let stop = Arc::new(AtomicBool::new(false));
         let fwd = forwarder(&b, &args.port, path.clone(), stop.clone());
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        let _ = Command::new("ip")
-            .args(["netns", "exec", &b.names[0], "ping", "-c", "1", "-W", "2", "10.201.0.2"])
-            .output();
+        warm_up(&b);
         let (delay_cfg, std_cfg) = path.delay.moments();
         let dir = args.out.join(name.replace(' ', "-"));
-        let s = probe(&b, pps, size, secs, Nanos(delay_cfg as u64), expect_loss, dir);
+        let s = probe(&b, Pattern::Cbr, pps, size, secs, Nanos(delay_cfg as u64), expect_loss, dir);
         stop.store(true, Ordering::Relaxed);
         fwd.join().map_err(|_| anyhow::anyhow!("forwarder panicked"))??;
         let s = s?;
@@ -379,4 +398,133 @@ fn tcp_vs_mathis(b: &Bed, kind: &str, secs: f64) -> anyhow::Result<serde_json::V
         goodput / mathis
     );
     Ok(serde_json::json!({ "goodput_bps": goodput, "mathis_bps": mathis, "rtt_s": rtt, "loss": p }))
+}
+
+/// One run of the latency benchmark.
+#[derive(Serialize, Debug, Clone)]
+struct TargetRun {
+    case: String,
+    run: usize,
+    deviation_median_us: f64,
+    deviation_p99_us: f64,
+    deviation_p99_9_us: f64,
+    gaps_kept_within_2us: f64,
+    /// pathem's own lateness (release → port), for the runs through pathem.
+    late_p50_us: Option<f64>,
+    late_p99_9_us: Option<f64>,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v[v.len() / 2]
+}
+
+/// The latency benchmark: 100 kpps of 64-byte frames through 10 ms, CBR and in bursts of 10
+/// every 100 µs, through each port type and over a direct veth pair (the floor) in the same
+/// run, three times; then the machine's hiccups, which bound the tail.
+fn target(args: &ValidateArgs, b: &Bed) -> anyhow::Result<()> {
+    const RUNS: usize = 3;
+    const PPS: f64 = 100_000.0;
+    let direct = direct_bed()?;
+    let secs = args.seconds;
+    let delay = Nanos::from_millis(10);
+    let patterns =
+        [("CBR", Pattern::Cbr), ("bursts", Pattern::Burst { n: 10, every: Nanos::from_micros(100) })];
+    println!(
+        "pathem validate --target: 100 kpps of 64-byte frames, {secs} s per run, {RUNS} runs; pathem on CPU {}, probe on CPU {}",
+        cpus().map_or(0, |c| c.1),
+        cpus().map_or(0, |c| c.0)
+    );
+    let mut runs: Vec<TargetRun> = Vec::new();
+    let row = |case: String, run: usize, s: &Summary, late: Option<&Stats>| TargetRun {
+        case,
+        run,
+        deviation_median_us: s.deviation_us.median,
+        deviation_p99_us: s.deviation_us.p99,
+        deviation_p99_9_us: s.deviation_us.p99_9,
+        gaps_kept_within_2us: s.gaps_kept_within_2us,
+        late_p50_us: late.map(|l| l.late.p50_ns as f64 / 1e3),
+        late_p99_9_us: late.map(|l| l.late.p99_9_ns as f64 / 1e3),
+    };
+    for run in 0..RUNS {
+        for (pname, pattern) in patterns {
+            let dir = args.out.join(format!("target-direct-{pname}-{run}"));
+            let s = probe(&direct, pattern, PPS, 64, secs, Nanos::ZERO, None, dir)?;
+            runs.push(row(format!("direct {pname}"), run, &s, None));
+            for kind in ["afxdp", "afpacket"] {
+                let stop = Arc::new(AtomicBool::new(false));
+                let fwd = forwarder(b, kind, config("--delay 10ms")?, stop.clone());
+                warm_up(b);
+                let dir = args.out.join(format!("target-{kind}-{pname}-{run}"));
+                let s = probe(b, pattern, PPS, 64, secs, delay, None, dir);
+                stop.store(true, Ordering::Relaxed);
+                let stats = fwd.join().map_err(|_| anyhow::anyhow!("forwarder panicked"))??;
+                runs.push(row(format!("{kind} {pname}"), run, &s?, Some(&stats)));
+            }
+        }
+        eprintln!("pathem validate: run {} of {RUNS} done", run + 1);
+    }
+    let of = |case: &str, f: &dyn Fn(&TargetRun) -> f64| -> f64 {
+        median(runs.iter().filter(|r| r.case == case).map(f).collect())
+    };
+    // What pathem adds: its run minus the direct run of the same pattern in the same round.
+    let adds = |case: &str, pname: &str, f: &dyn Fn(&TargetRun) -> f64| -> f64 {
+        median(
+            (0..RUNS)
+                .filter_map(|i| {
+                    let at = |c: &str| runs.iter().find(|r| r.case == c && r.run == i);
+                    Some(f(at(case)?) - f(at(&format!("direct {pname}"))?))
+                })
+                .collect(),
+        )
+    };
+    println!("  medians over {RUNS} runs; deviation from the configured delay (direct: from 0), us");
+    println!(
+        "  {:<18} {:>8} {:>8} {:>10} {:>11}  {:>14} {:>14}  {:>18}",
+        "", "median", "p99", "p99.9", "gaps ±2us", "adds: median", "adds: p99.9", "pathem late p50/p99.9"
+    );
+    for (pname, _) in patterns {
+        for kind in ["direct", "afxdp", "afpacket"] {
+            let case = format!("{kind} {pname}");
+            let (m, p99, p999, gaps) = (
+                of(&case, &|r| r.deviation_median_us),
+                of(&case, &|r| r.deviation_p99_us),
+                of(&case, &|r| r.deviation_p99_9_us),
+                of(&case, &|r| r.gaps_kept_within_2us),
+            );
+            let (adds_m, adds_t, late) = if kind == "direct" {
+                (String::new(), String::new(), String::new())
+            } else {
+                (
+                    format!("{:+.1}", adds(&case, pname, &|r| r.deviation_median_us)),
+                    format!("{:+.1}", adds(&case, pname, &|r| r.deviation_p99_9_us)),
+                    format!(
+                        "{:.1}/{:.1}",
+                        of(&case, &|r| r.late_p50_us.unwrap_or(f64::NAN)),
+                        of(&case, &|r| r.late_p99_9_us.unwrap_or(f64::NAN))
+                    ),
+                )
+            };
+            println!(
+                "  {case:<18} {m:>8.1} {p99:>8.1} {p999:>10.1} {:>10.2}%  {adds_m:>14} {adds_t:>14}  {late:>18}",
+                100.0 * gaps
+            );
+        }
+    }
+    let hiccups = crate::hiccups::measure(secs.min(5.0));
+    println!("  what bounds the tail: a busy-polling thread on each CPU, measured right after");
+    for h in &hiccups {
+        println!("    {}", crate::hiccups::describe(h));
+    }
+    println!(
+        "  a frame due while pathem's CPU is away leaves when it comes back; at 100 kpps a gap of G us delays about G/10 frames"
+    );
+    let json = serde_json::json!({ "target": runs, "hiccups": hiccups });
+    let file = args.out.join("target.json");
+    std::fs::write(&file, serde_json::to_string_pretty(&json)? + "\n")?;
+    println!("  report in {}", file.display());
+    Ok(())
 }
