@@ -67,11 +67,20 @@ pub struct EngineConfig {
     pub max_frame: usize,
     /// Rate assumed for the incoming line when the path has no rate of its own.
     pub line_rate: Rate,
+    /// Live runs: keep polling the receive port, never sleeping, for this long after a frame
+    /// arrived (zero: sleep whenever nothing is due). Waking from a sleep takes tens of
+    /// microseconds on a virtual machine, which a frame arriving then would wait.
+    pub busy_poll: Nanos,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { buffer: None, max_frame: 65_535, line_rate: Rate(10_000_000_000) }
+        EngineConfig {
+            buffer: None,
+            max_frame: 65_535,
+            line_rate: Rate(10_000_000_000),
+            busy_poll: Nanos::ZERO,
+        }
     }
 }
 
@@ -112,6 +121,9 @@ pub struct Pipeline<R, T> {
     counters: Arc<Counters>,
     rx_ended: bool,
     capacity: usize,
+    busy_poll: Nanos,
+    /// Until when to keep polling without sleeping (the last arrival + `busy_poll`).
+    busy_until: Nanos,
 }
 
 impl<R: RxPort, T: TxPort> Pipeline<R, T> {
@@ -134,6 +146,8 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
             counters,
             rx_ended: false,
             capacity,
+            busy_poll: engine.busy_poll,
+            busy_until: Nanos::ZERO,
         }
     }
 
@@ -168,12 +182,15 @@ impl<R: RxPort, T: TxPort> Task for Pipeline<R, T> {
         let mut next = Next::Ended;
         if !self.rx_ended {
             let ingress = &mut self.ingress;
-            self.rx.recv_burst(
+            let received = self.rx.recv_burst(
                 now,
                 RX_BURST,
                 #[inline(always)]
                 |f| ingress.push(f),
             )?;
+            if received > 0 && self.busy_poll > Nanos::ZERO {
+                self.busy_until = now + self.busy_poll;
+            }
             next = match self.rx.poll_at() {
                 PollAt::Now => Next::Now,
                 PollAt::At(t) => Next::At(t),
@@ -191,9 +208,18 @@ impl<R: RxPort, T: TxPort> Task for Pipeline<R, T> {
             Some(t) => Next::At(t),
             None => Next::Ended,
         };
-        Ok(next.earliest(out))
+        let next = next.earliest(out);
+        if now < self.busy_until {
+            // Traffic is flowing: look again right away instead of sleeping.
+            return Ok(next.earliest(Next::At(now + BUSY_POLL_STEP)));
+        }
+        Ok(next)
     }
 }
+
+/// How far ahead a busy-polling pipeline asks to be polled again: the loop spins that long
+/// (or polls at once when a round costs more) and never sleeps.
+pub const BUSY_POLL_STEP: Nanos = Nanos::from_micros(1);
 
 /// Longest a live loop sleeps waiting for frames before it checks `stop` again.
 pub const MAX_IDLE_WAIT: Nanos = Nanos::from_millis(10);

@@ -68,10 +68,18 @@ pub struct RunArgs {
     /// Delay line size per direction [default: rate × max delay + queue, at least 4 MiB].
     #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     pub buffer: Option<Size>,
+    /// Keep polling, without sleeping, for this long after each frame (0ms: sleep whenever
+    /// nothing is due). Waking from a sleep delays the frame that woke pathem by the host's
+    /// wake-up latency (tens of µs on a virtual machine); polling costs CPU while traffic flows.
+    #[arg(long, value_name = "DUR", default_value = "1ms")]
+    pub busy_poll: Duration,
     /// Longest frame carried, in bytes; longer ones are dropped and counted as `oversize`.
     #[arg(long, value_name = "BYTES", default_value_t = 9216)]
     pub max_frame: usize,
 }
+
+/// How long live loops keep polling after a frame, unless told otherwise (`--busy-poll`).
+pub const BUSY_POLL: pathem_model::Nanos = pathem_model::Nanos::from_millis(1);
 
 /// One direction's flags given as a single string.
 #[derive(Parser, Debug)]
@@ -182,6 +190,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
         buffer: args.buffer.or(file.buffer).map(|s| s.0 as usize),
         max_frame: args.max_frame,
         line_rate: pathem_model::units::Rate(iface::speed_bps(&if_name(&a)).unwrap_or(10_000_000_000)),
+        busy_poll: args.busy_poll.0,
     };
 
     // Frames must reach pathem as they were on the wire: no receive aggregation.
@@ -339,4 +348,21 @@ pub fn forward(args: &RunArgs, live: &Live<'_>, stop: Arc<AtomicBool>) -> anyhow
         eprintln!("pathem: stopped; frames still in flight were not sent (counted as in-flight above)");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    #[test]
+    fn busy_poll_default_is_the_one_other_live_loops_use() {
+        let cli = Cli::try_parse_from(["pathem", "a", "b"]).unwrap();
+        assert_eq!(cli.run.busy_poll.0, BUSY_POLL);
+    }
 }

@@ -188,7 +188,8 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
             plumbing.ns
         );
     }
-    let engine = EngineConfig { max_frame: 9216, ..EngineConfig::default() };
+    let engine =
+        EngineConfig { max_frame: 9216, busy_poll: crate::run::BUSY_POLL, ..EngineConfig::default() };
     let run_args = RunArgs {
         port_a: "pa".into(),
         port_b: "pb".into(),
@@ -205,6 +206,7 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
         duration: None,
         buffer: None,
         max_frame: 9216,
+        busy_poll: pathem_model::units::Duration(crate::run::BUSY_POLL),
     };
     let stop = Arc::new(AtomicBool::new(false));
     // Ctrl-C belongs to the command: the shell ends when the command does.

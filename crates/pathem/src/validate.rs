@@ -10,6 +10,7 @@
 use crate::bench_live::{bed, Bed};
 use crate::netns::{enter, ip, live_clock};
 use crate::probe::{pair, ProbeRate, RecvOpts, SendOpts};
+use crate::run::BUSY_POLL;
 use crate::spec::PathSpec;
 use crate::usage;
 use anyhow::Context;
@@ -95,7 +96,7 @@ fn forwarder(
         let b = live::open(&format!("{kind}:pb"), 2048)?;
         let fds = vec![a.rx.raw_fd(), b.rx.raw_fd()];
         let mut clock = live_clock(fds);
-        let engine = EngineConfig { max_frame: 2048, ..EngineConfig::default() };
+        let engine = EngineConfig { max_frame: 2048, busy_poll: BUSY_POLL, ..EngineConfig::default() };
         let mut ab = Pipeline::new(a.rx, b.tx, &path, 1, &engine);
         let mut ba = Pipeline::new(b.rx, a.tx, &PathConfig::default(), 2, &engine);
         run(&mut [&mut ab, &mut ba], &mut clock, &stop)?;
@@ -174,6 +175,31 @@ fn within(what: &str, configured: f64, observed: f64, rel: f64) -> Check {
         observed,
         tolerance: format!("±{:.0}%", rel * 100.0),
         pass: (observed - configured).abs() <= rel * configured.abs(),
+    }
+}
+
+/// Mean delay within 3%, or within 4 standard errors of the mean where that is wider. The
+/// delays of a correlated process are not independent: with an autocorrelation 2^(−τ/H) the
+/// mean of T seconds has the variance of T / τ_int independent samples, τ_int = 2H / ln 2
+/// (e.g. 3 s at H = 5 ms: about 200, not 15 000).
+fn mean_delay_check(
+    mean_ns: f64,
+    std_ns: f64,
+    half_life: Option<Nanos>,
+    pps: f64,
+    secs: f64,
+    observed_us: f64,
+) -> Check {
+    let tau =
+        half_life.map_or(1.0 / pps, |h| (2.0 * h.as_secs_f64() / std::f64::consts::LN_2).max(1.0 / pps));
+    let se_us = std_ns / 1e3 * (tau / secs).sqrt();
+    let (cfg, tol) = (mean_ns / 1e3, (0.03 * mean_ns / 1e3).max(4.0 * se_us));
+    Check {
+        what: "mean delay − base (us)".into(),
+        configured: cfg,
+        observed: observed_us,
+        tolerance: format!("±max(3%, 4σ) ({tol:.1})"),
+        pass: (observed_us - cfg).abs() <= tol,
     }
 }
 
@@ -256,7 +282,14 @@ pub fn main(args: ValidateArgs) -> anyhow::Result<()> {
         // transparent case, measured first): its mean adds, its variance adds.
         let (base_mean, base_std) = base.unwrap_or((0.0, 0.0));
         if path.delay.is_random() {
-            checks.push(within("mean delay − base (us)", delay_cfg / 1e3, s.delay_us.mean - base_mean, 0.03));
+            checks.push(mean_delay_check(
+                delay_cfg,
+                std_cfg,
+                path.delay.half_life,
+                pps,
+                secs,
+                s.delay_us.mean - base_mean,
+            ));
             let std = (s.delay_std_us.powi(2) - base_std.powi(2)).max(0.0).sqrt();
             checks.push(within("delay std − base (us)", std_cfg / 1e3, std, 0.15));
         } else if delay_cfg > 0.0 {
@@ -527,4 +560,21 @@ fn target(args: &ValidateArgs, b: &Bed) -> anyhow::Result<()> {
     std::fs::write(&file, serde_json::to_string_pretty(&json)? + "\n")?;
     println!("  report in {}", file.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn correlated_delay_widens_the_mean_tolerance() {
+        // Independent draws: 3% of 10 ms is wider than 4 standard errors.
+        let c = mean_delay_check(10e6, 2e6, None, 5000.0, 3.0, 10_290.0);
+        assert!(c.pass, "{c:?}");
+        assert!(!mean_delay_check(10e6, 2e6, None, 5000.0, 3.0, 10_310.0).pass);
+        // H = 5 ms over 3 s: about 208 independent samples, standard error ≈ 139 µs.
+        let c = mean_delay_check(10e6, 2e6, Some(Nanos::from_millis(5)), 5000.0, 3.0, 10_450.0);
+        assert!(c.pass, "{c:?}");
+        assert!(!mean_delay_check(10e6, 2e6, Some(Nanos::from_millis(5)), 5000.0, 3.0, 10_600.0).pass);
+    }
 }
