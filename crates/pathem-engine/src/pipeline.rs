@@ -256,3 +256,53 @@ pub fn run(tasks: &mut [&mut dyn Task], clock: &mut dyn Clock, stop: &AtomicBool
 
 /// Longest the loop spins ahead of a release instead of polling its ports.
 pub const MAX_SPIN_GUARD: Nanos = Nanos::from_micros(20);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pathem_io::mem::MemSink;
+    use pathem_io::RxFrame;
+
+    /// A live-like port: one frame at the first poll, then nothing, and it cannot say when.
+    struct OneFrame(bool);
+
+    impl RxPort for OneFrame {
+        fn recv_burst<F: FnMut(RxFrame<'_>)>(
+            &mut self,
+            now: Nanos,
+            _max: usize,
+            mut f: F,
+        ) -> Result<usize, pathem_io::Error> {
+            if std::mem::replace(&mut self.0, false) {
+                f(RxFrame { arrival: now, wire_len: 64, data: &[0u8; 64] });
+                return Ok(1);
+            }
+            Ok(0)
+        }
+        fn poll_at(&self) -> PollAt {
+            PollAt::Unknown
+        }
+    }
+
+    fn pipeline(busy_poll: Nanos) -> Pipeline<OneFrame, MemSink> {
+        let engine = EngineConfig { busy_poll, ..EngineConfig::default() };
+        Pipeline::new(OneFrame(true), MemSink::default(), &PathConfig::default(), 1, &engine)
+    }
+
+    #[test]
+    fn a_busy_pipeline_asks_to_be_polled_again_right_away() {
+        let mut p = pipeline(Nanos::from_millis(1));
+        assert_eq!(p.poll(Nanos(1_000)).unwrap(), Next::At(Nanos(1_000) + BUSY_POLL_STEP));
+        // Still within a millisecond of the frame: keep polling.
+        assert_eq!(p.poll(Nanos(900_000)).unwrap(), Next::At(Nanos(900_000) + BUSY_POLL_STEP));
+        // Past it, with nothing in flight: the port cannot say when, so the loop may sleep.
+        assert_eq!(p.poll(Nanos(1_002_000)).unwrap(), Next::Soon);
+    }
+
+    #[test]
+    fn without_busy_polling_an_idle_pipeline_may_sleep() {
+        let mut p = pipeline(Nanos::ZERO);
+        assert_eq!(p.poll(Nanos(1_000)).unwrap(), Next::Soon);
+        assert_eq!(p.counters().snapshot().tx_packets, 1);
+    }
+}

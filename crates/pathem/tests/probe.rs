@@ -46,6 +46,8 @@ fn bad_input_is_refused_with_one_line() {
         (vec!["probe", "send", "--to", "127.0.0.1:9", "--rate", "0mbit"], 2, "zero"),
         (vec!["probe", "send", "--to", "127.0.0.1:9", "--size", "20"], 2, "62 to 1514"),
         (vec!["probe", "send", "--to", "nowhere"], 2, "nowhere"),
+        (vec!["bench", "--hiccups", "--seconds", "0"], 2, "above 0"),
+        (vec!["run", "lo", "lo2", "--busy-poll", "1"], 2, "has no unit"),
         (
             vec!["probe", "recv", "--listen", "127.0.0.1:47912", "--idle", "200ms"],
             1,
