@@ -34,6 +34,8 @@ pub enum Next {
     Now,
     /// Poll again at this instant.
     At(Nanos),
+    /// Poll again without sleeping (traffic is flowing); the next release, if one is waiting.
+    Busy(Option<Nanos>),
     /// Poll again soon; when is not known (live ports).
     Soon,
     /// Done: nothing will ever come.
@@ -45,6 +47,9 @@ impl Next {
         use Next::*;
         match (self, other) {
             (Now, _) | (_, Now) => Now,
+            (Busy(a), Busy(b)) => Busy(a.into_iter().chain(b).min()),
+            (Busy(a), At(b)) | (At(b), Busy(a)) => Busy(Some(a.map_or(b, |a| a.min(b)))),
+            (Busy(a), _) | (_, Busy(a)) => Busy(a),
             (At(a), At(b)) => At(a.min(b)),
             (At(a), _) | (_, At(a)) => At(a),
             (Soon, _) | (_, Soon) => Soon,
@@ -211,14 +216,14 @@ impl<R: RxPort, T: TxPort> Task for Pipeline<R, T> {
         let next = next.earliest(out);
         if now < self.busy_until {
             // Traffic is flowing: look again right away instead of sleeping.
-            return Ok(next.earliest(Next::At(now + BUSY_POLL_STEP)));
+            return Ok(next.earliest(Next::Busy(None)));
         }
         Ok(next)
     }
 }
 
-/// How far ahead a busy-polling pipeline asks to be polled again: the loop spins that long
-/// (or polls at once when a round costs more) and never sleeps.
+/// A busy-polling loop starts its rounds at least this far apart (a round that took longer
+/// is followed at once).
 pub const BUSY_POLL_STEP: Nanos = Nanos::from_micros(1);
 
 /// Longest a live loop sleeps waiting for frames before it checks `stop` again.
@@ -246,6 +251,15 @@ pub fn run(tasks: &mut [&mut dyn Task], clock: &mut dyn Clock, stop: &AtomicBool
                     clock.spin_until(t);
                 } else {
                     clock.wait_until(t.min(now + MAX_IDLE_WAIT));
+                }
+            }
+            Next::Busy(release) => {
+                let after = clock.now();
+                round = Nanos((round.as_nanos() * 7 + (after - now).as_nanos()) / 8).min(MAX_SPIN_GUARD);
+                match release {
+                    Some(t) if t <= after + round => clock.spin_until(t),
+                    // Poll again; a virtual clock (which never busy-polls) would still move.
+                    _ => clock.spin_until(now + BUSY_POLL_STEP),
                 }
             }
             Next::Soon => clock.wait_for_input(MAX_IDLE_WAIT),
@@ -292,11 +306,22 @@ mod tests {
     #[test]
     fn a_busy_pipeline_asks_to_be_polled_again_right_away() {
         let mut p = pipeline(Nanos::from_millis(1));
-        assert_eq!(p.poll(Nanos(1_000)).unwrap(), Next::At(Nanos(1_000) + BUSY_POLL_STEP));
+        assert_eq!(p.poll(Nanos(1_000)).unwrap(), Next::Busy(None));
         // Still within a millisecond of the frame: keep polling.
-        assert_eq!(p.poll(Nanos(900_000)).unwrap(), Next::At(Nanos(900_000) + BUSY_POLL_STEP));
+        assert_eq!(p.poll(Nanos(900_000)).unwrap(), Next::Busy(None));
         // Past it, with nothing in flight: the port cannot say when, so the loop may sleep.
         assert_eq!(p.poll(Nanos(1_002_000)).unwrap(), Next::Soon);
+    }
+
+    #[test]
+    fn busy_keeps_the_earliest_release_it_is_combined_with() {
+        let t = |n| Nanos(n);
+        assert_eq!(Next::Busy(None).earliest(Next::At(t(5))), Next::Busy(Some(t(5))));
+        assert_eq!(Next::At(t(5)).earliest(Next::Busy(Some(t(3)))), Next::Busy(Some(t(3))));
+        assert_eq!(Next::Busy(Some(t(7))).earliest(Next::Busy(Some(t(4)))), Next::Busy(Some(t(4))));
+        assert_eq!(Next::Busy(None).earliest(Next::Soon), Next::Busy(None));
+        assert_eq!(Next::Busy(None).earliest(Next::Ended), Next::Busy(None));
+        assert_eq!(Next::Busy(None).earliest(Next::Now), Next::Now);
     }
 
     #[test]
