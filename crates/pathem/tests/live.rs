@@ -230,6 +230,16 @@ fn udp_count(from: (&str, &str), to: (&str, &str), n: u32, gap: Duration) -> u32
     receiver.join().unwrap()
 }
 
+/// Datagrams the sink's UDP sockets dropped for want of buffer since the last `nstat -n`.
+fn udp_rcvbuf_errors(t: &Topo) -> u64 {
+    let out = t.exec(&t.sink, &["nstat", "UdpRcvbufErrors"]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("UdpRcvbufErrors"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 fn udp_loss(report: &serde_json::Value) -> (u64, u64) {
     let sum = &report["end"]["sum"];
     match (sum["lost_packets"].as_u64(), sum["packets"].as_u64()) {
@@ -269,10 +279,17 @@ fn udp_loss_within_statistical_bounds_and_none_below_capacity() {
         assert!((lost - f64::from(n) * 0.1).abs() < 4.0 * sigma, "{kind}: lost {lost} of {n}");
         t.stop();
 
-        // No impairment, well below capacity: nothing is lost.
+        // No impairment, well below capacity: pathem loses nothing. iperf3 also counts what
+        // its own server's socket dropped when the server did not get a CPU in time (two CPUs,
+        // one of them polled by pathem); the sink's stack counts those apart.
         t.start_with(kind, &[]);
+        t.exec(&t.sink, &["nstat", "-n"]);
         let (lost, n) = udp_loss(&t.iperf(&["-u", "-b", "50M", "-l", "1400", "-t", "3"], false));
-        assert!(n > 10_000 && lost == 0, "{kind}: lost {lost} of {n} with no impairment");
+        let overflowed = udp_rcvbuf_errors(&t);
+        assert!(
+            n > 10_000 && lost <= overflowed,
+            "{kind}: lost {lost} of {n} with no impairment ({overflowed} overflowed the server's socket)"
+        );
         t.stop();
     }
 }
