@@ -177,35 +177,73 @@ const META_LEN: usize = 16;
 /// pathem to read it; AF_XDP copies the metadata with the frame. Where a driver has no room
 /// for metadata, frames go without and pathem stamps them when it reads them. A queue without
 /// a socket passes its frames to the stack (the `XDP_PASS` fallback).
-fn redirect_program(map_fd: i32) -> Vec<u8> {
+fn redirect_program(map_fd: i32, stamp: bool) -> Vec<u8> {
     let magic = STAMP_MAGIC.to_le_bytes();
     let (lo, hi) = (
         i32::from_le_bytes([magic[0], magic[1], magic[2], magic[3]]),
         i32::from_le_bytes([magic[4], magic[5], magic[6], magic[7]]),
     );
-    [
-        insn(0xbf, 6, 1, 0, 0),                  //  0: r6 = ctx
-        insn(0xb7, 2, 0, 0, -(META_LEN as i32)), //  1: r2 = -16
-        insn(0x85, 0, 0, 0, 54),                 //  2: call bpf_xdp_adjust_meta
-        insn(0x55, 0, 0, 10, 0),                 //  3: if r0 != 0 goto 14
-        insn(0x85, 0, 0, 0, 5),                  //  4: call bpf_ktime_get_ns
-        insn(0x61, 2, 6, 0, 0),                  //  5: r2 = ctx->data
-        insn(0x61, 3, 6, 8, 0),                  //  6: r3 = ctx->data_meta
-        insn(0xbf, 4, 3, 0, 0),                  //  7: r4 = r3
-        insn(0x07, 4, 0, 0, META_LEN as i32),    //  8: r4 += 16
-        insn(0x2d, 4, 2, 4, 0),                  //  9: if r4 > r2 goto 14
-        insn(0x7b, 3, 0, 0, 0),                  // 10: *(u64 *)(r3 + 0) = r0
-        insn(0x18, 1, 0, 0, lo),                 // 11: r1 = STAMP_MAGIC (ld_imm64)
-        insn(0x00, 0, 0, 0, hi),                 // 12:      (second half)
-        insn(0x7b, 3, 1, 8, 0),                  // 13: *(u64 *)(r3 + 8) = r1
-        insn(0x61, 2, 6, 16, 0),                 // 14: r2 = ctx->rx_queue_index
-        insn(0x18, 1, 1, 0, map_fd),             // 15: r1 = map (ld_imm64, BPF_PSEUDO_MAP_FD)
-        insn(0x00, 0, 0, 0, 0),                  // 16:      (second half)
-        insn(0xb7, 3, 0, 0, 2),                  // 17: r3 = XDP_PASS
-        insn(0x85, 0, 0, 0, 51),                 // 18: call bpf_redirect_map
-        insn(0x95, 0, 0, 0, 0),                  // 19: exit
-    ]
-    .concat()
+    let stamping = [
+        insn(0xb7, 2, 0, 0, -(META_LEN as i32)), //  0: r2 = -16 (r1 is ctx)
+        insn(0x85, 0, 0, 0, 54),                 //  1: call bpf_xdp_adjust_meta
+        insn(0x55, 0, 0, 10, 0),                 //  2: if r0 != 0 goto 13
+        insn(0x85, 0, 0, 0, 5),                  //  3: call bpf_ktime_get_ns
+        insn(0x61, 2, 6, 0, 0),                  //  4: r2 = ctx->data
+        insn(0x61, 3, 6, 8, 0),                  //  5: r3 = ctx->data_meta
+        insn(0xbf, 4, 3, 0, 0),                  //  6: r4 = r3
+        insn(0x07, 4, 0, 0, META_LEN as i32),    //  7: r4 += 16
+        insn(0x2d, 4, 2, 4, 0),                  //  8: if r4 > r2 goto 13
+        insn(0x7b, 3, 0, 0, 0),                  //  9: *(u64 *)(r3 + 0) = r0
+        insn(0x18, 1, 0, 0, lo),                 // 10: r1 = STAMP_MAGIC (ld_imm64)
+        insn(0x00, 0, 0, 0, hi),                 // 11:      (second half)
+        insn(0x7b, 3, 1, 8, 0),                  // 12: *(u64 *)(r3 + 8) = r1
+    ];
+    let redirect = [
+        insn(0x61, 2, 6, 16, 0),     // r2 = ctx->rx_queue_index
+        insn(0x18, 1, 1, 0, map_fd), // r1 = map (ld_imm64, BPF_PSEUDO_MAP_FD)
+        insn(0x00, 0, 0, 0, 0),      //      (second half)
+        insn(0xb7, 3, 0, 0, 2),      // r3 = XDP_PASS
+        insn(0x85, 0, 0, 0, 51),     // call bpf_redirect_map
+        insn(0x95, 0, 0, 0, 0),      // exit
+    ];
+    let ctx = [insn(0xbf, 6, 1, 0, 0)]; // r6 = ctx (kept across calls)
+    let stamping: &[[u8; 8]] = if stamp { &stamping } else { &[] };
+    [&ctx[..], stamping, &redirect[..]].concat().concat()
+}
+
+/// Loads the XDP program: the stamping one, or where the kernel refuses it (no metadata
+/// helpers), the plain redirect. Returns the program and whether it stamps.
+fn load_program(ifname: &str, map_fd: i32) -> Result<(OwnedFd, bool), Error> {
+    let mut last = None;
+    for stamp in [true, false] {
+        let code = redirect_program(map_fd, stamp);
+        let license = b"GPL\0";
+        let mut log = vec![0u8; 4096];
+        let mut attr = [0u8; 128];
+        put_u32(&mut attr, 0, BPF_PROG_TYPE_XDP);
+        put_u32(&mut attr, 4, (code.len() / 8) as u32);
+        put_u64(&mut attr, 8, code.as_ptr() as u64);
+        put_u64(&mut attr, 16, license.as_ptr() as u64);
+        put_u32(&mut attr, 24, 1);
+        put_u32(&mut attr, 28, log.len() as u32);
+        put_u64(&mut attr, 32, log.as_mut_ptr() as u64);
+        attr[48..56].copy_from_slice(b"pathem\0\0");
+        put_u32(&mut attr, 68, BPF_XDP);
+        match bpf(BPF_PROG_LOAD, &mut attr) {
+            Ok(fd) => return Ok((owned(fd), stamp)),
+            Err(e) => {
+                let end = log.iter().position(|&b| b == 0).unwrap_or(0);
+                last = Some((e, String::from_utf8_lossy(&log[..end]).into_owned()));
+            }
+        }
+    }
+    let (e, msg) = last.unwrap_or_else(|| (os_err(), String::new()));
+    Err(fail(
+        ifname,
+        &format!("cannot load the XDP program ({})", msg.trim()),
+        e,
+        "CAP_BPF and CAP_NET_ADMIN",
+    ))
 }
 
 fn owned(fd: i32) -> OwnedFd {
@@ -219,6 +257,8 @@ struct Steering {
     _prog: OwnedFd,
     _link: OwnedFd,
     mode: &'static str,
+    /// The program stamps frames (the kernel took the metadata helpers).
+    stamps: bool,
 }
 
 fn steer(ifname: &str, ifindex: u32, xsk: RawFd) -> Result<Steering, Error> {
@@ -232,32 +272,7 @@ fn steer(ifname: &str, ifindex: u32, xsk: RawFd) -> Result<Steering, Error> {
             .map_err(|e| fail(ifname, "cannot create the XSK map", e, "CAP_BPF"))?,
     );
 
-    let code = redirect_program(map.as_raw_fd());
-    let license = b"GPL\0";
-    let mut log = vec![0u8; 4096];
-    let mut attr = [0u8; 128];
-    put_u32(&mut attr, 0, BPF_PROG_TYPE_XDP);
-    put_u32(&mut attr, 4, (code.len() / 8) as u32);
-    put_u64(&mut attr, 8, code.as_ptr() as u64);
-    put_u64(&mut attr, 16, license.as_ptr() as u64);
-    put_u32(&mut attr, 24, 1);
-    put_u32(&mut attr, 28, log.len() as u32);
-    put_u64(&mut attr, 32, log.as_mut_ptr() as u64);
-    attr[48..56].copy_from_slice(b"pathem\0\0");
-    put_u32(&mut attr, 68, BPF_XDP);
-    let prog = match bpf(BPF_PROG_LOAD, &mut attr) {
-        Ok(fd) => owned(fd),
-        Err(e) => {
-            let msg =
-                String::from_utf8_lossy(&log[..log.iter().position(|&b| b == 0).unwrap_or(0)]).into_owned();
-            return Err(fail(
-                ifname,
-                &format!("cannot load the XDP program ({})", msg.trim()),
-                e,
-                "CAP_BPF and CAP_NET_ADMIN",
-            ));
-        }
-    };
+    let (prog, stamps) = load_program(ifname, map.as_raw_fd())?;
 
     let mut attr = [0u8; 32];
     put_u32(&mut attr, 0, map.as_raw_fd() as u32);
@@ -276,7 +291,7 @@ fn steer(ifname: &str, ifindex: u32, xsk: RawFd) -> Result<Steering, Error> {
         put_u32(&mut attr, 8, BPF_XDP);
         put_u32(&mut attr, 12, flags);
         match bpf(BPF_LINK_CREATE, &mut attr) {
-            Ok(fd) => return Ok(Steering { _map: map, _prog: prog, _link: owned(fd), mode }),
+            Ok(fd) => return Ok(Steering { _map: map, _prog: prog, _link: owned(fd), mode, stamps }),
             Err(e) => last = Some(e),
         }
     }
@@ -585,7 +600,8 @@ pub fn open(ifname: &str) -> Result<(XdpRx, XdpTx, String), Error> {
         return Err(fail(ifname, "cannot bind the AF_XDP socket", os_err(), "CAP_NET_RAW"));
     };
     let steering = steer(ifname, ifindex, raw)?;
-    let mode = format!("{} XDP, {copy}", steering.mode);
+    let stamped = if steering.stamps { "receive stamps from XDP" } else { "stamped when read" };
+    let mode = format!("{} XDP, {copy}, {stamped}", steering.mode);
     let sock = Arc::new(Socket { fd, umem, _steering: steering });
     let free = (0..TX_FRAMES as u64).map(|i| (RX_FRAMES as u64 + i) * FRAME_SIZE as u64).collect();
     Ok((
@@ -718,5 +734,32 @@ impl TxPort for XdpTx {
         }
         self.reclaim();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (opcode, offset) of each instruction.
+    fn decode(code: &[u8]) -> Vec<(u8, i16)> {
+        code.chunks(8).map(|i| (i[0], i16::from_ne_bytes([i[2], i[3]]))).collect()
+    }
+
+    #[test]
+    fn every_jump_of_the_stamping_program_lands_on_the_redirect() {
+        let plain = decode(&redirect_program(7, false));
+        let stamping = decode(&redirect_program(7, true));
+        assert_eq!(plain.len(), 7);
+        assert_eq!(stamping.len(), 20);
+        // The redirect is the program's last six instructions, the same in both.
+        let redirect_at = stamping.len() - 6;
+        assert_eq!(stamping[redirect_at..], plain[1..]);
+        for (at, &(op, off)) in stamping.iter().enumerate() {
+            if op & 0x07 == 0x05 && op != 0x85 && op != 0x95 {
+                assert_eq!(at as i64 + 1 + i64::from(off), redirect_at as i64, "jump at {at}");
+            }
+        }
+        assert_eq!(stamping.last(), Some(&(0x95, 0)));
     }
 }
