@@ -17,7 +17,8 @@ pub const THRESHOLDS_US: [u64; 5] = [10, 50, 100, 1_000, 10_000];
 /// One CPU's hiccups over a measurement.
 #[derive(Serialize, Debug, Clone)]
 pub struct CpuHiccups {
-    pub cpu: usize,
+    /// The CPU the thread ran on (`None`: it could not be pinned).
+    pub cpu: Option<usize>,
     pub seconds: f64,
     /// Per second, gaps of at least 10, 50, 100, 1000 and 10 000 µs.
     pub per_second_at_least_us: Vec<(u64, f64)>,
@@ -72,7 +73,7 @@ fn spin(cpu: usize, seconds: f64) -> CpuHiccups {
     }
     let took = (prev - start).as_secs_f64();
     CpuHiccups {
-        cpu: if pinned { cpu } else { usize::MAX },
+        cpu: pinned.then_some(cpu),
         seconds: took,
         per_second_at_least_us: THRESHOLDS_US
             .iter()
@@ -124,7 +125,8 @@ pub fn measure(seconds: f64) -> Vec<CpuHiccups> {
     // /proc/stat counts in USER_HZ, which Linux fixes at 100 for every architecture.
     let hz = 100.0;
     for h in &mut out {
-        if let (Some(a), Some(b)) = (steal_before.get(h.cpu), steal_after.get(h.cpu)) {
+        let Some(cpu) = h.cpu else { continue };
+        if let (Some(a), Some(b)) = (steal_before.get(cpu), steal_after.get(cpu)) {
             h.steal_percent = Some(100.0 * (b.saturating_sub(*a)) as f64 / hz / h.seconds);
         }
     }
@@ -142,7 +144,7 @@ pub fn describe(h: &CpuHiccups) -> String {
         })
         .collect();
     let steal = h.steal_percent.map(|s| format!(", steal {s:.2}%")).unwrap_or_default();
-    let cpu = if h.cpu == usize::MAX { "unpinned".to_string() } else { format!("CPU {}", h.cpu) };
+    let cpu = h.cpu.map_or("unpinned".to_string(), |c| format!("CPU {c}"));
     let [m, p99, p999] = h.ideal_late_at_100kpps_us;
     format!(
         "{cpu}: gaps {}; longest {:.0} us; {:.2}% of the time lost{steal}; a zero-cost emulator here at 100 kpps: late median {m:.1}, p99 {p99:.1}, p99.9 {p999:.1} us",
