@@ -244,21 +244,13 @@ pub fn run(tasks: &mut [&mut dyn Task], clock: &mut dyn Clock, stop: &AtomicBool
         match next {
             Next::Ended => return Ok(()),
             Next::Now => {}
-            Next::At(t) => {
+            Next::At(_) | Next::Busy(_) => {
                 let after = clock.now();
                 round = Nanos((round.as_nanos() * 7 + (after - now).as_nanos()) / 8).min(MAX_SPIN_GUARD);
-                if t <= after + round {
-                    clock.spin_until(t);
-                } else {
-                    clock.wait_until(t.min(now + MAX_IDLE_WAIT));
-                }
-            }
-            Next::Busy(release) => {
-                let after = clock.now();
-                round = Nanos((round.as_nanos() * 7 + (after - now).as_nanos()) / 8).min(MAX_SPIN_GUARD);
-                match release {
-                    Some(t) if t <= after + round => clock.spin_until(t),
-                    // Poll again; a virtual clock (which never busy-polls) would still move.
+                match next {
+                    Next::At(t) | Next::Busy(Some(t)) if t <= after + round => clock.spin_until(t),
+                    Next::At(t) => clock.wait_until(t.min(now + MAX_IDLE_WAIT)),
+                    // Busy: poll again; a virtual clock (which never busy-polls) would still move.
                     _ => clock.spin_until(now + BUSY_POLL_STEP),
                 }
             }
