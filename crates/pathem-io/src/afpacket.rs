@@ -16,7 +16,7 @@
 //! along the burst at the link rate (MoonEm §5.4 software mode).
 
 use crate::kstamp::{cmsg_time, monotonic_now, realtime_offset};
-use crate::port::{stamp_burst, PollAt, RxFrame, RxPort, TxPort};
+use crate::port::{FallbackStamps, PollAt, RxFrame, RxPort, TxPort};
 use crate::Error;
 use pathem_model::Nanos;
 use std::mem::{size_of, zeroed};
@@ -264,8 +264,7 @@ impl RxPort for AfPacketRx {
         let now = monotonic_now().max(now);
         // Without kernel timestamps, frame k of the burst arrived before `now` by the wire time
         // of the frames after it.
-        let mut fallback = [Nanos::ZERO; BURST];
-        stamp_burst(now, self.line_rate, &mut fallback[..n], |i| u64::from(self.msgs[i].msg_len));
+        let mut fallback = FallbackStamps::<BURST>::new(now, self.line_rate, n);
         let mut delivered = 0;
         #[allow(clippy::needless_range_loop)] // i indexes five parallel arrays
         for i in 0..n {
@@ -274,7 +273,11 @@ impl RxPort for AfPacketRx {
             }
             let truncated = self.msgs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
             let len = (self.msgs[i].msg_len as usize).min(self.slot);
-            let arrival = self.kernel_timestamp(i).unwrap_or(fallback[i]).min(now).max(self.last_arrival);
+            let stamp = match self.kernel_timestamp(i) {
+                Some(t) => t,
+                None => fallback.get(i, |j| u64::from(self.msgs[j].msg_len)),
+            };
+            let arrival = stamp.min(now).max(self.last_arrival);
             self.last_arrival = arrival;
             let buf = &mut self.bufs[i * self.slot..i * self.slot + len];
             let data = if self.vnet && len >= VNET_HDR {

@@ -14,7 +14,7 @@
 //! Frames are copied into the delay line at ingress, so a UMEM frame returns to the fill ring
 //! at once.
 
-use crate::port::{stamp_burst, PollAt, RxFrame, RxPort, TxPort};
+use crate::port::{FallbackStamps, PollAt, RxFrame, RxPort, TxPort};
 use crate::Error;
 use pathem_model::Nanos;
 use std::mem::size_of;
@@ -646,21 +646,20 @@ impl RxPort for XdpRx {
         // software stamps read now (the caller's `now` may be stale if the thread was
         // descheduled): now for the last frame, earlier ones by the wire time after them.
         let now = crate::kstamp::monotonic_now().max(now);
-        let mut stamps = [Nanos::ZERO; BURST];
-        // SAFETY: entries cons..cons+n were published by the kernel (Acquire above).
-        stamp_burst(now, self.line_rate, &mut stamps[..n], |k| {
-            u64::from(unsafe { (*self.rx.desc(cons + k as u32)).len })
-        });
+        let mut fallback = FallbackStamps::<BURST>::new(now, self.line_rate, n);
         let fill_prod = self.fill.producer().load(Ordering::Relaxed);
-        #[allow(clippy::needless_range_loop)] // k indexes the rings and the stamps alike
         for k in 0..n {
             // SAFETY: as above; the descriptor's frame belongs to us until we return it.
             let d = unsafe { *self.rx.desc(cons + k as u32) };
             let len = (d.len as usize).min(FRAME_SIZE);
             // SAFETY: the kernel wrote `len` bytes at `addr` inside our UMEM's receive half.
             let data = unsafe { std::slice::from_raw_parts(self.sock.frame(d.addr, len), len) };
-            let stamped = self.sock.take_stamp(d.addr).filter(|&t| t <= now);
-            let arrival = stamped.unwrap_or(stamps[k]).max(self.last_arrival);
+            let stamp = match self.sock.take_stamp(d.addr).filter(|&t| t <= now) {
+                Some(t) => t,
+                // SAFETY: entries cons..cons+n were published by the kernel (Acquire above).
+                None => fallback.get(k, |j| u64::from(unsafe { (*self.rx.desc(cons + j as u32)).len })),
+            };
+            let arrival = stamp.max(self.last_arrival);
             self.last_arrival = arrival;
             f(RxFrame { arrival, wire_len: len as u32, data });
             // The frame was copied into the delay line: hand it straight back for reuse.

@@ -79,6 +79,33 @@ pub fn stamp_burst(now: Nanos, line_rate: u64, out: &mut [Nanos], len: impl Fn(u
     }
 }
 
+/// A burst's software stamps (see [`stamp_burst`]), worked out the first time a frame of the
+/// burst has no better stamp: where the kernel or the XDP program stamps frames, the common
+/// path never pays for them.
+pub struct FallbackStamps<const N: usize> {
+    now: Nanos,
+    line_rate: u64,
+    n: usize,
+    stamps: Option<[Nanos; N]>,
+}
+
+impl<const N: usize> FallbackStamps<N> {
+    /// For a burst of `n` frames (at most `N`) read at `now`.
+    pub fn new(now: Nanos, line_rate: u64, n: usize) -> Self {
+        FallbackStamps { now, line_rate, n, stamps: None }
+    }
+
+    /// Frame `k`'s stamp; `len(i)` is frame i's length.
+    pub fn get(&mut self, k: usize, len: impl Fn(usize) -> u64) -> Nanos {
+        let (now, line_rate, n) = (self.now, self.line_rate, self.n);
+        self.stamps.get_or_insert_with(|| {
+            let mut out = [Nanos::ZERO; N];
+            stamp_burst(now, line_rate, &mut out[..n], len);
+            out
+        })[k]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -94,5 +121,12 @@ mod tests {
                 super::Nanos(10_000_000)
             ]
         );
+    }
+
+    #[test]
+    fn fallback_stamps_are_the_burst_stamps() {
+        let mut lazy = super::FallbackStamps::<4>::new(super::Nanos::from_millis(10), 8_000_000, 3);
+        assert_eq!(lazy.get(1, |_| 1000), super::Nanos(10_000_000 - 1_024_000));
+        assert_eq!(lazy.get(0, |_| 1000), super::Nanos(10_000_000 - 2_048_000));
     }
 }
