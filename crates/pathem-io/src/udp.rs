@@ -57,25 +57,36 @@ pub use crate::kstamp::monotonic_now as now;
 const SOF_TIMESTAMPING_TX_SOFTWARE: u32 = 1 << 1;
 const SOF_TIMESTAMPING_SOFTWARE: u32 = 1 << 4;
 
-/// Asks the kernel for software transmit timestamps on `sock` (taken as the driver queues each
-/// datagram); they come back on the socket's error queue with a copy of the datagram.
-pub fn enable_tx_timestamps(sock: &UdpSocket) -> bool {
-    let flags: u32 = SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
-    set_opt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPING, &flags).is_ok()
+/// Transmit timestamps turned on for a socket (see [`TxStamps::enable`]).
+#[derive(Clone, Copy, Debug)]
+pub struct TxStamps {
+    /// CLOCK_REALTIME − CLOCK_MONOTONIC when they were turned on.
+    realtime_offset: i64,
 }
 
-/// Reads one transmit timestamp from `sock`'s error queue, if one is waiting, calling
-/// `f(datagram copy, time on CLOCK_MONOTONIC)`; returns whether one was read.
-pub fn read_tx_timestamp(sock: &UdpSocket, f: impl FnOnce(&[u8], Nanos)) -> bool {
-    let mut buf = [0u8; 2048];
-    let flags = libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT;
-    match recv_stamped(sock.as_raw_fd(), &mut buf, flags, libc::SO_TIMESTAMPING) {
-        // struct scm_timestamping { struct timespec ts[3]; }: the first is the software stamp.
-        Ok((len, Some(t))) => {
-            f(&buf[..len], Nanos((t - realtime_offset()).max(0) as u64));
-            true
+impl TxStamps {
+    /// Asks the kernel for software transmit timestamps on `sock` (taken as the driver queues
+    /// each datagram); they come back on the socket's error queue with a copy of the
+    /// datagram. `None` where the kernel refuses.
+    pub fn enable(sock: &UdpSocket) -> Option<TxStamps> {
+        let flags: u32 = SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
+        set_opt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPING, &flags).ok()?;
+        Some(TxStamps { realtime_offset: realtime_offset() })
+    }
+
+    /// Reads one transmit timestamp from `sock`'s error queue, if one is waiting, calling
+    /// `f(datagram copy, time on CLOCK_MONOTONIC)`; returns whether one was read.
+    pub fn read_one(&self, sock: &UdpSocket, f: impl FnOnce(&[u8], Nanos)) -> bool {
+        let mut buf = [0u8; 2048];
+        let flags = libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT;
+        match recv_stamped(sock.as_raw_fd(), &mut buf, flags, libc::SO_TIMESTAMPING) {
+            // struct scm_timestamping { struct timespec ts[3]; }: the first is the software stamp.
+            Ok((len, Some(t))) => {
+                f(&buf[..len], Nanos((t - self.realtime_offset).max(0) as u64));
+                true
+            }
+            Ok((_, None)) => true,
+            Err(_) => false,
         }
-        Ok((_, None)) => true,
-        Err(_) => false,
     }
 }

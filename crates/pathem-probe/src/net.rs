@@ -31,12 +31,13 @@ pub fn send(
     progress: bool,
 ) -> std::io::Result<Vec<Option<Nanos>>> {
     let mut tx_stamps: Vec<Option<Nanos>> = vec![None; count as usize];
-    let stamped = pathem_io::udp::enable_tx_timestamps(sock);
+    let stamped = pathem_io::udp::TxStamps::enable(sock);
     // Transmit timestamps waiting on the error queue: read one at a time in the time left
     // before the next datagram, so that reading them never delays a send.
     let mut waiting = 0u64;
     let collect_one = |stamps: &mut Vec<Option<Nanos>>, waiting: &mut u64| {
-        let got = pathem_io::udp::read_tx_timestamp(sock, |bytes, at| {
+        let Some(tx) = stamped else { return };
+        let got = tx.read_one(sock, |bytes, at| {
             if let Some(seq) = looped_seq(bytes) {
                 if let Some(slot) = stamps.get_mut(seq as usize) {
                     *slot = Some(at);
@@ -61,7 +62,7 @@ pub fn send(
             let left = at - t;
             if left > Nanos::from_micros(60) {
                 std::thread::sleep(Duration::from_nanos((left - Nanos::from_micros(50)).as_nanos()));
-            } else if stamped && waiting > 0 && left > COLLECT_TIME {
+            } else if stamped.is_some() && waiting > 0 && left > COLLECT_TIME {
                 collect_one(&mut tx_stamps, &mut waiting);
             } else {
                 std::hint::spin_loop();
@@ -78,7 +79,7 @@ pub fn send(
     }
     for _ in 0..3 {
         std::thread::sleep(Duration::from_millis(10));
-        while stamped && waiting > 0 {
+        while stamped.is_some() && waiting > 0 {
             collect_one(&mut tx_stamps, &mut waiting);
         }
         encode(&mut buf, count, now(), true);
