@@ -43,9 +43,7 @@ fn steal_ticks() -> Vec<u64> {
 }
 
 fn spin(cpu: usize, seconds: f64) -> CpuHiccups {
-    let mut set = nix::sched::CpuSet::new();
-    let pinned =
-        set.set(cpu).is_ok() && nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).is_ok();
+    let pinned = crate::run::pin(cpu).is_ok();
     let start = monotonic_now();
     let end = start + Nanos((seconds * 1e9) as u64);
     let mut counts = [0u64; THRESHOLDS_US.len()];
