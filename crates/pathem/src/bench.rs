@@ -87,7 +87,8 @@ fn measure(path: &PathConfig, args: &BenchArgs) -> anyhow::Result<(f64, Stats)> 
     Ok((busy.as_nanos() as f64 / args.packets as f64, pipe.counters().snapshot()))
 }
 
-fn median(v: &[f64]) -> f64 {
+/// The median (the mean of the middle two for an even count).
+pub fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
     let n = s.len();

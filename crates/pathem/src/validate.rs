@@ -7,6 +7,7 @@
 //! report go to `--out`. A TCP run (iperf3) through delay and loss is compared with the Mathis
 //! et al. estimate MSS/RTT · 1.22/√p.
 
+use crate::bench::median;
 use crate::bench_live::{bed, Bed};
 use crate::netns::{enter, ip, live_clock};
 use crate::probe::{pair, ProbeRate, RecvOpts, SendOpts};
@@ -447,14 +448,6 @@ struct TargetRun {
     late_p99_9_us: Option<f64>,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v[v.len() / 2]
-}
-
 /// The latency benchmark: 100 kpps of 64-byte frames through 10 ms, CBR and in bursts of 10
 /// every 100 µs, through each port type and over a direct veth pair (the floor) in the same
 /// run, three times; then the machine's hiccups, which bound the tail.
@@ -501,17 +494,17 @@ fn target(args: &ValidateArgs, b: &Bed) -> anyhow::Result<()> {
         eprintln!("pathem validate: run {} of {RUNS} done", run + 1);
     }
     let of = |case: &str, f: &dyn Fn(&TargetRun) -> f64| -> f64 {
-        median(runs.iter().filter(|r| r.case == case).map(f).collect())
+        median(&runs.iter().filter(|r| r.case == case).map(f).collect::<Vec<_>>())
     };
     // What pathem adds: its run minus the direct run of the same pattern in the same round.
     let adds = |case: &str, pname: &str, f: &dyn Fn(&TargetRun) -> f64| -> f64 {
         median(
-            (0..RUNS)
+            &(0..RUNS)
                 .filter_map(|i| {
                     let at = |c: &str| runs.iter().find(|r| r.case == c && r.run == i);
                     Some(f(at(case)?) - f(at(&format!("direct {pname}"))?))
                 })
-                .collect(),
+                .collect::<Vec<_>>(),
         )
     };
     println!("  medians over {RUNS} runs; deviation from the configured delay (direct: from 0), us");
