@@ -125,10 +125,11 @@ fn cpus() -> Option<(usize, usize)> {
 fn direct_bed() -> anyhow::Result<Bed> {
     let id = std::process::id();
     let direct = Bed { names: [format!("pvg{id}"), format!("pvm{id}"), format!("pvs{id}")] };
-    for n in &direct.names {
+    // Only the two ends exist; the middle name is never made (nothing forwards here).
+    let [g, _, s] = &direct.names;
+    for n in [g, s] {
         ip(&["netns", "add", n])?;
     }
-    let [g, _, s] = &direct.names;
     ip(&["link", "add", "g0", "netns", g, "type", "veth", "peer", "name", "s0", "netns", s])?;
     for (n, d, a) in [(g, "g0", "10.201.0.1/24"), (s, "s0", "10.201.0.2/24")] {
         ip(&["-n", n, "addr", "add", a, "dev", d])?;
