@@ -15,6 +15,7 @@
 //! stack), moved onto CLOCK_MONOTONIC; without them, the burst's read time is corrected back
 //! along the burst at the link rate (MoonEm §5.4 software mode).
 
+use crate::iface::failure;
 use crate::kstamp::{cmsg_time, monotonic_now, realtime_offset};
 use crate::port::{FallbackStamps, PollAt, RxFrame, RxPort, TxPort};
 use crate::Error;
@@ -45,10 +46,7 @@ pub(crate) fn ifindex(ifname: &str) -> Result<i32, Error> {
 
 /// Opens an AF_PACKET socket bound to `ifindex` for `protocol` (network byte order).
 fn packet_socket(ifname: &str, ifindex: i32, protocol: u16) -> Result<OwnedFd, Error> {
-    let fail = |what: &str, e: std::io::Error| Error::Interface {
-        name: ifname.into(),
-        reason: format!("{what}: {}", crate::iface::permission_hint(&e, "CAP_NET_RAW")),
-    };
+    let fail = |what: &str, e: std::io::Error| failure(ifname, what, e, "CAP_NET_RAW");
     // SAFETY: plain socket(2) call; the result is checked before use.
     let fd = unsafe {
         libc::socket(
@@ -157,10 +155,7 @@ impl AfPacketRx {
         let idx = ifindex(ifname)?;
         let fd = packet_socket(ifname, idx, (libc::ETH_P_ALL as u16).to_be())?;
         let raw = fd.as_raw_fd();
-        let opt_err = |what: &str, e: std::io::Error| Error::Interface {
-            name: ifname.into(),
-            reason: format!("{what}: {}", crate::iface::permission_hint(&e, "CAP_NET_RAW")),
-        };
+        let opt_err = |what: &str, e: std::io::Error| failure(ifname, what, e, "CAP_NET_RAW");
         // SAFETY: packet_mreq is plain data.
         let mut mreq: libc::packet_mreq = unsafe { zeroed() };
         mreq.mr_ifindex = idx;

@@ -14,6 +14,7 @@
 //! Frames are copied into the delay line at ingress, so a UMEM frame returns to the fill ring
 //! at once.
 
+use crate::iface::failure as fail;
 use crate::port::{FallbackStamps, PollAt, RxFrame, RxPort, TxPort};
 use crate::Error;
 use pathem_model::Nanos;
@@ -102,13 +103,6 @@ struct XdpDesc {
 
 fn os_err() -> std::io::Error {
     std::io::Error::last_os_error()
-}
-
-fn fail(ifname: &str, what: &str, e: std::io::Error, cap: &str) -> Error {
-    Error::Interface {
-        name: ifname.into(),
-        reason: format!("{what}: {}", crate::iface::permission_hint(&e, cap)),
-    }
 }
 
 /// A mapping that unmaps itself.

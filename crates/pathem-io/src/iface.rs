@@ -202,10 +202,19 @@ impl SavedOffloads {
 }
 
 /// Where a privileged operation is refused, the capability it needs.
-pub fn permission_hint(err: &std::io::Error, capability: &str) -> String {
+fn permission_hint(err: &std::io::Error, capability: &str) -> String {
     match err.raw_os_error() {
         Some(libc::EPERM) | Some(libc::EACCES) => format!("{err} (run as root or grant {capability})"),
         _ => err.to_string(),
+    }
+}
+
+/// The error for an interface on which `what` failed with `err`, with the hint to run as root
+/// or grant `capability` where the kernel refused permission.
+pub(crate) fn failure(ifname: &str, what: &str, err: std::io::Error, capability: &str) -> crate::Error {
+    crate::Error::Interface {
+        name: ifname.into(),
+        reason: format!("{what}: {}", permission_hint(&err, capability)),
     }
 }
 
