@@ -57,14 +57,6 @@ impl Schedule {
         Schedule { pattern, gap: 1e9 / pps, next: 0.0, index: 0, rng: Rng::seeded(seed) }
     }
 
-    /// The nominal gap between datagrams (within a burst: zero).
-    pub fn nominal_gap(&self) -> Nanos {
-        match self.pattern {
-            Pattern::Burst { .. } => Nanos::ZERO,
-            _ => Nanos(self.gap as u64),
-        }
-    }
-
     /// The send time of the next datagram.
     pub fn next_send(&mut self) -> Nanos {
         let at = match self.pattern {
