@@ -14,7 +14,7 @@ fn delay_line_round_trip(c: &mut Criterion) {
     let mut g = c.benchmark_group("delay_line");
     for size in [64usize, 1500] {
         let frame = vec![0xa5u8; size];
-        let (mut w, mut r) = delay_line(1 << 20, 2048);
+        let (mut w, mut r) = delay_line(1 << 20, 2048).unwrap();
         g.throughput(Throughput::Elements(32));
         g.bench_function(format!("push_pop_32x{size}B"), |b| {
             b.iter(|| {

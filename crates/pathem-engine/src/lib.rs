@@ -17,5 +17,7 @@ pub mod stage;
 pub mod stats;
 
 pub use clock::{monotonic_now, Clock, MonotonicClock, VirtualClock, Waiter};
-pub use pipeline::{delay_line_size, run, EngineConfig, Error, Next, Pipeline, Task};
+pub use pipeline::{
+    delay_line_size, delay_line_sizing, run, EngineConfig, Error, Next, Pipeline, Sizing, Task,
+};
 pub use stats::{Counters, Stats};

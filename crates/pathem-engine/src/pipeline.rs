@@ -6,7 +6,7 @@
 //! a real clock the same loop forwards live traffic. Offline and live drive the same code.
 
 use crate::clock::Clock;
-use crate::delay_line::{delay_line, record_size};
+use crate::delay_line::{delay_line, growing_delay_line, record_size, AllocError};
 use crate::stage::{Egress, Ingress};
 use crate::stats::Counters;
 use pathem_io::{PollAt, RxPort, TxPort};
@@ -25,6 +25,12 @@ pub enum Error {
     /// A port failed (a capture could not be read or written).
     #[error(transparent)]
     Port(#[from] pathem_io::Error),
+    /// A path or engine setting is outside its range.
+    #[error(transparent)]
+    Config(#[from] pathem_model::limits::RangeError),
+    /// The delay line could not be allocated.
+    #[error(transparent)]
+    DelayLine(#[from] AllocError),
 }
 
 /// What a task asks of the scheduler after a poll.
@@ -76,6 +82,23 @@ pub struct EngineConfig {
     /// arrived (zero: sleep whenever nothing is due). Waking from a sleep takes tens of
     /// microseconds on a virtual machine, which a frame arriving then would wait.
     pub busy_poll: Nanos,
+    /// Offline runs (virtual time): the delay line starts small and grows with what is in
+    /// flight, pages touched as used. Live runs allocate it whole and touch every page up
+    /// front, so the data path never takes a page fault.
+    pub offline: bool,
+}
+
+impl EngineConfig {
+    /// Checks the settings against their documented ranges.
+    pub fn validate(&self) -> Result<(), pathem_model::limits::RangeError> {
+        use pathem_model::limits::{at_most, MAX_BUFFER, MAX_FRAME};
+        at_most("max-frame", self.max_frame, MAX_FRAME, self.max_frame, "1 to 65536 bytes")?;
+        at_most("max-frame", 1, self.max_frame, self.max_frame, "1 to 65536 bytes")?;
+        if let Some(b) = self.buffer {
+            at_most("buffer", b as u64, MAX_BUFFER, format!("{b}B"), "up to 1TiB per direction")?;
+        }
+        Ok(())
+    }
 }
 
 impl Default for EngineConfig {
@@ -85,6 +108,7 @@ impl Default for EngineConfig {
             max_frame: 65_535,
             line_rate: Rate(10_000_000_000),
             busy_poll: Nanos::ZERO,
+            offline: false,
         }
     }
 }
@@ -94,11 +118,23 @@ pub const MIN_DELAY_LINE: usize = 4 << 20;
 /// Largest delay line the engine makes on its own (larger ones need `--buffer`).
 pub const MAX_DELAY_LINE: usize = 4 << 30;
 
+/// How large a delay line is and why, in words for the startup line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sizing {
+    pub bytes: usize,
+    pub why: String,
+}
+
 /// Bytes of delay line a path needs: everything that can be in flight at the bottleneck rate
 /// (or the line rate) for the longest delay, plus a full link queue (TLEM §4.6).
 pub fn delay_line_size(path: &PathConfig, engine: &EngineConfig) -> usize {
+    delay_line_sizing(path, engine).bytes
+}
+
+/// [`delay_line_size`] with the reason, e.g. `rate 100mbit × max delay 10ms + queue 64000 B`.
+pub fn delay_line_sizing(path: &PathConfig, engine: &EngineConfig) -> Sizing {
     if let Some(b) = engine.buffer {
-        return b;
+        return Sizing { bytes: b, why: "--buffer".into() };
     }
     let (rate, overhead) = match &path.link {
         Some(l) => (l.mean_rate(), l.overhead),
@@ -114,7 +150,20 @@ pub fn delay_line_size(path: &PathConfig, engine: &EngineConfig) -> usize {
         Some(QueueLimit::Packets(n)) => n as f64 * record_size(engine.max_frame) as f64,
         None => 0.0,
     };
-    ((in_delay + in_queue) as usize).clamp(MIN_DELAY_LINE, MAX_DELAY_LINE)
+    let want = in_delay + in_queue;
+    let bytes = (want as usize).clamp(MIN_DELAY_LINE, MAX_DELAY_LINE);
+    let what = if path.link.is_some() { "rate" } else { "line rate" };
+    let mut why = format!("{what} {rate} × max delay {}", path.delay.max_delay());
+    if in_queue > 0.0 {
+        why.push_str(&format!(" + queue ({:.0} B)", in_queue));
+    }
+    why.push_str(&format!(" = {:.0} B", want));
+    if bytes == MIN_DELAY_LINE && want < MIN_DELAY_LINE as f64 {
+        why.push_str(", raised to the 4 MiB minimum");
+    } else if bytes == MAX_DELAY_LINE && want > MAX_DELAY_LINE as f64 {
+        why.push_str(", capped at 4 GiB (--buffer sets more, up to 1 TiB)");
+    }
+    Sizing { bytes, why }
 }
 
 /// One direction: receive port → ingress → delay line → egress → transmit port.
@@ -132,11 +181,26 @@ pub struct Pipeline<R, T> {
 }
 
 impl<R: RxPort, T: TxPort> Pipeline<R, T> {
-    pub fn new(rx: R, tx: T, path: &PathConfig, seed: u64, engine: &EngineConfig) -> Pipeline<R, T> {
+    /// Builds a direction; fails on a setting outside its range or a delay line that cannot
+    /// be allocated.
+    pub fn new(
+        rx: R,
+        tx: T,
+        path: &PathConfig,
+        seed: u64,
+        engine: &EngineConfig,
+    ) -> Result<Pipeline<R, T>, Error> {
+        path.validate()?;
+        engine.validate()?;
         let counters = Arc::new(Counters::default());
-        let (writer, reader) = delay_line(delay_line_size(path, engine), engine.max_frame);
-        let capacity = writer.capacity();
-        Pipeline {
+        let size = delay_line_size(path, engine);
+        let (writer, reader) = if engine.offline {
+            growing_delay_line(size, engine.max_frame)?
+        } else {
+            delay_line(size, engine.max_frame)?
+        };
+        let capacity = writer.limit();
+        Ok(Pipeline {
             rx,
             tx,
             ingress: Ingress::new(
@@ -153,7 +217,7 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
             capacity,
             busy_poll: engine.busy_poll,
             busy_until: Nanos::ZERO,
-        }
+        })
     }
 
     /// The counters, shareable with a reporting thread.
@@ -161,7 +225,7 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
         &self.counters
     }
 
-    /// The delay line's capacity in bytes.
+    /// The delay line's capacity in bytes (its limit, for a line that grows).
     pub fn delay_line_capacity(&self) -> usize {
         self.capacity
     }
@@ -249,7 +313,9 @@ pub fn run(tasks: &mut [&mut dyn Task], clock: &mut dyn Clock, stop: &AtomicBool
                 round = Nanos((round.as_nanos() * 7 + (after - now).as_nanos()) / 8).min(MAX_SPIN_GUARD);
                 match next {
                     Next::At(t) | Next::Busy(Some(t)) if t <= after + round => clock.spin_until(t),
-                    Next::At(t) => clock.wait_until(t.min(now + MAX_IDLE_WAIT)),
+                    // A real clock returns within MAX_IDLE_WAIT whatever `t` is, so the loop
+                    // sees `stop`; a virtual one jumps there at no cost.
+                    Next::At(t) => clock.wait_until(t),
                     // Busy: poll again; a virtual clock (which never busy-polls) would still move.
                     _ => clock.spin_until(now + BUSY_POLL_STEP),
                 }
@@ -292,7 +358,7 @@ mod tests {
 
     fn pipeline(busy_poll: Nanos) -> Pipeline<OneFrame, MemSink> {
         let engine = EngineConfig { busy_poll, ..EngineConfig::default() };
-        Pipeline::new(OneFrame(true), MemSink::default(), &PathConfig::default(), 1, &engine)
+        Pipeline::new(OneFrame(true), MemSink::default(), &PathConfig::default(), 1, &engine).unwrap()
     }
 
     #[test]

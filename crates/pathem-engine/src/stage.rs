@@ -12,7 +12,7 @@
 //! back as soon as the oldest records have all left: O(log n) per frame for any number of
 //! frames in flight.
 
-use crate::delay_line::{Reader, Writer};
+use crate::delay_line::{Reader, Slot, Writer};
 use crate::stats::Counters;
 use pathem_io::{RxFrame, TxPort};
 use pathem_model::frame::{ecn_capable, mark_ce};
@@ -145,10 +145,10 @@ pub struct Egress {
 
 /// Egress state in reorder mode.
 struct Reorder {
-    /// Records waiting, by (release, arrival order), with their ring position.
-    due: BinaryHeap<Reverse<(Nanos, u64, usize)>>,
-    /// From the oldest record still in the ring: (end position, sent yet).
-    in_ring: VecDeque<(usize, bool)>,
+    /// Records waiting, by (release, arrival order), with their place in the ring.
+    due: BinaryHeap<Reverse<(Nanos, u64, Slot)>>,
+    /// From the oldest record still in the ring: (its place, sent yet).
+    in_ring: VecDeque<(Slot, bool)>,
     /// Arrival-order number of `in_ring`'s front.
     front_seq: u64,
     next_seq: u64,
@@ -207,9 +207,9 @@ impl Egress {
 
     fn scan(&mut self) {
         let r = self.reorder.as_mut().expect("reorder mode");
-        while let Some((pos, end, release)) = self.line.scan_next() {
-            r.due.push(Reverse((release, r.next_seq, pos)));
-            r.in_ring.push_back((end, false));
+        while let Some((slot, release)) = self.line.scan_next() {
+            r.due.push(Reverse((release, r.next_seq, slot)));
+            r.in_ring.push_back((slot, false));
             r.next_seq += 1;
         }
     }
@@ -220,11 +220,11 @@ impl Egress {
         let r = self.reorder.as_mut().expect("reorder mode");
         let mut n = 0;
         while n < EGRESS_BURST {
-            let Some(&Reverse((release, seq, pos))) = r.due.peek() else { break };
+            let Some(&Reverse((release, seq, slot))) = r.due.peek() else { break };
             if release > now {
                 break;
             }
-            let rec = self.line.record_at(pos);
+            let rec = self.line.record_at(&slot).expect("a scanned record stays until it is consumed");
             if !tx.send(rec.release, rec.wire_len, rec.data) {
                 break;
             }
@@ -240,13 +240,13 @@ impl Egress {
             n += 1;
         }
         let mut end = None;
-        while let Some(&(e, true)) = r.in_ring.front() {
-            end = Some(e);
+        while let Some(&(slot, true)) = r.in_ring.front() {
+            end = Some(slot);
             r.in_ring.pop_front();
             r.front_seq += 1;
         }
-        if let Some(e) = end {
-            self.line.consume_to(e);
+        if let Some(slot) = end {
+            self.line.consume_through(&slot);
         }
         n
     }

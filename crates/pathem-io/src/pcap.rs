@@ -140,6 +140,14 @@ impl PcapSource {
         if raw.incl_len > MAX_RECORD {
             return Err(bad(format!("captured length {} is larger than {MAX_RECORD} bytes", raw.incl_len)));
         }
+        // The original length sets the frame's transmission time: a corrupt one would make it
+        // take hours on the link, so it is refused rather than believed.
+        if raw.orig_len > MAX_RECORD {
+            return Err(bad(format!(
+                "original length {} is larger than {MAX_RECORD} bytes (no Ethernet frame is)",
+                raw.orig_len
+            )));
+        }
         let frac = u64::from(raw.ts_frac) * self.frac_scale;
         if frac >= 1_000_000_000 {
             return Err(bad(format!("timestamp fraction {} is out of range", raw.ts_frac)));
@@ -373,6 +381,9 @@ mod tests {
         );
         let good = microsecond_big_endian();
         check(&good[..good.len() - 10], "truncated: the file ends inside frame 2");
+        let mut absurd = good.clone();
+        absurd[24 + 12..24 + 16].copy_from_slice(&3_000_000_000u32.to_be_bytes());
+        check(&absurd, "frame 1: original length 3000000000 is larger");
         let mut linux_sll = good.clone();
         linux_sll[20..24].copy_from_slice(&113u32.to_be_bytes());
         check(&linux_sll, "is not Ethernet");

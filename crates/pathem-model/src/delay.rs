@@ -109,12 +109,23 @@ impl DelayTrace {
                 return Err(format!("line {}: `{line}` has more than two fields (TIME DELAY)", n + 1));
             }
             if a == "period" {
-                period = Some(parse_duration(b.unwrap_or("")).map_err(at)?);
+                let p = parse_duration(b.unwrap_or("")).map_err(at)?;
+                if p > crate::limits::MAX_TRACE_SPAN {
+                    return Err(format!(
+                        "line {}: period {p} is longer than the longest trace, 1 day",
+                        n + 1
+                    ));
+                }
+                period = Some(p);
                 continue;
             }
             let Some(b) = b else { return Err(format!("line {}: `{line}` needs TIME DELAY", n + 1)) };
             let t = parse_duration(a).map_err(at)?;
             let d = parse_duration(b).map_err(at)?;
+            if t > crate::limits::MAX_TRACE_SPAN {
+                return Err(format!("line {}: time {t} is past the longest trace, 1 day", n + 1));
+            }
+            crate::limits::delay("delay-trace", d).map_err(|e| format!("line {}: {e}", n + 1))?;
             if let Some(&(last, _)) = points.last() {
                 if t <= last {
                     return Err(format!("line {}: time {t} is not after the previous line's {last}", n + 1));
@@ -382,6 +393,10 @@ mod tests {
             ("1s 2ms\n1s 3ms\n", "not after"),
             ("1s 2q\n", "unknown unit"),
             ("0s 1ms\nperiod 0s\n", "period"),
+            ("0s 2h\n", "out of range"),
+            ("2days 1ms\n", "unknown unit"),
+            ("90000s 1ms\n", "longest trace"),
+            ("0s 1ms\nperiod 90000s\n", "longest trace"),
         ] {
             let e = DelayTrace::parse(bad).unwrap_err();
             assert!(e.contains(says), "{bad:?}: {e}");

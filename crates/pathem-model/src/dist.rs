@@ -89,6 +89,7 @@ impl DelayTable {
                 continue;
             }
             let d = parse_duration(line).map_err(|e| format!("line {}: {e}", n + 1))?;
+            crate::limits::delay("delay-dist table:", d).map_err(|e| format!("line {}: {e}", n + 1))?;
             sorted.push(d.as_nanos() as f64);
         }
         if sorted.len() < 2 {
@@ -340,6 +341,7 @@ pub(crate) mod tests {
         assert_eq!(t.quantile(1.0), 30e6);
         assert!(DelayTable::parse("10ms\n12").unwrap_err().contains("line 2"));
         assert!(DelayTable::parse("10ms").is_err());
+        assert!(DelayTable::parse("10ms\n2h\n").unwrap_err().contains("line 2"));
         assert!("table:x".parse::<Dist>().is_err());
         assert!("gamma".parse::<Dist>().unwrap_err().to_string().contains("accepted"));
     }

@@ -9,6 +9,7 @@
 pub mod delay;
 pub mod dist;
 pub mod frame;
+pub mod limits;
 pub mod link;
 pub mod loss;
 pub mod path;

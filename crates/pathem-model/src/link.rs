@@ -21,7 +21,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 /// Ethernet framing not present in captured frames: preamble + SFD (8), FCS (4), gap (12).
-pub const ETHERNET_OVERHEAD: u32 = 24;
+pub const ETHERNET_OVERHEAD: i32 = 24;
 /// Bytes one trace opportunity carries (Mahimahi: a 1500-byte packet and its 4-byte header).
 pub const OPPORTUNITY_BYTES: u32 = 1504;
 
@@ -46,6 +46,13 @@ impl RateTrace {
             let ms: u64 = line
                 .parse()
                 .map_err(|_| format!("line {}: `{line}` is not a whole number of milliseconds", n + 1))?;
+            let max_ms = crate::limits::MAX_TRACE_SPAN.as_nanos() / 1_000_000;
+            if ms > max_ms {
+                return Err(format!(
+                    "line {}: {ms} ms is past the longest trace, 1 day ({max_ms} ms)",
+                    n + 1
+                ));
+            }
             if let Some(&last) = times.last() {
                 if ms * 1_000_000 < last {
                     return Err(format!("line {}: {ms} ms goes back in time", n + 1));
@@ -126,8 +133,9 @@ crate::deserialize_from_str!(Cell);
 #[derive(Clone, Debug, PartialEq)]
 pub struct LinkConfig {
     pub server: Server,
-    /// Bytes added to every frame's length for its transmission time (rate server only).
-    pub overhead: u32,
+    /// Bytes added to every frame's length for its transmission time (rate server only);
+    /// negative to take bytes off (a capture that holds headers the link does not carry).
+    pub overhead: i32,
     pub cell: Option<Cell>,
     /// Drop-tail limit on the frames waiting for or in transmission; `None` = unbounded.
     pub queue: Option<QueueLimit>,
@@ -147,9 +155,10 @@ impl LinkConfig {
         }
     }
 
-    /// Bytes a frame of `len` takes on this link: with overhead, rounded up to whole cells.
+    /// Bytes a frame of `len` takes on this link: with overhead (never below zero), rounded
+    /// up to whole cells.
     pub fn wire_len(&self, len: u32) -> u64 {
-        let l = u64::from(len) + u64::from(self.overhead);
+        let l = (i64::from(len) + i64::from(self.overhead)).max(0) as u64;
         match self.cell {
             Some(c) => l.div_ceil(u64::from(c.size)) * u64::from(c.size + c.overhead),
             None => l,
@@ -160,7 +169,7 @@ impl LinkConfig {
 impl std::fmt::Display for LinkConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.server {
-            Server::Rate(r) => write!(f, "rate {r} (+{} B/frame", self.overhead)?,
+            Server::Rate(r) => write!(f, "rate {r} ({:+} B/frame", self.overhead)?,
             Server::Trace(t) => {
                 write!(f, "rate trace (mean {}, period {}", t.mean_rate(), t.period())?;
             }
@@ -355,7 +364,7 @@ impl Link {
 mod tests {
     use super::*;
 
-    fn link(rate: &str, overhead: u32, queue: Option<&str>) -> Link {
+    fn link(rate: &str, overhead: i32, queue: Option<&str>) -> Link {
         Link::new(LinkConfig {
             server: Server::Rate(rate.parse().unwrap()),
             overhead,
@@ -489,7 +498,7 @@ mod tests {
             assert_eq!(last.as_nanos() % 1_000_000, 0, "on an opportunity");
         }
         assert_eq!(last, Nanos::from_millis(n), "one frame per opportunity");
-        for bad in ["", "1\nx\n", "5\n3\n", "0\n"] {
+        for bad in ["", "1\nx\n", "5\n3\n", "0\n", "1\n18446744073709551615\n", "86400001\n"] {
             assert!(RateTrace::parse(bad).is_err(), "{bad:?}");
         }
     }

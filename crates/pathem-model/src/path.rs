@@ -18,13 +18,14 @@
 //! branch each.
 
 use crate::delay::{Delay, DelayConfig};
-use crate::link::{Link, LinkConfig};
+use crate::limits::{self, RangeError};
+use crate::link::{Link, LinkConfig, Server};
 use crate::loss::{BitErrors, Loss, LossConfig};
 use crate::police::{Policer, PolicerConfig};
 use crate::rng::Rng;
 use crate::slot::{Slot, SlotConfig};
 use crate::time::Nanos;
-use crate::units::Probability;
+use crate::units::{Probability, QueueLimit};
 
 /// Why a frame did not make it through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -179,6 +180,82 @@ impl std::fmt::Display for PathConfig {
 }
 
 impl PathConfig {
+    /// Checks every value against its documented range ([`crate::limits`]) and the fields
+    /// against each other. Every way of building a path (flags, config files, benchmarks,
+    /// tests) goes through this before a pipeline is made.
+    pub fn validate(&self) -> Result<(), RangeError> {
+        use crate::limits::*;
+        if let Some(p) = &self.police {
+            at_most("police", p.rate.bits_per_sec(), MAX_RATE, p, "a rate up to 10tbit")?;
+            at_most("police", p.burst.0, MAX_POLICE_BURST, p, "a burst from 1 B to 2GB")?;
+        }
+        if let Some(l) = &self.link {
+            if let Server::Rate(r) = &l.server {
+                at_most("rate", r.bits_per_sec(), MAX_RATE, r, "1bit to 10tbit")?;
+            }
+            at_most(
+                "overhead",
+                l.overhead.unsigned_abs(),
+                MAX_OVERHEAD as u32,
+                l.overhead,
+                "-65536 to 65536 bytes",
+            )?;
+            match l.queue {
+                Some(QueueLimit::Bytes(b)) => at_most(
+                    "queue",
+                    b,
+                    MAX_QUEUE_BYTES,
+                    format!("{b}B"),
+                    "1B to 1TiB, or 1pkt to 4294967296pkt",
+                )?,
+                Some(QueueLimit::Packets(n)) => at_most(
+                    "queue",
+                    n,
+                    MAX_QUEUE_PACKETS,
+                    format!("{n}pkt"),
+                    "1B to 1TiB, or 1pkt to 4294967296pkt",
+                )?,
+                None => {}
+            }
+        }
+        let d = &self.delay;
+        limits::delay("delay", d.base)?;
+        limits::delay("jitter", d.jitter)?;
+        if let Some(h) = d.half_life {
+            limits::delay("delay-half-life", h)?;
+            if h == Nanos::ZERO {
+                return Err(RangeError {
+                    key: "delay-half-life",
+                    value: h.to_string(),
+                    accepted: "above 0ns, up to 1h".into(),
+                });
+            }
+            if !d.is_random() {
+                return Err(RangeError {
+                    key: "delay-half-life",
+                    value: h.to_string(),
+                    accepted: "only with --jitter or a delay table: it correlates the delay's variation"
+                        .into(),
+                });
+            }
+        }
+        if d.trace.is_some() && d.base != Nanos::ZERO {
+            return Err(RangeError {
+                key: "delay",
+                value: d.base.to_string(),
+                accepted: "no --delay with --delay-trace: the trace gives the base delay".into(),
+            });
+        }
+        if let Some(s) = &self.slot {
+            let accepted = "MIN ≤ MAX ≤ 1h, packets=1..4294967296, bytes=1B..1TiB";
+            limits::delay("slot", s.max).map_err(|e| RangeError { accepted: accepted.into(), ..e })?;
+            at_most("slot", s.min, s.max, s, accepted)?;
+            at_most("slot", s.packets.unwrap_or(1), MAX_SLOT_PACKETS, s, accepted)?;
+            at_most("slot", s.bytes.unwrap_or(1), MAX_SLOT_BYTES, s, accepted)?;
+        }
+        Ok(())
+    }
+
     /// True when the path changes nothing: frames leave as they arrived.
     pub fn is_transparent(&self) -> bool {
         *self == PathConfig { reorder: self.reorder, ..PathConfig::default() }
@@ -320,6 +397,64 @@ mod tests {
         path2.process(meta, &mut rng);
         let v = path2.process(meta, &mut rng);
         assert_eq!(v, Verdict::Forward(Forward::at(Nanos::from_millis(2 + 5))));
+    }
+
+    #[test]
+    fn validate_refuses_values_out_of_range() {
+        let ok = PathConfig { delay: DelayConfig::constant(Nanos::from_secs(3600)), ..Default::default() };
+        assert_eq!(ok.validate(), Ok(()));
+        let cases: Vec<(PathConfig, &str)> = vec![
+            (
+                PathConfig {
+                    delay: DelayConfig::constant(Nanos(18_446_744_073_000_000_000)),
+                    ..Default::default()
+                },
+                "--delay",
+            ),
+            (
+                PathConfig {
+                    delay: DelayConfig { jitter: Nanos::from_secs(3601), ..Default::default() },
+                    ..Default::default()
+                },
+                "--jitter",
+            ),
+            (
+                PathConfig {
+                    link: Some(LinkConfig {
+                        overhead: -70_000,
+                        ..LinkConfig::rate("1mbit".parse().unwrap())
+                    }),
+                    ..Default::default()
+                },
+                "--overhead",
+            ),
+            (
+                PathConfig {
+                    link: Some(LinkConfig {
+                        queue: Some(QueueLimit::Packets(1 << 40)),
+                        ..LinkConfig::rate("1mbit".parse().unwrap())
+                    }),
+                    ..Default::default()
+                },
+                "--queue",
+            ),
+            (
+                PathConfig { police: Some("1mbit,burst=3GB".parse().unwrap()), ..Default::default() },
+                "--police",
+            ),
+            (PathConfig { slot: Some("2h".parse().unwrap()), ..Default::default() }, "--slot"),
+            (
+                PathConfig {
+                    delay: DelayConfig { half_life: Some(Nanos(5)), ..DelayConfig::constant(Nanos(1)) },
+                    ..Default::default()
+                },
+                "--delay-half-life",
+            ),
+        ];
+        for (cfg, flag) in cases {
+            let e = cfg.validate().unwrap_err().to_string();
+            assert!(e.starts_with(flag) && e.contains("accepted"), "{e}");
+        }
     }
 
     #[test]

@@ -43,7 +43,16 @@ impl FromStr for SlotConfig {
             rest.push_str(more);
         }
         let mut kv = KeyValues::parse(s, &rest, SLOT_ACCEPTED)?;
-        let packets = kv.get::<Number>("packets")?.map(|n| n.0 as u64);
+        let packets = match kv.get::<Number>("packets")? {
+            Some(Number(n)) if n.fract() != 0.0 || n > crate::limits::MAX_SLOT_PACKETS as f64 => {
+                return Err(error(
+                    s,
+                    format!("has packets={n}, not a whole number up to 2^32"),
+                    SLOT_ACCEPTED,
+                ))
+            }
+            n => n.map(|n| n.0 as u64),
+        };
         let bytes = kv.get::<Size>("bytes")?.map(|b| b.0);
         kv.finish()?;
         if max < min {
@@ -127,7 +136,9 @@ mod tests {
         assert_eq!((s.min, s.max, s.packets, s.bytes), (Nanos(800_000), Nanos(1_000_000), Some(32), None));
         let s: SlotConfig = "1ms,bytes=64KB".parse().unwrap();
         assert_eq!((s.min, s.max, s.bytes), (Nanos(1_000_000), Nanos(1_000_000), Some(64_000)));
-        for bad in ["", "1ms,500us", "1ms,packets=0", "1ms,frames=3", "soon"] {
+        for bad in
+            ["", "1ms,500us", "1ms,packets=0", "1ms,frames=3", "soon", "1ms,packets=1.5", "1ms,packets=1e30"]
+        {
             assert!(bad.parse::<SlotConfig>().unwrap_err().to_string().contains("accepted"), "{bad}");
         }
     }

@@ -24,11 +24,11 @@ impl UnitError {
     }
 }
 
-const DURATION_ACCEPTED: &str = "a number with unit ns, us, ms or s (e.g. 10ms, 2.5us)";
+const DURATION_ACCEPTED: &str = "a number with unit ns, us, ms, s, min or h (e.g. 10ms, 2.5us)";
 const RATE_ACCEPTED: &str =
     "a number above 0 with unit bit, kbit, mbit, gbit (also k, m, g, bps, kbps, mbps, gbps; powers of 1000), e.g. 100mbit";
 const SIZE_ACCEPTED: &str =
-    "bytes, optionally with unit B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB, e.g. 64KB";
+    "bytes, optionally with unit B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB, e.g. 64KB";
 const QUEUE_ACCEPTED: &str = "a size like 64KB or 1500B, or a frame count like 100pkt";
 const PROB_ACCEPTED: &str = "a percentage like 1% or a fraction from 0 to 1 like 0.01";
 
@@ -76,6 +76,8 @@ pub fn parse_duration(s: &str) -> Result<Nanos, UnitError> {
         "us" | "µs" | "usec" => 1_000,
         "ms" | "msec" => 1_000_000,
         "s" | "sec" => 1_000_000_000,
+        "min" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
         "" => return Err(UnitError::new(s, "has no unit", DURATION_ACCEPTED)),
         _ => return Err(UnitError::new(s, format!("has unknown unit `{unit}`"), DURATION_ACCEPTED)),
     };
@@ -156,9 +158,11 @@ fn parse_size_unit(s: &str, v: f64, unit: &str, accepted: &'static str) -> Resul
         "kb" | "k" => 1e3,
         "mb" | "m" => 1e6,
         "gb" | "g" => 1e9,
+        "tb" | "t" => 1e12,
         "kib" => 1024.0,
         "mib" => 1024.0 * 1024.0,
         "gib" => 1024.0 * 1024.0 * 1024.0,
+        "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
         _ => return Ok(None),
     };
     to_u64(s, v * scale, accepted).map(Some)
@@ -320,6 +324,8 @@ mod tests {
         assert_eq!(parse_duration(" 7ns "), Ok(Nanos(7)));
         assert_eq!(parse_duration("0ms"), Ok(Nanos(0)));
         assert_eq!(parse_duration("1e3us"), Ok(Nanos::from_millis(1)));
+        assert_eq!(parse_duration("1.5min"), Ok(Nanos::from_secs(90)));
+        assert_eq!(parse_duration("1h"), Ok(Nanos::from_secs(3600)));
         for bad in ["", "10", "10q", "-1ms", "NaNms", "nan", "ms", "infs", "1e30s"] {
             let e = parse_duration(bad).unwrap_err();
             assert!(e.to_string().contains("accepted"), "{bad}: {e}");

@@ -91,15 +91,14 @@ pub fn analyse(samples: &[Sample], sent: u64, expected_delay: Nanos) -> (Summary
     let mut delay = histogram();
     let mut deviation = histogram();
     let mut series = Series::default();
-    let mut seen = vec![false; sent.max(samples.iter().map(|s| s.seq + 1).max().unwrap_or(0)) as usize];
+    // Sequence numbers come off the wire: nothing is sized from them, only from the samples.
+    let mut seen = std::collections::HashSet::with_capacity(samples.len());
     let (mut duplicates, mut reordered, mut max_seq) = (0u64, 0u64, None::<u64>);
     for s in samples {
-        let i = s.seq as usize;
-        if seen[i] {
+        if !seen.insert(s.seq) {
             duplicates += 1;
             continue;
         }
-        seen[i] = true;
         if max_seq.is_some_and(|m| s.seq < m) {
             reordered += 1;
         }
@@ -136,17 +135,16 @@ pub fn analyse(samples: &[Sample], sent: u64, expected_delay: Nanos) -> (Summary
             kept += 1;
         }
     }
-    // Loss bursts: runs of sequence numbers that never arrived.
-    let mut run = 0u64;
-    for &got in seen.iter().take(sent as usize).chain(std::iter::once(&true)) {
-        if !got {
-            run += 1;
-        } else if run > 0 {
-            series.loss_bursts.push(run);
-            run = 0;
+    // Loss bursts: runs of sequence numbers below `sent` that never arrived, between the
+    // distinct numbers that did (in order).
+    let mut expect = 0u64;
+    for seq in by_seq.iter().map(|s| s.seq).filter(|&q| q < sent).chain(std::iter::once(sent)) {
+        if seq > expect {
+            series.loss_bursts.push(seq - expect);
         }
+        expect = seq + 1;
     }
-    let received = seen.iter().filter(|&&s| s).count() as u64;
+    let received = seen.len() as u64;
     let lost = sent.saturating_sub(received);
     let (first, last) = samples
         .iter()

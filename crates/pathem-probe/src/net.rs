@@ -21,7 +21,8 @@ fn looped_seq(bytes: &[u8]) -> Option<u64> {
 
 /// Sends `count` datagrams of `payload` bytes (at least [`HEADER`]) to `to` on `schedule`,
 /// then three end markers carrying the count. Returns the kernel's transmit timestamp of each
-/// datagram (indexed by sequence number) where the kernel gives them.
+/// datagram (indexed by sequence number) where the kernel gives them. Memory grows with what
+/// was sent, not with `count`.
 pub fn send(
     sock: &UdpSocket,
     to: SocketAddr,
@@ -30,7 +31,7 @@ pub fn send(
     mut schedule: Schedule,
     progress: bool,
 ) -> std::io::Result<Vec<Option<Nanos>>> {
-    let mut tx_stamps: Vec<Option<Nanos>> = vec![None; count as usize];
+    let mut tx_stamps: Vec<Option<Nanos>> = Vec::new();
     let stamped = pathem_io::udp::TxStamps::enable(sock);
     // Transmit timestamps waiting on the error queue: read one at a time in the time left
     // before the next datagram, so that reading them never delays a send.
@@ -68,6 +69,7 @@ pub fn send(
                 std::hint::spin_loop();
             }
         }
+        tx_stamps.push(None);
         encode(&mut buf, seq, now(), false);
         // A full socket buffer is the path's business (and shows as loss), not the sender's.
         let _ = sock.send_to(&buf, to);

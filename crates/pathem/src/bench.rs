@@ -79,7 +79,8 @@ fn measure(path: &PathConfig, args: &BenchArgs) -> anyhow::Result<(f64, Stats)> 
     // The in-memory source is as fast as the engine: size the delay line for a fast line.
     let engine = EngineConfig { line_rate: Rate(100_000_000_000), ..EngineConfig::default() };
     let src = MemSource::new(args.packets, args.size, Pace::AsFastAsPossible);
-    let mut pipe = Pipeline::new(src, MemSink::default(), path, direction_seed(args.seed, 0), &engine);
+    let mut pipe = Pipeline::new(src, MemSink::default(), path, direction_seed(args.seed, 0), &engine)
+        .map_err(crate::engine_error)?;
     let mut clock = MonotonicClock::new();
     let t0 = clock.now();
     run(&mut [&mut pipe], &mut clock, &AtomicBool::new(false))?;

@@ -129,7 +129,7 @@ fn one(
             run(&mut [&mut t], &mut clock, &stop2)?;
         } else {
             let engine = EngineConfig { max_frame: 2048, ..EngineConfig::default() };
-            let mut p = Pipeline::new(a.rx, b.tx, &path, 1, &engine);
+            let mut p = Pipeline::new(a.rx, b.tx, &path, 1, &engine)?;
             run(&mut [&mut p], &mut clock, &stop2)?;
         }
         Ok(())

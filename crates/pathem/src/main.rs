@@ -66,6 +66,15 @@ pub fn usage(msg: impl std::fmt::Display) -> anyhow::Error {
     UsageError(msg.to_string()).into()
 }
 
+/// An engine error as the command line reports it: a setting out of range, or a delay line
+/// larger than the machine can hold, is bad usage (exit 2); a failing port is a failed run.
+pub fn engine_error(e: pathem_engine::Error) -> anyhow::Error {
+    match e {
+        pathem_engine::Error::Config(_) | pathem_engine::Error::DelayLine(_) => usage(e),
+        e => e.into(),
+    }
+}
+
 fn main() -> ExitCode {
     pathem_io::default_sigpipe();
     let cli = match Cli::try_parse() {

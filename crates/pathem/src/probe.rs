@@ -142,6 +142,9 @@ pub struct ProbeArgs {
     pub command: ProbeCommand,
 }
 
+/// Most datagrams one probe sends: a day at 100 kpps is 8.6 · 10^9.
+const MAX_COUNT: u64 = 10_000_000_000;
+
 /// Datagrams per second and the count to send.
 fn plan(o: &SendOpts) -> anyhow::Result<(f64, u64)> {
     if !(HEADERS + pathem_probe::packet::HEADER..=1514).contains(&o.size) {
@@ -153,8 +156,13 @@ fn plan(o: &SendOpts) -> anyhow::Result<(f64, u64)> {
         (ProbeRate::Bits(r), _) => r.bits_per_sec() as f64 / (o.size as f64 * 8.0),
     };
     let count = match (o.count, o.duration) {
-        (Some(0), _) => return Err(usage("--count 0: accepted: a number of datagrams above 0")),
+        (Some(n), _) if n == 0 || n > MAX_COUNT => {
+            return Err(usage(format!("--count {n}: accepted: 1 to {MAX_COUNT} datagrams")))
+        }
         (Some(n), _) => n,
+        (None, Some(d)) if d.0 > pathem_model::Nanos::from_secs(86_400) => {
+            return Err(usage(format!("--duration {}: accepted: up to 1 day (86400s)", d.0)))
+        }
         (None, Some(d)) => ((d.0.as_secs_f64() * pps).ceil() as u64).max(1),
         (None, None) => (pps * 5.0).ceil() as u64,
     };

@@ -40,7 +40,7 @@ pub struct ReplayArgs {
     /// Delay line size (e.g. 64MiB) [default: rate × max delay + queue, at least 4 MiB].
     #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     pub buffer: Option<Size>,
-    /// Longest frame carried, in bytes; longer ones are dropped and counted as `oversize`.
+    /// Longest frame carried, 1 to 65536 bytes; longer ones are dropped and counted as `oversize`.
     #[arg(long, value_name = "BYTES", default_value_t = 65_535)]
     pub max_frame: usize,
 }
@@ -50,8 +50,11 @@ pub struct ReplayArgs {
 pub struct ReplayReport {
     pub seed: u64,
     pub path: String,
+    /// Most bytes the delay line may hold (it grows with what is in flight, up to this).
     pub delay_line_bytes: usize,
     pub input_backwards_timestamps: u64,
+    /// The process's peak resident memory (VmHWM), where the system reports it.
+    pub peak_memory_bytes: Option<u64>,
     #[serde(flatten)]
     pub stats: Stats,
 }
@@ -79,19 +82,19 @@ pub fn resolve(args: &ReplayArgs) -> anyhow::Result<(ConfigFile, PathConfig)> {
 /// Runs a replay and returns its report; OUT exists only if this returns `Ok`.
 pub fn replay(args: &ReplayArgs) -> anyhow::Result<ReplayReport> {
     let (file, path) = resolve(args)?;
-    if args.max_frame == 0 {
-        return Err(usage("--max-frame 0: accepted: a frame length in bytes above 0"));
-    }
     let seed = args.seed.or(file.seed).unwrap_or_else(random_seed);
     let engine = EngineConfig {
-        buffer: args.buffer.or(file.buffer).map(|s| s.0 as usize),
+        buffer: args.buffer.or(file.buffer).map(|s| usize::try_from(s.0).unwrap_or(usize::MAX)),
         max_frame: args.max_frame,
+        offline: true,
         ..EngineConfig::default()
     };
+    engine.validate().map_err(usage)?;
     let src = PcapSource::open(&args.input)?;
     let start = src.peek_arrival().unwrap_or(Nanos::ZERO);
     let sink = PcapSink::create(&args.output, src.snaplen())?;
-    let mut pipe = Pipeline::new(src, sink, &path, direction_seed(seed, 0), &engine);
+    let mut pipe =
+        Pipeline::new(src, sink, &path, direction_seed(seed, 0), &engine).map_err(crate::engine_error)?;
     let mut clock = VirtualClock::starting_at(start);
     run(&mut [&mut pipe], &mut clock, &AtomicBool::new(false))?;
     let stats = pipe.counters().snapshot();
@@ -103,8 +106,23 @@ pub fn replay(args: &ReplayArgs) -> anyhow::Result<ReplayReport> {
         path: path.to_string(),
         delay_line_bytes,
         input_backwards_timestamps: src.backwards_timestamps(),
+        peak_memory_bytes: peak_memory(),
         stats,
     })
+}
+
+/// The process's peak resident set size, from /proc/self/status.
+fn peak_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
 }
 
 pub fn main(args: ReplayArgs) -> anyhow::Result<()> {

@@ -61,7 +61,14 @@ pub fn summary(input: &Path, output: &Path, r: &ReplayReport) -> String {
             s.reorder_clamp_mean_ns / 1e3
         );
     }
-    let _ = writeln!(out, "  delay line {}", bytes(r.delay_line_bytes as u64));
+    let _ = writeln!(
+        out,
+        "  delay line up to {} (grows with what is in flight)",
+        bytes(r.delay_line_bytes as u64)
+    );
+    if let Some(peak) = r.peak_memory_bytes {
+        let _ = writeln!(out, "  peak memory {}", bytes(peak));
+    }
     if r.input_backwards_timestamps > 0 {
         let _ = writeln!(
             out,

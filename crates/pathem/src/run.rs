@@ -12,7 +12,7 @@ use crate::spec::PathSpec;
 use crate::usage;
 use anyhow::Context;
 use clap::{Args, Parser};
-use pathem_engine::{monotonic_now, run, EngineConfig, Pipeline, Stats};
+use pathem_engine::{delay_line_sizing, monotonic_now, run, EngineConfig, Pipeline, Stats};
 use pathem_io::iface::{self, SavedOffloads};
 use pathem_io::live::{self, LiveRx, LiveTx};
 use pathem_model::rng::direction_seed;
@@ -73,7 +73,7 @@ pub struct RunArgs {
     /// wake-up latency (tens of µs on a virtual machine); polling costs CPU while traffic flows.
     #[arg(long, value_name = "DUR", default_value = "1ms")]
     pub busy_poll: Duration,
-    /// Longest frame carried, in bytes; longer ones are dropped and counted as `oversize`.
+    /// Longest frame carried, 1 to 65536 bytes; longer ones are dropped and counted as `oversize`.
     #[arg(long, value_name = "BYTES", default_value_t = 9216)]
     pub max_frame: usize,
 }
@@ -187,11 +187,13 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
     }
     let seed = args.seed.or(file.seed).unwrap_or_else(crate::replay::random_seed);
     let engine = EngineConfig {
-        buffer: args.buffer.or(file.buffer).map(|s| s.0 as usize),
+        buffer: args.buffer.or(file.buffer).map(|s| usize::try_from(s.0).unwrap_or(usize::MAX)),
         max_frame: args.max_frame,
         line_rate: pathem_model::units::Rate(iface::speed_bps(&if_name(&a)).unwrap_or(10_000_000_000)),
         busy_poll: args.busy_poll.0,
+        offline: false,
     };
+    engine.validate().map_err(usage)?;
 
     // Frames must reach pathem as they were on the wire: no receive aggregation.
     let mut saved: Vec<SavedOffloads> = Vec::new();
@@ -242,9 +244,15 @@ pub fn forward(args: &RunArgs, live: &Live<'_>, stop: Arc<AtomicBool>) -> anyhow
         eprintln!("pathem: port A {name_a}: {}", port_a.how);
         eprintln!("pathem: port B {name_b}: {}", port_b.how);
     }
-    let mut pipe_ab: LivePipe = Pipeline::new(port_a.rx, port_b.tx, ab, direction_seed(seed, 0), engine);
-    let mut pipe_ba: Option<LivePipe> =
-        (!args.one_way).then(|| Pipeline::new(port_b.rx, port_a.tx, ba, direction_seed(seed, 1), engine));
+    let mut pipe_ab: LivePipe = Pipeline::new(port_a.rx, port_b.tx, ab, direction_seed(seed, 0), engine)
+        .map_err(crate::engine_error)?;
+    let mut pipe_ba: Option<LivePipe> = match args.one_way {
+        true => None,
+        false => Some(
+            Pipeline::new(port_b.rx, port_a.tx, ba, direction_seed(seed, 1), engine)
+                .map_err(crate::engine_error)?,
+        ),
+    };
     let (a, b) = (name_a.as_str(), name_b.as_str());
     if announce {
         eprintln!("pathem: forwarding {a} <-> {b} (seed {seed})");
@@ -252,6 +260,14 @@ pub fn forward(args: &RunArgs, live: &Live<'_>, stop: Arc<AtomicBool>) -> anyhow
         match &pipe_ba {
             Some(_) => eprintln!("pathem:   {b} -> {a}: {ba}"),
             None => eprintln!("pathem:   {b} -> {a}: not forwarded (--one-way)"),
+        }
+        let sizing = |p: &LivePipe, cfg: &PathConfig| {
+            let why = delay_line_sizing(cfg, engine).why;
+            format!("{} ({why})", crate::report::bytes(p.delay_line_capacity() as u64))
+        };
+        eprintln!("pathem:   delay line {a} -> {b}: {}", sizing(&pipe_ab, ab));
+        if let Some(p) = &pipe_ba {
+            eprintln!("pathem:   delay line {b} -> {a}: {}", sizing(p, ba));
         }
     }
     let started = monotonic_now();

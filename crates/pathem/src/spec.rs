@@ -112,9 +112,9 @@ pub struct PathSpec {
     #[arg(long, value_name = "FILE", help_heading = "Link")]
     pub rate_trace: Option<PathBuf>,
 
-    /// Bytes added to each frame for the rate [default: 24 = preamble+SFD, FCS, gap].
+    /// Bytes added to each frame for the rate, -65536 to 65536 [default: 24 = preamble+SFD, FCS, gap].
     #[arg(long, value_name = "BYTES", help_heading = "Link", allow_hyphen_values = true)]
-    pub overhead: Option<u32>,
+    pub overhead: Option<i32>,
 
     /// Cell framing SIZE,OVERHEAD for the rate (NetEm cellsize/celloverhead), e.g. 48,5.
     #[arg(long, value_name = "SIZE,OVERHEAD", help_heading = "Link")]
@@ -157,6 +157,8 @@ pub enum SpecError {
     NeedsJitter(&'static str),
     #[error("--{flag} {}: {reason}", path.display())]
     File { flag: &'static str, path: PathBuf, reason: String },
+    #[error(transparent)]
+    Range(#[from] pathem_model::limits::RangeError),
 }
 
 fn read(flag: &'static str, path: &Path) -> Result<String, SpecError> {
@@ -313,7 +315,7 @@ impl PathSpec {
             }
             h => DelayConfig { half_life: h.map(|h| h.0), ..delay },
         };
-        Ok(PathConfig {
+        let config = PathConfig {
             police: self.police,
             link,
             loss,
@@ -324,7 +326,9 @@ impl PathSpec {
             corrupt: self.corrupt,
             ecn: self.ecn,
             reorder: self.reorder,
-        })
+        };
+        config.validate()?;
+        Ok(config)
     }
 }
 
@@ -362,6 +366,19 @@ mod tests {
             spec("delay = '10ms'\njitter = '2ms'\ndelay-dist = 'pareto'\ndelay-half-life = '20ms'").is_ok()
         );
         assert!(spec("rate = '10mbit'\ncell = '48,5'\nqueue = '20pkt'\npolice = '5mbit,burst=10KB'").is_ok());
+        for (text, says) in [
+            ("delay = '18446744073s'", "--delay 18446744073s is out of range; accepted: 0ns to 1h"),
+            ("delay = '1ms'\njitter = '2h'", "--jitter"),
+            ("rate = '1mbit'\noverhead = 4294967295", "overhead"),
+            ("rate = '1mbit'\noverhead = -70000", "--overhead -70000 is out of range"),
+            ("police = '1mbit,burst=3GB'", "--police"),
+        ] {
+            let e = match toml::from_str::<PathSpec>(text) {
+                Ok(s) => s.to_config().unwrap_err().to_string(),
+                Err(e) => e.to_string(),
+            };
+            assert!(e.contains(says), "{text}: {e}");
+        }
     }
 
     #[test]

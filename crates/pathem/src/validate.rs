@@ -98,8 +98,8 @@ fn forwarder(
         let fds = vec![a.rx.raw_fd(), b.rx.raw_fd()];
         let mut clock = live_clock(fds);
         let engine = EngineConfig { max_frame: 2048, busy_poll: BUSY_POLL, ..EngineConfig::default() };
-        let mut ab = Pipeline::new(a.rx, b.tx, &path, 1, &engine);
-        let mut ba = Pipeline::new(b.rx, a.tx, &PathConfig::default(), 2, &engine);
+        let mut ab = Pipeline::new(a.rx, b.tx, &path, 1, &engine)?;
+        let mut ba = Pipeline::new(b.rx, a.tx, &PathConfig::default(), 2, &engine)?;
         run(&mut [&mut ab, &mut ba], &mut clock, &stop)?;
         Ok(ab.counters().snapshot())
     })

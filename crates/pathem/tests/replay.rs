@@ -289,6 +289,108 @@ fn bad_values_get_one_line_and_exit_2() {
 }
 
 #[test]
+fn values_past_their_range_are_refused_not_wrapped() {
+    let d = Dir::new();
+    write_capture(&d.path("in.pcap"), cbr(10, 60, Nanos::from_micros(1))).unwrap();
+    let (i, o) = (d.s("in.pcap"), d.s("out.pcap"));
+    for (args, says) in [
+        (&["--delay", "18446744073s"][..], "--delay 18446744073s is out of range; accepted: 0ns to 1h"),
+        (&["--delay", "18446744073709551615ns"], "--delay"),
+        (&["--delay", "1h", "--jitter", "18446744073s", "--delay-dist", "normal"], "--jitter"),
+        (&["--rate", "1mbit", "--overhead", "4294967295"], "--overhead"),
+        (&["--rate", "1mbit", "--overhead", "-65537"], "-65536 to 65536"),
+        (&["--max-frame", "1099511627776"], "--max-frame"),
+        (&["--max-frame", "65537"], "1 to 65536"),
+        (&["--max-frame", "0"], "1 to 65536"),
+        (&["--buffer", "2TiB"], "up to 1TiB"),
+        (&["--police", "1mbit,burst=3GB"], "2GB"),
+        (&["--slot", "2h"], "1h"),
+        (&["--delay-half-life", "2h", "--jitter", "1ms"], "--delay-half-life"),
+    ] {
+        let err = refused(&d, &[&["replay", &i, &o][..], args].concat(), 2);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    // Exactly at the bounds is accepted.
+    ok(&replay(&d.path("in.pcap"), &d.path("out.pcap"), &["--delay", "1h", "--max-frame", "65536"]));
+    assert_eq!(read_capture(&d.path("out.pcap")).unwrap()[0].0, Nanos::from_secs(1 + 3600));
+}
+
+#[test]
+fn release_times_past_what_pcap_holds_are_refused() {
+    let d = Dir::new();
+    // Frames in 2106, a second before pcap's 32-bit seconds run out; an hour of delay is past it.
+    let t = Nanos::from_secs(u64::from(u32::MAX) - 1);
+    write_capture(&d.path("in.pcap"), vec![(t, udp_frame(60, 0))]).unwrap();
+    let err = refused(&d, &["replay", &d.s("in.pcap"), &d.s("out.pcap"), "--delay", "1h"], 1);
+    assert!(err.contains("past what pcap can hold"), "{err}");
+}
+
+/// Runs pathem, killing it (and failing) if it has not finished within `limit`: a guard
+/// against runs that never end, not a timing.
+fn pathem_within(args: &[&str], limit: std::time::Duration) -> Output {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pathem"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("pathem {args:?} still running after {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn frames_a_year_apart_replay_exactly_without_waiting() {
+    let d = Dir::new();
+    let year = Nanos::from_secs(365 * 86_400);
+    let t0 = Nanos::from_secs(1_000_000);
+    write_capture(&d.path("in.pcap"), vec![(t0, udp_frame(60, 0)), (t0 + year, udp_frame(60, 1))]).unwrap();
+    let out = pathem_within(
+        &["replay", &d.s("in.pcap"), &d.s("out.pcap"), "--delay", "10ms"],
+        std::time::Duration::from_secs(60),
+    );
+    ok(&out);
+    let got: Vec<Nanos> = read_capture(&d.path("out.pcap")).unwrap().into_iter().map(|f| f.0).collect();
+    assert_eq!(got, vec![t0 + Nanos::from_millis(10), t0 + year + Nanos::from_millis(10)]);
+}
+
+#[test]
+fn a_long_delay_takes_memory_for_what_is_in_flight_only() {
+    let d = Dir::new();
+    // 2000 frames of 200 B (400 KB) held 10 s: the delay line follows them, not rate × delay.
+    write_capture(&d.path("in.pcap"), cbr(2000, 200, Nanos::from_micros(10))).unwrap();
+    let st = d.s("s.json");
+    let out = pathem_within(
+        &["replay", &d.s("in.pcap"), &d.s("out.pcap"), "--delay", "10s", "--stats", &st],
+        std::time::Duration::from_secs(60),
+    );
+    ok(&out);
+    let s = stats(Path::new(&st));
+    assert_eq!(s["tx_packets"], 2000);
+    let peak = s["peak_memory_bytes"].as_u64().expect("the system reports peak memory");
+    assert!(peak < 100 << 20, "peak memory {peak} B for 400 KB in flight");
+}
+
+#[test]
+fn absurd_original_lengths_are_refused_with_the_frame_number() {
+    let d = Dir::new();
+    write_capture(&d.path("in.pcap"), cbr(3, 60, Nanos::from_micros(1))).unwrap();
+    let mut bytes = std::fs::read(d.path("in.pcap")).unwrap();
+    // Frame 2's orig_len (native-endian record header: ts_sec, ts_frac, incl_len, orig_len).
+    let at = 24 + (16 + 60) + 12;
+    bytes[at..at + 4].copy_from_slice(&3_000_000_000u32.to_ne_bytes());
+    std::fs::write(d.path("bad.pcap"), bytes).unwrap();
+    let err = refused(&d, &["replay", &d.s("bad.pcap"), &d.s("out.pcap"), "--rate", "1mbit"], 1);
+    assert!(err.contains("frame 2") && err.contains("original length 3000000000"), "{err}");
+}
+
+#[test]
 fn bad_captures_get_one_line_and_leave_no_output() {
     let d = Dir::new();
     let o = d.path("out.pcap");
