@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Runs every pathem test: unit, statistical, end-to-end through pcap captures.
+# Runs every pathem test: unit, statistical, end-to-end through pcap captures, live in network
+# namespaces, the fuzz corpora; then the delay line under Miri and each fuzz target briefly.
 # Installs what the tests need first when run as root on Debian/Ubuntu (CI does exactly this).
+# As root every live test must run: one that cannot fails the run instead of being skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +16,22 @@ if [ ${#need[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
+if [ "$(id -u)" = 0 ]; then
+    export PATHEM_REQUIRE_LIVE=1
+fi
 
 cargo fmt --all -- --check
 cargo test --workspace --locked 2>&1
+
+# The delay line's unsafe code under Miri (nightly only; installed here where rustup can).
+if rustup run nightly cargo miri --version >/dev/null 2>&1 ||
+    rustup component add miri rust-src --toolchain nightly >/dev/null 2>&1 ||
+    { rustup toolchain install nightly --profile minimal --component miri,rust-src >/dev/null 2>&1; }; then
+    MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly miri test -p pathem-engine --lib delay_line 2>&1 |
+        grep -E "^test |^test result"
+else
+    echo "miri: SKIPPED: no nightly toolchain with Miri, and rustup cannot install one here"
+fi
+
+# Every parser fuzzed for a few seconds: a regression that the corpora miss may still show.
+bash scripts/fuzz.sh "${PATHEM_FUZZ_SECONDS:-10}"

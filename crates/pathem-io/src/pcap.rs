@@ -23,7 +23,7 @@ const MAX_RECORD: u32 = 256 * 1024;
 /// A capture being read, one frame ahead so the engine knows when the next one arrives.
 pub struct PcapSource {
     path: PathBuf,
-    reader: PcapReader<BufReader<File>>,
+    reader: PcapReader<BufReader<Box<dyn Read + Send>>>,
     frac_scale: u64,
     next: Option<Pending>,
     buf: Vec<u8>,
@@ -52,8 +52,26 @@ impl PcapSource {
         let got = read_up_to(&mut file, &mut magic).map_err(|e| format(e.to_string()))?;
         drop(file);
         let file = File::open(path).map_err(|source| Error::Open { path: path.to_path_buf(), source })?;
+        Self::from_reader(path, Box::new(file), magic, got)
+    }
+
+    /// Reads a capture held in memory; `name` stands for its path in messages.
+    pub fn from_bytes(name: &Path, bytes: Vec<u8>) -> Result<PcapSource, Error> {
+        let mut magic = [0u8; 4];
+        let got = bytes.len().min(4);
+        magic[..got].copy_from_slice(&bytes[..got]);
+        Self::from_reader(name, Box::new(std::io::Cursor::new(bytes)), magic, got)
+    }
+
+    fn from_reader(
+        path: &Path,
+        input: Box<dyn Read + Send>,
+        magic: [u8; 4],
+        got: usize,
+    ) -> Result<PcapSource, Error> {
+        let format = |reason: String| Error::Format { path: path.to_path_buf(), reason };
         let reader =
-            match PcapReader::new(BufReader::new(file)) {
+            match PcapReader::new(BufReader::new(input)) {
                 Ok(r) => r,
                 Err(PcapError::InvalidField(_)) if magic == [0x0a, 0x0d, 0x0d, 0x0a] => return Err(format(
                     "is a pcapng capture; pathem reads classic pcap (convert with `editcap -F pcap IN OUT`)"

@@ -5,7 +5,6 @@
 
 mod bench;
 mod bench_live;
-mod config;
 mod demo;
 mod hiccups;
 mod netns;
@@ -14,10 +13,10 @@ mod replay;
 mod report;
 mod run;
 mod shell;
-mod spec;
 mod validate;
 
 use clap::{Parser, Subcommand};
+use pathem::{config, spec};
 use std::process::ExitCode;
 
 /// pathem — a software network path emulator.

@@ -2,35 +2,103 @@
 //!
 //! Each test builds its own namespaces (named after the test process and a counter) and
 //! removes them when it ends, whatever happens. Traffic stays inside those namespaces. The
-//! tests need root and iproute2, ethtool, iperf3 and ping (scripts/test.sh installs them);
-//! without root they say so and pass vacuously. They run one at a time: rates and delays are
-//! measured on a 2-core machine.
+//! tests need root and iproute2, ethtool, iperf3 and ping (scripts/test.sh installs them).
+//! They run one at a time (rates and delays are measured on a 2-core machine) under this
+//! file's own harness, which reports a test that cannot run as SKIPPED with the reason, never
+//! as passed, and ends with `live: N passed, N failed, N skipped`. With PATHEM_REQUIRE_LIVE=1
+//! (the test script sets it when run as root) a skip fails the run.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
-use std::sync::Mutex;
 use std::time::Duration;
 
-static SERIAL: Mutex<()> = Mutex::new(());
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
 const PATHEM: &str = env!("CARGO_BIN_EXE_pathem");
 const GEN_IP: &str = "10.201.0.1";
 const SINK_IP: &str = "10.201.0.2";
 
-fn can_run() -> bool {
-    let root = nix::unistd::geteuid().is_root();
-    let tools = ["ip", "ethtool", "iperf3", "ping"].iter().all(|t| {
-        Command::new("sh").args(["-c", &format!("command -v {t}")]).output().is_ok_and(|o| o.status.success())
-    });
-    if !root || !tools {
-        eprintln!(
-            "live tests skipped: need root and ip, ethtool, iperf3, ping (run scripts/test.sh as root)"
-        );
+/// Why the live tests cannot run here, if they cannot.
+fn cannot_run() -> Option<String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Some("not root (they build network namespaces; run scripts/test.sh as root)".into());
     }
-    root && tools
+    let missing: Vec<&str> = ["ip", "ethtool", "iperf3", "ping", "nstat"]
+        .into_iter()
+        .filter(|t| {
+            !Command::new("sh")
+                .args(["-c", &format!("command -v {t}")])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .collect();
+    (!missing.is_empty()).then(|| format!("missing {} (scripts/test.sh installs them)", missing.join(", ")))
+}
+
+/// The harness: runs the tests named on the command line (all by default; a word filters by
+/// substring, as libtest does), one at a time, and reports each.
+fn main() {
+    let tests: &[(&str, fn())] = &[
+        ("constant_delay_adds_twice_the_delay_to_the_rtt", constant_delay_adds_twice_the_delay_to_the_rtt),
+        (
+            "udp_loss_within_statistical_bounds_and_none_below_capacity",
+            udp_loss_within_statistical_bounds_and_none_below_capacity,
+        ),
+        ("xdp_program_is_gone_after_exit", xdp_program_is_gone_after_exit),
+        ("rate_caps_tcp_throughput", rate_caps_tcp_throughput),
+        ("directions_are_independent", directions_are_independent),
+        (
+            "sigint_stops_cleanly_and_restores_the_interfaces",
+            sigint_stops_cleanly_and_restores_the_interfaces,
+        ),
+        ("bad_ports_are_refused_with_one_line", bad_ports_are_refused_with_one_line),
+        ("shell_adds_the_delay_both_ways_and_cleans_up", shell_adds_the_delay_both_ways_and_cleans_up),
+        ("an_interface_that_goes_down_and_up_is_resumed", an_interface_that_goes_down_and_up_is_resumed),
+        ("short_validate_passes", short_validate_passes),
+    ];
+    let filters: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let chosen: Vec<_> = tests
+        .iter()
+        .filter(|(n, _)| filters.is_empty() || filters.iter().any(|f| n.contains(f.as_str())))
+        .collect();
+    let list = std::env::args().any(|a| a == "--list");
+    if list {
+        for (n, _) in &chosen {
+            println!("{n}: test");
+        }
+        return;
+    }
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    let why = cannot_run();
+    println!("\nrunning {} live tests", chosen.len());
+    for (name, test) in &chosen {
+        if let Some(why) = &why {
+            println!("test {name} ... SKIPPED: {why}");
+            skipped += 1;
+            continue;
+        }
+        let started = std::time::Instant::now();
+        match std::panic::catch_unwind(test) {
+            Ok(()) => {
+                println!("test {name} ... ok ({:.1} s)", started.elapsed().as_secs_f64());
+                passed += 1;
+            }
+            Err(_) => {
+                println!("test {name} ... FAILED");
+                failed += 1;
+            }
+        }
+    }
+    println!("live: {passed} passed, {failed} failed, {skipped} skipped");
+    let required = std::env::var("PATHEM_REQUIRE_LIVE").is_ok_and(|v| v == "1");
+    if failed > 0 || (skipped > 0 && required) {
+        if skipped > 0 && required {
+            eprintln!("live tests were required (PATHEM_REQUIRE_LIVE=1) but {skipped} could not run");
+        }
+        std::process::exit(1);
+    }
 }
 
 fn sh(cmd: &[&str]) -> Output {
@@ -248,12 +316,7 @@ fn udp_loss(report: &serde_json::Value) -> (u64, u64) {
     }
 }
 
-#[test]
 fn constant_delay_adds_twice_the_delay_to_the_rtt() {
-    let _g = SERIAL.lock();
-    if !can_run() {
-        return;
-    }
     for kind in ["afpacket", "afxdp"] {
         let mut t = Topo::new();
         t.start_with(kind, &["--delay", "25ms"]);
@@ -263,12 +326,7 @@ fn constant_delay_adds_twice_the_delay_to_the_rtt() {
     }
 }
 
-#[test]
 fn udp_loss_within_statistical_bounds_and_none_below_capacity() {
-    let _g = SERIAL.lock();
-    if !can_run() {
-        return;
-    }
     for kind in ["afpacket", "afxdp"] {
         let mut t = Topo::new();
         t.start_with(kind, &["--a-to-b", "--loss 10%", "--seed", "5"]);
@@ -294,12 +352,7 @@ fn udp_loss_within_statistical_bounds_and_none_below_capacity() {
     }
 }
 
-#[test]
 fn xdp_program_is_gone_after_exit() {
-    let _g = SERIAL.lock();
-    if !can_run() {
-        return;
-    }
     let mut t = Topo::new();
     t.start_with("afxdp", &["--delay", "1ms"]);
     let shown = String::from_utf8_lossy(&t.exec(&t.mid, &["ip", "link", "show", "pa"]).stdout).into_owned();
@@ -318,12 +371,7 @@ fn xdp_program_is_gone_after_exit() {
     t.stop();
 }
 
-#[test]
 fn rate_caps_tcp_throughput() {
-    let _g = SERIAL.lock();
-    if !can_run() {
-        return;
-    }
     for kind in ["afpacket", "afxdp"] {
         let mut t = Topo::new();
         t.start_with(kind, &["--rate", "20mbit", "--queue", "100pkt"]);
@@ -335,12 +383,7 @@ fn rate_caps_tcp_throughput() {
     }
 }
 
-#[test]
 fn directions_are_independent() {
-    let _g = SERIAL.lock();
-    if !can_run() {
-        return;
-    }
     for kind in ["afpacket", "afxdp"] {
         let mut t = Topo::new();
         t.start_with(
@@ -360,12 +403,7 @@ fn directions_are_independent() {
     }
 }
 
-#[test]
 fn sigint_stops_cleanly_and_restores_the_interfaces() {
-    let _g = SERIAL.lock();
-    if !can_run() {
-        return;
-    }
     let mut t = Topo::new();
     let mid = t.mid.clone();
     let gro = |dev: &str| -> String {
@@ -404,12 +442,7 @@ fn sigint_stops_cleanly_and_restores_the_interfaces() {
     assert!(gro("pa").contains(": on"), "repaired by the next run: {}", gro("pa"));
 }
 
-#[test]
 fn bad_ports_are_refused_with_one_line() {
-    let _g = SERIAL.lock();
-    if !can_run() {
-        return;
-    }
     let t = Topo::new();
     t.exec(&t.mid, &["ip", "link", "set", "pb", "down"]);
     for (args, says) in [
@@ -430,12 +463,7 @@ fn bad_ports_are_refused_with_one_line() {
     }
 }
 
-#[test]
 fn shell_adds_the_delay_both_ways_and_cleans_up() {
-    let _g = SERIAL.lock();
-    if !can_run() {
-        return;
-    }
     let out = Command::new(PATHEM)
         .args([
             "shell",
@@ -474,12 +502,7 @@ fn shell_adds_the_delay_both_ways_and_cleans_up() {
     assert!((20.0..24.0).contains(&min), "rtt {min} ms to the inner gateway");
 }
 
-#[test]
 fn an_interface_that_goes_down_and_up_is_resumed() {
-    let _g = SERIAL.lock();
-    if !can_run() {
-        return;
-    }
     for kind in ["afpacket", "afxdp"] {
         let mut t = Topo::new();
         t.start_with(kind, &["--delay", "1ms"]);
@@ -511,12 +534,7 @@ fn an_interface_that_goes_down_and_up_is_resumed() {
     }
 }
 
-#[test]
 fn short_validate_passes() {
-    let _g = SERIAL.lock();
-    if !can_run() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(PATHEM).args(["validate", "--quick", "--out"]).arg(dir.path()).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);

@@ -1,0 +1,174 @@
+//! What each fuzz target does with its input, written once: the cargo-fuzz targets in
+//! `fuzz_targets/` call these, and `crates/pathem/tests/fuzz_corpus.rs` runs every file of the
+//! corpora and of `regressions/` through them on stable Rust, so a crash found once stays fixed.
+//!
+//! Each function must never panic, hang or allocate without bound, whatever the bytes; where a
+//! parser accepts its input, the result is also used (a path built and run, a trace sampled),
+//! so what a parser lets through is exercised too.
+
+use pathem_engine::{run, EngineConfig, Pipeline, VirtualClock};
+use pathem_io::mem::MemSink;
+use pathem_io::pcap::PcapSource;
+use pathem_model::delay::{Delay, DelayConfig, DelayTrace};
+use pathem_model::dist::{DelayTable, Dist};
+use pathem_model::link::{Cell, Link, LinkConfig, RateTrace, Server};
+use pathem_model::loss::{Loss, LossConfig, LossTrace};
+use pathem_model::police::PolicerConfig;
+use pathem_model::slot::SlotConfig;
+use pathem_model::units::{parse_duration, Probability, QueueLimit, Rate, Size};
+use pathem_model::{FrameMeta, Nanos, Path, PathConfig, Rng};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// Runs `path` over a few frames, checking that every frame is accounted for.
+fn exercise(path: &PathConfig) {
+    if path.validate().is_err() {
+        return;
+    }
+    let mut p = Path::new(path);
+    let mut rng = Rng::seeded(1);
+    for i in 0..64u64 {
+        let _ = p.process(FrameMeta::new(Nanos::from_micros(37 * i), 60 + (i as u32 * 97) % 1455), &mut rng);
+    }
+}
+
+/// A pcap capture, replayed through one of a few paths in virtual time.
+pub fn pcap(data: &[u8]) {
+    let Ok(src) = PcapSource::from_bytes(std::path::Path::new("fuzz.pcap"), data.to_vec()) else { return };
+    let paths = [
+        PathConfig::default(),
+        PathConfig {
+            link: Some(LinkConfig {
+                queue: Some(QueueLimit::Packets(10)),
+                ..LinkConfig::rate(Rate(1_000_000))
+            }),
+            loss: Some(LossConfig::Random(Probability::new(0.1).unwrap())),
+            delay: DelayConfig::constant(Nanos::from_millis(10)),
+            ..PathConfig::default()
+        },
+        PathConfig {
+            delay: DelayConfig {
+                base: Nanos::from_millis(5),
+                jitter: Nanos::from_millis(5),
+                dist: Dist::Normal,
+                ..Default::default()
+            },
+            reorder: true,
+            duplicate: Some(Probability::new(0.2).unwrap()),
+            corrupt: Some(Probability::new(0.2).unwrap()),
+            ..PathConfig::default()
+        },
+    ];
+    let path = &paths[data.len() % paths.len()];
+    let engine = EngineConfig { offline: true, buffer: Some(1 << 20), ..EngineConfig::default() };
+    let start = src.peek_arrival().unwrap_or(Nanos::ZERO);
+    let Ok(mut pipe) = Pipeline::new(src, MemSink::default(), path, 1, &engine) else { return };
+    let mut clock = VirtualClock::starting_at(start);
+    if run(&mut [&mut pipe], &mut clock, &AtomicBool::new(false)).is_err() {
+        return;
+    }
+    let s = pipe.counters().snapshot();
+    assert_eq!(
+        s.rx_packets + s.duplicated,
+        s.tx_packets + s.dropped.total(),
+        "every frame accounted for: {s:?}"
+    );
+}
+
+/// The unit parsers: durations, rates, sizes, queue limits, probabilities.
+pub fn units(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    if let Ok(d) = parse_duration(text) {
+        assert_eq!(parse_duration(&d.to_string()), Ok(d), "{text:?} prints back");
+    }
+    let _ = text.parse::<Rate>();
+    let _ = text.parse::<Size>();
+    let _ = text.parse::<QueueLimit>();
+    if let Ok(p) = text.parse::<Probability>() {
+        assert!((0.0..=1.0).contains(&p.get()));
+    }
+}
+
+/// The model specs (`ge:`, `gi:`, police, slot, cell, dist) and the probe's datagram header;
+/// what parses is run through a path.
+pub fn specs(data: &[u8]) {
+    let _ = pathem_probe::packet::decode(data);
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    if let Ok(loss) = text.parse::<LossConfig>() {
+        let rate = loss.loss_rate();
+        assert!(rate.is_nan() || (0.0..=1.0 + 1e-9).contains(&rate), "{text:?}: {rate}");
+        let mut l = Loss::new(&loss);
+        let mut rng = Rng::seeded(2);
+        for _ in 0..64 {
+            l.lose(&mut rng);
+        }
+    }
+    if let Ok(p) = text.parse::<PolicerConfig>() {
+        exercise(&PathConfig { police: Some(p), ..PathConfig::default() });
+    }
+    if let Ok(s) = text.parse::<SlotConfig>() {
+        exercise(&PathConfig { slot: Some(s), ..PathConfig::default() });
+    }
+    if let Ok(c) = text.parse::<Cell>() {
+        exercise(&PathConfig {
+            link: Some(LinkConfig { cell: Some(c), ..LinkConfig::rate(Rate(1_000_000)) }),
+            ..PathConfig::default()
+        });
+    }
+    if let Ok(d) = text.parse::<Dist>() {
+        let delay = DelayConfig {
+            base: Nanos::from_millis(1),
+            jitter: Nanos::from_millis(1),
+            dist: d,
+            ..Default::default()
+        };
+        exercise(&PathConfig { delay, ..PathConfig::default() });
+    }
+}
+
+/// The TOML config file; what parses is turned into paths (files it names are read, and fail).
+pub fn config(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(file) = pathem::config::parse(text) else { return };
+    for spec in [&file.a_to_b, &file.b_to_a] {
+        if let Ok(path) = spec.to_config() {
+            exercise(&path);
+        }
+    }
+}
+
+/// The trace and table files: loss traces, Mahimahi rate traces, delay traces, delay tables.
+pub fn traces(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let mut rng = Rng::seeded(3);
+    if let Ok(t) = LossTrace::parse(text) {
+        let mut l = Loss::new(&LossConfig::Trace(Arc::new(t)));
+        for _ in 0..64 {
+            l.lose(&mut rng);
+        }
+    }
+    if let Ok(t) = RateTrace::parse(text) {
+        let mut link = Link::new(LinkConfig {
+            server: Server::Trace(Arc::new(t)),
+            overhead: 0,
+            cell: None,
+            queue: None,
+        });
+        for i in 0..64u64 {
+            let exit = link.admit(Nanos::from_secs(1) + Nanos::from_micros(i * 300), 1514);
+            assert!(exit.is_some_and(|e| e >= Nanos::from_secs(1)));
+        }
+    }
+    if let Ok(t) = DelayTrace::parse(text) {
+        let trace = Arc::new(t);
+        let mut d = Delay::new(&DelayConfig { trace: Some(trace), ..Default::default() });
+        for i in 0..64u64 {
+            d.sample(Nanos::from_millis(i * 977), &mut rng);
+        }
+    }
+    if let Ok(t) = DelayTable::parse(text) {
+        let dist = Dist::Table(Arc::new(t));
+        let delay = DelayConfig { dist, half_life: Some(Nanos::from_millis(1)), ..Default::default() };
+        exercise(&PathConfig { delay, ..PathConfig::default() });
+    }
+}
