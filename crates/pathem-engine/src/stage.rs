@@ -91,6 +91,7 @@ impl Ingress {
         }
         if self.line.push(release, frame.wire_len, frame.data, |_| {}) {
             self.last_release = self.last_release.max(release);
+            c.written.inc();
         } else {
             c.drop(DropReason::DelayLine);
         }
@@ -113,6 +114,7 @@ impl Ingress {
             c.drop(DropReason::DelayLine);
             return;
         }
+        c.written.inc();
         self.last_release = self.last_release.max(release);
         if extra.mark_ce {
             c.ecn_marked.inc();
@@ -129,6 +131,7 @@ impl Ingress {
             };
             if self.line.push(release, frame.wire_len, frame.data, copy_edit) {
                 c.duplicated.inc();
+                c.written.inc();
             } else {
                 c.drop(DropReason::DelayLine);
             }
@@ -171,16 +174,17 @@ impl Egress {
         Egress { line, counters, reorder }
     }
 
-    /// Hands every frame due at `now` (up to [`EGRESS_BURST`]) to `tx`, then flushes it.
-    /// Returns how many left.
+    /// Hands every frame due at `now` (up to [`EGRESS_BURST`]) to `tx`, then flushes it (also
+    /// when only frames from an earlier round still wait in the port). Returns how many left.
     #[inline(always)]
     pub fn release<T: TxPort>(&mut self, now: Nanos, tx: &mut T) -> Result<usize, pathem_io::Error> {
         let n = match self.reorder.is_some() {
             false => self.release_in_order(now, tx),
             true => self.release_reordered(now, tx),
         };
-        if n > 0 {
+        if n > 0 || self.counters.port_tx_queued.get() > 0 {
             tx.flush()?;
+            self.counters.port_tx_queued.set(tx.queued() as u64);
         }
         Ok(n)
     }

@@ -25,10 +25,22 @@ impl Counter {
     pub fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
+    /// Sets a gauge (or a total read from elsewhere). Only the single writer may call this.
+    #[inline]
+    pub fn set(&self, v: u64) {
+        self.0.store(v, Ordering::Relaxed)
+    }
 }
 
-/// Everything one direction counts. Ingress writes the receive, drop and clamp counters;
-/// egress writes the transmit counters.
+/// Everything one direction counts. Ingress writes the receive, drop, clamp and delay-line
+/// counters (and the port's kernel drops); egress writes the transmit counters.
+///
+/// Every frame that reaches the port is accounted for, each by a counter of its own:
+/// `port_rx_dropped` (the kernel or NIC dropped it before pathem saw it), `rx_packets` (pathem
+/// took it), then `dropped` by reason, or `written` into the delay line (with duplicates) and
+/// later `tx_packets` (handed to the transmit port), of which `port_tx_queued` still wait in
+/// the port's ring. Frames in the delay line are `written − tx_packets`: counted on both
+/// sides, so `rx + duplicated = tx + dropped + in flight` is a check, not a definition.
 #[derive(Debug, Default)]
 pub struct Counters {
     pub rx_packets: Counter,
@@ -45,6 +57,12 @@ pub struct Counters {
     pub reordered: Counter,
     /// Written by egress: how late after its release time each frame was handed to the port.
     pub late: Lateness,
+    /// Written by ingress: records written into the delay line (a duplicate is a record).
+    pub written: Counter,
+    /// Written by the receiving side: frames the kernel or NIC dropped before pathem saw them.
+    pub port_rx_dropped: Counter,
+    /// Written by egress (a gauge): frames handed to the transmit port that still wait there.
+    pub port_tx_queued: Counter,
 }
 
 /// Buckets of the lateness histogram: bucket 0 holds lateness below 2^[`LATE_SHIFT`] ns,
@@ -144,6 +162,10 @@ impl Counters {
             ecn_marked: self.ecn_marked.get(),
             reordered: self.reordered.get(),
             late: self.late.snapshot(),
+            // Read after tx_packets' writer's own order: a record is written before it is sent.
+            in_flight: self.written.get().saturating_sub(self.tx_packets.get()),
+            port_rx_dropped: self.port_rx_dropped.get(),
+            port_tx_queued: self.port_tx_queued.get(),
         }
     }
 }
@@ -185,12 +207,19 @@ pub struct Stats {
     pub reordered: u64,
     /// How late after their release times frames were handed to the transmit port.
     pub late: LateStats,
+    /// Frames in the delay line (written into it and not yet handed to the transmit port).
+    pub in_flight: u64,
+    /// Frames the kernel or NIC dropped before pathem saw them (a full socket buffer or ring).
+    pub port_rx_dropped: u64,
+    /// Of `tx_packets`, frames still waiting in the transmit port for the kernel or NIC.
+    pub port_tx_queued: u64,
 }
 
 impl Stats {
-    /// Frames still inside the emulator (in the delay line) when the snapshot was taken.
-    pub fn in_flight(&self) -> u64 {
-        (self.rx_packets + self.duplicated).saturating_sub(self.tx_packets + self.dropped.total())
+    /// True when every frame pathem took is accounted for: forwarded, dropped by a reason, or
+    /// in the delay line (`rx + duplicated = tx + dropped + in flight`).
+    pub fn balances(&self) -> bool {
+        self.rx_packets + self.duplicated == self.tx_packets + self.dropped.total() + self.in_flight
     }
 }
 
@@ -204,14 +233,21 @@ mod tests {
         for (i, r) in DropReason::ALL.into_iter().enumerate() {
             c.dropped[r as usize].add(i as u64 + 1);
         }
-        c.rx_packets.add(20);
+        c.rx_packets.add(26);
         let s = c.snapshot();
         assert_eq!(s.dropped, Dropped { loss: 1, queue: 2, police: 3, ber: 4, delay_line: 5, oversize: 6 });
-        assert_eq!(s.in_flight(), 0);
+        assert_eq!(s.in_flight, 0);
+        assert!(!s.balances(), "26 received, 21 dropped, 5 missing");
+        c.written.add(5);
+        c.tx_packets.add(3);
+        assert!(c.snapshot().balances() && c.snapshot().in_flight == 2);
         assert_eq!(s.late, LateStats::default());
         let json = serde_json::to_value(&s).unwrap();
         for r in DropReason::ALL {
             assert!(json["dropped"][r.name()].is_u64(), "{}", r.name());
+        }
+        for key in ["in_flight", "port_rx_dropped", "port_tx_queued"] {
+            assert!(json[key].is_u64(), "{key}");
         }
     }
 }

@@ -26,6 +26,15 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 /// Frames moved per system call.
 pub const BURST: usize = 64;
 
+/// Default receive buffer of a port's socket: about a millisecond of minimum-size frames at
+/// 1 Mpps (each costs ~768 B of buffer). Large enough to ride out a short stall of pathem's
+/// thread, small enough that a flood is dropped (and counted) at the port instead of waiting
+/// there tens of milliseconds, unseen by the path's delay (an 8 MB buffer held 17–33 ms).
+pub const DEFAULT_RX_BUFFER: usize = 1 << 20;
+/// Smallest and largest receive buffer a port accepts.
+pub const MIN_RX_BUFFER: usize = 64 << 10;
+pub const MAX_RX_BUFFER: usize = 1 << 30;
+
 fn last_os_error() -> std::io::Error {
     std::io::Error::last_os_error()
 }
@@ -142,6 +151,9 @@ pub struct AfPacketRx {
     vnet: bool,
     /// Receive errors other than "nothing to read" (an interface going down, say).
     pub errors: u64,
+    /// Frames the kernel dropped for want of room in the socket buffer (PACKET_STATISTICS
+    /// resets on every read, so they are added up here).
+    drops: u64,
 }
 
 // SAFETY: the raw pointers inside `iovecs` and `msgs` point only into this struct's own boxed
@@ -150,8 +162,9 @@ pub struct AfPacketRx {
 unsafe impl Send for AfPacketRx {}
 
 impl AfPacketRx {
-    /// Opens the receiving side of `ifname` for frames of up to `max_frame` bytes.
-    pub fn open(ifname: &str, max_frame: usize) -> Result<AfPacketRx, Error> {
+    /// Opens the receiving side of `ifname` for frames of up to `max_frame` bytes, with a
+    /// socket buffer of `rx_buffer` bytes (see [`DEFAULT_RX_BUFFER`]).
+    pub fn open(ifname: &str, max_frame: usize, rx_buffer: usize) -> Result<AfPacketRx, Error> {
         let idx = ifindex(ifname)?;
         let fd = packet_socket(ifname, idx, (libc::ETH_P_ALL as u16).to_be())?;
         let raw = fd.as_raw_fd();
@@ -166,7 +179,11 @@ impl AfPacketRx {
         // Kernels before 4.20 lack this; outgoing frames are then skipped by packet type.
         let _ = set_opt(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32);
         let _ = set_opt(raw, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &1i32);
-        let _ = set_opt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, &(8i32 << 20));
+        // FORCE sets exactly this size where allowed (root), past the system's rmem_max.
+        let rcvbuf = rx_buffer.clamp(MIN_RX_BUFFER, MAX_RX_BUFFER) as i32;
+        if set_opt(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &rcvbuf).is_err() {
+            let _ = set_opt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, &rcvbuf);
+        }
         let slot = (max_frame + 1 + if vnet { VNET_HDR } else { 0 }).next_multiple_of(64);
         let mut port = AfPacketRx {
             fd,
@@ -184,6 +201,7 @@ impl AfPacketRx {
             more: false,
             vnet,
             errors: 0,
+            drops: 0,
         };
         for i in 0..BURST {
             port.iovecs[i].iov_base = port.bufs[i * slot..].as_mut_ptr() as *mut libc::c_void;
@@ -297,6 +315,25 @@ impl RxPort for AfPacketRx {
     fn poll_at(&self) -> PollAt {
         PollAt::live(self.more)
     }
+
+    fn kernel_drops(&mut self) -> u64 {
+        let mut st = libc::tpacket_stats { tp_packets: 0, tp_drops: 0 };
+        let mut len = size_of::<libc::tpacket_stats>() as libc::socklen_t;
+        // SAFETY: `st` is a live tpacket_stats and `len` its size; the kernel writes at most that.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                &mut st as *mut libc::tpacket_stats as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        if rc == 0 {
+            self.drops += u64::from(st.tp_drops);
+        }
+        self.drops
+    }
 }
 
 /// The transmitting half: frames leaving through the interface.
@@ -350,6 +387,10 @@ impl TxPort for AfPacketTx {
         self.lens[i] = len;
         self.queued += 1;
         true
+    }
+
+    fn queued(&self) -> usize {
+        self.queued
     }
 
     fn flush(&mut self) -> Result<(), Error> {

@@ -39,6 +39,7 @@ const XDP_TX_RING: i32 = 3;
 const XDP_UMEM_REG: i32 = 4;
 const XDP_UMEM_FILL_RING: i32 = 5;
 const XDP_UMEM_COMPLETION_RING: i32 = 6;
+const XDP_STATISTICS: i32 = 7;
 const XDP_COPY: u16 = 1 << 1;
 const XDP_ZEROCOPY: u16 = 1 << 2;
 const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
@@ -82,6 +83,18 @@ struct MmapOffsets {
     tx: RingOffset,
     fr: RingOffset,
     cr: RingOffset,
+}
+
+/// struct xdp_statistics (the first three fields exist since 4.18, the rest since 5.9).
+#[repr(C)]
+#[derive(Default)]
+struct XdpStatistics {
+    rx_dropped: u64,
+    rx_invalid_descs: u64,
+    tx_invalid_descs: u64,
+    rx_ring_full: u64,
+    rx_fill_ring_empty_descs: u64,
+    tx_ring_empty_descs: u64,
 }
 
 #[repr(C)]
@@ -671,6 +684,28 @@ impl RxPort for XdpRx {
     fn poll_at(&self) -> PollAt {
         PollAt::live(self.more)
     }
+
+    /// Frames the socket lost: no fill-ring buffer for them (`rx_dropped`), a full receive ring
+    /// (`rx_ring_full`), or descriptors the kernel could not use (`rx_invalid_descs`).
+    fn kernel_drops(&mut self) -> u64 {
+        let mut st = XdpStatistics::default();
+        let mut len = size_of::<XdpStatistics>() as libc::socklen_t;
+        // SAFETY: `st` is a live XdpStatistics and `len` its size; the kernel writes at most
+        // that (older kernels fewer fields, which stay zero).
+        let rc = unsafe {
+            libc::getsockopt(
+                self.sock.fd.as_raw_fd(),
+                SOL_XDP,
+                XDP_STATISTICS,
+                &mut st as *mut XdpStatistics as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        if rc != 0 {
+            return 0;
+        }
+        st.rx_dropped + st.rx_ring_full + st.rx_invalid_descs
+    }
 }
 
 impl XdpTx {
@@ -710,19 +745,39 @@ impl TxPort for XdpTx {
         true
     }
 
+    fn queued(&self) -> usize {
+        let prod = self.tx.producer().load(Ordering::Relaxed);
+        let cons = self.tx.consumer().load(Ordering::Acquire);
+        prod.wrapping_sub(cons) as usize + self.queued as usize
+    }
+
     fn flush(&mut self) -> Result<(), Error> {
         if self.queued > 0 {
             let prod = self.tx.producer().load(Ordering::Relaxed);
             self.tx.producer().store(prod + self.queued, Ordering::Release);
             self.queued = 0;
         }
-        // With need-wakeup the kernel says when it must be kicked; it always asks in copy mode.
-        if self.tx.needs_wakeup() {
+        // With need-wakeup the kernel says when it must be kicked; it always asks in copy mode,
+        // where one kick sends at most 32 frames: kick again while the kernel takes more, so
+        // nothing waits in the ring for later traffic. A kick that moves nothing means the
+        // device is full (or down): the frames stay queued and the next flush tries again.
+        let prod = self.tx.producer().load(Ordering::Relaxed);
+        for _ in 0..RING / 32 + 1 {
+            let before = self.tx.consumer().load(Ordering::Acquire);
+            if before == prod || !self.tx.needs_wakeup() {
+                break;
+            }
             if let Err(e) = self.sock.kick_tx() {
                 match e.raw_os_error() {
                     Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) | Some(libc::EINTR) => {}
-                    _ => self.errors += 1,
+                    _ => {
+                        self.errors += 1;
+                        break;
+                    }
                 }
+            }
+            if self.tx.consumer().load(Ordering::Acquire) == before {
+                break;
             }
         }
         self.reclaim();

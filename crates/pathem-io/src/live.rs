@@ -43,13 +43,29 @@ pub fn parse(spec: &str) -> Result<(&str, &str), Error> {
     }
 }
 
-/// Opens the port `spec` for frames of up to `max_frame` bytes.
-pub fn open(spec: &str, max_frame: usize) -> Result<Opened, Error> {
+/// How live ports are opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortOptions {
+    /// Longest frame carried, in bytes.
+    pub max_frame: usize,
+    /// Receive socket buffer of an AF_PACKET port, in bytes (AF_XDP rings are fixed).
+    pub rx_buffer: usize,
+}
+
+impl Default for PortOptions {
+    fn default() -> Self {
+        PortOptions { max_frame: 9216, rx_buffer: crate::afpacket::DEFAULT_RX_BUFFER }
+    }
+}
+
+/// Opens the port `spec`.
+pub fn open(spec: &str, options: &PortOptions) -> Result<Opened, Error> {
     let (kind, name) = parse(spec)?;
+    let max_frame = options.max_frame;
     let xdp_fits = iface::mtu(name).is_none_or(|m| m as usize + 14 <= afxdp::MAX_FRAME);
     let packet = |how: String| -> Result<Opened, Error> {
         Ok(Opened {
-            rx: LiveRx::Packet(AfPacketRx::open(name, max_frame)?),
+            rx: LiveRx::Packet(AfPacketRx::open(name, max_frame, options.rx_buffer)?),
             tx: LiveTx::Packet(AfPacketTx::open(name, max_frame)?),
             ifname: name.into(),
             how,
@@ -126,6 +142,12 @@ impl RxPort for LiveRx {
             LiveRx::Xdp(x) => x.poll_at(),
         }
     }
+    fn kernel_drops(&mut self) -> u64 {
+        match self {
+            LiveRx::Packet(p) => p.kernel_drops(),
+            LiveRx::Xdp(x) => x.kernel_drops(),
+        }
+    }
 }
 
 impl TxPort for LiveTx {
@@ -140,6 +162,12 @@ impl TxPort for LiveTx {
         match self {
             LiveTx::Packet(p) => p.flush(),
             LiveTx::Xdp(x) => x.flush(),
+        }
+    }
+    fn queued(&self) -> usize {
+        match self {
+            LiveTx::Packet(p) => p.queued(),
+            LiveTx::Xdp(x) => x.queued(),
         }
     }
 }

@@ -55,6 +55,13 @@ pub trait RxPort {
 
     /// When this port next has frames for the engine.
     fn poll_at(&self) -> PollAt;
+
+    /// Frames the kernel or the NIC dropped on their way to this port, before pathem could
+    /// see them (a full socket buffer or ring), since the port was opened. May cost a system
+    /// call: the engine asks every few milliseconds, not per burst.
+    fn kernel_drops(&mut self) -> u64 {
+        0
+    }
 }
 
 /// The transmitting half of a port.
@@ -65,7 +72,15 @@ pub trait TxPort {
     fn send(&mut self, release: Nanos, wire_len: u32, data: &[u8]) -> bool;
 
     /// Pushes what `send` queued towards the wire and reports a failure since the last call.
+    /// Frames the kernel does not take at once (a full device queue) stay in the port for the
+    /// next flush; [`queued`](Self::queued) says how many.
     fn flush(&mut self) -> Result<(), crate::Error>;
+
+    /// Frames `send` accepted that the kernel or NIC has not taken yet: they are in the port,
+    /// not on their way. The engine flushes again while any are left.
+    fn queued(&self) -> usize {
+        0
+    }
 }
 
 /// Software receive timestamps for a burst read at `now` (MoonEm §5.4): the last frame is

@@ -14,7 +14,7 @@ use crate::netns::{enter, ip, live_clock};
 use anyhow::Context;
 use pathem_engine::{monotonic_now, run, EngineConfig, Next, Pipeline, Task};
 use pathem_io::afpacket::AfPacketTx;
-use pathem_io::live::{self, LiveRx, LiveTx};
+use pathem_io::live::{self, LiveRx, LiveTx, PortOptions};
 use pathem_io::mem::udp_frame;
 use pathem_io::{RxPort, TxPort};
 use pathem_model::{Nanos, PathConfig};
@@ -119,8 +119,10 @@ fn one(
     let (stop2, ready2) = (stop.clone(), ready.clone());
     let fwd = std::thread::spawn(move || -> anyhow::Result<()> {
         enter(&m)?;
-        let a = live::open(&format!("{kind}:pa"), 2048)?;
-        let b = live::open(&format!("{kind}:pb"), 2048)?;
+        let a =
+            live::open(&format!("{kind}:pa"), &PortOptions { max_frame: 2048, ..PortOptions::default() })?;
+        let b =
+            live::open(&format!("{kind}:pb"), &PortOptions { max_frame: 2048, ..PortOptions::default() })?;
         let fds = vec![a.rx.raw_fd()];
         let mut clock = live_clock(fds);
         ready2.store(true, Ordering::Relaxed);

@@ -14,7 +14,7 @@ use anyhow::Context;
 use clap::{Args, Parser};
 use pathem_engine::{delay_line_sizing, monotonic_now, run, EngineConfig, Pipeline, Stats};
 use pathem_io::iface::{self, SavedOffloads};
-use pathem_io::live::{self, LiveRx, LiveTx};
+use pathem_io::live::{self, LiveRx, LiveTx, PortOptions};
 use pathem_model::rng::direction_seed;
 use pathem_model::units::{Duration, Size};
 use pathem_model::PathConfig;
@@ -76,6 +76,10 @@ pub struct RunArgs {
     /// Longest frame carried, 1 to 65536 bytes; longer ones are dropped and counted as `oversize`.
     #[arg(long, value_name = "BYTES", default_value_t = 9216)]
     pub max_frame: usize,
+    /// Receive buffer of each AF_PACKET port, 64KiB to 1GiB: frames beyond it are dropped by
+    /// the kernel and counted as port drops, rather than waiting unseen in a long buffer.
+    #[arg(long, value_name = "SIZE", default_value = "1MiB")]
+    pub rx_buffer: Size,
 }
 
 /// How long live loops keep polling after a frame, unless told otherwise (`--busy-poll`).
@@ -121,9 +125,11 @@ struct Report<'a> {
 fn line(name: &str, s: &Stats) -> String {
     let d = &s.dropped;
     format!(
-        "{name}: rx {} tx {} dropped {} (loss {}, queue {}, police {}, ber {}, delay_line {}, oversize {}) dup {} corrupt {} ecn {} clamped {} in-flight {}; late p50 {:.1} p99.9 {:.1} max {:.1} us",
+        "{name}: port drops {} rx {} tx {} (in port {}) dropped {} (loss {}, queue {}, police {}, ber {}, delay_line {}, oversize {}) dup {} corrupt {} ecn {} clamped {} in-flight {}; late p50 {:.1} p99.9 {:.1} max {:.1} us",
+        s.port_rx_dropped,
         s.rx_packets,
         s.tx_packets,
+        s.port_tx_queued,
         d.total(),
         d.loss,
         d.queue,
@@ -135,7 +141,7 @@ fn line(name: &str, s: &Stats) -> String {
         s.corrupted,
         s.ecn_marked,
         s.reorder_clamped,
-        s.in_flight(),
+        s.in_flight,
         s.late.p50_ns as f64 / 1e3,
         s.late.p99_9_ns as f64 / 1e3,
         s.late.max_ns as f64 / 1e3
@@ -194,6 +200,10 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
         offline: false,
     };
     engine.validate().map_err(usage)?;
+    let buffers = pathem_io::afpacket::MIN_RX_BUFFER as u64..=pathem_io::afpacket::MAX_RX_BUFFER as u64;
+    if !buffers.contains(&args.rx_buffer.0) {
+        return Err(usage(format!("--rx-buffer {}: accepted: 64KiB to 1GiB", args.rx_buffer.0)));
+    }
 
     // Frames must reach pathem as they were on the wire: no receive aggregation.
     let mut saved: Vec<SavedOffloads> = Vec::new();
@@ -237,8 +247,9 @@ pub struct Live<'a> {
 /// Forwards between the two interfaces until `stop` is set (or `--duration` passes).
 pub fn forward(args: &RunArgs, live: &Live<'_>, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
     let Live { a, b, ab, ba, seed, engine, cores, announce } = *live;
-    let port_a = live::open(a, engine.max_frame)?;
-    let port_b = live::open(b, engine.max_frame)?;
+    let options = PortOptions { max_frame: engine.max_frame, rx_buffer: args.rx_buffer.0 as usize };
+    let port_a = live::open(a, &options)?;
+    let port_b = live::open(b, &options)?;
     let (name_a, name_b) = (port_a.ifname.clone(), port_b.ifname.clone());
     if announce {
         eprintln!("pathem: port A {name_a}: {}", port_a.how);
@@ -346,9 +357,13 @@ pub fn forward(args: &RunArgs, live: &Live<'_>, stop: Arc<AtomicBool>) -> anyhow
         }
     }
     let now = monotonic_now();
-    pipe_ab.finish(now)?;
+    // A port gets a moment to hand over frames it still holds (a full device queue).
+    let drain = std::time::Duration::from_millis(200);
+    let mut left = pipe_ab.finish(now, drain)?;
     if let Some(p) = pipe_ba.as_mut() {
-        p.finish(now)?;
+        let s = p.finish(now, drain)?;
+        left.in_flight += s.in_flight;
+        left.port_tx_queued += s.port_tx_queued;
     }
     let tx_errors = pipe_ab.tx.errors() + pipe_ba.as_ref().map_or(0, |p| p.tx.errors());
     let rx_errors = pipe_ab.rx.errors() + pipe_ba.as_ref().map_or(0, |p| p.rx.errors());
@@ -361,7 +376,13 @@ pub fn forward(args: &RunArgs, live: &Live<'_>, stop: Arc<AtomicBool>) -> anyhow
         );
     }
     if announce {
-        eprintln!("pathem: stopped; frames still in flight were not sent (counted as in-flight above)");
+        match (left.in_flight, left.port_tx_queued) {
+            (0, 0) => eprintln!("pathem: stopped; every frame taken was forwarded or dropped as counted"),
+            (f, 0) => eprintln!("pathem: stopped; {f} frames still in the delay line were not sent (in-flight above)"),
+            (f, q) => eprintln!(
+                "pathem: stopped; {f} frames still in the delay line were not sent, {q} handed to a port it never took (in port above)"
+            ),
+        }
     }
     Ok(())
 }

@@ -207,6 +207,7 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
         buffer: None,
         max_frame: 9216,
         busy_poll: pathem_model::units::Duration(crate::run::BUSY_POLL),
+        rx_buffer: pathem_model::units::Size(pathem_io::afpacket::DEFAULT_RX_BUFFER as u64),
     };
     let stop = Arc::new(AtomicBool::new(false));
     // Ctrl-C belongs to the command: the shell ends when the command does.

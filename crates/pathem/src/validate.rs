@@ -17,7 +17,7 @@ use crate::usage;
 use anyhow::Context;
 use clap::{Args, Parser};
 use pathem_engine::{run, EngineConfig, Pipeline, Stats};
-use pathem_io::live;
+use pathem_io::live::{self, PortOptions};
 use pathem_model::units::Duration;
 use pathem_model::{Nanos, PathConfig};
 use pathem_probe::{Pattern, Summary};
@@ -93,8 +93,10 @@ fn forwarder(
         if let Some((_, fwd)) = cpus() {
             crate::run::pin(fwd)?;
         }
-        let a = live::open(&format!("{kind}:pa"), 2048)?;
-        let b = live::open(&format!("{kind}:pb"), 2048)?;
+        let a =
+            live::open(&format!("{kind}:pa"), &PortOptions { max_frame: 2048, ..PortOptions::default() })?;
+        let b =
+            live::open(&format!("{kind}:pb"), &PortOptions { max_frame: 2048, ..PortOptions::default() })?;
         let fds = vec![a.rx.raw_fd(), b.rx.raw_fd()];
         let mut clock = live_clock(fds);
         let engine = EngineConfig { max_frame: 2048, busy_poll: BUSY_POLL, ..EngineConfig::default() };

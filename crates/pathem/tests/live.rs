@@ -8,6 +8,10 @@
 //! as passed, and ends with `live: N passed, N failed, N skipped`. With PATHEM_REQUIRE_LIVE=1
 //! (the test script sets it when run as root) a skip fails the run.
 
+use pathem_io::afpacket::{AfPacketRx, AfPacketTx};
+use pathem_io::kstamp::monotonic_now;
+use pathem_io::{RxPort, TxPort};
+use pathem_model::Nanos;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -57,6 +61,11 @@ fn main() {
         ("shell_adds_the_delay_both_ways_and_cleans_up", shell_adds_the_delay_both_ways_and_cleans_up),
         ("an_interface_that_goes_down_and_up_is_resumed", an_interface_that_goes_down_and_up_is_resumed),
         ("short_validate_passes", short_validate_passes),
+        (
+            "a_burst_through_a_delay_arrives_whole_without_later_traffic",
+            a_burst_through_a_delay_arrives_whole_without_later_traffic,
+        ),
+        ("a_flood_is_counted_frame_for_frame", a_flood_is_counted_frame_for_frame),
     ];
     let filters: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let chosen: Vec<_> = tests
@@ -117,13 +126,20 @@ struct Topo {
     mid: String,
     sink: String,
     pathem: Option<Child>,
+    /// pathem's stdout lines (JSON counters with --json).
+    json: Option<mpsc::Receiver<String>>,
 }
 
 impl Topo {
     fn new() -> Topo {
         let id = format!("{}x{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
-        let t =
-            Topo { gen: format!("pg{id}"), mid: format!("pm{id}"), sink: format!("ps{id}"), pathem: None };
+        let t = Topo {
+            gen: format!("pg{id}"),
+            mid: format!("pm{id}"),
+            sink: format!("ps{id}"),
+            pathem: None,
+            json: None,
+        };
         for ns in [&t.gen, &t.mid, &t.sink] {
             must(&["ip", "netns", "add", ns]);
             must(&["ip", "-n", ns, "link", "set", "lo", "up"]);
@@ -166,7 +182,15 @@ impl Topo {
         let (a, b) = (format!("{kind}:pa"), format!("{kind}:pb"));
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &self.mid, PATHEM, "run", &a, &b]).args(args);
-        let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("pathem starts");
+        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("pathem starts");
+        let (out_tx, out_rx) = mpsc::channel();
+        let out = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = out_tx.send(line);
+            }
+        });
+        self.json = Some(out_rx);
         let (tx, rx) = mpsc::channel();
         let err = child.stderr.take().unwrap();
         std::thread::spawn(move || {
@@ -199,6 +223,35 @@ impl Topo {
         }
         let _ = child.kill();
         panic!("pathem did not stop within 5 s of SIGINT");
+    }
+
+    /// The JSON lines pathem printed so far (with --json), parsed.
+    fn json_lines(&self) -> Vec<serde_json::Value> {
+        let Some(rx) = &self.json else { return Vec::new() };
+        rx.try_iter().filter_map(|l| serde_json::from_str(&l).ok()).collect()
+    }
+
+    /// Stops pathem and returns its final counters (needs --json).
+    fn stop_json(&mut self) -> serde_json::Value {
+        let status = self.stop().expect("pathem was running");
+        assert!(status.success(), "pathem exit status {status}");
+        std::thread::sleep(Duration::from_millis(100));
+        let lines = self.json_lines();
+        lines.into_iter().rev().find(|v| v["event"] == "final").expect("a final JSON line")
+    }
+
+    /// An interface's receive counter.
+    fn rx_packets(&self, ns: &str, dev: &str) -> u64 {
+        let out = must(&["ip", "-n", ns, "-s", "-j", "link", "show", dev]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v[0]["stats64"]["rx"]["packets"].as_u64().unwrap()
+    }
+
+    /// Turns IPv6 off on every interface of the bed, so that only the test's frames move.
+    fn quiet(&self) {
+        for (ns, dev) in [(&self.gen, "g0"), (&self.sink, "s0"), (&self.mid, "pa"), (&self.mid, "pb")] {
+            self.exec(ns, &["sysctl", "-qw", &format!("net.ipv6.conf.{dev}.disable_ipv6=1")]);
+        }
     }
 
     /// Round-trip times from gen to sink: (min, avg) in ms.
@@ -544,4 +597,134 @@ fn short_validate_passes() {
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("validate.json")).unwrap()).unwrap();
     assert_eq!(v["all_pass"], true);
     assert!(dir.path().join("constant-delay").join("delay-deviation.svg").exists());
+}
+
+/// A raw frame of the test's own (IEEE local experimental ethertype 0x88b5), broadcast, with
+/// `seq` after the header.
+fn marked_frame(seq: u32, size: usize) -> Vec<u8> {
+    let mut f = vec![0u8; size];
+    f[0..6].copy_from_slice(&[0xff; 6]);
+    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0x5e, 0x01]);
+    f[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
+    f[14..18].copy_from_slice(&seq.to_be_bytes());
+    f
+}
+
+fn marked_seq(f: &[u8]) -> Option<u32> {
+    (f.len() >= 18 && f[12..14] == 0x88b5u16.to_be_bytes())
+        .then(|| u32::from_be_bytes(f[14..18].try_into().unwrap()))
+}
+
+/// Sends `frames` out of `dev` in namespace `ns` as fast as the socket takes them; returns
+/// CLOCK_MONOTONIC before the first and after the last was handed to the kernel.
+fn blast(ns: &str, dev: &str, frames: Vec<Vec<u8>>) -> (Nanos, Nanos) {
+    let dev = dev.to_string();
+    in_ns(ns, move || {
+        let mut tx = AfPacketTx::open(&dev, 2048).expect("generator socket");
+        let start = monotonic_now();
+        for f in &frames {
+            while !tx.send(Nanos::ZERO, f.len() as u32, f) {
+                tx.flush().unwrap();
+            }
+        }
+        while tx.queued() > 0 {
+            tx.flush().unwrap();
+        }
+        (start, monotonic_now())
+    })
+    .join()
+    .unwrap()
+}
+
+fn a_burst_through_a_delay_arrives_whole_without_later_traffic() {
+    // As it comes, and all due at one instant (a 20 ms slot gathers the burst): then the
+    // transmit port gets 1000 frames at once, more than one kick of its ring sends.
+    for (kind, slot) in [("afpacket", false), ("afxdp", false), ("afpacket", true), ("afxdp", true)] {
+        let mut t = Topo::new();
+        t.quiet();
+        let mut args = vec!["--delay", "10ms", "--json"];
+        if slot {
+            args.extend_from_slice(&["--slot", "20ms"]);
+        }
+        t.start_with(kind, &args);
+        // The sink reads every frame arriving on s0 with its kernel timestamp.
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let sink = in_ns(&t.sink, move || {
+            let mut rx = AfPacketRx::open("s0", 2048, 16 << 20).expect("sink socket");
+            ready_tx.send(()).unwrap();
+            let mut got: Vec<(u32, Nanos)> = Vec::new();
+            let end = std::time::Instant::now() + Duration::from_millis(1500);
+            while std::time::Instant::now() < end {
+                rx.recv_burst(monotonic_now(), 64, |f| {
+                    if let Some(seq) = marked_seq(f.data) {
+                        got.push((seq, f.arrival));
+                    }
+                })
+                .unwrap();
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            got
+        });
+        ready_rx.recv().unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let (start, end) = blast(&t.gen, "g0", (0..1000).map(|i| marked_frame(i, 64)).collect());
+        let got = sink.join().unwrap();
+        let s = t.stop_json();
+        let mut seqs: Vec<u32> = got.iter().map(|g| g.0).collect();
+        seqs.sort_unstable();
+        seqs.dedup();
+        assert_eq!(seqs.len(), 1000, "{kind}: {} of 1000 arrived; pathem: {}", seqs.len(), s["a_to_b"]);
+        let last = got.iter().map(|g| g.1).max().unwrap();
+        let first = got.iter().map(|g| g.1).min().unwrap();
+        assert!(first >= start + Nanos::from_millis(10), "{kind}: none early");
+        // Sent within (end − start); each leaves 10 ms after it came, plus what pathem's
+        // transmit takes for 1000 frames: a few ms at most, never "when later traffic comes".
+        let due = end + Nanos::from_millis(if slot { 30 } else { 10 });
+        let late = last.saturating_sub(due);
+        assert!(late < Nanos::from_millis(20), "{kind}: the last frame came {late} after its due time");
+        let a = &s["a_to_b"];
+        assert_eq!(a["port_tx_queued"], 0, "{kind}: {a}");
+        assert_eq!(a["in_flight"], 0, "{kind}: {a}");
+    }
+}
+
+fn a_flood_is_counted_frame_for_frame() {
+    for kind in ["afpacket", "afxdp"] {
+        let mut t = Topo::new();
+        t.quiet();
+        // A small socket buffer makes the port the bottleneck: the flood shows as port drops.
+        t.start_with(
+            kind,
+            &["--delay", "1ms", "--json", "--stats-interval", "100ms", "--rx-buffer", "256KiB"],
+        );
+        std::thread::sleep(Duration::from_millis(400));
+        let before = t.json_lines().pop().expect("interval counters");
+        let (pa0, s00) = (t.rx_packets(&t.mid, "pa"), t.rx_packets(&t.sink, "s0"));
+        let n = 400_000u32;
+        blast(&t.gen, "g0", (0..n).map(|i| marked_frame(i, 64)).collect());
+        std::thread::sleep(Duration::from_millis(500));
+        let (pa1, s01) = (t.rx_packets(&t.mid, "pa"), t.rx_packets(&t.sink, "s0"));
+        let after = t.stop_json();
+        let (b, a) = (&before["a_to_b"], &after["a_to_b"]);
+        let d = |k: &str| a[k].as_u64().unwrap() - b[k].as_u64().unwrap();
+        let (rx, tx, port_drops) = (d("rx_packets"), d("tx_packets"), d("port_rx_dropped"));
+        let dropped: u64 = ["loss", "queue", "police", "ber", "delay_line", "oversize"]
+            .iter()
+            .map(|k| a["dropped"][k].as_u64().unwrap() - b["dropped"][k].as_u64().unwrap())
+            .sum();
+        eprintln!(
+            "{kind}: port {} = rx {rx} + port drops {port_drops}; tx {tx}, sink {}",
+            pa1 - pa0,
+            s01 - s00
+        );
+        assert!(port_drops > 0, "{kind}: the flood was not faster than pathem: {a}");
+        assert_eq!(pa1 - pa0, rx + port_drops, "{kind}: the interface's count = pathem's + the port's drops");
+        assert_eq!(
+            rx,
+            tx + dropped + a["in_flight"].as_u64().unwrap(),
+            "{kind}: rx = tx + drops + in flight: {a}"
+        );
+        assert_eq!(a["port_tx_queued"], 0, "{kind}");
+        assert_eq!(s01 - s00, tx, "{kind}: the sink got what pathem counted as sent");
+    }
 }
