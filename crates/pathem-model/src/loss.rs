@@ -161,10 +161,10 @@ impl FromStr for LossConfig {
                     if loss.get() <= 0.0 || loss.get() >= 1.0 {
                         return Err(error(s, "needs 0 < loss < 100%", LOSS_ACCEPTED));
                     }
-                    if burst < 1.0 {
+                    if !(1.0..=crate::limits::MAX_BURST).contains(&burst) {
                         return Err(error(
                             s,
-                            "needs burst ≥ 1 (a burst has at least one frame)",
+                            "needs 1 ≤ burst ≤ 1e9 (a burst has at least one frame)",
                             LOSS_ACCEPTED,
                         ));
                     }
@@ -533,8 +533,9 @@ mod tests {
             ("ge:p=150%,r=1%", "above 100%"),
             ("ge:p=1%,r=1%,q=3", "unknown key `q`"),
             ("ge:p=1%,r", "key=value"),
-            ("ge:loss=1%,burst=0.5", "burst ≥ 1"),
+            ("ge:loss=1%,burst=0.5", "1 ≤ burst"),
             ("ge:loss=60%,burst=1", "p above 100%"),
+            ("ge:loss=1%,burst=2e9", "burst ≤ 1e9"),
             ("gi:p31=1", "missing `p13`"),
             ("gi:p13=60%,p14=50%", "p13 + p14"),
             ("lots", "not a probability or a known loss model"),

@@ -102,6 +102,7 @@ pub fn median(v: &[f64]) -> f64 {
 
 pub fn main(args: BenchArgs) -> anyhow::Result<()> {
     if args.hiccups {
+        crate::within("--seconds", args.seconds, 0.001..=3600.0, "above 0, up to 3600")?;
         return crate::hiccups::main(args.seconds, args.json);
     }
     if !args.live.is_empty() {
@@ -110,20 +111,15 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
                 return Err(usage(format!("--live {k}: accepted: afpacket, afxdp")));
             }
         }
-        if args.sizes.iter().any(|&s| !(60..=1514).contains(&s))
-            || args.seconds.is_nan()
-            || args.seconds <= 0.0
-        {
-            return Err(usage("--sizes: accepted: frame sizes from 60 to 1514 bytes; --seconds above 0"));
+        if args.sizes.iter().any(|&s| !(60..=1514).contains(&s)) {
+            return Err(usage("--sizes: accepted: frame sizes from 60 to 1514 bytes"));
         }
+        crate::within("--seconds", args.seconds, 0.001..=3600.0, "above 0, up to 3600")?;
         return crate::bench_live::main(&args.live, &args.sizes, args.seconds, args.json);
     }
-    if args.packets == 0 || args.runs == 0 || args.size < 14 {
-        return Err(usage(format!(
-            "--packets {} --runs {} --size {}: accepted: packets and runs above 0, size of at least 14 bytes",
-            args.packets, args.runs, args.size
-        )));
-    }
+    crate::within("--packets", args.packets, 1..=1_000_000_000_000, "1 to 10^12")?;
+    crate::within("--runs", args.runs, 1..=1000, "1 to 1000")?;
+    crate::within("--size", args.size, 14..=65_536, "14 to 65536 bytes")?;
     if let Some(cpu) = args.core {
         let mut set = nix::sched::CpuSet::new();
         set.set(cpu).map_err(|_| usage(format!("--core {cpu}: no such CPU")))?;

@@ -65,6 +65,19 @@ pub fn usage(msg: impl std::fmt::Display) -> anyhow::Error {
     UsageError(msg.to_string()).into()
 }
 
+/// Checks a value the command line alone uses against its documented range.
+pub fn within<T: PartialOrd + std::fmt::Display>(
+    flag: &str,
+    value: T,
+    range: std::ops::RangeInclusive<T>,
+    accepted: &str,
+) -> anyhow::Result<()> {
+    if !range.contains(&value) {
+        return Err(usage(format!("{flag} {value}: out of range; accepted: {accepted}")));
+    }
+    Ok(())
+}
+
 /// An engine error as the command line reports it: a setting out of range, or a delay line
 /// larger than the machine can hold, is bad usage (exit 2); a failing port is a failed run.
 pub fn engine_error(e: pathem_engine::Error) -> anyhow::Error {

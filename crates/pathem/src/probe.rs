@@ -336,7 +336,17 @@ pub fn pair(
     analyse_and_report(with_tx_stamps(samples, &tx), total, r)
 }
 
+/// The receiver's settings against their documented ranges.
+fn check_recv(r: &RecvOpts) -> anyhow::Result<()> {
+    use pathem_model::Nanos;
+    crate::within("--expect-delay", r.expect_delay.0, Nanos::ZERO..=Nanos::from_secs(3600), "0ns to 1h")?;
+    crate::within("--idle", r.idle.0, Nanos::from_millis(1)..=Nanos::from_secs(3600), "1ms to 1h")
+}
+
 pub fn main(args: ProbeArgs) -> anyhow::Result<()> {
+    if let ProbeCommand::Recv { recv, .. } | ProbeCommand::Pair { recv, .. } = &args.command {
+        check_recv(recv)?;
+    }
     match args.command {
         ProbeCommand::Send { to, send } => {
             let sock = UdpSocket::bind(("0.0.0.0", 0)).context("cannot bind the sender")?;

@@ -173,7 +173,24 @@ pub fn parse_cores(text: &Option<String>) -> anyhow::Result<Vec<usize>> {
     Ok(cores)
 }
 
+/// The live-only settings against their documented ranges.
+fn check_ranges(args: &RunArgs) -> anyhow::Result<()> {
+    use crate::within;
+    use pathem_io::afpacket::{MAX_RX_BUFFER, MIN_RX_BUFFER};
+    use pathem_model::Nanos;
+    within("--rx-buffer", args.rx_buffer.0, MIN_RX_BUFFER as u64..=MAX_RX_BUFFER as u64, "64KiB to 1GiB")?;
+    within("--busy-poll", args.busy_poll.0, Nanos::ZERO..=Nanos::from_secs(1), "0ms to 1s")?;
+    if let Some(d) = args.stats_interval {
+        within("--stats-interval", d.0, Nanos::from_millis(1)..=Nanos::from_secs(86_400), "1ms to 1 day")?;
+    }
+    if let Some(d) = args.duration {
+        within("--duration", d.0, Nanos(1)..=Nanos::from_secs(365 * 86_400), "above 0, up to 1 year")?;
+    }
+    Ok(())
+}
+
 pub fn main(args: RunArgs) -> anyhow::Result<()> {
+    check_ranges(&args)?;
     let file = match &args.config {
         Some(p) => config::load(p).map_err(usage)?,
         None => ConfigFile::default(),
@@ -182,27 +199,25 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
     let ba = file.b_to_a.overridden_by(&args.path).overridden_by(&direction_spec("b-to-a", &args.b_to_a)?);
     let (ab, ba): (PathConfig, PathConfig) = (ab.to_config().map_err(usage)?, ba.to_config().map_err(usage)?);
     let cores = parse_cores(&args.cores)?;
+    let if_name = |s: &str| live::parse(s).map(|p| p.1.to_string()).unwrap_or_default();
+    let seed = args.seed.or(file.seed).unwrap_or_else(crate::replay::random_seed);
+    let engine = EngineConfig {
+        buffer: args.buffer.or(file.buffer).map(|s| usize::try_from(s.0).unwrap_or(usize::MAX)),
+        max_frame: args.max_frame,
+        line_rate: pathem_model::units::Rate(
+            iface::speed_bps(&if_name(&args.port_a)).unwrap_or(10_000_000_000),
+        ),
+        busy_poll: args.busy_poll.0,
+        offline: false,
+    };
+    engine.validate().map_err(usage)?;
     let a = port_name(&args.port_a)?;
     let b = port_name(&args.port_b)?;
-    let if_name = |s: &str| live::parse(s).map(|p| p.1.to_string()).unwrap_or_default();
     if if_name(&a) == if_name(&b) {
         return Err(usage(format!(
             "both ports are {}: pathem forwards between two different interfaces",
             if_name(&a)
         )));
-    }
-    let seed = args.seed.or(file.seed).unwrap_or_else(crate::replay::random_seed);
-    let engine = EngineConfig {
-        buffer: args.buffer.or(file.buffer).map(|s| usize::try_from(s.0).unwrap_or(usize::MAX)),
-        max_frame: args.max_frame,
-        line_rate: pathem_model::units::Rate(iface::speed_bps(&if_name(&a)).unwrap_or(10_000_000_000)),
-        busy_poll: args.busy_poll.0,
-        offline: false,
-    };
-    engine.validate().map_err(usage)?;
-    let buffers = pathem_io::afpacket::MIN_RX_BUFFER as u64..=pathem_io::afpacket::MAX_RX_BUFFER as u64;
-    if !buffers.contains(&args.rx_buffer.0) {
-        return Err(usage(format!("--rx-buffer {}: accepted: 64KiB to 1GiB", args.rx_buffer.0)));
     }
 
     // Frames must reach pathem as they were on the wire: no receive aggregation.
@@ -312,7 +327,7 @@ pub fn forward(args: &RunArgs, live: &Live<'_>, stop: Arc<AtomicBool>) -> anyhow
     if let Some(every) = args.stats_interval {
         let (stop, report) = (stop.clone(), report.clone());
         std::thread::spawn(move || {
-            let every = std::time::Duration::from_nanos(every.0.as_nanos().max(1_000_000));
+            let every = std::time::Duration::from_nanos(every.0.as_nanos());
             loop {
                 std::thread::sleep(every);
                 if stop.load(Ordering::Relaxed) {

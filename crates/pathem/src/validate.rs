@@ -226,9 +226,7 @@ pub fn main(args: ValidateArgs) -> anyhow::Result<()> {
     if args.port != "afpacket" && args.port != "afxdp" {
         return Err(usage(format!("--port {}: accepted: afpacket, afxdp", args.port)));
     }
-    if args.seconds.is_nan() || args.seconds <= 0.0 {
-        return Err(usage("--seconds: accepted: a number of seconds above 0"));
-    }
+    crate::within("--seconds", args.seconds, 0.1..=3600.0, "0.1 to 3600 (above 0)")?;
     let b = bed()?;
     for (n, d, a) in [(&b.names[0], "g0", "10.201.0.1/24"), (&b.names[2], "s0", "10.201.0.2/24")] {
         ip(&["-n", n, "addr", "add", a, "dev", d])?;
