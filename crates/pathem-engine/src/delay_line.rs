@@ -143,16 +143,7 @@ fn physical_memory() -> Option<u64> {
     if cfg!(miri) {
         return None;
     }
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kb: u64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kb * 1024)
+    pathem_io::proc_kb("/proc/meminfo", "MemTotal")
 }
 
 /// Where a growing line may go, shared by its two halves.

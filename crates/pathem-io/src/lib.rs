@@ -40,6 +40,15 @@ pub enum Error {
     Write { path: PathBuf, reason: String },
 }
 
+/// A `KEY: N kB` line of a /proc file (`/proc/meminfo` `MemTotal`, `/proc/self/status`
+/// `VmHWM`) in bytes, where the system has it.
+pub fn proc_kb(file: &str, key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let line = text.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))?;
+    let kb: u64 = line.trim().trim_end_matches("kB").trim().parse().ok()?;
+    kb.checked_mul(1024)
+}
+
 /// Sets the calling thread's timer slack to 1 ns, so its short sleeps end close to their
 /// deadlines (the default slack lets them end up to 50 µs late). Failure only costs precision.
 pub fn set_min_timer_slack() {

@@ -106,23 +106,9 @@ pub fn replay(args: &ReplayArgs) -> anyhow::Result<ReplayReport> {
         path: path.to_string(),
         delay_line_bytes,
         input_backwards_timestamps: src.backwards_timestamps(),
-        peak_memory_bytes: peak_memory(),
+        peak_memory_bytes: pathem_io::proc_kb("/proc/self/status", "VmHWM"),
         stats,
     })
-}
-
-/// The process's peak resident set size, from /proc/self/status.
-fn peak_memory() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kb: u64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kb * 1024)
 }
 
 pub fn main(args: ReplayArgs) -> anyhow::Result<()> {
