@@ -220,9 +220,14 @@ pub fn delay_line(capacity: usize, max_frame: usize) -> Result<(Writer, Reader),
 /// Creates a delay line for offline runs: it starts small, grows (doubling) as frames pile
 /// up, and holds at most `limit` bytes in all its segments; pages are touched as used.
 pub fn growing_delay_line(limit: usize, max_frame: usize) -> Result<(Writer, Reader), AllocError> {
+    growing_from(INITIAL_GROWING, limit, max_frame)
+}
+
+/// A growing line whose first segment holds `initial` bytes (tests use small ones).
+fn growing_from(initial: usize, limit: usize, max_frame: usize) -> Result<(Writer, Reader), AllocError> {
     let max_record = record_size(max_frame.min(MAX_RECORD_DATA));
     let limit = ring_size(limit, max_record)?;
-    let cap = ring_size(INITIAL_GROWING, max_record)?.min(limit);
+    let cap = ring_size(initial, max_record)?.min(limit);
     let growth = Arc::new(Growth { limit, alive: AtomicUsize::new(cap) });
     Ok(halves(Shared::new(cap, false)?, max_record, Some(growth)))
 }
@@ -854,38 +859,39 @@ mod tests {
 
     #[test]
     fn a_growing_line_grows_keeps_order_and_respects_its_limit() {
-        // 300 records of 1016 B (305 kB) do not fit the first segment (256 KiB): it must grow.
-        let (mut w, mut r) = growing_delay_line(4 << 20, 1000).unwrap();
+        // 300 records of 120 B (36 kB) do not fit the first segment (4 KiB): it must grow.
+        let (mut w, mut r) = growing_from(4 << 10, 256 << 10, 100).unwrap();
         let first = w.capacity();
         let count = 300;
         for i in 0..count {
-            assert!(w.push(Nanos(i), i as u32, &frame(i as u8, 1000), |_| {}), "frame {i}");
+            assert!(w.push(Nanos(i), i as u32, &frame(i as u8, 100), |_| {}), "frame {i}");
         }
         assert!(w.capacity() > first, "it grew: {} > {first}", w.capacity());
         for i in 0..count {
             let rec = r.peek().unwrap();
             assert_eq!((rec.release, rec.wire_len), (Nanos(i), i as u32));
-            assert_eq!(rec.data, &frame(i as u8, 1000)[..]);
+            assert_eq!(rec.data, &frame(i as u8, 100)[..]);
             r.pop();
         }
         assert!(r.peek().is_none());
         // The limit bounds what all segments hold together.
-        let (mut w, _r) = growing_delay_line(1 << 20, 1000).unwrap();
+        let (mut w, _r) = growing_from(4 << 10, 64 << 10, 100).unwrap();
         let mut pushed = 0usize;
-        while w.push(Nanos(0), 0, &frame(0, 1000), |_| {}) {
+        let f = frame(0, 100);
+        while w.push(Nanos(0), 0, &f, |_| {}) {
             pushed += 1;
         }
-        assert!(pushed * record_size(1000) <= 1 << 20, "{pushed}");
-        assert!(pushed * record_size(1000) > (1 << 20) / 2, "{pushed}");
+        assert!(pushed * record_size(100) <= 64 << 10, "{pushed}");
+        assert!(pushed * record_size(100) > (64 << 10) / 2, "{pushed}");
     }
 
     #[test]
     fn a_growing_line_in_reorder_mode_crosses_segments() {
-        let (mut w, mut r) = growing_delay_line(8 << 20, 1000).unwrap();
-        let count = n(2000);
+        let (mut w, mut r) = growing_from(4 << 10, 1 << 20, 100).unwrap();
+        let count = 2000;
         let mut slots = Vec::new();
         for i in 0..count {
-            assert!(w.push(Nanos(count - i), i as u32, &frame(i as u8, 1000), |_| {}));
+            assert!(w.push(Nanos(count - i), i as u32, &frame(i as u8, 100), |_| {}));
             while let Some(s) = r.scan_next() {
                 slots.push(s);
             }
@@ -899,7 +905,7 @@ mod tests {
         for (slot, release) in slots[slots.len() / 2 + 1..].iter().rev() {
             let rec = r.record_at(slot).unwrap();
             assert_eq!(rec.release, *release);
-            assert_eq!(rec.data, &frame(rec.wire_len as u8, 1000)[..]);
+            assert_eq!(rec.data, &frame(rec.wire_len as u8, 100)[..]);
         }
         assert!(r.consume_through(&slots.last().unwrap().0));
         assert!(r.scan_next().is_none());
@@ -909,11 +915,11 @@ mod tests {
 
     #[test]
     fn two_threads_through_a_growing_line() {
-        let (mut w, mut r) = growing_delay_line(16 << 20, 3000).unwrap();
+        let (mut w, mut r) = growing_from(1 << 10, 1 << 20, 300).unwrap();
         let count = n(100_000);
         let producer = std::thread::spawn(move || {
             for i in 0..count {
-                let f = frame(i as u8, (i % 3000) as usize);
+                let f = frame(i as u8, (i % 300) as usize);
                 while !w.push(Nanos(i), i as u32, &f, |_| {}) {
                     std::thread::yield_now();
                 }
@@ -924,7 +930,7 @@ mod tests {
             match r.peek() {
                 Some(rec) => {
                     assert_eq!(rec.release, Nanos(i));
-                    assert_eq!(rec.data, &frame(i as u8, (i % 3000) as usize)[..]);
+                    assert_eq!(rec.data, &frame(i as u8, (i % 300) as usize)[..]);
                     r.pop();
                     i += 1;
                 }
