@@ -1,10 +1,9 @@
 //! Clocks: the engine reads one, once per burst, and passes `now` down.
 //!
 //! [`VirtualClock`] drives offline runs: waiting means jumping straight to the instant asked
-//! for, so a capture of an hour replays in the time it takes to process its frames.
-//! [`MonotonicClock`] drives live runs and benchmarks: waiting sleeps while the next event is
-//! far and spins when it is near (with the thread's timer slack at its minimum), so an idle
-//! pathem uses almost no CPU and a due frame still leaves on time.
+//! for, so a capture of an hour replays in the time it takes to process its frames. The real
+//! clock of live runs and benchmarks, and how it sleeps, spins and busy-polls, is
+//! [`crate::wait`].
 
 use pathem_model::Nanos;
 
@@ -14,7 +13,7 @@ pub trait Clock {
     fn now(&mut self) -> Nanos;
     /// Returns at `t` or later (as soon after as the clock can), or earlier when a live
     /// clock sees input arrive. A real clock also returns after at most
-    /// [`crate::pipeline::MAX_IDLE_WAIT`], so its caller can check whether to stop; a virtual
+    /// [`crate::wait::MAX_IDLE_WAIT`], so its caller can check whether to stop; a virtual
     /// clock jumps to `t` however far it is.
     fn wait_until(&mut self, t: Nanos);
     /// Returns at `t` or as soon after as possible, without giving up the CPU: for a release
@@ -52,108 +51,6 @@ impl Clock for VirtualClock {
     }
     fn idle(&self) -> Nanos {
         Nanos::ZERO
-    }
-}
-
-/// Sleeps up to the given time or until input arrives; returns true when input woke it.
-pub type Waiter = Box<dyn FnMut(Nanos) -> bool + Send>;
-
-/// CLOCK_MONOTONIC in nanoseconds, the time base of live ports' receive timestamps.
-pub struct MonotonicClock {
-    idle: Nanos,
-    /// Below this much time to wait, spin instead of sleeping.
-    spin_below: Nanos,
-    /// Live runs: how to sleep while still waking up for arriving frames.
-    waiter: Option<Waiter>,
-}
-
-impl Default for MonotonicClock {
-    fn default() -> Self {
-        MonotonicClock::new()
-    }
-}
-
-impl std::fmt::Debug for MonotonicClock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MonotonicClock").field("idle", &self.idle).finish()
-    }
-}
-
-/// CLOCK_MONOTONIC now, the time base live ports stamp frames on.
-pub use pathem_io::kstamp::monotonic_now;
-
-impl MonotonicClock {
-    pub fn new() -> MonotonicClock {
-        // Sleeps end within ~50 µs by default; at the minimum slack a sleep ends close to its
-        // deadline, which lets the spin window stay short. Failure only costs precision.
-        pathem_io::set_min_timer_slack();
-        MonotonicClock { idle: Nanos::ZERO, spin_below: Nanos::from_micros(100), waiter: None }
-    }
-
-    /// A clock for live ports: long waits sleep in `waiter`, which returns early when frames
-    /// arrive, so an idle emulator uses almost no CPU and a busy one reacts at once.
-    pub fn with_waiter(waiter: Waiter) -> MonotonicClock {
-        MonotonicClock { spin_below: Nanos::from_micros(50), waiter: Some(waiter), ..MonotonicClock::new() }
-    }
-}
-
-impl Clock for MonotonicClock {
-    #[inline]
-    fn now(&mut self) -> Nanos {
-        monotonic_now()
-    }
-
-    fn wait_until(&mut self, t: Nanos) {
-        let start = self.now();
-        let t = t.min(start + crate::pipeline::MAX_IDLE_WAIT);
-        let mut now = start;
-        while now < t {
-            let left = t - now;
-            if left > self.spin_below {
-                let nap = left - self.spin_below;
-                match &mut self.waiter {
-                    Some(w) => {
-                        if w(nap) {
-                            self.idle += monotonic_now() - start;
-                            return;
-                        }
-                    }
-                    None => std::thread::sleep(std::time::Duration::from_nanos(nap.as_nanos())),
-                }
-            } else if self.waiter.is_some() {
-                // Near a release: go back to the loop, which polls the ports while it waits.
-                break;
-            } else {
-                std::hint::spin_loop();
-            }
-            now = self.now();
-        }
-        self.idle += now - start;
-    }
-
-    fn spin_until(&mut self, t: Nanos) {
-        let start = self.now();
-        let mut now = start;
-        while now < t {
-            std::hint::spin_loop();
-            now = self.now();
-        }
-        self.idle += now - start;
-    }
-
-    fn wait_for_input(&mut self, max: Nanos) {
-        let start = self.now();
-        match &mut self.waiter {
-            Some(w) => {
-                w(max);
-            }
-            None => std::thread::sleep(std::time::Duration::from_nanos(max.as_nanos().min(50_000))),
-        }
-        self.idle += monotonic_now() - start;
-    }
-
-    fn idle(&self) -> Nanos {
-        self.idle
     }
 }
 
@@ -206,14 +103,5 @@ mod tests {
         assert!(started.elapsed() < std::time::Duration::from_secs(1), "{:?}", started.elapsed());
         let (_, sink) = p.into_ports();
         assert_eq!((sink.frames, sink.last_release), (2, year));
-    }
-
-    #[test]
-    fn monotonic_clock_waits_at_least_until() {
-        let mut c = MonotonicClock::new();
-        let t = c.now() + Nanos::from_micros(300);
-        c.wait_until(t);
-        assert!(c.now() >= t);
-        assert!(c.idle() > Nanos::ZERO);
     }
 }

@@ -15,9 +15,11 @@ pub mod delay_line;
 pub mod pipeline;
 pub mod stage;
 pub mod stats;
+pub mod wait;
 
-pub use clock::{monotonic_now, Clock, MonotonicClock, VirtualClock, Waiter};
+pub use clock::{Clock, VirtualClock};
 pub use pipeline::{
     delay_line_size, delay_line_sizing, run, EngineConfig, Error, Next, Pipeline, Sizing, Task,
 };
 pub use stats::{Counters, Stats};
+pub use wait::{monotonic_now, MonotonicClock, Waiter, DEFAULT_BUSY_POLL};

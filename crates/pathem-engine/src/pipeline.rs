@@ -311,48 +311,22 @@ impl<R: RxPort, T: TxPort> Task for Pipeline<R, T> {
     }
 }
 
-/// A busy-polling loop starts its rounds at least this far apart (a round that took longer
-/// is followed at once).
-pub const BUSY_POLL_STEP: Nanos = Nanos::from_micros(1);
-
-/// Longest a live loop sleeps waiting for frames before it checks `stop` again.
-pub const MAX_IDLE_WAIT: Nanos = Nanos::from_millis(10);
-
-/// Polls `tasks` on this thread until all have ended or `stop` is set.
+/// Polls `tasks` on this thread until all have ended or `stop` is set, waiting between rounds
+/// as [`crate::wait`] says.
 pub fn run(tasks: &mut [&mut dyn Task], clock: &mut dyn Clock, stop: &AtomicBool) -> Result<(), Error> {
-    // What one round of polls costs (an exponential mean): a round that would still be running
-    // when the next frame is due is not started; the loop spins on the clock instead and
-    // releases the frame on time. Frames arriving meanwhile wait in the port with their stamps.
-    let mut round = Nanos::ZERO;
+    let mut pacer = crate::wait::Pacer::default();
     while !stop.load(Ordering::Relaxed) {
         let now = clock.now();
         let mut next = Next::Ended;
         for t in tasks.iter_mut() {
             next = next.earliest(t.poll(now)?);
         }
-        match next {
-            Next::Ended => return Ok(()),
-            Next::Now => {}
-            Next::At(_) | Next::Busy(_) => {
-                let after = clock.now();
-                round = Nanos((round.as_nanos() * 7 + (after - now).as_nanos()) / 8).min(MAX_SPIN_GUARD);
-                match next {
-                    Next::At(t) | Next::Busy(Some(t)) if t <= after + round => clock.spin_until(t),
-                    // A real clock returns within MAX_IDLE_WAIT whatever `t` is, so the loop
-                    // sees `stop`; a virtual one jumps there at no cost.
-                    Next::At(t) => clock.wait_until(t),
-                    // Busy: poll again; a virtual clock (which never busy-polls) would still move.
-                    _ => clock.spin_until(now + BUSY_POLL_STEP),
-                }
-            }
-            Next::Soon => clock.wait_for_input(MAX_IDLE_WAIT),
+        if !pacer.wait(next, now, clock) {
+            return Ok(());
         }
     }
     Ok(())
 }
-
-/// Longest the loop spins ahead of a release instead of polling its ports.
-pub const MAX_SPIN_GUARD: Nanos = Nanos::from_micros(20);
 
 #[cfg(test)]
 mod tests {

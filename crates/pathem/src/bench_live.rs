@@ -7,60 +7,22 @@
 //! socket; pathem forwards pa → pb; the frames that reach s0 are read from its interface
 //! counters, so only two threads are busy (the generator and pathem) on a 2-core machine.
 //! Three runs are made back to back with the same offered load: pathem's port loop with the
-//! engine bypassed (the raw rate of the port type), the engine with no impairment, and the
-//! engine with delay, loss and rate. Their forwarded rates are compared as ratios.
+//! engine bypassed (the raw rate of the port type), then `pathem_runtime::Link` — the very
+//! link `pathem run` runs, busy polling and offloads included — with no impairment, and with
+//! delay, loss and rate. Their forwarded rates are compared as ratios.
 
-use crate::netns::{enter, ip, live_clock};
-use anyhow::Context;
-use pathem_engine::{monotonic_now, run, EngineConfig, Next, Pipeline, Task};
+use pathem_engine::{monotonic_now, run, EngineConfig, MonotonicClock, Next, Task, DEFAULT_BUSY_POLL};
 use pathem_io::afpacket::AfPacketTx;
 use pathem_io::live::{self, LiveRx, LiveTx, PortOptions};
 use pathem_io::mem::udp_frame;
 use pathem_io::{RxPort, TxPort};
 use pathem_model::{Nanos, PathConfig};
+use pathem_runtime::testbed::{enter, Bed};
+use pathem_runtime::{Link, LinkSpec};
 use serde::Serialize;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-
-/// The three namespaces; removed on drop.
-pub struct Bed {
-    pub names: [String; 3],
-}
-
-impl Drop for Bed {
-    fn drop(&mut self) {
-        for n in &self.names {
-            let _ = ip(&["netns", "del", n]);
-        }
-    }
-}
-
-pub fn bed() -> anyhow::Result<Bed> {
-    let id = std::process::id();
-    let b = Bed { names: [format!("pbg{id}"), format!("pbm{id}"), format!("pbs{id}")] };
-    let [g, m, s] = &b.names;
-    for n in &b.names {
-        ip(&["netns", "add", n]).context("the live benchmark needs root (it builds network namespaces)")?;
-    }
-    ip(&["link", "add", "g0", "netns", g, "type", "veth", "peer", "name", "pa", "netns", m])?;
-    ip(&["link", "add", "s0", "netns", s, "type", "veth", "peer", "name", "pb", "netns", m])?;
-    for (n, d) in [(g, "g0"), (m, "pa"), (m, "pb"), (s, "s0")] {
-        ip(&["-n", n, "link", "set", d, "up"])?;
-    }
-    for n in [g, s] {
-        ip(&["-n", n, "link", "set", "lo", "up"])?;
-    }
-    // Wire-sized frames with complete checksums, as a NIC would deliver them.
-    for (n, d) in [(g, "g0"), (s, "s0")] {
-        let _ = Command::new("ip")
-            .args([
-                "netns", "exec", n, "ethtool", "-K", d, "tso", "off", "gso", "off", "gro", "off", "tx", "off",
-            ])
-            .output();
-    }
-    Ok(b)
-}
 
 fn rx_packets(ns: &str, dev: &str) -> u64 {
     let out = Command::new("ip").args(["-n", ns, "-s", "-j", "link", "show", dev]).output();
@@ -103,6 +65,67 @@ struct Row {
     of_raw: f64,
 }
 
+/// The forwarder of one run: pathem's raw port loop, or the runtime's link.
+enum Forwarder {
+    Raw(std::thread::JoinHandle<anyhow::Result<()>>, Arc<AtomicBool>),
+    Link(Link),
+}
+
+impl Forwarder {
+    fn start(bed: &Bed, kind: &str, mode: &str, path: &PathConfig) -> anyhow::Result<Forwarder> {
+        let ports = PortOptions { max_frame: 2048, ..PortOptions::default() };
+        let (a, b, mid) = (format!("{kind}:pa"), format!("{kind}:pb"), bed.mid().to_string());
+        if mode != "bypass" {
+            let spec = LinkSpec {
+                a,
+                b,
+                ab: path.clone(),
+                ba: PathConfig::default(),
+                one_way: false,
+                seed: 1,
+                engine: EngineConfig {
+                    max_frame: 2048,
+                    busy_poll: DEFAULT_BUSY_POLL,
+                    ..EngineConfig::default()
+                },
+                ports,
+                cores: Vec::new(),
+                netns: Some(mid),
+                keep_offloads: false,
+            };
+            return Ok(Forwarder::Link(Link::start(spec).map_err(crate::run::runtime_error)?));
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let stop2 = stop.clone();
+        let fwd = std::thread::spawn(move || -> anyhow::Result<()> {
+            enter(&mid)?;
+            let a = live::open(&a, &ports)?;
+            let b = live::open(&b, &ports)?;
+            let mut clock = MonotonicClock::waiting_on(vec![a.rx.raw_fd()]);
+            let _ = ready_tx.send(());
+            let mut t = Bypass { rx: a.rx, tx: b.tx };
+            run(&mut [&mut t], &mut clock, &stop2)?;
+            Ok(())
+        });
+        if ready_rx.recv().is_err() {
+            fwd.join().map_err(|_| anyhow::anyhow!("forwarder panicked"))??;
+            anyhow::bail!("the forwarder ended before it was ready");
+        }
+        Ok(Forwarder::Raw(fwd, stop))
+    }
+
+    fn stop(self) -> anyhow::Result<()> {
+        match self {
+            Forwarder::Raw(h, stop) => {
+                stop.store(true, Ordering::Relaxed);
+                h.join().map_err(|_| anyhow::anyhow!("forwarder panicked"))?
+            }
+            Forwarder::Link(l) => l.stop().map(|_| ()).map_err(crate::run::runtime_error),
+        }
+    }
+}
+
 /// One run: the generator floods for `secs`, pathem forwards in `mode`.
 fn one(
     bed: &Bed,
@@ -112,41 +135,9 @@ fn one(
     path: &PathConfig,
     secs: f64,
 ) -> anyhow::Result<(f64, f64)> {
-    let [g, m, s] = bed.names.clone();
-    let stop = Arc::new(AtomicBool::new(false));
-    let ready = Arc::new(AtomicBool::new(false));
-    let (kind, path) = (kind.to_string(), path.clone());
-    let (stop2, ready2) = (stop.clone(), ready.clone());
-    let fwd = std::thread::spawn(move || -> anyhow::Result<()> {
-        enter(&m)?;
-        let a =
-            live::open(&format!("{kind}:pa"), &PortOptions { max_frame: 2048, ..PortOptions::default() })?;
-        let b =
-            live::open(&format!("{kind}:pb"), &PortOptions { max_frame: 2048, ..PortOptions::default() })?;
-        let fds = vec![a.rx.raw_fd()];
-        let mut clock = live_clock(fds);
-        ready2.store(true, Ordering::Relaxed);
-        if mode == "bypass" {
-            let mut t = Bypass { rx: a.rx, tx: b.tx };
-            run(&mut [&mut t], &mut clock, &stop2)?;
-        } else {
-            let engine = EngineConfig { max_frame: 2048, ..EngineConfig::default() };
-            let mut p = Pipeline::new(a.rx, b.tx, &path, 1, &engine)?;
-            run(&mut [&mut p], &mut clock, &stop2)?;
-        }
-        Ok(())
-    });
-    while !ready.load(Ordering::Relaxed) {
-        if fwd.is_finished() {
-            return Err(fwd
-                .join()
-                .map_err(|_| anyhow::anyhow!("forwarder panicked"))?
-                .err()
-                .unwrap_or_else(|| anyhow::anyhow!("forwarder ended")));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    let before = rx_packets(&s, "s0");
+    let fwd = Forwarder::start(bed, kind, mode, path)?;
+    let before = rx_packets(&bed.sink, "s0");
+    let g = bed.gen.clone();
     let gen = std::thread::spawn(move || -> anyhow::Result<(u64, f64)> {
         enter(&g)?;
         let mut tx = AfPacketTx::open("g0", 2048)?;
@@ -156,24 +147,22 @@ fn one(
         let mut sent = 0u64;
         while monotonic_now() < end {
             for _ in 0..64 {
-                tx.send(Nanos::ZERO, size as u32, &frame);
+                sent += u64::from(tx.send(Nanos::ZERO, size as u32, &frame));
             }
             tx.flush()?;
-            sent += 64;
         }
-        Ok((sent - tx.errors, (monotonic_now() - start).as_secs_f64()))
+        Ok((sent - tx.errors - tx.queued() as u64, (monotonic_now() - start).as_secs_f64()))
     });
     let (sent, took) = gen.join().map_err(|_| anyhow::anyhow!("generator panicked"))??;
     std::thread::sleep(std::time::Duration::from_millis(50));
-    let got = rx_packets(&bed.names[2], "s0") - before;
-    stop.store(true, Ordering::Relaxed);
-    fwd.join().map_err(|_| anyhow::anyhow!("forwarder panicked"))??;
+    let got = rx_packets(&bed.sink, "s0") - before;
+    fwd.stop()?;
     Ok((sent as f64 / took / 1e6, got as f64 / took / 1e6))
 }
 
 /// Runs the live benchmark for each port kind and frame size.
 pub fn main(kinds: &[String], sizes: &[usize], secs: f64, json: bool) -> anyhow::Result<()> {
-    let bed = bed()?;
+    let bed = Bed::through(&format!("pb{}", std::process::id())).map_err(crate::usage)?;
     let impaired = PathConfig {
         link: Some(pathem_model::link::LinkConfig::rate("10gbit".parse()?)),
         loss: Some("1%".parse()?),

@@ -7,7 +7,6 @@ mod bench;
 mod bench_live;
 mod demo;
 mod hiccups;
-mod netns;
 mod probe;
 mod replay;
 mod report;

@@ -294,7 +294,7 @@ fn print_summary(s: &Summary, expect_loss: Option<&LossConfig>) {
 }
 
 fn enter(ns: &Option<String>) -> anyhow::Result<()> {
-    ns.as_deref().map_or(Ok(()), crate::netns::enter)
+    ns.as_deref().map_or(Ok(()), |n| pathem_runtime::testbed::enter(n).map_err(usage))
 }
 
 /// Runs a sender and a receiver on this host; returns the receiver's summary.

@@ -1,26 +1,23 @@
 //! `pathem run`: live emulation between two interfaces, both directions.
 //!
 //! Frames received on A leave on B through the a→b path, and back through the b→a path.
-//! Each direction is a pipeline with its own sockets, seed and counters. On one or two cores
-//! one thread runs both directions; with `--cores` naming two CPUs each direction gets its
-//! own pinned thread. SIGINT or SIGTERM stops receiving, sends what is due, reports what was
-//! still in flight, and puts the interfaces' offloads back.
+//! This module parses the flags and prints; the link itself is `pathem_runtime::Link`, the
+//! same one `shell`, `validate` and `bench --live` run. SIGINT or SIGTERM stops it.
 
 use crate::config::{self, ConfigFile};
-use crate::netns::live_clock;
 use crate::spec::PathSpec;
 use crate::usage;
 use anyhow::Context;
 use clap::{Args, Parser};
-use pathem_engine::{delay_line_sizing, monotonic_now, run, EngineConfig, Pipeline, Stats};
-use pathem_io::iface::{self, SavedOffloads};
-use pathem_io::live::{self, LiveRx, LiveTx, PortOptions};
-use pathem_model::rng::direction_seed;
+use pathem_engine::{monotonic_now, Counters, EngineConfig, Stats};
+use pathem_io::iface;
+use pathem_io::live::{self, PortOptions};
 use pathem_model::units::{Duration, Size};
 use pathem_model::PathConfig;
+use pathem_runtime::{Final, Link, LinkSpec, Started};
 use serde::Serialize;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 #[derive(Args, Debug, Clone)]
@@ -81,9 +78,6 @@ pub struct RunArgs {
     #[arg(long, value_name = "SIZE", default_value = "1MiB")]
     pub rx_buffer: Size,
 }
-
-/// How long live loops keep polling after a frame, unless told otherwise (`--busy-poll`).
-pub const BUSY_POLL: pathem_model::Nanos = pathem_model::Nanos::from_millis(1);
 
 /// One direction's flags given as a single string.
 #[derive(Parser, Debug)]
@@ -148,14 +142,9 @@ fn line(name: &str, s: &Stats) -> String {
     )
 }
 
-type LivePipe = Pipeline<LiveRx, LiveTx>;
-
 /// Pins the calling thread to `cpu`.
 pub fn pin(cpu: usize) -> anyhow::Result<()> {
-    let mut set = nix::sched::CpuSet::new();
-    set.set(cpu).map_err(|_| usage(format!("--cores: no CPU {cpu}")))?;
-    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
-        .map_err(|e| usage(format!("--cores: cannot pin to CPU {cpu} ({e})")))
+    pathem_runtime::link::pin(cpu).map_err(usage)
 }
 
 pub fn parse_cores(text: &Option<String>) -> anyhow::Result<Vec<usize>> {
@@ -171,6 +160,16 @@ pub fn parse_cores(text: &Option<String>) -> anyhow::Result<Vec<usize>> {
         )));
     }
     Ok(cores)
+}
+
+/// A runtime error as the command line reports it: settings the engine or the machine
+/// refuses are bad usage (exit 2); a port or bed that fails is a failed run (exit 1).
+pub fn runtime_error(e: pathem_runtime::Error) -> anyhow::Error {
+    match e {
+        pathem_runtime::Error::Engine(e) => crate::engine_error(e),
+        pathem_runtime::Error::Cores(_) => usage(e),
+        e => e.into(),
+    }
 }
 
 /// The live-only settings against their documented ranges.
@@ -189,23 +188,27 @@ fn check_ranges(args: &RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The two directions' paths: the config file's tables, the common flags, then the
+/// per-direction flags.
+fn paths(args: &RunArgs, file: &ConfigFile) -> anyhow::Result<(PathConfig, PathConfig)> {
+    let ab = file.a_to_b.overridden_by(&args.path).overridden_by(&direction_spec("a-to-b", &args.a_to_b)?);
+    let ba = file.b_to_a.overridden_by(&args.path).overridden_by(&direction_spec("b-to-a", &args.b_to_a)?);
+    Ok((ab.to_config().map_err(usage)?, ba.to_config().map_err(usage)?))
+}
+
 pub fn main(args: RunArgs) -> anyhow::Result<()> {
     check_ranges(&args)?;
     let file = match &args.config {
         Some(p) => config::load(p).map_err(usage)?,
         None => ConfigFile::default(),
     };
-    let ab = file.a_to_b.overridden_by(&args.path).overridden_by(&direction_spec("a-to-b", &args.a_to_b)?);
-    let ba = file.b_to_a.overridden_by(&args.path).overridden_by(&direction_spec("b-to-a", &args.b_to_a)?);
-    let (ab, ba): (PathConfig, PathConfig) = (ab.to_config().map_err(usage)?, ba.to_config().map_err(usage)?);
+    let (ab, ba) = paths(&args, &file)?;
     let cores = parse_cores(&args.cores)?;
-    let if_name = |s: &str| live::parse(s).map(|p| p.1.to_string()).unwrap_or_default();
-    let seed = args.seed.or(file.seed).unwrap_or_else(crate::replay::random_seed);
     let engine = EngineConfig {
         buffer: args.buffer.or(file.buffer).map(|s| usize::try_from(s.0).unwrap_or(usize::MAX)),
         max_frame: args.max_frame,
         line_rate: pathem_model::units::Rate(
-            iface::speed_bps(&if_name(&args.port_a)).unwrap_or(10_000_000_000),
+            iface::speed_bps(&port_interface(&args.port_a)).unwrap_or(10_000_000_000),
         ),
         busy_poll: args.busy_poll.0,
         offline: false,
@@ -213,119 +216,48 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
     engine.validate().map_err(usage)?;
     let a = port_name(&args.port_a)?;
     let b = port_name(&args.port_b)?;
-    if if_name(&a) == if_name(&b) {
+    if port_interface(&a) == port_interface(&b) {
         return Err(usage(format!(
             "both ports are {}: pathem forwards between two different interfaces",
-            if_name(&a)
+            port_interface(&a)
         )));
     }
-
-    // Frames must reach pathem as they were on the wire: no receive aggregation.
-    let mut saved: Vec<SavedOffloads> = Vec::new();
-    if !args.keep_offloads {
-        for name in [&if_name(&a), &if_name(&b)] {
-            let s = iface::disable_offloads(name, false).map_err(usage)?;
-            if !s.changed().is_empty() {
-                eprintln!("pathem: {name}: turned off {} for the run", s.changed().join(", "));
-            }
-            saved.push(s);
-        }
-    }
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("cannot install signal handlers")?;
-    }
-    let live = Live { a: &a, b: &b, ab: &ab, ba: &ba, seed, engine: &engine, cores: &cores, announce: true };
-    let result = forward(&args, &live, stop);
-    for s in &saved {
-        if let Err(e) = s.restore() {
-            eprintln!("pathem: could not restore offloads: {e}");
-        }
-    }
-    result
-}
-
-/// What a live link forwards between, and how.
-pub struct Live<'a> {
-    pub a: &'a str,
-    pub b: &'a str,
-    pub ab: &'a PathConfig,
-    pub ba: &'a PathConfig,
-    pub seed: u64,
-    pub engine: &'a EngineConfig,
-    pub cores: &'a [usize],
-    /// Say what is forwarded and print the final counters (`pathem run`), or stay quiet
-    /// unless asked (`pathem shell`).
-    pub announce: bool,
-}
-
-/// Forwards between the two interfaces until `stop` is set (or `--duration` passes).
-pub fn forward(args: &RunArgs, live: &Live<'_>, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
-    let Live { a, b, ab, ba, seed, engine, cores, announce } = *live;
-    let options = PortOptions { max_frame: engine.max_frame, rx_buffer: args.rx_buffer.0 as usize };
-    let port_a = live::open(a, &options)?;
-    let port_b = live::open(b, &options)?;
-    let (name_a, name_b) = (port_a.ifname.clone(), port_b.ifname.clone());
-    if announce {
-        eprintln!("pathem: port A {name_a}: {}", port_a.how);
-        eprintln!("pathem: port B {name_b}: {}", port_b.how);
-    }
-    let mut pipe_ab: LivePipe = Pipeline::new(port_a.rx, port_b.tx, ab, direction_seed(seed, 0), engine)
-        .map_err(crate::engine_error)?;
-    let mut pipe_ba: Option<LivePipe> = match args.one_way {
-        true => None,
-        false => Some(
-            Pipeline::new(port_b.rx, port_a.tx, ba, direction_seed(seed, 1), engine)
-                .map_err(crate::engine_error)?,
-        ),
+    let seed = args.seed.or(file.seed).unwrap_or_else(crate::replay::random_seed);
+    let spec = LinkSpec {
+        a,
+        b,
+        ab: ab.clone(),
+        ba: ba.clone(),
+        one_way: args.one_way,
+        seed,
+        ports: PortOptions { max_frame: engine.max_frame, rx_buffer: args.rx_buffer.0 as usize },
+        engine,
+        cores,
+        netns: None,
+        keep_offloads: args.keep_offloads,
     };
-    let (a, b) = (name_a.as_str(), name_b.as_str());
-    if announce {
-        eprintln!("pathem: forwarding {a} <-> {b} (seed {seed})");
-        eprintln!("pathem:   {a} -> {b}: {ab}");
-        match &pipe_ba {
-            Some(_) => eprintln!("pathem:   {b} -> {a}: {ba}"),
-            None => eprintln!("pathem:   {b} -> {a}: not forwarded (--one-way)"),
-        }
-        let sizing = |p: &LivePipe, cfg: &PathConfig| {
-            let why = delay_line_sizing(cfg, engine).why;
-            format!("{} ({why})", crate::report::bytes(p.delay_line_capacity() as u64))
-        };
-        eprintln!("pathem:   delay line {a} -> {b}: {}", sizing(&pipe_ab, ab));
-        if let Some(p) = &pipe_ba {
-            eprintln!("pathem:   delay line {b} -> {a}: {}", sizing(p, ba));
-        }
+    let link = Link::start(spec).map_err(runtime_error)?;
+    announce(&link.started, &ab, &ba, args.one_way, seed);
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, link.stopper()).context("cannot install signal handlers")?;
     }
     let started = monotonic_now();
     if let Some(d) = args.duration {
-        let stop = stop.clone();
+        let stop = link.stopper();
         std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_nanos(d.0.as_nanos()));
             stop.store(true, Ordering::Relaxed);
         });
     }
-    let counters = (pipe_ab.counters().clone(), pipe_ba.as_ref().map(|p| p.counters().clone()));
-    let report = {
-        let (json, a, b) = (args.json, a.to_string(), b.to_string());
-        move |event: &str, seconds: f64| {
-            let r = Report {
-                event,
-                seconds,
-                a_to_b: counters.0.snapshot(),
-                b_to_a: counters.1.as_ref().map(|c| c.snapshot()),
-            };
-            if json {
-                println!("{}", serde_json::to_string(&r).unwrap_or_default());
-            } else {
-                eprintln!("pathem: [{seconds:.1}s] {}", line(&format!("{a}->{b}"), &r.a_to_b));
-                if let Some(s) = &r.b_to_a {
-                    eprintln!("pathem: [{seconds:.1}s] {}", line(&format!("{b}->{a}"), s));
-                }
-            }
-        }
+    let (ab_counters, ba_counters) = link.counters();
+    let reporter = Reporter {
+        json: args.json,
+        a: link.started.name_a.clone(),
+        b: link.started.name_b.clone(),
+        counters: (ab_counters.clone(), ba_counters.cloned()),
     };
     if let Some(every) = args.stats_interval {
-        let (stop, report) = (stop.clone(), report.clone());
+        let (stop, reporter) = (link.stopper(), reporter.clone());
         std::thread::spawn(move || {
             let every = std::time::Duration::from_nanos(every.0.as_nanos());
             loop {
@@ -333,73 +265,92 @@ pub fn forward(args: &RunArgs, live: &Live<'_>, stop: Arc<AtomicBool>) -> anyhow
                 if stop.load(Ordering::Relaxed) {
                     break;
                 }
-                report("interval", (monotonic_now() - started).as_secs_f64());
+                reporter.live("interval", (monotonic_now() - started).as_secs_f64());
             }
         });
     }
+    let end = link.wait().map_err(runtime_error)?;
+    let seconds = (monotonic_now() - started).as_secs_f64();
+    reporter.print("final", seconds, end.ab.clone(), end.ba.clone());
+    report_end(&end);
+    Ok(())
+}
 
-    match (&mut pipe_ba, cores.len()) {
-        (Some(ba_pipe), 2) => {
-            let stop2 = stop.clone();
-            std::thread::scope(|s| -> anyhow::Result<()> {
-                let (c0, c1) = (cores[0], cores[1]);
-                let h = s.spawn(move || -> anyhow::Result<()> {
-                    pin(c1)?;
-                    let mut clock = live_clock(vec![ba_pipe.rx.raw_fd()]);
-                    run(&mut [ba_pipe], &mut clock, &stop2)?;
-                    Ok(())
-                });
-                pin(c0)?;
-                let mut clock = live_clock(vec![pipe_ab.rx.raw_fd()]);
-                run(&mut [&mut pipe_ab], &mut clock, &stop)?;
-                h.join().map_err(|_| anyhow::anyhow!("the b->a thread panicked"))??;
-                Ok(())
-            })?;
-        }
-        (ba_pipe, _) => {
-            if let Some(&c) = cores.first() {
-                pin(c)?;
-            }
-            let mut fds = vec![pipe_ab.rx.raw_fd()];
-            if let Some(p) = ba_pipe.as_ref() {
-                fds.push(p.rx.raw_fd());
-            }
-            let mut clock = live_clock(fds);
-            match ba_pipe {
-                Some(p) => run(&mut [&mut pipe_ab, p], &mut clock, &stop)?,
-                None => run(&mut [&mut pipe_ab], &mut clock, &stop)?,
-            }
-        }
+/// The interface a port spec names.
+fn port_interface(spec: &str) -> String {
+    live::parse(spec).map(|p| p.1.to_string()).unwrap_or_default()
+}
+
+/// What `run` says when the link is up.
+fn announce(s: &Started, ab: &PathConfig, ba: &PathConfig, one_way: bool, seed: u64) {
+    for (name, off) in &s.offloads_off {
+        eprintln!("pathem: {name}: turned off {} for the run", off.join(", "));
     }
-    let now = monotonic_now();
-    // A port gets a moment to hand over frames it still holds (a full device queue).
-    let drain = std::time::Duration::from_millis(200);
-    let mut left = pipe_ab.finish(now, drain)?;
-    if let Some(p) = pipe_ba.as_mut() {
-        let s = p.finish(now, drain)?;
-        left.in_flight += s.in_flight;
-        left.port_tx_queued += s.port_tx_queued;
+    eprintln!("pathem: port A {}: {}", s.name_a, s.how_a);
+    eprintln!("pathem: port B {}: {}", s.name_b, s.how_b);
+    let (a, b) = (&s.name_a, &s.name_b);
+    eprintln!("pathem: forwarding {a} <-> {b} (seed {seed})");
+    eprintln!("pathem:   {a} -> {b}: {ab}");
+    match one_way {
+        false => eprintln!("pathem:   {b} -> {a}: {ba}"),
+        true => eprintln!("pathem:   {b} -> {a}: not forwarded (--one-way)"),
     }
-    let tx_errors = pipe_ab.tx.errors() + pipe_ba.as_ref().map_or(0, |p| p.tx.errors());
-    let rx_errors = pipe_ab.rx.errors() + pipe_ba.as_ref().map_or(0, |p| p.rx.errors());
-    if announce || args.json {
-        report("final", (now - started).as_secs_f64());
+    eprintln!("pathem:   delay line {a} -> {b}: {}", s.delay_line_ab);
+    if let Some(d) = &s.delay_line_ba {
+        eprintln!("pathem:   delay line {b} -> {a}: {d}");
     }
-    if rx_errors + tx_errors > 0 {
+}
+
+/// What `run` says when the link has stopped.
+fn report_end(end: &Final) {
+    if end.rx_errors + end.tx_errors > 0 {
         eprintln!(
-            "pathem: {rx_errors} receive and {tx_errors} transmit errors (an interface was down for a while)"
+            "pathem: {} receive and {} transmit errors (an interface was down for a while)",
+            end.rx_errors, end.tx_errors
         );
     }
-    if announce {
-        match (left.in_flight, left.port_tx_queued) {
-            (0, 0) => eprintln!("pathem: stopped; every frame taken was forwarded or dropped as counted"),
-            (f, 0) => eprintln!("pathem: stopped; {f} frames still in the delay line were not sent (in-flight above)"),
-            (f, q) => eprintln!(
-                "pathem: stopped; {f} frames still in the delay line were not sent, {q} handed to a port it never took (in port above)"
-            ),
+    let in_flight = end.ab.in_flight + end.ba.as_ref().map_or(0, |s| s.in_flight);
+    let queued = end.ab.port_tx_queued + end.ba.as_ref().map_or(0, |s| s.port_tx_queued);
+    match (in_flight, queued) {
+        (0, 0) => eprintln!("pathem: stopped; every frame taken was forwarded or dropped as counted"),
+        (f, 0) => eprintln!("pathem: stopped; {f} frames still in the delay line were not sent (in-flight above)"),
+        (f, q) => eprintln!(
+            "pathem: stopped; {f} frames still in the delay line were not sent, {q} handed to a port it never took (in port above)"
+        ),
+    }
+}
+
+/// Prints the counters, as text on stderr or JSON lines on stdout.
+#[derive(Clone)]
+struct Reporter {
+    json: bool,
+    a: String,
+    b: String,
+    counters: (Arc<Counters>, Option<Arc<Counters>>),
+}
+
+impl Reporter {
+    fn live(&self, event: &str, seconds: f64) {
+        self.print(
+            event,
+            seconds,
+            self.counters.0.snapshot(),
+            self.counters.1.as_ref().map(|c| c.snapshot()),
+        );
+    }
+
+    fn print(&self, event: &str, seconds: f64, a_to_b: Stats, b_to_a: Option<Stats>) {
+        let r = Report { event, seconds, a_to_b, b_to_a };
+        if self.json {
+            println!("{}", serde_json::to_string(&r).unwrap_or_default());
+        } else {
+            let (a, b) = (&self.a, &self.b);
+            eprintln!("pathem: [{seconds:.1}s] {}", line(&format!("{a}->{b}"), &r.a_to_b));
+            if let Some(s) = &r.b_to_a {
+                eprintln!("pathem: [{seconds:.1}s] {}", line(&format!("{b}->{a}"), s));
+            }
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -415,6 +366,6 @@ mod tests {
     #[test]
     fn busy_poll_default_is_the_one_other_live_loops_use() {
         let cli = Cli::try_parse_from(["pathem", "a", "b"]).unwrap();
-        assert_eq!(cli.run.busy_poll.0, BUSY_POLL);
+        assert_eq!(cli.run.busy_poll.0, pathem_engine::DEFAULT_BUSY_POLL);
     }
 }

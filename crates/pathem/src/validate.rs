@@ -8,24 +8,21 @@
 //! et al. estimate MSS/RTT · 1.22/√p.
 
 use crate::bench::median;
-use crate::bench_live::{bed, Bed};
-use crate::netns::{enter, ip, live_clock};
 use crate::probe::{pair, ProbeRate, RecvOpts, SendOpts};
-use crate::run::BUSY_POLL;
 use crate::spec::PathSpec;
 use crate::usage;
 use anyhow::Context;
 use clap::{Args, Parser};
-use pathem_engine::{run, EngineConfig, Pipeline, Stats};
-use pathem_io::live::{self, PortOptions};
+use pathem_engine::{EngineConfig, Stats, DEFAULT_BUSY_POLL};
+use pathem_io::live::PortOptions;
 use pathem_model::units::Duration;
 use pathem_model::{Nanos, PathConfig};
 use pathem_probe::{Pattern, Summary};
+use pathem_runtime::testbed::{Bed, SINK_IP};
+use pathem_runtime::{Link, LinkSpec};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 #[derive(Args, Debug)]
 pub struct ValidateArgs {
@@ -80,40 +77,27 @@ fn config(flags: &str) -> anyhow::Result<PathConfig> {
     f.path.to_config().map_err(usage)
 }
 
-/// Runs pathem between pa and pb in the bed's middle namespace until `stop`.
-fn forwarder(
-    bed: &Bed,
-    kind: &str,
-    path: PathConfig,
-    stop: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<anyhow::Result<Stats>> {
-    let (m, kind) = (bed.names[1].clone(), kind.to_string());
-    std::thread::spawn(move || -> anyhow::Result<Stats> {
-        enter(&m)?;
-        if let Some((_, fwd)) = cpus() {
-            crate::run::pin(fwd)?;
-        }
-        let a =
-            live::open(&format!("{kind}:pa"), &PortOptions { max_frame: 2048, ..PortOptions::default() })?;
-        let b =
-            live::open(&format!("{kind}:pb"), &PortOptions { max_frame: 2048, ..PortOptions::default() })?;
-        let fds = vec![a.rx.raw_fd(), b.rx.raw_fd()];
-        let mut clock = live_clock(fds);
-        let engine = EngineConfig { max_frame: 2048, busy_poll: BUSY_POLL, ..EngineConfig::default() };
-        let mut ab = Pipeline::new(a.rx, b.tx, &path, 1, &engine)?;
-        let mut ba = Pipeline::new(b.rx, a.tx, &PathConfig::default(), 2, &engine)?;
-        run(&mut [&mut ab, &mut ba], &mut clock, &stop)?;
-        Ok(ab.counters().snapshot())
-    })
-}
-
-/// Lets the forwarder start, then resolves the receiver's address through it, so that the
-/// probe's first datagrams do not wait for ARP.
-fn warm_up(b: &Bed) {
+/// Starts pathem between pa and pb in the bed's middle namespace (the a→b path is the one
+/// under test, b→a is transparent), on its own CPU, and resolves the receiver's address
+/// through it, so that the probe's first datagrams do not wait for ARP.
+fn forwarder(bed: &Bed, kind: &str, path: PathConfig) -> anyhow::Result<Link> {
+    let spec = LinkSpec {
+        a: format!("{kind}:pa"),
+        b: format!("{kind}:pb"),
+        ab: path,
+        ba: PathConfig::default(),
+        one_way: false,
+        seed: 1,
+        engine: EngineConfig { max_frame: 2048, busy_poll: DEFAULT_BUSY_POLL, ..EngineConfig::default() },
+        ports: PortOptions { max_frame: 2048, ..PortOptions::default() },
+        cores: cpus().map(|(_, fwd)| vec![fwd]).unwrap_or_default(),
+        netns: Some(bed.mid().to_string()),
+        keep_offloads: false,
+    };
+    let link = Link::start(spec).map_err(crate::run::runtime_error)?;
     std::thread::sleep(std::time::Duration::from_millis(200));
-    let _ = Command::new("ip")
-        .args(["netns", "exec", &b.names[0], "ping", "-c", "1", "-W", "2", "10.201.0.2"])
-        .output();
+    bed.warm_up();
+    Ok(link)
 }
 
 /// On two CPUs or more: the probe's CPU and pathem's, so that the two busy parties (the
@@ -121,24 +105,6 @@ fn warm_up(b: &Bed) {
 fn cpus() -> Option<(usize, usize)> {
     let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     (n >= 2).then_some((0, n - 1))
-}
-
-/// The noise floor's bed: sender and receiver namespaces joined by one veth pair.
-fn direct_bed() -> anyhow::Result<Bed> {
-    let id = std::process::id();
-    let direct = Bed { names: [format!("pvg{id}"), format!("pvm{id}"), format!("pvs{id}")] };
-    // Only the two ends exist; the middle name is never made (nothing forwards here).
-    let [g, _, s] = &direct.names;
-    for n in [g, s] {
-        ip(&["netns", "add", n])?;
-    }
-    ip(&["link", "add", "g0", "netns", g, "type", "veth", "peer", "name", "s0", "netns", s])?;
-    for (n, d, a) in [(g, "g0", "10.201.0.1/24"), (s, "s0", "10.201.0.2/24")] {
-        ip(&["-n", n, "addr", "add", a, "dev", d])?;
-        ip(&["-n", n, "link", "set", d, "up"])?;
-        ip(&["-n", n, "link", "set", "lo", "up"])?;
-    }
-    Ok(direct)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -168,8 +134,8 @@ fn probe(
         idle: Duration(Nanos::from_secs(3)),
         quiet: true,
     };
-    let (g, s) = (Some(bed.names[0].clone()), Some(bed.names[2].clone()));
-    pair("10.201.0.2:47001".parse()?, g, s, cpus().map(|c| c.0), &send, &recv)
+    let (g, s) = (Some(bed.gen.clone()), Some(bed.sink.clone()));
+    pair(format!("{SINK_IP}:47001").parse()?, g, s, cpus().map(|c| c.0), &send, &recv)
 }
 
 fn within(what: &str, configured: f64, observed: f64, rel: f64) -> Check {
@@ -227,10 +193,8 @@ pub fn main(args: ValidateArgs) -> anyhow::Result<()> {
         return Err(usage(format!("--port {}: accepted: afpacket, afxdp", args.port)));
     }
     crate::within("--seconds", args.seconds, 0.1..=3600.0, "0.1 to 3600 (above 0)")?;
-    let b = bed()?;
-    for (n, d, a) in [(&b.names[0], "g0", "10.201.0.1/24"), (&b.names[2], "s0", "10.201.0.2/24")] {
-        ip(&["-n", n, "addr", "add", a, "dev", d])?;
-    }
+    let id = std::process::id();
+    let b = Bed::through(&format!("pv{id}")).map_err(usage)?;
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     let secs = if args.quick { args.seconds.min(1.5) } else { args.seconds };
 
@@ -239,7 +203,7 @@ pub fn main(args: ValidateArgs) -> anyhow::Result<()> {
     }
     // The machine's own noise floor: the same probe over a direct veth pair, no pathem.
     let floor = {
-        let direct = direct_bed()?;
+        let direct = Bed::direct(&format!("pvd{}", std::process::id())).map_err(usage)?;
         probe(&direct, Pattern::Cbr, 10_000.0, 64, secs, Nanos::ZERO, None, args.out.join("noise-floor"))?
     };
 
@@ -270,14 +234,11 @@ pub fn main(args: ValidateArgs) -> anyhow::Result<()> {
     );
     for (name, flags, pps, size, expect_loss) in cases {
         let path = config(flags)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let fwd = forwarder(&b, &args.port, path.clone(), stop.clone());
-        warm_up(&b);
+        let fwd = forwarder(&b, &args.port, path.clone())?;
         let (delay_cfg, std_cfg) = path.delay.moments();
         let dir = args.out.join(name.replace(' ', "-"));
         let s = probe(&b, Pattern::Cbr, pps, size, secs, Nanos(delay_cfg as u64), expect_loss, dir);
-        stop.store(true, Ordering::Relaxed);
-        fwd.join().map_err(|_| anyhow::anyhow!("forwarder panicked"))??;
+        fwd.stop().map_err(crate::run::runtime_error)?;
         let s = s?;
         let mut checks = Vec::new();
         // Delay checks are made on top of what the path adds with no impairment (the
@@ -389,11 +350,9 @@ pub fn main(args: ValidateArgs) -> anyhow::Result<()> {
 fn tcp_vs_mathis(b: &Bed, kind: &str, secs: f64) -> anyhow::Result<serde_json::Value> {
     let (delay_ms, p): (f64, f64) = (10.0, 0.005);
     let path = config("--delay 10ms --loss 0.5%")?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let fwd = forwarder(b, kind, path, stop.clone());
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    let fwd = forwarder(b, kind, path)?;
     let mut server = Command::new("ip")
-        .args(["netns", "exec", &b.names[2], "iperf3", "-s", "-1", "-B", "10.201.0.2"])
+        .args(["netns", "exec", &b.sink, "iperf3", "-s", "-1", "-B", SINK_IP])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -405,10 +364,10 @@ fn tcp_vs_mathis(b: &Bed, kind: &str, secs: f64) -> anyhow::Result<serde_json::V
         .args([
             "netns",
             "exec",
-            &b.names[0],
+            &b.gen,
             "iperf3",
             "-c",
-            "10.201.0.2",
+            SINK_IP,
             "-J",
             "-C",
             "reno",
@@ -420,8 +379,7 @@ fn tcp_vs_mathis(b: &Bed, kind: &str, secs: f64) -> anyhow::Result<serde_json::V
         .output()?;
     let _ = server.kill();
     let _ = server.wait();
-    stop.store(true, Ordering::Relaxed);
-    fwd.join().map_err(|_| anyhow::anyhow!("forwarder panicked"))??;
+    fwd.stop().map_err(crate::run::runtime_error)?;
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
     let goodput = v["end"]["sum_received"]["bits_per_second"].as_f64().unwrap_or(0.0);
     let rtt = 2.0 * delay_ms / 1e3;
@@ -455,7 +413,7 @@ struct TargetRun {
 fn target(args: &ValidateArgs, b: &Bed) -> anyhow::Result<()> {
     const RUNS: usize = 3;
     const PPS: f64 = 100_000.0;
-    let direct = direct_bed()?;
+    let direct = Bed::direct(&format!("pvd{}", std::process::id())).map_err(usage)?;
     let secs = args.seconds;
     let delay = Nanos::from_millis(10);
     let patterns =
@@ -482,13 +440,10 @@ fn target(args: &ValidateArgs, b: &Bed) -> anyhow::Result<()> {
             let s = probe(&direct, pattern, PPS, 64, secs, Nanos::ZERO, None, dir)?;
             runs.push(row(format!("direct {pname}"), run, &s, None));
             for kind in ["afxdp", "afpacket"] {
-                let stop = Arc::new(AtomicBool::new(false));
-                let fwd = forwarder(b, kind, config("--delay 10ms")?, stop.clone());
-                warm_up(b);
+                let fwd = forwarder(b, kind, config("--delay 10ms")?)?;
                 let dir = args.out.join(format!("target-{kind}-{pname}-{run}"));
                 let s = probe(b, pattern, PPS, 64, secs, delay, None, dir);
-                stop.store(true, Ordering::Relaxed);
-                let stats = fwd.join().map_err(|_| anyhow::anyhow!("forwarder panicked"))??;
+                let stats = fwd.stop().map_err(crate::run::runtime_error)?.ab;
                 runs.push(row(format!("{kind} {pname}"), run, &s?, Some(&stats)));
             }
         }

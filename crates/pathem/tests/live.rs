@@ -21,8 +21,7 @@ use std::time::Duration;
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
 const PATHEM: &str = env!("CARGO_BIN_EXE_pathem");
-const GEN_IP: &str = "10.201.0.1";
-const SINK_IP: &str = "10.201.0.2";
+use pathem_runtime::testbed::{Bed, GEN_IP, SINK_IP};
 
 /// Why the live tests cannot run here, if they cannot.
 fn cannot_run() -> Option<String> {
@@ -128,42 +127,22 @@ struct Topo {
     pathem: Option<Child>,
     /// pathem's stdout lines (JSON counters with --json).
     json: Option<mpsc::Receiver<String>>,
+    /// The namespaces: the runtime's own test bed, removed on drop (after pathem is killed).
+    bed: Option<Bed>,
 }
 
 impl Topo {
     fn new() -> Topo {
-        let id = format!("{}x{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
-        let t = Topo {
-            gen: format!("pg{id}"),
-            mid: format!("pm{id}"),
-            sink: format!("ps{id}"),
+        let id = format!("pt{}x{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let bed = Bed::through(&id).expect("the test bed");
+        Topo {
+            gen: bed.gen.clone(),
+            mid: bed.mid().to_string(),
+            sink: bed.sink.clone(),
             pathem: None,
             json: None,
-        };
-        for ns in [&t.gen, &t.mid, &t.sink] {
-            must(&["ip", "netns", "add", ns]);
-            must(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+            bed: Some(bed),
         }
-        must(&[
-            "ip", "link", "add", "g0", "netns", &t.gen, "type", "veth", "peer", "name", "pa", "netns", &t.mid,
-        ]);
-        must(&[
-            "ip", "link", "add", "s0", "netns", &t.sink, "type", "veth", "peer", "name", "pb", "netns",
-            &t.mid,
-        ]);
-        must(&["ip", "-n", &t.gen, "addr", "add", &format!("{GEN_IP}/24"), "dev", "g0"]);
-        must(&["ip", "-n", &t.sink, "addr", "add", &format!("{SINK_IP}/24"), "dev", "s0"]);
-        for (ns, dev) in [(&t.gen, "g0"), (&t.sink, "s0"), (&t.mid, "pa"), (&t.mid, "pb")] {
-            must(&["ip", "-n", ns, "link", "set", dev, "up"]);
-        }
-        for (ns, dev) in [(&t.gen, "g0"), (&t.sink, "s0")] {
-            // Wire-sized frames with complete checksums, as a NIC would deliver them.
-            sh(&[
-                "ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off",
-                "tx", "off",
-            ]);
-        }
-        t
     }
 
     fn exec(&self, ns: &str, cmd: &[&str]) -> Output {
@@ -301,9 +280,7 @@ impl Drop for Topo {
             let _ = c.kill();
             let _ = c.wait();
         }
-        for ns in [&self.gen, &self.mid, &self.sink] {
-            let _ = sh(&["ip", "netns", "del", ns]);
-        }
+        drop(self.bed.take());
     }
 }
 

@@ -1,0 +1,39 @@
+//! pathem's live runtime: the one way a live link is run, by `pathem run`, `pathem shell`,
+//! `pathem validate`, `pathem bench --live` and the live tests alike, so what is measured is
+//! what users run.
+//!
+//! ```text
+//!  Link::start(LinkSpec) ── (in a namespace, if asked) turn receive offloads off,
+//!                           open port A and port B (AF_XDP / AF_PACKET),
+//!                           build the a→b and b→a pipelines, place them on threads/CPUs
+//!  Link::counters()      ── single-writer counters, read by any thread at any time
+//!  Link::stop()          ── stop receiving, send what is due, drain the ports,
+//!                           put the offloads back, return the final counters
+//! ```
+//! The wait policy of every live loop is `pathem_engine::wait`; the namespaces the commands
+//! and tests build are [`testbed`].
+
+pub mod link;
+pub mod testbed;
+
+pub use link::{Final, Link, LinkSpec, Started};
+
+/// A live link that could not be started or run.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A port could not be opened or used.
+    #[error(transparent)]
+    Port(#[from] pathem_io::Error),
+    /// The engine refused a setting or failed while running.
+    #[error(transparent)]
+    Engine(#[from] pathem_engine::Error),
+    /// A namespace, link or command of a test bed.
+    #[error("{0}")]
+    Bed(String),
+    /// A CPU to run on that cannot be used.
+    #[error("{0}")]
+    Cores(String),
+    /// A forwarding thread died.
+    #[error("the {0} thread panicked")]
+    Panicked(&'static str),
+}

@@ -1,0 +1,249 @@
+//! A live link between two ports, both directions, from start to stop.
+//!
+//! [`Link::start`] does everything in a worker thread (which first enters the namespace the
+//! ports live in, if asked): it turns off receive aggregation on the ports (GRO and LRO merge
+//! frames, so one emulated loss would drop a burst), opens both ports, builds one pipeline per
+//! direction and runs them: on one thread (pinned to a CPU if one is given), or on one thread
+//! per direction, each pinned, when two CPUs are given. Never more busy-polling threads than
+//! CPUs. It returns once the ports are open, with what was opened in [`Started`], so errors
+//! come back at once. [`Link::stop`] (or a stop flag set from elsewhere, such as a signal
+//! handler, then [`Link::wait`]) stops receiving, sends what is due, gives the transmit ports
+//! a moment to hand over what they hold, puts the offloads back and returns the final counters.
+
+use crate::testbed::enter;
+use crate::Error;
+use pathem_engine::{delay_line_sizing, run, Counters, EngineConfig, MonotonicClock, Pipeline, Stats};
+use pathem_io::iface::{self, SavedOffloads};
+use pathem_io::live::{self, LiveRx, LiveTx, PortOptions};
+use pathem_model::rng::direction_seed;
+use pathem_model::PathConfig;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Everything a live link is made of.
+#[derive(Clone, Debug)]
+pub struct LinkSpec {
+    /// Port A: `afxdp:IF`, `afpacket:IF` or a bare interface name.
+    pub a: String,
+    /// Port B.
+    pub b: String,
+    /// The path of frames from A to B, and from B to A.
+    pub ab: PathConfig,
+    pub ba: PathConfig,
+    /// Forward from A to B only.
+    pub one_way: bool,
+    /// The run's seed; each direction's is derived from it.
+    pub seed: u64,
+    pub engine: EngineConfig,
+    pub ports: PortOptions,
+    /// No CPU: one unpinned thread; one: one thread pinned there; two: a thread per direction.
+    pub cores: Vec<usize>,
+    /// Open the ports in this network namespace (the ports live there; pathem need not).
+    pub netns: Option<String>,
+    /// Leave GRO/LRO as they are.
+    pub keep_offloads: bool,
+}
+
+/// What [`Link::start`] opened, in words for a startup message.
+#[derive(Clone, Debug)]
+pub struct Started {
+    pub name_a: String,
+    pub name_b: String,
+    /// How each port was opened (`AF_XDP (native XDP, copy, receive stamps from XDP)`).
+    pub how_a: String,
+    pub how_b: String,
+    /// Each direction's delay line: its size and why.
+    pub delay_line_ab: String,
+    pub delay_line_ba: Option<String>,
+    /// Offloads turned off for the run, per interface.
+    pub offloads_off: Vec<(String, Vec<&'static str>)>,
+}
+
+/// What a link did, when it stopped.
+#[derive(Clone, Debug)]
+pub struct Final {
+    pub ab: Stats,
+    pub ba: Option<Stats>,
+    /// Receive and transmit errors (an interface that was down for a while).
+    pub rx_errors: u64,
+    pub tx_errors: u64,
+}
+
+/// A running link.
+pub struct Link {
+    stop: Arc<AtomicBool>,
+    worker: JoinHandle<Result<Final, Error>>,
+    counters_ab: Arc<Counters>,
+    counters_ba: Option<Arc<Counters>>,
+    pub started: Started,
+}
+
+type LivePipe = Pipeline<LiveRx, LiveTx>;
+
+/// How long a transmit port gets at stop to hand over what it still holds.
+const DRAIN: Duration = Duration::from_millis(200);
+
+/// Pins the calling thread to `cpu`.
+pub fn pin(cpu: usize) -> Result<(), Error> {
+    let mut set = nix::sched::CpuSet::new();
+    set.set(cpu).map_err(|_| Error::Cores(format!("--cores: no CPU {cpu}")))?;
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
+        .map_err(|e| Error::Cores(format!("--cores: cannot pin to CPU {cpu} ({e})")))
+}
+
+/// The interface part of a port spec.
+fn if_name(spec: &str) -> String {
+    live::parse(spec).map(|p| p.1.to_string()).unwrap_or_else(|_| spec.to_string())
+}
+
+/// Offloads turned off for a run, put back when dropped (also when opening a port failed).
+struct Offloads(Vec<SavedOffloads>);
+
+impl Drop for Offloads {
+    fn drop(&mut self) {
+        for s in &self.0 {
+            let _ = s.restore();
+        }
+    }
+}
+
+impl Link {
+    /// Opens the ports and starts forwarding; see the module doc.
+    pub fn start(spec: LinkSpec) -> Result<Link, Error> {
+        if spec.cores.len() > 2 {
+            return Err(Error::Cores("--cores: at most two CPUs (one per direction)".into()));
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let worker_stop = stop.clone();
+        let worker = std::thread::Builder::new()
+            .name("pathem-link".into())
+            .spawn(move || worker(spec, worker_stop, ready_tx))
+            .map_err(|e| Error::Bed(format!("cannot start the link's thread: {e}")))?;
+        match ready_rx.recv() {
+            Ok((started, counters_ab, counters_ba)) => {
+                Ok(Link { stop, worker, counters_ab, counters_ba, started })
+            }
+            // The worker failed before it was ready: its error says why.
+            Err(_) => Err(worker
+                .join()
+                .map_err(|_| Error::Panicked("link"))?
+                .err()
+                .unwrap_or(Error::Panicked("link"))),
+        }
+    }
+
+    /// The flag that stops the link (for signal handlers and timers).
+    pub fn stopper(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+
+    /// Each direction's counters (b→a is `None` one way).
+    pub fn counters(&self) -> (&Arc<Counters>, Option<&Arc<Counters>>) {
+        (&self.counters_ab, self.counters_ba.as_ref())
+    }
+
+    /// Stops the link and returns its final counters.
+    pub fn stop(self) -> Result<Final, Error> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.wait()
+    }
+
+    /// Waits until the link stops (its stop flag was set elsewhere), then returns its final
+    /// counters.
+    pub fn wait(self) -> Result<Final, Error> {
+        self.worker.join().map_err(|_| Error::Panicked("link"))?
+    }
+
+    /// True once the worker has ended (it failed, or was stopped).
+    pub fn is_finished(&self) -> bool {
+        self.worker.is_finished()
+    }
+}
+
+type Ready = (Started, Arc<Counters>, Option<Arc<Counters>>);
+
+fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> Result<Final, Error> {
+    if let Some(ns) = &spec.netns {
+        enter(ns)?;
+    }
+    let mut offloads = Offloads(Vec::new());
+    let mut offloads_off = Vec::new();
+    if !spec.keep_offloads {
+        for name in [if_name(&spec.a), if_name(&spec.b)] {
+            let saved = iface::disable_offloads(&name, false)?;
+            if !saved.changed().is_empty() {
+                offloads_off.push((name.clone(), saved.changed()));
+            }
+            offloads.0.push(saved);
+        }
+    }
+    let port_a = live::open(&spec.a, &spec.ports)?;
+    let port_b = live::open(&spec.b, &spec.ports)?;
+    let (name_a, name_b, how_a, how_b) = (port_a.ifname, port_b.ifname, port_a.how, port_b.how);
+    let engine = &spec.engine;
+    let mut ab: LivePipe =
+        Pipeline::new(port_a.rx, port_b.tx, &spec.ab, direction_seed(spec.seed, 0), engine)?;
+    let mut ba: Option<LivePipe> = match spec.one_way {
+        true => None,
+        false => Some(Pipeline::new(port_b.rx, port_a.tx, &spec.ba, direction_seed(spec.seed, 1), engine)?),
+    };
+    let sizing = |p: &LivePipe, cfg: &PathConfig| {
+        let why = delay_line_sizing(cfg, engine).why;
+        format!("{} B ({why})", p.delay_line_capacity())
+    };
+    let started = Started {
+        delay_line_ab: sizing(&ab, &spec.ab),
+        delay_line_ba: ba.as_ref().map(|p| sizing(p, &spec.ba)),
+        name_a,
+        name_b,
+        how_a,
+        how_b,
+        offloads_off,
+    };
+    let _ = ready.send((started, ab.counters().clone(), ba.as_ref().map(|p| p.counters().clone())));
+
+    match (&mut ba, spec.cores.as_slice()) {
+        (Some(ba), &[c0, c1]) => std::thread::scope(|s| -> Result<(), Error> {
+            let stop2 = stop.clone();
+            let other = s.spawn(move || -> Result<(), Error> {
+                pin(c1)?;
+                let mut clock = MonotonicClock::waiting_on(vec![ba.rx.raw_fd()]);
+                run(&mut [ba], &mut clock, &stop2)?;
+                Ok(())
+            });
+            pin(c0)?;
+            let mut clock = MonotonicClock::waiting_on(vec![ab.rx.raw_fd()]);
+            let mine = run(&mut [&mut ab], &mut clock, &stop);
+            // One direction failing stops the other.
+            stop.store(true, Ordering::Relaxed);
+            other.join().map_err(|_| Error::Panicked("b->a"))??;
+            Ok(mine?)
+        })?,
+        (ba, cores) => {
+            if let Some(&c) = cores.first() {
+                pin(c)?;
+            }
+            let mut fds = vec![ab.rx.raw_fd()];
+            fds.extend(ba.as_ref().map(|p| p.rx.raw_fd()));
+            let mut clock = MonotonicClock::waiting_on(fds);
+            match ba {
+                Some(p) => run(&mut [&mut ab, p], &mut clock, &stop)?,
+                None => run(&mut [&mut ab], &mut clock, &stop)?,
+            }
+        }
+    }
+    let now = pathem_engine::monotonic_now();
+    let final_ab = ab.finish(now, DRAIN)?;
+    let final_ba = match ba.as_mut() {
+        Some(p) => Some(p.finish(now, DRAIN)?),
+        None => None,
+    };
+    let rx_errors = ab.rx.errors() + ba.as_ref().map_or(0, |p| p.rx.errors());
+    let tx_errors = ab.tx.errors() + ba.as_ref().map_or(0, |p| p.tx.errors());
+    drop(offloads);
+    Ok(Final { ab: final_ab, ba: final_ba, rx_errors, tx_errors })
+}
