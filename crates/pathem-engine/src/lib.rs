@@ -11,6 +11,7 @@
 //! thread with one clock read per round, virtual (offline) or real (live).
 
 pub mod clock;
+pub mod control;
 pub mod delay_line;
 pub mod pipeline;
 pub mod stage;
@@ -18,6 +19,7 @@ pub mod stats;
 pub mod wait;
 
 pub use clock::{Clock, VirtualClock};
+pub use control::{ChangeError, Control, Schedule};
 pub use pipeline::{
     delay_line_size, delay_line_sizing, run, EngineConfig, Error, Next, Pipeline, Sizing, Task,
 };

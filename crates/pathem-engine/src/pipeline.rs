@@ -6,6 +6,7 @@
 //! a real clock the same loop forwards live traffic. Offline and live drive the same code.
 
 use crate::clock::Clock;
+use crate::control::{Control, Inbox, Schedule, Timeline};
 use crate::delay_line::{delay_line, growing_delay_line, record_size, AllocError};
 use crate::stage::{Egress, Ingress};
 use crate::stats::Counters;
@@ -180,6 +181,11 @@ pub struct Pipeline<R, T> {
     busy_until: Nanos,
     /// When the port's kernel drops were last read.
     drops_read: Nanos,
+    /// Changes sent from other threads ([`Pipeline::control`]).
+    inbox: Inbox,
+    control: Control,
+    /// Changes due at set times.
+    timeline: Option<Timeline>,
 }
 
 /// How often the receive port's kernel drop count is read (a system call on live ports).
@@ -207,6 +213,7 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
             delay_line(size, engine.max_frame)?
         };
         let capacity = writer.limit();
+        let (control, inbox) = crate::control::channel(path);
         Ok(Pipeline {
             rx,
             tx,
@@ -225,7 +232,46 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
             busy_poll: engine.busy_poll,
             busy_until: Nanos::ZERO,
             drops_read: Nanos::ZERO,
+            inbox,
+            control,
+            timeline: None,
         })
+    }
+
+    /// A handle that changes this direction's path from any thread.
+    pub fn control(&self) -> Control {
+        self.control.clone()
+    }
+
+    /// Follows `schedule` from `origin` (the first frame's arrival offline, the start live):
+    /// each step's configuration applies from its time on, exactly.
+    pub fn follow(&mut self, schedule: Schedule, origin: Nanos) {
+        self.timeline = Some(Timeline::new(schedule, origin));
+    }
+
+    /// Applies the changes due at `now`: scheduled ones at their own times (frames a port
+    /// knows arrived before such a time are taken under the old path first), then the latest
+    /// one sent through [`Control`].
+    #[inline]
+    fn apply_changes(&mut self, now: Nanos) -> Result<(), Error> {
+        while let Some(at) = self.timeline.as_ref().and_then(Timeline::next_at).filter(|&t| t <= now) {
+            while let PollAt::At(a) = self.rx.poll_at() {
+                if a >= at {
+                    break;
+                }
+                let ingress = &mut self.ingress;
+                self.rx.recv_burst(at - Nanos(1), RX_BURST, |f| ingress.push(f))?;
+            }
+            if let Some((at, config)) = self.timeline.as_mut().and_then(Timeline::advance) {
+                self.ingress.reconfigure(&config, at);
+                self.inbox.applied(Arc::new(config));
+            }
+        }
+        if let Some(config) = self.inbox.take() {
+            self.ingress.reconfigure(&config, now);
+            self.inbox.applied(config);
+        }
+        Ok(())
     }
 
     /// The counters, shareable with a reporting thread.
@@ -264,6 +310,7 @@ impl<R: RxPort, T: TxPort> Task for Pipeline<R, T> {
     fn poll(&mut self, now: Nanos) -> Result<Next, Error> {
         // Release what is due before taking new frames, so the delay line has its room back.
         self.egress.release(now, &mut self.tx)?;
+        self.apply_changes(now)?;
         let mut next = Next::Ended;
         if !self.rx_ended {
             let ingress = &mut self.ingress;
@@ -298,6 +345,13 @@ impl<R: RxPort, T: TxPort> Task for Pipeline<R, T> {
             None => Next::Ended,
         };
         let mut next = next.earliest(out);
+        if let Some(t) = self.timeline.as_ref().and_then(Timeline::next_at) {
+            // Wake for the change (an idle link still changes on time); nothing is left to
+            // change once the port has ended and the delay line is empty.
+            if next != Next::Ended {
+                next = next.earliest(Next::At(t));
+            }
+        }
         if self.counters.port_tx_queued.get() > 0 {
             // The port still holds frames the kernel did not take: come back to flush them
             // even if nothing new is due.

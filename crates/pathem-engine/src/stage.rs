@@ -17,7 +17,7 @@ use crate::stats::Counters;
 use pathem_io::{RxFrame, TxPort};
 use pathem_model::frame::{ecn_capable, mark_ce};
 use pathem_model::path::Extra;
-use pathem_model::{DropReason, FrameMeta, Nanos, Path, Rng, Verdict};
+use pathem_model::{DropReason, FrameMeta, Nanos, Path, PathConfig, Rng, Verdict};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Arc;
@@ -55,6 +55,13 @@ impl Ingress {
         self.ecn = ecn;
         self.reorder = reorder;
         self
+    }
+
+    /// Applies a new configuration at `now`, between two frames; the models keep what state
+    /// still means something (`Path::reconfigure`). The release-order clamp carries on.
+    pub fn reconfigure(&mut self, config: &PathConfig, now: Nanos) {
+        self.path.reconfigure(config, now);
+        self.ecn = config.ecn;
     }
 
     /// Takes one received frame.

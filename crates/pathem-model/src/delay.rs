@@ -219,6 +219,23 @@ impl Delay {
         })
     }
 
+    /// Takes over the state of the delay this one replaces: the correlated process's value
+    /// and time (so delays stay correlated across the change, now around the new mean and
+    /// spread), and a delay trace's origin when the trace is the same.
+    pub fn inherit(&mut self, old: Delay) {
+        let Kind::Random { corr, trace, .. } = &mut self.0 else { return };
+        let Kind::Random { corr: old_corr, trace: old_trace, .. } = old.0 else { return };
+        if let (Some(c), Some(o)) = (corr.as_mut(), old_corr) {
+            c.x = o.x;
+            c.last = o.last;
+        }
+        if let (Some((t, origin)), Some((ot, oo))) = (trace.as_mut(), old_trace) {
+            if Arc::ptr_eq(t, &ot) {
+                *origin = oo;
+            }
+        }
+    }
+
     /// The delay of a frame leaving the link at `now`.
     #[inline(always)]
     pub fn sample(&mut self, now: Nanos, rng: &mut Rng) -> Nanos {

@@ -252,6 +252,34 @@ impl Link {
         }
     }
 
+    /// Takes over the state of the link this one replaces: the frames still in its queue (they
+    /// keep their exit times, and count against this link's limit) and when the last of them
+    /// leaves, so new frames queue behind them at the new rate. A trace link keeps its place
+    /// in the trace when the trace is the same. A queue limit set on a link that had none
+    /// counts the frames admitted from the change on (the earlier ones were not tracked).
+    pub fn inherit(&mut self, old: Link) {
+        let last_exit = match &old.serve {
+            Serve::Rate { last_exit, .. } => *last_exit,
+            Serve::Trace { trace, origin: Some(o), current: Some((k, _)) } => *o + Nanos(trace.time(*k)),
+            Serve::Trace { .. } => Nanos::ZERO,
+        };
+        match (&mut self.serve, old.serve) {
+            (Serve::Rate { last_exit: le, .. }, _) => *le = last_exit,
+            (
+                Serve::Trace { trace, origin, current },
+                Serve::Trace { trace: ot, origin: oo, current: oc },
+            ) if Arc::ptr_eq(trace, &ot) => {
+                *origin = oo;
+                *current = oc;
+            }
+            _ => {}
+        }
+        if self.config.queue.is_some() {
+            self.inside = old.inside;
+            self.inside_bytes = old.inside_bytes;
+        }
+    }
+
     /// Frames and bytes in the queue at `now` (frames whose exit time is still ahead).
     pub fn occupancy(&mut self, now: Nanos) -> (usize, u64) {
         self.expire(now);

@@ -280,6 +280,22 @@ impl Loss {
         }
     }
 
+    /// Takes over the state of the model this one replaces, where it means the same: the
+    /// Gilbert-Elliott chain's state (Good or Bad), the 4-state chain's state, a trace's
+    /// position when the trace is the same. A different kind of model starts afresh.
+    pub fn inherit(&mut self, old: Loss) {
+        match (self, old) {
+            (Loss::GilbertElliott { bad, .. }, Loss::GilbertElliott { bad: was, .. }) => *bad = was,
+            (Loss::FourState { state, .. }, Loss::FourState { state: was, .. }) => *state = was,
+            (Loss::Trace { trace, next }, Loss::Trace { trace: old, next: was })
+                if Arc::ptr_eq(trace, &old) =>
+            {
+                *next = was
+            }
+            _ => {}
+        }
+    }
+
     /// True when this frame is lost.
     #[inline(always)]
     pub fn lose(&mut self, rng: &mut Rng) -> bool {

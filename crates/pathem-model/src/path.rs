@@ -300,6 +300,30 @@ impl Path {
         }
     }
 
+    /// Takes a new configuration at `now`, between two frames, keeping the state that still
+    /// means something (see each model's `inherit`): the policer's tokens, the link's queue
+    /// and busy time, the loss chain's state, the correlated delay's process, the slot
+    /// schedule, a trace's position. Models switched off lose their state; models switched
+    /// on start afresh. `config` must have passed [`PathConfig::validate`].
+    pub fn reconfigure(&mut self, config: &PathConfig, now: Nanos) {
+        let mut next = Path::new(config);
+        if let (Some(n), Some(o)) = (next.police.as_mut(), self.police.take()) {
+            n.inherit(o, now);
+        }
+        if let (Some(n), Some(o)) = (next.link.as_mut(), self.link.take()) {
+            n.inherit(o);
+        }
+        if let (Some(n), Some(o)) = (next.loss.as_mut(), self.loss.take()) {
+            n.inherit(o);
+        }
+        if let (Some(n), Some(o)) = (next.slot.as_mut(), self.slot.take()) {
+            n.inherit(o);
+        }
+        let old_delay = std::mem::replace(&mut self.delay, Delay::new(&DelayConfig::default()));
+        next.delay.inherit(old_delay);
+        *self = next;
+    }
+
     /// Decides the fate of one frame.
     #[inline]
     pub fn process(&mut self, meta: FrameMeta, rng: &mut Rng) -> Verdict {
@@ -455,6 +479,49 @@ mod tests {
             let e = cfg.validate().unwrap_err().to_string();
             assert!(e.starts_with(flag) && e.contains("accepted"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_reconfigured_path_keeps_its_queue_and_its_loss_chain() {
+        let rate = |r: &str| PathConfig {
+            link: Some(LinkConfig { overhead: 0, ..LinkConfig::rate(r.parse().unwrap()) }),
+            loss: Some("ge:p=0.5%,r=0.1%".parse().unwrap()),
+            ..Default::default()
+        };
+        let mut path = Path::new(&rate("8mbit"));
+        let mut rng = Rng::seeded(1);
+        // Ten 1000-byte frames at 0: the link is busy until 10 ms.
+        for _ in 0..10 {
+            path.process(FrameMeta::new(Nanos(0), 1000), &mut rng);
+        }
+        // Twice the rate from 1 ms on: the next frame queues behind the ten, at the new rate.
+        path.reconfigure(&rate("16mbit"), Nanos::from_millis(1));
+        let mut bad = false;
+        for _ in 0..2000 {
+            // Once the chain went Bad (r = 0.1%), it stays Bad across a change.
+            if let Some(Loss::GilbertElliott { bad: b, .. }) = &path.loss {
+                bad = *b;
+            }
+            if bad {
+                break;
+            }
+            path.process(FrameMeta::new(Nanos::from_millis(1), 0), &mut rng);
+        }
+        assert!(bad, "the chain reached Bad");
+        path.reconfigure(&rate("16mbit"), Nanos::from_millis(1));
+        assert!(matches!(&path.loss, Some(Loss::GilbertElliott { bad: true, .. })), "kept Bad");
+        let mut fresh = Path::new(&PathConfig { loss: None, ..rate("16mbit") });
+        fresh.reconfigure(&PathConfig { loss: None, ..rate("16mbit") }, Nanos(0));
+        let v = fresh.process(FrameMeta::new(Nanos(0), 1000), &mut rng);
+        assert_eq!(v, Verdict::Forward(Forward::at(Nanos::from_micros(500))));
+        // The queue of ten (plus the zero-length frames) is still there: 10 ms, then 0.5 ms.
+        let mut q = Path::new(&PathConfig { loss: None, ..rate("8mbit") });
+        for _ in 0..10 {
+            q.process(FrameMeta::new(Nanos(0), 1000), &mut rng);
+        }
+        q.reconfigure(&PathConfig { loss: None, ..rate("16mbit") }, Nanos::from_millis(1));
+        let v = q.process(FrameMeta::new(Nanos::from_millis(1), 1000), &mut rng);
+        assert_eq!(v, Verdict::Forward(Forward::at(Nanos::from_micros(10_500))));
     }
 
     #[test]

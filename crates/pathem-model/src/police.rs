@@ -64,16 +64,29 @@ impl Policer {
         Policer { rate, cap, tokens: cap, fill_time: cap / rate, last: None }
     }
 
-    /// True when a frame of `len` bytes arriving at `now` conforms (and takes its tokens).
-    #[inline]
-    pub fn admit(&mut self, now: Nanos, len: u32) -> bool {
+    /// Takes over the state of the policer this one replaces at `now`: the tokens it held
+    /// (refilled at its own rate up to `now`, then capped at this bucket's depth).
+    pub fn inherit(&mut self, old: Policer, now: Nanos) {
+        let mut old = old;
+        old.refill(now);
+        self.tokens = old.tokens.min(self.cap);
+        self.last = old.last;
+    }
+
+    fn refill(&mut self, now: Nanos) {
         if let Some(last) = self.last {
             let dt = now.saturating_sub(last).as_nanos();
             // Below fill_time, rate × dt < cap: no overflow, and the min is exact.
             self.tokens =
                 if dt >= self.fill_time { self.cap } else { (self.tokens + self.rate * dt).min(self.cap) };
         }
-        self.last = Some(now);
+        self.last = Some(now.max(self.last.unwrap_or(now)));
+    }
+
+    /// True when a frame of `len` bytes arriving at `now` conforms (and takes its tokens).
+    #[inline]
+    pub fn admit(&mut self, now: Nanos, len: u32) -> bool {
+        self.refill(now);
         let need = u64::from(len) * 8 * NS;
         if self.tokens >= need {
             self.tokens -= need;

@@ -94,8 +94,16 @@ impl Slot {
         Slot { config, next: None, packets_left: 0, bytes_left: 0 }
     }
 
+    /// Takes over the schedule of the slots this one replaces: the next slot still opens
+    /// when it was going to, with what is left of its budget (capped at this one's).
+    pub fn inherit(&mut self, old: Slot) {
+        self.next = old.next;
+        self.packets_left = old.packets_left.min(self.config.packets.unwrap_or(u64::MAX));
+        self.bytes_left = old.bytes_left.min(self.config.bytes.unwrap_or(u64::MAX));
+    }
+
     fn gap(&self, rng: &mut Rng) -> Nanos {
-        let span = self.config.max.as_nanos() - self.config.min.as_nanos();
+        let span = self.config.max.as_nanos().saturating_sub(self.config.min.as_nanos());
         self.config.min + Nanos(if span == 0 { 0 } else { rng.below(span + 1) })
     }
 

@@ -12,11 +12,13 @@
 
 use crate::testbed::enter;
 use crate::Error;
-use pathem_engine::{delay_line_sizing, run, Counters, EngineConfig, MonotonicClock, Pipeline, Stats};
+use pathem_engine::{
+    delay_line_sizing, run, Control, Counters, EngineConfig, MonotonicClock, Pipeline, Schedule, Stats,
+};
 use pathem_io::iface::{self, SavedOffloads};
 use pathem_io::live::{self, LiveRx, LiveTx, PortOptions};
 use pathem_model::rng::direction_seed;
-use pathem_model::PathConfig;
+use pathem_model::{Nanos, PathConfig};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -45,6 +47,9 @@ pub struct LinkSpec {
     pub netns: Option<String>,
     /// Leave GRO/LRO as they are.
     pub keep_offloads: bool,
+    /// Changes at set times after the start, per direction.
+    pub schedule_ab: Option<Schedule>,
+    pub schedule_ba: Option<Schedule>,
 }
 
 /// What [`Link::start`] opened, in words for a startup message.
@@ -78,7 +83,11 @@ pub struct Link {
     worker: JoinHandle<Result<Final, Error>>,
     counters_ab: Arc<Counters>,
     counters_ba: Option<Arc<Counters>>,
+    control_ab: Control,
+    control_ba: Option<Control>,
     pub started: Started,
+    /// When the link started forwarding (CLOCK_MONOTONIC): schedules count from here.
+    pub since: Nanos,
 }
 
 type LivePipe = Pipeline<LiveRx, LiveTx>;
@@ -124,9 +133,16 @@ impl Link {
             .spawn(move || worker(spec, worker_stop, ready_tx))
             .map_err(|e| Error::Bed(format!("cannot start the link's thread: {e}")))?;
         match ready_rx.recv() {
-            Ok((started, counters_ab, counters_ba)) => {
-                Ok(Link { stop, worker, counters_ab, counters_ba, started })
-            }
+            Ok(r) => Ok(Link {
+                stop,
+                worker,
+                counters_ab: r.counters.0,
+                counters_ba: r.counters.1,
+                control_ab: r.controls.0,
+                control_ba: r.controls.1,
+                started: r.started,
+                since: r.since,
+            }),
             // The worker failed before it was ready: its error says why.
             Err(_) => Err(worker
                 .join()
@@ -144,6 +160,11 @@ impl Link {
     /// Each direction's counters (b→a is `None` one way).
     pub fn counters(&self) -> (&Arc<Counters>, Option<&Arc<Counters>>) {
         (&self.counters_ab, self.counters_ba.as_ref())
+    }
+
+    /// Each direction's control: change its path while it runs.
+    pub fn controls(&self) -> (&Control, Option<&Control>) {
+        (&self.control_ab, self.control_ba.as_ref())
     }
 
     /// Stops the link and returns its final counters.
@@ -164,7 +185,13 @@ impl Link {
     }
 }
 
-type Ready = (Started, Arc<Counters>, Option<Arc<Counters>>);
+/// What the worker hands back once the ports are open.
+struct Ready {
+    started: Started,
+    counters: (Arc<Counters>, Option<Arc<Counters>>),
+    controls: (Control, Option<Control>),
+    since: Nanos,
+}
 
 fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> Result<Final, Error> {
     if let Some(ns) = &spec.netns {
@@ -204,7 +231,19 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
         how_b,
         offloads_off,
     };
-    let _ = ready.send((started, ab.counters().clone(), ba.as_ref().map(|p| p.counters().clone())));
+    let since = pathem_engine::monotonic_now();
+    if let Some(s) = spec.schedule_ab.clone() {
+        ab.follow(s, since);
+    }
+    if let (Some(p), Some(s)) = (ba.as_mut(), spec.schedule_ba.clone()) {
+        p.follow(s, since);
+    }
+    let _ = ready.send(Ready {
+        started,
+        counters: (ab.counters().clone(), ba.as_ref().map(|p| p.counters().clone())),
+        controls: (ab.control(), ba.as_ref().map(|p| p.control())),
+        since,
+    });
 
     match (&mut ba, spec.cores.as_slice()) {
         (Some(ba), &[c0, c1]) => std::thread::scope(|s| -> Result<(), Error> {

@@ -92,6 +92,8 @@ impl Forwarder {
                 cores: Vec::new(),
                 netns: Some(mid),
                 keep_offloads: false,
+                schedule_ab: None,
+                schedule_ba: None,
             };
             return Ok(Forwarder::Link(Link::start(spec).map_err(crate::run::runtime_error)?));
         }

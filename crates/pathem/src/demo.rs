@@ -72,6 +72,7 @@ pub fn main(args: DemoArgs) -> anyhow::Result<()> {
         seed: Some(args.seed),
         stats: Some(dir.join("stats.json")),
         buffer: None,
+        schedule: None,
         max_frame: 65_535,
     };
     let r = replay(&replay_args)?;

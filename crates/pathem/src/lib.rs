@@ -3,4 +3,5 @@
 //! arguments, calls the library crates and prints; the fuzz targets parse configs through this.
 
 pub mod config;
+pub mod schedule;
 pub mod spec;

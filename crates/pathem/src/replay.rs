@@ -9,7 +9,7 @@ use crate::spec::PathSpec;
 use crate::usage;
 use anyhow::Context;
 use clap::Args;
-use pathem_engine::{run, EngineConfig, Pipeline, Stats, VirtualClock};
+use pathem_engine::{run, EngineConfig, Pipeline, Schedule, Stats, VirtualClock};
 use pathem_io::pcap::{PcapSink, PcapSource};
 use pathem_model::rng::direction_seed;
 use pathem_model::units::Size;
@@ -40,6 +40,10 @@ pub struct ReplayArgs {
     /// Delay line size (e.g. 64MiB) [default: rate × max delay + queue, at least 4 MiB].
     #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     pub buffer: Option<Size>,
+    /// Change the path at set times (lines `TIME FLAGS`, optional `repeat TIME`), counted from
+    /// the first frame's arrival, exactly.
+    #[arg(long, value_name = "FILE")]
+    pub schedule: Option<PathBuf>,
     /// Longest frame carried, 1 to 65536 bytes; longer ones are dropped and counted as `oversize`.
     #[arg(long, value_name = "BYTES", default_value_t = 65_535)]
     pub max_frame: usize,
@@ -69,19 +73,28 @@ pub fn random_seed() -> u64 {
     h.finish()
 }
 
-/// The a→b path of a replay: the config file's table with the flags on top.
-pub fn resolve(args: &ReplayArgs) -> anyhow::Result<(ConfigFile, PathConfig)> {
+/// The a→b path of a replay: the config file's table with the flags on top, and the schedule
+/// of changes to it, if any.
+pub fn resolve(args: &ReplayArgs) -> anyhow::Result<(ConfigFile, PathConfig, Option<Schedule>)> {
     let file = match &args.config {
         Some(p) => config::load(p).map_err(usage)?,
         None => ConfigFile::default(),
     };
-    let path = file.a_to_b.overridden_by(&args.path).to_config().map_err(usage)?;
-    Ok((file, path))
+    let spec = file.a_to_b.overridden_by(&args.path);
+    let path = spec.to_config().map_err(usage)?;
+    let schedule = match &args.schedule {
+        Some(f) => {
+            let s = pathem::schedule::load(f, &spec).map_err(usage)?;
+            Some(pathem::schedule::to_schedule(&s, f).map_err(usage)?)
+        }
+        None => None,
+    };
+    Ok((file, path, schedule))
 }
 
 /// Runs a replay and returns its report; OUT exists only if this returns `Ok`.
 pub fn replay(args: &ReplayArgs) -> anyhow::Result<ReplayReport> {
-    let (file, path) = resolve(args)?;
+    let (file, path, schedule) = resolve(args)?;
     let seed = args.seed.or(file.seed).unwrap_or_else(random_seed);
     let engine = EngineConfig {
         buffer: args.buffer.or(file.buffer).map(|s| usize::try_from(s.0).unwrap_or(usize::MAX)),
@@ -95,6 +108,9 @@ pub fn replay(args: &ReplayArgs) -> anyhow::Result<ReplayReport> {
     let sink = PcapSink::create(&args.output, src.snaplen())?;
     let mut pipe =
         Pipeline::new(src, sink, &path, direction_seed(seed, 0), &engine).map_err(crate::engine_error)?;
+    if let Some(s) = schedule {
+        pipe.follow(s, start);
+    }
     let mut clock = VirtualClock::starting_at(start);
     run(&mut [&mut pipe], &mut clock, &AtomicBool::new(false))?;
     let stats = pipe.counters().snapshot();

@@ -8,7 +8,7 @@ use crate::config::{self, ConfigFile};
 use crate::spec::PathSpec;
 use crate::usage;
 use anyhow::Context;
-use clap::{Args, Parser};
+use clap::Args;
 use pathem_engine::{monotonic_now, Counters, EngineConfig, Stats};
 use pathem_io::iface;
 use pathem_io::live::{self, PortOptions};
@@ -59,6 +59,10 @@ pub struct RunArgs {
     /// Leave GRO/LRO/TSO/GSO as they are (frames may then be aggregated before pathem sees them).
     #[arg(long)]
     pub keep_offloads: bool,
+    /// Change the path at set times after the start (lines `TIME FLAGS`, optional `repeat
+    /// TIME`); each line's flags apply to both directions, on top of what they had.
+    #[arg(long, value_name = "FILE")]
+    pub schedule: Option<PathBuf>,
     /// Stop by itself after DUR.
     #[arg(long, value_name = "DUR")]
     pub duration: Option<Duration>,
@@ -79,22 +83,9 @@ pub struct RunArgs {
     pub rx_buffer: Size,
 }
 
-/// One direction's flags given as a single string.
-#[derive(Parser, Debug)]
-#[command(no_binary_name = true)]
-struct DirectionFlags {
-    #[command(flatten)]
-    path: PathSpec,
-}
-
 pub fn direction_spec(flag: &str, text: &Option<String>) -> anyhow::Result<PathSpec> {
     let Some(text) = text else { return Ok(PathSpec::default()) };
-    let words: Vec<&str> = text.split_whitespace().collect();
-    DirectionFlags::try_parse_from(&words).map(|d| d.path).map_err(|e| {
-        let rendered = e.render().to_string();
-        let line = rendered.lines().find(|l| !l.trim().is_empty()).unwrap_or("bad flags");
-        usage(format!("--{flag} \"{text}\": {}", line.trim_start_matches("error: ")))
-    })
+    PathSpec::from_flags(text).map_err(|e| usage(format!("--{flag} \"{text}\": {e}")))
 }
 
 /// Checks a port named on the command line: its type, and that the interface exists and is up.
@@ -188,12 +179,20 @@ fn check_ranges(args: &RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// One direction: its path and the schedule of changes to it.
+type Direction = (PathConfig, Option<pathem_engine::Schedule>);
+
 /// The two directions' paths: the config file's tables, the common flags, then the
-/// per-direction flags.
-fn paths(args: &RunArgs, file: &ConfigFile) -> anyhow::Result<(PathConfig, PathConfig)> {
+/// per-direction flags; and their schedules, built on each.
+fn paths(args: &RunArgs, file: &ConfigFile) -> anyhow::Result<(Direction, Direction)> {
     let ab = file.a_to_b.overridden_by(&args.path).overridden_by(&direction_spec("a-to-b", &args.a_to_b)?);
     let ba = file.b_to_a.overridden_by(&args.path).overridden_by(&direction_spec("b-to-a", &args.b_to_a)?);
-    Ok((ab.to_config().map_err(usage)?, ba.to_config().map_err(usage)?))
+    let schedule = |spec: &PathSpec| -> anyhow::Result<Option<pathem_engine::Schedule>> {
+        let Some(f) = &args.schedule else { return Ok(None) };
+        let s = pathem::schedule::load(f, spec).map_err(usage)?;
+        Ok(Some(pathem::schedule::to_schedule(&s, f).map_err(usage)?))
+    };
+    Ok(((ab.to_config().map_err(usage)?, schedule(&ab)?), (ba.to_config().map_err(usage)?, schedule(&ba)?)))
 }
 
 pub fn main(args: RunArgs) -> anyhow::Result<()> {
@@ -202,7 +201,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
         Some(p) => config::load(p).map_err(usage)?,
         None => ConfigFile::default(),
     };
-    let (ab, ba) = paths(&args, &file)?;
+    let ((ab, schedule_ab), (ba, schedule_ba)) = paths(&args, &file)?;
     let cores = parse_cores(&args.cores)?;
     let engine = EngineConfig {
         buffer: args.buffer.or(file.buffer).map(|s| usize::try_from(s.0).unwrap_or(usize::MAX)),
@@ -235,6 +234,8 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
         cores,
         netns: None,
         keep_offloads: args.keep_offloads,
+        schedule_ab,
+        schedule_ba,
     };
     let link = Link::start(spec).map_err(runtime_error)?;
     announce(&link.started, &ab, &ba, args.one_way, seed);
@@ -357,7 +358,7 @@ impl Reporter {
 mod tests {
     use super::*;
 
-    #[derive(Parser)]
+    #[derive(clap::Parser)]
     struct Cli {
         #[command(flatten)]
         run: RunArgs,
@@ -365,7 +366,7 @@ mod tests {
 
     #[test]
     fn busy_poll_default_is_the_one_other_live_loops_use() {
-        let cli = Cli::try_parse_from(["pathem", "a", "b"]).unwrap();
+        let cli = <Cli as clap::Parser>::try_parse_from(["pathem", "a", "b"]).unwrap();
         assert_eq!(cli.run.busy_poll.0, pathem_engine::DEFAULT_BUSY_POLL);
     }
 }

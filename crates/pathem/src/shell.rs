@@ -90,6 +90,8 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
         // pathem's ports live in the link namespace; so do its sockets.
         netns: Some(bed.link_ns.clone()),
         keep_offloads: false,
+        schedule_ab: None,
+        schedule_ba: None,
     };
     let link = Link::start(spec).map_err(crate::run::runtime_error)?;
     // Ctrl-C belongs to the command: the shell ends when the command does.

@@ -181,7 +181,26 @@ fn parse_file<T>(
     })
 }
 
+/// One direction's flags given as a single string (`--a-to-b "--delay 10ms --loss 1%"`, a
+/// schedule line, a `ctl set`).
+#[derive(clap::Parser, Debug)]
+#[command(no_binary_name = true)]
+struct FlagWords {
+    #[command(flatten)]
+    path: PathSpec,
+}
+
 impl PathSpec {
+    /// Parses impairment flags written in one string; the error is clap's first line.
+    pub fn from_flags(text: &str) -> Result<PathSpec, String> {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        <FlagWords as clap::Parser>::try_parse_from(&words).map(|f| f.path).map_err(|e| {
+            let rendered = e.render().to_string();
+            let line = rendered.lines().find(|l| !l.trim().is_empty()).unwrap_or("bad flags");
+            line.trim_start_matches("error: ").to_string()
+        })
+    }
+
     /// `self` with every field that `over` sets replaced by `over`'s value (switches add up).
     pub fn overridden_by(&self, over: &PathSpec) -> PathSpec {
         fn pick<T: Clone>(over: &Option<T>, base: &Option<T>) -> Option<T> {

@@ -93,6 +93,8 @@ fn forwarder(bed: &Bed, kind: &str, path: PathConfig) -> anyhow::Result<Link> {
         cores: cpus().map(|(_, fwd)| vec![fwd]).unwrap_or_default(),
         netns: Some(bed.mid().to_string()),
         keep_offloads: false,
+        schedule_ab: None,
+        schedule_ba: None,
     };
     let link = Link::start(spec).map_err(crate::run::runtime_error)?;
     std::thread::sleep(std::time::Duration::from_millis(200));

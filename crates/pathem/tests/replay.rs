@@ -423,3 +423,78 @@ fn demo_runs_and_reports() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("one-way delay") && text.contains("loss after the link"), "{text}");
 }
+
+#[test]
+fn a_schedule_changes_the_path_exactly_at_its_times() {
+    let d = Dir::new();
+    // A frame every 100 us for 20 ms, starting at 1 s.
+    let frames = cbr(200, 100, Nanos::from_micros(100));
+    write_capture(&d.path("in.pcap"), frames.clone()).unwrap();
+    std::fs::write(d.path("s.txt"), "0s --delay 10ms\n5ms --delay 20ms   # slower\n10ms --delay 5ms\n")
+        .unwrap();
+    let st = d.path("s.json");
+    ok(&replay(
+        &d.path("in.pcap"),
+        &d.path("out.pcap"),
+        &["--delay", "1ms", "--schedule", &d.s("s.txt"), "--stats", st.to_str().unwrap()],
+    ));
+    let out = read_capture(&d.path("out.pcap")).unwrap();
+    assert_eq!(out.len(), 200, "nothing lost by a change");
+    let start = Nanos::from_secs(1);
+    let mut last = Nanos::ZERO;
+    for ((t_in, f_in), (t_out, _, f_out)) in frames.iter().zip(&out) {
+        assert_eq!(f_in, f_out, "order kept");
+        let since = *t_in - start;
+        let delay = match since.as_nanos() {
+            t if t < 5_000_000 => Nanos::from_millis(10),
+            t if t < 10_000_000 => Nanos::from_millis(20),
+            _ => Nanos::from_millis(5),
+        };
+        // A delay decrease would let frames overtake: they are held back, as always.
+        let want = (*t_in + delay).max(last);
+        assert_eq!(*t_out, want, "frame arriving {since} after the start");
+        last = want;
+    }
+    let s = stats(&st);
+    assert!(s["reorder_clamped"].as_u64().unwrap() > 0, "the 20 ms → 5 ms step clamps: {s}");
+    // Bad schedules are refused up front, with the line.
+    std::fs::remove_file(d.path("out.pcap")).unwrap();
+    std::fs::write(d.path("bad.txt"), "0s --delay 1ms\n2s --loss 150%\n").unwrap();
+    let err = refused(&d, &["replay", &d.s("in.pcap"), &d.s("out.pcap"), "--schedule", &d.s("bad.txt")], 2);
+    assert!(err.contains("line 2") && err.contains("150%"), "{err}");
+}
+
+#[test]
+fn a_gilbert_elliott_chain_keeps_its_state_across_changes() {
+    let d = Dir::new();
+    // Loss bursts of mean 50 frames; the path is changed every 100 frames (1 ms), 4000 times.
+    // A chain that restarted at each change would cut bursts short (mean well under 50).
+    let n = 400_000u64;
+    let frames: Vec<_> =
+        (0..n).map(|i| (Nanos::from_secs(1) + Nanos::from_micros(10 * i), udp_frame(60, i))).collect();
+    write_capture(&d.path("in.pcap"), frames).unwrap();
+    std::fs::write(d.path("s.txt"), "0s --ecn\n1ms --delay 1ms\nrepeat 2ms\n").unwrap();
+    ok(&replay(
+        &d.path("in.pcap"),
+        &d.path("out.pcap"),
+        &["--loss", "ge:loss=10%,burst=50", "--seed", "11", "--schedule", &d.s("s.txt")],
+    ));
+    let mut lost = vec![true; n as usize];
+    for (_, _, f) in read_capture(&d.path("out.pcap")).unwrap() {
+        lost[seq(&f) as usize] = false;
+    }
+    let (mut bursts, mut run) = (Vec::new(), 0u64);
+    for &l in lost.iter().chain([false].iter()) {
+        if l {
+            run += 1;
+        } else if run > 0 {
+            bursts.push(run);
+            run = 0;
+        }
+    }
+    let rate = lost.iter().filter(|&&l| l).count() as f64 / n as f64;
+    let mean = bursts.iter().sum::<u64>() as f64 / bursts.len() as f64;
+    // ~800 bursts: the mean's standard error is ~1.8 frames (3.5%); 10% is about 3 sigma.
+    assert!((mean / 50.0 - 1.0).abs() < 0.1, "mean burst {mean} over {} bursts", bursts.len());
+    assert!((rate / 0.1 - 1.0).abs() < 0.15, "loss rate {rate}");
+}

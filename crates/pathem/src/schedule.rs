@@ -1,0 +1,142 @@
+//! `--schedule FILE`: changes of the path at set times after the start.
+//!
+//! ```text
+//! # TIME   FLAGS (the same as on the command line)
+//! 0s       --delay 20ms
+//! 10s      --loss 5%
+//! 25s      --rate 2mbit --queue 30KB
+//! repeat 30s
+//! ```
+//! Each line's flags apply on top of the path as it was just before (the run's own flags for
+//! the first line), key by key, as `pathem ctl NAME set` does. Times count from the start (the
+//! first frame's arrival for `replay`), increase from line to line and stay within a day;
+//! `repeat T` starts the schedule again every T. Every line is checked before anything runs:
+//! a bad one is refused with its line number.
+
+use crate::spec::PathSpec;
+use pathem_model::limits::MAX_TRACE_SPAN;
+use pathem_model::units::parse_duration;
+use pathem_model::Nanos;
+use std::path::Path;
+
+/// A schedule as written: each step's full flags (earlier lines folded in), and the period.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScheduleSpec {
+    pub steps: Vec<(Nanos, usize, PathSpec)>,
+    pub period: Option<Nanos>,
+}
+
+/// Parses a schedule whose first step builds on `base`; file names in flags are taken
+/// relative to `dir`. Errors are `line N: what is wrong`.
+pub fn parse(text: &str, base: &PathSpec, dir: &Path) -> Result<ScheduleSpec, String> {
+    let mut steps: Vec<(Nanos, usize, PathSpec)> = Vec::new();
+    let mut period = None;
+    let mut current = base.clone();
+    for (n, line) in text.lines().enumerate() {
+        let n = n + 1;
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let (time, flags) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+        if time == "repeat" {
+            let p = parse_duration(flags.trim()).map_err(|e| format!("line {n}: repeat {e}"))?;
+            period = Some(p);
+            continue;
+        }
+        if period.is_some() {
+            return Err(format!("line {n}: a step after `repeat` (put `repeat` last)"));
+        }
+        let at = parse_duration(time).map_err(|e| format!("line {n}: {e}"))?;
+        if at > MAX_TRACE_SPAN {
+            return Err(format!("line {n}: {at} is past the longest schedule, 1 day"));
+        }
+        if let Some((last, _, _)) = steps.last() {
+            if at <= *last {
+                return Err(format!("line {n}: time {at} is not after the previous line's {last}"));
+            }
+        }
+        if flags.trim().is_empty() {
+            return Err(format!("line {n}: `{line}` needs TIME FLAGS, e.g. 10s --delay 20ms"));
+        }
+        let change = PathSpec::from_flags(flags).map_err(|e| format!("line {n}: {e}"))?.relative_to(dir);
+        current = current.overridden_by(&change);
+        steps.push((at, n, current.clone()));
+    }
+    if steps.is_empty() {
+        return Err("holds no TIME FLAGS line".into());
+    }
+    if let (Some(p), Some((last, _, _))) = (period, steps.last()) {
+        if p <= *last || p > MAX_TRACE_SPAN {
+            return Err(format!("repeat {p}: accepted: after the last time ({last}), up to 1 day"));
+        }
+    }
+    Ok(ScheduleSpec { steps, period })
+}
+
+/// Reads and parses a schedule file; errors are `schedule FILE:LINE: …`.
+pub fn load(file: &Path, base: &PathSpec) -> Result<ScheduleSpec, String> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| format!("--schedule {}: cannot read it: {e}", file.display()))?;
+    let dir = file.parent().unwrap_or(Path::new("."));
+    parse(&text, base, dir).map_err(|e| format!("schedule {}: {e}", file.display()))
+}
+
+/// The engine's schedule for one direction: each step's flags made into a checked path.
+pub fn to_schedule(spec: &ScheduleSpec, file: &Path) -> Result<pathem_engine::Schedule, String> {
+    let mut steps = Vec::new();
+    for (at, line, flags) in &spec.steps {
+        let config =
+            flags.to_config().map_err(|e| format!("schedule {}: line {line}: {e}", file.display()))?;
+        steps.push((*at, config));
+    }
+    Ok(pathem_engine::Schedule::new(steps, spec.period))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_build_on_each_other_and_repeat() {
+        let base = PathSpec::from_flags("--delay 5ms --loss 1%").unwrap();
+        let s = parse(
+            "# test\n0s --delay 20ms\n10s --loss 5%\n\n25s --rate 2mbit --queue 30KB\nrepeat 30s\n",
+            &base,
+            Path::new("."),
+        )
+        .unwrap();
+        assert_eq!(s.period, Some(Nanos::from_secs(30)));
+        let times: Vec<Nanos> = s.steps.iter().map(|s| s.0).collect();
+        assert_eq!(times, [Nanos(0), Nanos::from_secs(10), Nanos::from_secs(25)]);
+        let last = &s.steps[2].2;
+        assert_eq!(last.delay.unwrap().0, Nanos::from_millis(20), "kept from line 1");
+        assert_eq!(last.loss, PathSpec::from_flags("--loss 5%").unwrap().loss, "kept from line 2");
+        assert!(last.rate.is_some() && last.queue.is_some());
+        let sched = to_schedule(&s, Path::new("s")).unwrap();
+        assert_eq!(sched.steps().len(), 3);
+    }
+
+    #[test]
+    fn bad_lines_are_refused_with_their_number() {
+        let base = PathSpec::default();
+        for (text, says) in [
+            ("", "no TIME FLAGS"),
+            ("0s\n", "line 1: `0s` needs TIME FLAGS"),
+            ("1s --delay 1ms\n1s --delay 2ms\n", "line 2: time 1s is not after"),
+            ("1x --delay 1ms\n", "line 1: `1x` has unknown unit"),
+            ("0s --delay 1ms\n5s --frobnicate\n", "line 2:"),
+            ("0s --delay 1ms\n5s --delay 10q\n", "line 2:"),
+            ("0s --delay 1ms\nrepeat 0s\n", "repeat 0ns"),
+            ("0s --delay 1ms\nrepeat 2s\n3s --delay 2ms\n", "line 3: a step after `repeat`"),
+            ("90000s --delay 1ms\n", "line 1: 90000s is past"),
+        ] {
+            let e = parse(text, &base, Path::new(".")).unwrap_err();
+            assert!(e.contains(says), "{text:?}: {e}");
+        }
+        // Checked as paths too: out of range on line 2.
+        let s = parse("0s --delay 1ms\n5s --delay 2h\n", &base, Path::new(".")).unwrap();
+        let e = to_schedule(&s, Path::new("f")).unwrap_err();
+        assert!(e.contains("line 2") && e.contains("--delay 7200s is out of range"), "{e}");
+    }
+}
