@@ -214,6 +214,7 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
         };
         let capacity = writer.limit();
         let (control, inbox) = crate::control::channel(path);
+        counters.delay_line_capacity.set(capacity as u64);
         Ok(Pipeline {
             rx,
             tx,
@@ -337,6 +338,9 @@ impl<R: RxPort, T: TxPort> Task for Pipeline<R, T> {
             if now >= self.drops_read + DROPS_EVERY {
                 self.drops_read = now;
                 self.counters.port_rx_dropped.set(self.rx.kernel_drops());
+                self.ingress.gauges(now);
+            } else if received > 0 {
+                self.ingress.gauges(now);
             }
         }
         let out = match self.egress.next_release() {

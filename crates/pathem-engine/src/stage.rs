@@ -64,6 +64,14 @@ impl Ingress {
         self.ecn = config.ecn;
     }
 
+    /// Updates the occupancy gauges (once per round, not per frame).
+    pub fn gauges(&mut self, now: Nanos) {
+        let (frames, bytes) = self.path.queue_occupancy(now).unwrap_or((0, 0));
+        self.counters.queue_frames.set(frames as u64);
+        self.counters.queue_bytes.set(bytes);
+        self.counters.delay_line_used.set(self.line.used() as u64);
+    }
+
     /// Takes one received frame.
     #[inline(always)]
     pub fn push(&mut self, frame: RxFrame<'_>) {

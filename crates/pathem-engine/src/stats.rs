@@ -5,7 +5,7 @@
 //! cache line bounces between stages on different cores.
 
 use pathem_model::{DropReason, Nanos};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A monotonically increasing count with a single writer.
@@ -63,6 +63,13 @@ pub struct Counters {
     pub port_rx_dropped: Counter,
     /// Written by egress (a gauge): frames handed to the transmit port that still wait there.
     pub port_tx_queued: Counter,
+    /// Written by ingress once per round (gauges): frames and bytes in the link's queue (where
+    /// the link counts them: it has a queue limit), bytes in use in the delay line.
+    pub queue_frames: Counter,
+    pub queue_bytes: Counter,
+    pub delay_line_used: Counter,
+    /// Set once: the delay line's capacity (its limit, for one that grows).
+    pub delay_line_capacity: Counter,
 }
 
 /// Buckets of the lateness histogram: bucket 0 holds lateness below 2^[`LATE_SHIFT`] ns,
@@ -120,7 +127,7 @@ impl Lateness {
 
 /// Release lateness: how long after its release time frames were handed to the transmit port.
 /// Percentiles are upper bounds of power-of-two buckets (256 ns, 512 ns, 1 µs, …).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LateStats {
     pub p50_ns: u64,
     pub p99_ns: u64,
@@ -166,12 +173,16 @@ impl Counters {
             in_flight: self.written.get().saturating_sub(self.tx_packets.get()),
             port_rx_dropped: self.port_rx_dropped.get(),
             port_tx_queued: self.port_tx_queued.get(),
+            queue_frames: self.queue_frames.get(),
+            queue_bytes: self.queue_bytes.get(),
+            delay_line_used: self.delay_line_used.get(),
+            delay_line_capacity: self.delay_line_capacity.get(),
         }
     }
 }
 
 /// Frames dropped, by reason.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Dropped {
     pub loss: u64,
     pub queue: u64,
@@ -188,7 +199,7 @@ impl Dropped {
 }
 
 /// A snapshot of one direction's counters, as reported in JSON.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
     pub rx_packets: u64,
     pub rx_bytes: u64,
@@ -213,6 +224,12 @@ pub struct Stats {
     pub port_rx_dropped: u64,
     /// Of `tx_packets`, frames still waiting in the transmit port for the kernel or NIC.
     pub port_tx_queued: u64,
+    /// Frames and bytes in the link's queue (with a queue limit; 0 otherwise).
+    pub queue_frames: u64,
+    pub queue_bytes: u64,
+    /// Bytes in use in the delay line, and its capacity.
+    pub delay_line_used: u64,
+    pub delay_line_capacity: u64,
 }
 
 impl Stats {

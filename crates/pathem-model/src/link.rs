@@ -280,6 +280,11 @@ impl Link {
         }
     }
 
+    /// True when the link counts what is in its queue (it has a limit).
+    pub fn tracks_queue(&self) -> bool {
+        self.config.queue.is_some()
+    }
+
     /// Frames and bytes in the queue at `now` (frames whose exit time is still ahead).
     pub fn occupancy(&mut self, now: Nanos) -> (usize, u64) {
         self.expire(now);

@@ -324,6 +324,12 @@ impl Path {
         *self = next;
     }
 
+    /// Frames and bytes in the link's queue at `now`, where the link keeps count (it has a
+    /// queue limit).
+    pub fn queue_occupancy(&mut self, now: Nanos) -> Option<(usize, u64)> {
+        self.link.as_mut().filter(|l| l.tracks_queue()).map(|l| l.occupancy(now))
+    }
+
     /// Decides the fate of one frame.
     #[inline]
     pub fn process(&mut self, meta: FrameMeta, rng: &mut Rng) -> Verdict {

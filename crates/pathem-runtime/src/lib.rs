@@ -13,6 +13,7 @@
 //! The wait policy of every live loop is `pathem_engine::wait`; the namespaces the commands
 //! and tests build are [`testbed`].
 
+pub mod control;
 pub mod link;
 pub mod testbed;
 
@@ -33,6 +34,9 @@ pub enum Error {
     /// A CPU to run on that cannot be used.
     #[error("{0}")]
     Cores(String),
+    /// The control socket, or a request to a running link.
+    #[error("{0}")]
+    Control(String),
     /// A forwarding thread died.
     #[error("the {0} thread panicked")]
     Panicked(&'static str),

@@ -68,7 +68,7 @@ struct Row {
 /// The forwarder of one run: pathem's raw port loop, or the runtime's link.
 enum Forwarder {
     Raw(std::thread::JoinHandle<anyhow::Result<()>>, Arc<AtomicBool>),
-    Link(Link),
+    Link(Box<Link>),
 }
 
 impl Forwarder {
@@ -95,7 +95,7 @@ impl Forwarder {
                 schedule_ab: None,
                 schedule_ba: None,
             };
-            return Ok(Forwarder::Link(Link::start(spec).map_err(crate::run::runtime_error)?));
+            return Ok(Forwarder::Link(Box::new(Link::start(spec).map_err(crate::run::runtime_error)?)));
         }
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();

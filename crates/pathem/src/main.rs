@@ -5,6 +5,7 @@
 
 mod bench;
 mod bench_live;
+mod ctl;
 mod demo;
 mod hiccups;
 mod probe;
@@ -35,6 +36,8 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Emulate a path live between two interfaces, both directions.
     Run(run::RunArgs),
+    /// Watch or change a running `run` or `shell`: ctl list, ctl NAME show, ctl NAME set FLAGS.
+    Ctl(ctl::CtlArgs),
     /// Run a command in a network namespace behind an emulated link (uplink = a→b).
     Shell(shell::ShellArgs),
     /// Measure what a path does: timestamped datagrams, delays, gaps, losses, figures.
@@ -112,6 +115,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => replay::main(args),
         Command::Run(args) => run::main(args),
         Command::Shell(args) => shell::main(args),
+        Command::Ctl(args) => ctl::main(args),
         Command::Probe(args) => probe::main(args),
         Command::Validate(args) => validate::main(args),
         Command::Bench(args) => bench::main(args),

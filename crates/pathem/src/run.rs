@@ -59,6 +59,10 @@ pub struct RunArgs {
     /// Leave GRO/LRO/TSO/GSO as they are (frames may then be aggregated before pathem sees them).
     #[arg(long)]
     pub keep_offloads: bool,
+    /// Name of this link for `pathem ctl NAME` (its socket is /run/pathem/NAME.sock)
+    /// [default: the two interfaces, e.g. pa-pb].
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
     /// Change the path at set times after the start (lines `TIME FLAGS`, optional `repeat
     /// TIME`); each line's flags apply to both directions, on top of what they had.
     #[arg(long, value_name = "FILE")]
@@ -107,7 +111,7 @@ struct Report<'a> {
     b_to_a: Option<Stats>,
 }
 
-fn line(name: &str, s: &Stats) -> String {
+pub fn line(name: &str, s: &Stats) -> String {
     let d = &s.dropped;
     format!(
         "{name}: port drops {} rx {} tx {} (in port {}) dropped {} (loss {}, queue {}, police {}, ber {}, delay_line {}, oversize {}) dup {} corrupt {} ecn {} clamped {} in-flight {}; late p50 {:.1} p99.9 {:.1} max {:.1} us",
@@ -237,8 +241,19 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
         schedule_ab,
         schedule_ba,
     };
+    let name = args
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("{}-{}", port_interface(&args.port_a), port_interface(&args.port_b)));
+    pathem_runtime::control::check_free(&name).map_err(usage)?;
+    let specs = (
+        file.a_to_b.overridden_by(&args.path).overridden_by(&direction_spec("a-to-b", &args.a_to_b)?),
+        file.b_to_a.overridden_by(&args.path).overridden_by(&direction_spec("b-to-a", &args.b_to_a)?),
+    );
     let link = Link::start(spec).map_err(runtime_error)?;
+    let _control = serve(&link, name.clone(), seed, specs).map_err(usage)?;
     announce(&link.started, &ab, &ba, args.one_way, seed);
+    eprintln!("pathem:   control: pathem ctl {name} show|set (socket {})", _control.path().display());
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, link.stopper()).context("cannot install signal handlers")?;
     }
@@ -280,6 +295,71 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
 /// The interface a port spec names.
 fn port_interface(spec: &str) -> String {
     live::parse(spec).map(|p| p.1.to_string()).unwrap_or_default()
+}
+
+/// The words of `ctl set`: flags for both directions, and per direction.
+#[derive(clap::Parser, Debug)]
+#[command(no_binary_name = true)]
+struct SetWords {
+    #[command(flatten)]
+    path: PathSpec,
+    #[arg(long, allow_hyphen_values = true)]
+    a_to_b: Option<String>,
+    #[arg(long, allow_hyphen_values = true)]
+    b_to_a: Option<String>,
+}
+
+/// Listens on the control socket of `link`: `show` reads its counters, `set` parses flags as
+/// `run` does, on top of each direction's current flags, checks both directions, then
+/// changes both (or neither).
+pub fn serve(
+    link: &Link,
+    name: String,
+    seed: u64,
+    specs: (PathSpec, PathSpec),
+) -> Result<pathem_runtime::control::Server, pathem_runtime::Error> {
+    let (cab, cba) = link.controls();
+    let controls = (cab.clone(), cba.cloned());
+    let (kab, kba) = link.counters();
+    let current = std::sync::Mutex::new(specs);
+    let setter_controls = controls.clone();
+    let setter: pathem_runtime::control::Setter = Box::new(move |words: &[String]| {
+        let set = <SetWords as clap::Parser>::try_parse_from(words).map_err(|e| {
+            let text = e.render().to_string();
+            text.lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("bad flags")
+                .trim_start_matches("error: ")
+                .to_string()
+        })?;
+        let per = |flag: &str, text: &Option<String>| direction_spec(flag, text).map_err(|e| e.to_string());
+        let mut specs = current.lock().unwrap_or_else(|e| e.into_inner());
+        let ab = specs.0.overridden_by(&set.path).overridden_by(&per("a-to-b", &set.a_to_b)?);
+        let ba = specs.1.overridden_by(&set.path).overridden_by(&per("b-to-a", &set.b_to_a)?);
+        let (ab_cfg, ba_cfg) =
+            (ab.to_config().map_err(|e| e.to_string())?, ba.to_config().map_err(|e| e.to_string())?);
+        for (c, cfg) in [(Some(&setter_controls.0), &ab_cfg), (setter_controls.1.as_ref(), &ba_cfg)] {
+            if c.is_some_and(|c| c.current().reorder != cfg.reorder) {
+                return Err(pathem_engine::ChangeError::Reorder.to_string());
+            }
+        }
+        setter_controls.0.set(ab_cfg).map_err(|e| e.to_string())?;
+        if let Some(c) = &setter_controls.1 {
+            c.set(ba_cfg).map_err(|e| e.to_string())?;
+        }
+        *specs = (ab, ba);
+        Ok(())
+    });
+    pathem_runtime::control::Server::start(pathem_runtime::control::Served {
+        name,
+        seed,
+        port_a: link.started.name_a.clone(),
+        port_b: link.started.name_b.clone(),
+        controls,
+        counters: (kab.clone(), kba.cloned()),
+        setter,
+        since: link.since,
+    })
 }
 
 /// What `run` says when the link is up.

@@ -49,6 +49,9 @@ pub struct ShellArgs {
     /// Seed of the random models.
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
+    /// Name of the link for `pathem ctl NAME` [default: shell-PID].
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
     /// Print what the link is and, at the end, its counters.
     #[arg(short, long)]
     pub verbose: bool,
@@ -67,6 +70,12 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
         file.b_to_a.overridden_by(&args.path).overridden_by(&direction_spec("downlink", &args.downlink)?);
     let (up, down) = (up.to_config().map_err(usage)?, down.to_config().map_err(usage)?);
     let seed = args.seed.or(file.seed).unwrap_or_else(crate::replay::random_seed);
+    let name = args.name.clone().unwrap_or_else(|| format!("shell-{}", std::process::id()));
+    pathem_runtime::control::check_free(&name).map_err(usage)?;
+    let specs = (
+        file.a_to_b.overridden_by(&args.path).overridden_by(&direction_spec("uplink", &args.uplink)?),
+        file.b_to_a.overridden_by(&args.path).overridden_by(&direction_spec("downlink", &args.downlink)?),
+    );
     let bed = ShellBed::build(std::process::id()).map_err(usage)?;
     if let Some(w) = &bed.warning {
         eprintln!("pathem: {w}");
@@ -94,6 +103,7 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
         schedule_ba: None,
     };
     let link = Link::start(spec).map_err(crate::run::runtime_error)?;
+    let control = crate::run::serve(&link, name, seed, specs).map_err(usage)?;
     // Ctrl-C belongs to the command: the shell ends when the command does.
     let interrupted = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGQUIT] {
@@ -104,8 +114,10 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
         .args(&args.command)
         .env("PATHEM_SHELL", &bed.ns)
         .env("PATHEM_GATEWAY", bed.gateway.to_string())
+        .env("PATHEM_NAME", control.path().file_stem().unwrap_or_default())
         .status()
         .with_context(|| format!("cannot run {}", args.command[0]));
+    drop(control);
     let end = link.stop().map_err(crate::run::runtime_error)?;
     if args.verbose {
         eprintln!("pathem shell: uplink {}", serde_json::to_string(&end.ab)?);

@@ -65,6 +65,8 @@ fn main() {
             a_burst_through_a_delay_arrives_whole_without_later_traffic,
         ),
         ("a_flood_is_counted_frame_for_frame", a_flood_is_counted_frame_for_frame),
+        ("ctl_steers_a_running_link_and_shows_it", ctl_steers_a_running_link_and_shows_it),
+        ("ctl_reaches_a_running_shell", ctl_reaches_a_running_shell),
     ];
     let filters: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let chosen: Vec<_> = tests
@@ -715,4 +717,104 @@ fn a_flood_is_counted_frame_for_frame() {
         assert_eq!(a["port_tx_queued"], 0, "{kind}");
         assert_eq!(s01 - s00, tx, "{kind}: the sink got what pathem counted as sent");
     }
+}
+
+/// Runs `pathem ctl ARGS` (the socket is a file: no namespace needed).
+fn ctl(args: &[&str]) -> Output {
+    Command::new(PATHEM).arg("ctl").args(args).output().expect("pathem ctl runs")
+}
+
+fn ctl_steers_a_running_link_and_shows_it() {
+    let mut t = Topo::new();
+    let name = format!("t{}c{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    t.start_with("afpacket", &["--delay", "10ms", "--name", &name, "--json"]);
+    let (min, _) = t.rtt(10);
+    assert!((20.0..23.0).contains(&min), "rtt {min} for 2 × 10 ms");
+    // The socket is its owner's only.
+    let meta = std::fs::metadata(format!("/run/pathem/{name}.sock")).unwrap();
+    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777, 0o600);
+    // The RTT follows a change.
+    let out = ctl(&[&name, "set", "--delay", "30ms"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (min, _) = t.rtt(10);
+    assert!((60.0..63.0).contains(&min), "rtt {min} after set --delay 30ms");
+    // One direction only.
+    let out = ctl(&[&name, "set", "--b-to-a", "--delay 5ms"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (min, _) = t.rtt(10);
+    assert!((35.0..38.0).contains(&min), "rtt {min} after 30 ms + 5 ms");
+    // show --json says what is in effect.
+    let out = ctl(&[&name, "show", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("show --json");
+    assert!(v["a_to_b"]["path"].as_str().unwrap().contains("delay 30ms"), "{v}");
+    assert!(v["b_to_a"]["path"].as_str().unwrap().contains("delay 5ms"), "{v}");
+    assert!(v["a_to_b"]["stats"]["rx_packets"].as_u64().unwrap() > 0);
+    assert!(
+        ctl(&["list"]).stdout.starts_with(name.as_bytes())
+            || String::from_utf8_lossy(&ctl(&["list"]).stdout).contains(&name)
+    );
+    // A steady UDP flow across ten changes of delay loses nothing and is counted exactly.
+    let ctl_name = name.clone();
+    let changer = std::thread::spawn(move || {
+        for i in 0..10 {
+            std::thread::sleep(Duration::from_millis(100));
+            let d = if i % 2 == 0 { "2ms" } else { "8ms" };
+            let out = ctl(&[&ctl_name, "set", "--a-to-b", &format!("--delay {d}")]);
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        }
+    });
+    let n = 15_000;
+    let got = udp_count((&t.gen, GEN_IP), (&t.sink, SINK_IP), n, Duration::from_micros(100));
+    changer.join().unwrap();
+    assert_eq!(got, n, "nothing lost across ten changes");
+    // Bad input: one line each, nothing changed.
+    for (args, says) in [
+        (vec![name.as_str(), "set", "--delay", "10q"], "unknown unit"),
+        (vec![name.as_str(), "set", "--loss", "150%"], "above 100%"),
+        (vec![name.as_str(), "set", "--reorder"], "--reorder cannot change"),
+        (vec![name.as_str(), "set"], "accepted"),
+        (vec![name.as_str(), "frobnicate"], "accepted: show, set"),
+        (vec!["no-such-link", "show"], "no running pathem"),
+        (vec!["../etc", "show"], "accepted"),
+    ] {
+        let out = ctl(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let v: serde_json::Value = serde_json::from_slice(&ctl(&[&name, "show", "--json"]).stdout).unwrap();
+    assert!(!v["a_to_b"]["path"].as_str().unwrap().contains("loss"), "a refused set changed nothing: {v}");
+    // A second instance cannot take the name; another name works side by side.
+    let t2 = Topo::new();
+    let taken =
+        t2.exec(&t2.mid, &[PATHEM, "run", "afpacket:pa", "afpacket:pb", "--name", &name, "--duration", "1s"]);
+    assert_eq!(taken.status.code(), Some(2), "{}", String::from_utf8_lossy(&taken.stderr));
+    assert!(String::from_utf8_lossy(&taken.stderr).contains("taken by a running pathem"));
+    let other = t2.exec(
+        &t2.mid,
+        &[PATHEM, "run", "afpacket:pa", "afpacket:pb", "--name", &format!("{name}b"), "--duration", "1s"],
+    );
+    assert!(other.status.success(), "{}", String::from_utf8_lossy(&other.stderr));
+    let s = t.stop_json();
+    let a = &s["a_to_b"];
+    assert_eq!(a["rx_packets"], a["tx_packets"], "every frame through: {a}");
+    assert!(!std::path::Path::new(&format!("/run/pathem/{name}.sock")).exists(), "socket removed on exit");
+}
+
+fn ctl_reaches_a_running_shell() {
+    let name = format!("t{}s{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let script = format!(
+        "{PATHEM} ctl {name} set --delay 25ms && ping -n -q -c 3 -i 0.2 $PATHEM_GATEWAY && {PATHEM} ctl $PATHEM_NAME show --json"
+    );
+    let out = Command::new(PATHEM)
+        .args(["shell", "--delay", "5ms", "--name", &name, "--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text} {}", String::from_utf8_lossy(&out.stderr));
+    let line = text.lines().find(|l| l.contains("min/avg")).unwrap_or_else(|| panic!("{text}"));
+    let min: f64 = line.split('=').nth(1).unwrap().trim().split('/').next().unwrap().parse().unwrap();
+    assert!((50.0..54.0).contains(&min), "rtt {min} after ctl set --delay 25ms in the shell");
+    assert!(text.contains(&format!("\"name\":\"{name}\"")), "{text}");
 }

@@ -1,0 +1,254 @@
+//! The control socket of a running link: `pathem ctl NAME show|set` talks to it.
+//!
+//! Every `run` and `shell` listens on `/run/pathem/NAME.sock`, a Unix socket of mode 0600
+//! owned by whoever started pathem. A name taken by a live instance is refused; a socket
+//! left by a killed one (nobody answers on it) is replaced; the socket is removed when the
+//! link stops. The protocol is one JSON object per line each way:
+//! `{"cmd":"show"}` answers the link's state; `{"cmd":"set","args":[…]}` hands the words of
+//! `ctl set` to the link's [`Setter`] (the command line's, which parses flags as `run` does)
+//! and answers `{"ok":true}` or `{"ok":false,"error":"…"}`. The data path is not involved:
+//! `show` reads single-writer counters and what the controls last reported, `set` goes through
+//! each pipeline's `Control`.
+
+use crate::Error;
+use pathem_engine::{Control, Counters};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where control sockets live.
+pub const SOCKET_DIR: &str = "/run/pathem";
+
+/// Applies the words of a `ctl set` to the link (parsing them as `run` parses its flags);
+/// the error is one line for the user.
+pub type Setter = Box<dyn Fn(&[String]) -> Result<(), String> + Send + Sync>;
+
+/// A name is 1 to 64 characters of letters, digits, `-`, `_` and `.` (not starting with `.`).
+pub fn check_name(name: &str) -> Result<(), Error> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('.')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if !ok {
+        return Err(Error::Control(format!(
+            "--name {name}: accepted: 1 to 64 letters, digits, '-', '_' or '.', not starting with '.'"
+        )));
+    }
+    Ok(())
+}
+
+/// Fails when a running pathem answers on `name`'s socket already.
+pub fn check_free(name: &str) -> Result<(), Error> {
+    check_name(name)?;
+    if UnixStream::connect(socket_path(name)).is_ok() {
+        return Err(Error::Control(format!(
+            "--name {name}: taken by a running pathem (`pathem ctl {name} show` says which); pick another name"
+        )));
+    }
+    Ok(())
+}
+
+/// The socket of `name`.
+pub fn socket_path(name: &str) -> PathBuf {
+    Path::new(SOCKET_DIR).join(format!("{name}.sock"))
+}
+
+/// One direction as `show` reports it.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct DirectionState {
+    /// The path in effect, in words.
+    pub path: String,
+    pub stats: serde_json::Value,
+}
+
+/// What `show` answers.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct State {
+    pub name: String,
+    pub pid: u32,
+    pub uptime_s: f64,
+    pub seed: u64,
+    pub port_a: String,
+    pub port_b: String,
+    pub a_to_b: DirectionState,
+    pub b_to_a: Option<DirectionState>,
+}
+
+/// What a running link shows and how it is changed.
+pub struct Served {
+    pub name: String,
+    pub seed: u64,
+    pub port_a: String,
+    pub port_b: String,
+    pub controls: (Control, Option<Control>),
+    pub counters: (Arc<Counters>, Option<Arc<Counters>>),
+    pub setter: Setter,
+    pub since: pathem_model::Nanos,
+}
+
+impl Served {
+    fn state(&self) -> State {
+        let dir = |c: &Control, k: &Counters| DirectionState {
+            path: c.current().to_string(),
+            stats: serde_json::to_value(k.snapshot()).unwrap_or_default(),
+        };
+        State {
+            name: self.name.clone(),
+            pid: std::process::id(),
+            uptime_s: (pathem_engine::monotonic_now() - self.since).as_secs_f64(),
+            seed: self.seed,
+            port_a: self.port_a.clone(),
+            port_b: self.port_b.clone(),
+            a_to_b: dir(&self.controls.0, &self.counters.0),
+            b_to_a: match (&self.controls.1, &self.counters.1) {
+                (Some(c), Some(k)) => Some(dir(c, k)),
+                _ => None,
+            },
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Request {
+    cmd: String,
+    #[serde(default)]
+    args: Vec<String>,
+}
+
+/// A listening control socket; removed when dropped.
+pub struct Server {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    /// Listens as `name`, answering from `served` on a thread of its own.
+    pub fn start(served: Served) -> Result<Server, Error> {
+        check_name(&served.name)?;
+        let fail = |what: &str, e: std::io::Error| Error::Control(format!("control socket {what}: {e}"));
+        std::fs::create_dir_all(SOCKET_DIR).map_err(|e| fail(SOCKET_DIR, e))?;
+        let path = socket_path(&served.name);
+        if UnixStream::connect(&path).is_ok() {
+            return Err(Error::Control(format!(
+                "--name {}: taken by a running pathem (`pathem ctl {} show` says which); pick another name",
+                served.name, served.name
+            )));
+        }
+        // Nobody answers there: a socket left by a pathem that was killed.
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path).map_err(|e| fail(&path.display().to_string(), e))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| fail(&path.display().to_string(), e))?;
+        listener.set_nonblocking(true).map_err(|e| fail("setup", e))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("pathem-control".into())
+            .spawn(move || serve(listener, served, stop2))
+            .map_err(|e| fail("thread", e))?;
+        Ok(Server { path, stop, thread: Some(thread) })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn serve(listener: UnixListener, served: Served, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                let _ = answer(stream, &served);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+fn answer(stream: UnixStream, served: &Served) -> std::io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    let mut line = String::new();
+    // One request of at most 64 KiB: a client cannot make the server hold more.
+    BufReader::new((&stream).take_limit(64 << 10)).read_line(&mut line)?;
+    let reply = match serde_json::from_str::<Request>(&line) {
+        Ok(r) if r.cmd == "show" => serde_json::json!({ "ok": true, "state": served.state() }),
+        Ok(r) if r.cmd == "set" => match (served.setter)(&r.args) {
+            Ok(()) => serde_json::json!({ "ok": true }),
+            Err(e) => serde_json::json!({ "ok": false, "error": e }),
+        },
+        Ok(r) => {
+            serde_json::json!({ "ok": false, "error": format!("unknown command `{}`; accepted: show, set", r.cmd) })
+        }
+        Err(e) => serde_json::json!({ "ok": false, "error": format!("not a request: {e}") }),
+    };
+    let mut w = &stream;
+    writeln!(w, "{reply}")
+}
+
+/// `Read::take` on a shared reference, spelled so the borrow is clear.
+trait TakeLimit: Sized {
+    fn take_limit(self, n: u64) -> std::io::Take<Self>;
+}
+
+impl<R: std::io::Read> TakeLimit for R {
+    fn take_limit(self, n: u64) -> std::io::Take<Self> {
+        self.take(n)
+    }
+}
+
+/// Sends one request to the link called `name` and returns its answer.
+pub fn request(name: &str, cmd: &str, args: &[String]) -> Result<serde_json::Value, Error> {
+    check_name(name)?;
+    let path = socket_path(name);
+    let mut stream = UnixStream::connect(&path).map_err(|e| {
+        Error::Control(match e.kind() {
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+                format!("no running pathem is called {name} (`pathem ctl list` shows those there are)")
+            }
+            std::io::ErrorKind::PermissionDenied => {
+                format!("{}: {e} (the socket is its owner's only)", path.display())
+            }
+            _ => format!("{}: {e}", path.display()),
+        })
+    })?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    let req = serde_json::json!({ "cmd": cmd, "args": args });
+    writeln!(stream, "{req}").map_err(|e| Error::Control(format!("{}: {e}", path.display())))?;
+    let mut line = String::new();
+    BufReader::new(&stream)
+        .read_line(&mut line)
+        .map_err(|e| Error::Control(format!("{name} did not answer: {e}")))?;
+    serde_json::from_str(&line).map_err(|e| Error::Control(format!("{name} answered nonsense: {e}")))
+}
+
+/// The names of the running links (whose sockets answer).
+pub fn list() -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir(SOCKET_DIR) else { return Vec::new() };
+    let mut names: Vec<String> = dir
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.strip_suffix(".sock").map(str::to_string))
+        .filter(|n| UnixStream::connect(socket_path(n)).is_ok())
+        .collect();
+    names.sort();
+    names
+}
