@@ -83,6 +83,7 @@ const LATE_SHIFT: u32 = 8;
 pub struct Lateness {
     buckets: [Counter; LATE_BUCKETS],
     max: Counter,
+    sum: Counter,
 }
 
 impl Lateness {
@@ -92,6 +93,7 @@ impl Lateness {
         let ns = late.as_nanos();
         let i = (64 - (ns >> LATE_SHIFT).leading_zeros()) as usize;
         self.buckets[i.min(LATE_BUCKETS - 1)].inc();
+        self.sum.add(ns);
         if ns > self.max.get() {
             self.max.0.store(ns, Ordering::Relaxed);
         }
@@ -108,6 +110,23 @@ impl Lateness {
             }
         }
         self.max.get()
+    }
+
+    /// The histogram as cumulative `(upper bound in ns, frames at or below it)` per bucket
+    /// (the last bound is `u64::MAX`), and the sum of all lateness in ns.
+    pub fn cumulative(&self) -> (Vec<(u64, u64)>, u64) {
+        let mut seen = 0;
+        let buckets = self
+            .buckets
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                seen += c.get();
+                let upper = if i + 1 < LATE_BUCKETS { 1u64 << (i as u32 + LATE_SHIFT) } else { u64::MAX };
+                (upper, seen)
+            })
+            .collect();
+        (buckets, self.sum.get())
     }
 
     pub fn snapshot(&self) -> LateStats {

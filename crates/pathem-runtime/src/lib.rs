@@ -15,6 +15,7 @@
 
 pub mod control;
 pub mod link;
+pub mod metrics;
 pub mod testbed;
 
 pub use link::{Final, Link, LinkSpec, Started};

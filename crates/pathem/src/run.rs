@@ -63,6 +63,9 @@ pub struct RunArgs {
     /// [default: the two interfaces, e.g. pa-pb].
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
+    /// Serve Prometheus metrics on PORT (loopback) or ADDR:PORT, e.g. 9100 [default: off].
+    #[arg(long, value_name = "[ADDR:]PORT")]
+    pub metrics: Option<String>,
     /// Change the path at set times after the start (lines `TIME FLAGS`, optional `repeat
     /// TIME`); each line's flags apply to both directions, on top of what they had.
     #[arg(long, value_name = "FILE")]
@@ -250,10 +253,19 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
         file.a_to_b.overridden_by(&args.path).overridden_by(&direction_spec("a-to-b", &args.a_to_b)?),
         file.b_to_a.overridden_by(&args.path).overridden_by(&direction_spec("b-to-a", &args.b_to_a)?),
     );
+    let metrics_addr =
+        args.metrics.as_deref().map(pathem_runtime::metrics::parse_addr).transpose().map_err(usage)?;
     let link = Link::start(spec).map_err(runtime_error)?;
     let _control = serve(&link, name.clone(), seed, specs).map_err(usage)?;
+    let _metrics = match metrics_addr {
+        Some(addr) => Some(metrics(&link, addr).map_err(usage)?),
+        None => None,
+    };
     announce(&link.started, &ab, &ba, args.one_way, seed);
     eprintln!("pathem:   control: pathem ctl {name} show|set (socket {})", _control.path().display());
+    if let Some(m) = &_metrics {
+        eprintln!("pathem:   metrics: http://{}/metrics", m.addr);
+    }
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, link.stopper()).context("cannot install signal handlers")?;
     }
@@ -360,6 +372,21 @@ pub fn serve(
         setter,
         since: link.since,
     })
+}
+
+/// Serves `link`'s metrics on `addr`.
+pub fn metrics(
+    link: &Link,
+    addr: std::net::SocketAddr,
+) -> Result<pathem_runtime::metrics::Metrics, pathem_runtime::Error> {
+    use pathem_runtime::metrics::Exported;
+    let (kab, kba) = link.counters();
+    let (cab, cba) = link.controls();
+    let mut dirs = vec![Exported { direction: "a_to_b", counters: kab.clone(), control: cab.clone() }];
+    if let (Some(k), Some(c)) = (kba, cba) {
+        dirs.push(Exported { direction: "b_to_a", counters: k.clone(), control: c.clone() });
+    }
+    pathem_runtime::metrics::Metrics::serve(addr, dirs)
 }
 
 /// What `run` says when the link is up.

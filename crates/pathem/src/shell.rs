@@ -52,6 +52,9 @@ pub struct ShellArgs {
     /// Name of the link for `pathem ctl NAME` [default: shell-PID].
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
+    /// Serve Prometheus metrics on PORT (loopback) or ADDR:PORT [default: off].
+    #[arg(long, value_name = "[ADDR:]PORT")]
+    pub metrics: Option<String>,
     /// Print what the link is and, at the end, its counters.
     #[arg(short, long)]
     pub verbose: bool,
@@ -76,6 +79,8 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
         file.a_to_b.overridden_by(&args.path).overridden_by(&direction_spec("uplink", &args.uplink)?),
         file.b_to_a.overridden_by(&args.path).overridden_by(&direction_spec("downlink", &args.downlink)?),
     );
+    let metrics_addr =
+        args.metrics.as_deref().map(pathem_runtime::metrics::parse_addr).transpose().map_err(usage)?;
     let bed = ShellBed::build(std::process::id()).map_err(usage)?;
     if let Some(w) = &bed.warning {
         eprintln!("pathem: {w}");
@@ -104,6 +109,10 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
     };
     let link = Link::start(spec).map_err(crate::run::runtime_error)?;
     let control = crate::run::serve(&link, name, seed, specs).map_err(usage)?;
+    let metrics = match metrics_addr {
+        Some(addr) => Some(crate::run::metrics(&link, addr).map_err(usage)?),
+        None => None,
+    };
     // Ctrl-C belongs to the command: the shell ends when the command does.
     let interrupted = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGQUIT] {
@@ -117,6 +126,7 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
         .env("PATHEM_NAME", control.path().file_stem().unwrap_or_default())
         .status()
         .with_context(|| format!("cannot run {}", args.command[0]));
+    drop(metrics);
     drop(control);
     let end = link.stop().map_err(crate::run::runtime_error)?;
     if args.verbose {

@@ -67,6 +67,7 @@ fn main() {
         ("a_flood_is_counted_frame_for_frame", a_flood_is_counted_frame_for_frame),
         ("ctl_steers_a_running_link_and_shows_it", ctl_steers_a_running_link_and_shows_it),
         ("ctl_reaches_a_running_shell", ctl_reaches_a_running_shell),
+        ("metrics_and_show_agree", metrics_and_show_agree),
     ];
     let filters: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let chosen: Vec<_> = tests
@@ -817,4 +818,79 @@ fn ctl_reaches_a_running_shell() {
     let min: f64 = line.split('=').nth(1).unwrap().trim().split('/').next().unwrap().parse().unwrap();
     assert!((50.0..54.0).contains(&min), "rtt {min} after ctl set --delay 25ms in the shell");
     assert!(text.contains(&format!("\"name\":\"{name}\"")), "{text}");
+}
+
+/// One HTTP GET of `path` on 127.0.0.1:`port`, from inside namespace `ns`; the body.
+fn scrape(ns: &str, port: u16, path: &'static str) -> String {
+    in_ns(ns, move || {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("metrics listen");
+        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    })
+    .join()
+    .unwrap()
+}
+
+fn metrics_and_show_agree() {
+    let mut t = Topo::new();
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let name = format!("t{}m{n}", std::process::id());
+    let port = 19_000 + (std::process::id() % 500) as u16 * 2 + n as u16 % 2;
+    t.start_with(
+        "afpacket",
+        &[
+            "--delay",
+            "1ms",
+            "--rate",
+            "50mbit",
+            "--queue",
+            "50pkt",
+            "--name",
+            &name,
+            "--metrics",
+            &port.to_string(),
+        ],
+    );
+    t.rtt(20);
+    std::thread::sleep(Duration::from_millis(300));
+    let v: serde_json::Value = serde_json::from_slice(&ctl(&[&name, "show", "--json"]).stdout).unwrap();
+    let started = std::time::Instant::now();
+    let text = scrape(&t.mid, port, "/metrics");
+    let took = started.elapsed();
+    assert!(text.starts_with("HTTP/1.1 200 OK") && text.contains("openmetrics-text"), "{text}");
+    let value = |metric: &str| -> u64 {
+        let line =
+            text.lines().find(|l| l.starts_with(metric)).unwrap_or_else(|| panic!("{metric} in {text}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    for (metric, key) in [
+        ("pathem_rx_frames_total{direction=\"a_to_b\"}", "rx_packets"),
+        ("pathem_tx_frames_total{direction=\"a_to_b\"}", "tx_packets"),
+        ("pathem_rx_frames_total{direction=\"b_to_a\"}", "rx_packets"),
+    ] {
+        let dir = if metric.contains("b_to_a") { "b_to_a" } else { "a_to_b" };
+        assert_eq!(value(metric), v[dir]["stats"][key].as_u64().unwrap(), "{metric} vs show");
+    }
+    assert!(value("pathem_delay_line_capacity_bytes{direction=\"a_to_b\"}") > 0);
+    assert!(text.contains("pathem_path_info{direction=\"a_to_b\",path=\"rate 50mbit"), "{text}");
+    assert!(text.contains("pathem_lateness_seconds_bucket{"), "{text}");
+    assert!(scrape(&t.mid, port, "/nothing").starts_with("HTTP/1.1 404"));
+    let many = in_ns(&t.mid, move || {
+        use std::io::{Read, Write};
+        let started = std::time::Instant::now();
+        for _ in 0..100 {
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            write!(s, "GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+            let mut out = Vec::new();
+            s.read_to_end(&mut out).unwrap();
+        }
+        started.elapsed() / 100
+    })
+    .join()
+    .unwrap();
+    eprintln!("metrics: first scrape {took:?}, then {many:?} each over 100 ({} bytes)", text.len());
+    t.stop();
 }

@@ -1,0 +1,248 @@
+//! Prometheus metrics of a running link (`--metrics [ADDR:]PORT`), in the OpenMetrics text
+//! format of the `prometheus-client` crate.
+//!
+//! A scrape reads the single-writer counters (relaxed loads) and what each direction's
+//! control last reported; it never touches the data path. Served on loopback unless an
+//! address is given, by a thread of its own that answers `GET /metrics` (and `/`).
+//!
+//! Per direction (label `direction="a_to_b"` or `"b_to_a"`): `pathem_rx_frames_total`,
+//! `pathem_rx_bytes_total`, `pathem_tx_frames_total`, `pathem_tx_bytes_total`,
+//! `pathem_dropped_frames_total{reason}` (pathem's reasons and `port`, the kernel's drops
+//! before pathem), `pathem_duplicated_frames_total`, `pathem_corrupted_frames_total`,
+//! `pathem_ecn_marked_frames_total`, `pathem_reorder_clamped_frames_total`, gauges
+//! `pathem_link_queue_frames`, `pathem_link_queue_bytes`, `pathem_delay_line_used_bytes`,
+//! `pathem_delay_line_capacity_bytes`, `pathem_in_flight_frames`, `pathem_port_tx_queued_frames`,
+//! the histogram `pathem_lateness_seconds`, and `pathem_path_info{direction,path}` = 1.
+
+use crate::Error;
+use pathem_engine::{Control, Counters};
+use pathem_io::afpacket::wait_readable;
+use pathem_model::DropReason;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Longest the server waits for a connection before it checks whether to stop.
+const IDLE: pathem_model::Nanos = pathem_model::Nanos::from_millis(100);
+
+/// One direction as exported.
+#[derive(Debug, Clone)]
+pub struct Exported {
+    pub direction: &'static str,
+    pub counters: Arc<Counters>,
+    pub control: Control,
+}
+
+#[derive(Debug)]
+struct LinkCollector(Vec<Exported>);
+
+type Read = fn(&pathem_engine::Stats) -> u64;
+
+impl Collector for LinkCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let snaps: Vec<(&'static str, pathem_engine::Stats)> =
+            self.0.iter().map(|e| (e.direction, e.counters.snapshot())).collect();
+        let counters: [(&str, &str, Read); 8] = [
+            ("pathem_rx_frames", "Frames pathem took from the receiving port", |s| s.rx_packets),
+            ("pathem_rx_bytes", "Bytes pathem took from the receiving port", |s| s.rx_bytes),
+            ("pathem_tx_frames", "Frames handed to the transmitting port", |s| s.tx_packets),
+            ("pathem_tx_bytes", "Bytes handed to the transmitting port", |s| s.tx_bytes),
+            ("pathem_duplicated_frames", "Duplicates made", |s| s.duplicated),
+            ("pathem_corrupted_frames", "Frames with a bit flipped", |s| s.corrupted),
+            ("pathem_ecn_marked_frames", "Frames CE-marked instead of dropped", |s| s.ecn_marked),
+            ("pathem_reorder_clamped_frames", "Frames held back so none overtook another", |s| {
+                s.reorder_clamped
+            }),
+        ];
+        for (name, help, read) in counters {
+            let mut m = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+            for (d, s) in &snaps {
+                m.encode_family(&[("direction", *d)])?
+                    .encode_counter::<NoLabelSet, _, u64>(&read(s), None)?;
+            }
+        }
+        let mut m = encoder.encode_descriptor(
+            "pathem_dropped_frames",
+            "Frames dropped, by reason (port: by the kernel or NIC before pathem saw them)",
+            None,
+            MetricType::Counter,
+        )?;
+        for (d, s) in &snaps {
+            let by = [
+                (DropReason::Loss.name(), s.dropped.loss),
+                (DropReason::Queue.name(), s.dropped.queue),
+                (DropReason::Police.name(), s.dropped.police),
+                (DropReason::Ber.name(), s.dropped.ber),
+                (DropReason::DelayLine.name(), s.dropped.delay_line),
+                (DropReason::Oversize.name(), s.dropped.oversize),
+                ("port", s.port_rx_dropped),
+            ];
+            for (reason, v) in by {
+                m.encode_family(&[("direction", *d), ("reason", reason)])?
+                    .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
+            }
+        }
+        let gauges: [(&str, &str, Read); 6] = [
+            ("pathem_link_queue_frames", "Frames in the link's queue (with a queue limit)", |s| {
+                s.queue_frames
+            }),
+            ("pathem_link_queue_bytes", "Bytes in the link's queue (with a queue limit)", |s| s.queue_bytes),
+            ("pathem_delay_line_used_bytes", "Bytes in use in the delay line", |s| s.delay_line_used),
+            ("pathem_delay_line_capacity_bytes", "The delay line's capacity", |s| s.delay_line_capacity),
+            ("pathem_in_flight_frames", "Frames in the delay line", |s| s.in_flight),
+            ("pathem_port_tx_queued_frames", "Frames waiting in the transmitting port", |s| s.port_tx_queued),
+        ];
+        for (name, help, read) in gauges {
+            let mut m = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for (d, s) in &snaps {
+                m.encode_family(&[("direction", *d)])?.encode_gauge(&(read(s) as i64))?;
+            }
+        }
+        let mut m = encoder.encode_descriptor(
+            "pathem_lateness_seconds",
+            "How long after its release time each frame reached the transmitting port",
+            None,
+            MetricType::Histogram,
+        )?;
+        for e in &self.0 {
+            let (buckets, sum) = e.counters.late.cumulative();
+            let count = buckets.last().map_or(0, |b| b.1);
+            let buckets: Vec<(f64, u64)> = buckets
+                .into_iter()
+                .map(|(ns, n)| (if ns == u64::MAX { f64::INFINITY } else { ns as f64 * 1e-9 }, n))
+                .collect();
+            m.encode_family(&[("direction", e.direction)])?.encode_histogram::<NoLabelSet>(
+                sum as f64 * 1e-9,
+                count,
+                &buckets,
+                None,
+            )?;
+        }
+        let mut m = encoder.encode_descriptor("pathem_path", "The path in effect", None, MetricType::Info)?;
+        for e in &self.0 {
+            let path = e.control.current().to_string();
+            m.encode_info(&[("direction", e.direction.to_string()), ("path", path)])?;
+        }
+        Ok(())
+    }
+}
+
+/// The text a scrape returns.
+pub fn render(directions: &[Exported]) -> String {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(LinkCollector(directions.to_vec())));
+    let mut out = String::new();
+    let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
+    out
+}
+
+/// Parses `PORT` (on 127.0.0.1) or `ADDR:PORT`.
+pub fn parse_addr(text: &str) -> Result<SocketAddr, Error> {
+    let bad =
+        || Error::Control(format!("--metrics {text}: accepted: PORT (on 127.0.0.1) or ADDR:PORT, e.g. 9100"));
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    text.parse::<SocketAddr>().map_err(|_| bad())
+}
+
+/// A metrics endpoint; stops when dropped.
+pub struct Metrics {
+    pub addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Metrics {
+    /// Serves `directions` on `addr`.
+    pub fn serve(addr: SocketAddr, directions: Vec<Exported>) -> Result<Metrics, Error> {
+        let listener = TcpListener::bind(addr)
+            .map_err(|e| Error::Control(format!("--metrics {addr}: cannot listen there: {e}")))?;
+        let addr = listener.local_addr().unwrap_or(addr);
+        listener.set_nonblocking(true).map_err(|e| Error::Control(format!("--metrics {addr}: {e}")))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("pathem-metrics".into())
+            .spawn(move || {
+                while !stop2.load(Ordering::Relaxed) {
+                    match listener.accept() {
+                        Ok((stream, _)) => {
+                            let _ = answer(stream, &directions);
+                        }
+                        Err(_) => wait_readable(&[listener.as_raw_fd()], IDLE),
+                    }
+                }
+            })
+            .map_err(|e| Error::Control(format!("--metrics: cannot start its thread: {e}")))?;
+        Ok(Metrics { addr, stop, thread: Some(thread) })
+    }
+}
+
+impl Drop for Metrics {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn answer(stream: std::net::TcpStream, directions: &[Exported]) -> std::io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    let mut request = String::new();
+    BufReader::new(std::io::Read::take(&stream, 8 << 10)).read_line(&mut request)?;
+    let path = request.split_whitespace().nth(1).unwrap_or("");
+    let mut w = &stream;
+    if !request.starts_with("GET ") || !(path == "/metrics" || path == "/") {
+        return write!(w, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    }
+    let body = render(directions);
+    write!(
+        w,
+        "HTTP/1.1 200 OK\r\nContent-Type: application/openmetrics-text; version=1.0.0; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scrape_shows_every_counter_per_direction() {
+        let counters = Arc::new(Counters::default());
+        counters.rx_packets.add(7);
+        counters.dropped[DropReason::Queue as usize].add(2);
+        counters.late.record(pathem_model::Nanos(300));
+        let pipeline = pathem_engine::Pipeline::new(
+            pathem_io::mem::MemSource::new(0, 60, pathem_io::mem::Pace::AsFastAsPossible),
+            pathem_io::mem::MemSink::default(),
+            &pathem_model::PathConfig::default(),
+            1,
+            &pathem_engine::EngineConfig { offline: true, ..Default::default() },
+        )
+        .unwrap();
+        let control = pipeline.control();
+        let text = render(&[Exported { direction: "a_to_b", counters, control }]);
+        for want in [
+            "pathem_rx_frames_total{direction=\"a_to_b\"} 7",
+            "pathem_dropped_frames_total{direction=\"a_to_b\",reason=\"queue\"} 2",
+            "pathem_lateness_seconds_count{direction=\"a_to_b\"} 1",
+            "pathem_path_info{direction=\"a_to_b\",path=\"transparent (no impairment)\"} 1",
+            "# EOF",
+        ] {
+            assert!(text.contains(want), "{want} in\n{text}");
+        }
+        assert!(parse_addr("9100").unwrap().ip().is_loopback());
+        assert!(parse_addr("0.0.0.0:9100").is_ok() && parse_addr("nine").is_err());
+    }
+}
