@@ -168,11 +168,18 @@ pub fn delay_line_sizing(path: &PathConfig, engine: &EngineConfig) -> Sizing {
 }
 
 /// One direction: receive port → ingress → delay line → egress → transmit port.
+///
+/// Its two halves share only the delay line (and the counters, each written by one side):
+/// run together on one thread, or apart on two ([`Pipeline::split`]), TLEM's pipeline.
 pub struct Pipeline<R, T> {
+    pub input: Input<R>,
+    pub output: Output<T>,
+}
+
+/// The receiving half: port, ingress stage, and what changes the path.
+pub struct Input<R> {
     pub rx: R,
-    pub tx: T,
     ingress: Ingress,
-    egress: Egress,
     counters: Arc<Counters>,
     rx_ended: bool,
     capacity: usize,
@@ -186,6 +193,16 @@ pub struct Pipeline<R, T> {
     control: Control,
     /// Changes due at set times.
     timeline: Option<Timeline>,
+    /// Set once the receiving port has ended (for an output running apart).
+    done: Arc<AtomicBool>,
+}
+
+/// The transmitting half: egress stage and port.
+pub struct Output<T> {
+    pub tx: T,
+    egress: Egress,
+    counters: Arc<Counters>,
+    done: Arc<AtomicBool>,
 }
 
 /// How often the receive port's kernel drop count is read (a system call on live ports).
@@ -215,41 +232,89 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
         let capacity = writer.limit();
         let (control, inbox) = crate::control::channel(path);
         counters.delay_line_capacity.set(capacity as u64);
+        let done = Arc::new(AtomicBool::new(false));
+        let ingress =
+            Ingress::new(Path::new(path), Rng::seeded(seed), writer, counters.clone(), engine.max_frame)
+                .with_options(path.ecn, path.reorder);
         Ok(Pipeline {
-            rx,
-            tx,
-            ingress: Ingress::new(
-                Path::new(path),
-                Rng::seeded(seed),
-                writer,
-                counters.clone(),
-                engine.max_frame,
-            )
-            .with_options(path.ecn, path.reorder),
-            egress: Egress::new(reader, counters.clone(), path.reorder),
-            counters,
-            rx_ended: false,
-            capacity,
-            busy_poll: engine.busy_poll,
-            busy_until: Nanos::ZERO,
-            drops_read: Nanos::ZERO,
-            inbox,
-            control,
-            timeline: None,
+            input: Input {
+                rx,
+                ingress,
+                counters: counters.clone(),
+                rx_ended: false,
+                capacity,
+                busy_poll: engine.busy_poll,
+                busy_until: Nanos::ZERO,
+                drops_read: Nanos::ZERO,
+                inbox,
+                control,
+                timeline: None,
+                done: done.clone(),
+            },
+            output: Output {
+                tx,
+                egress: Egress::new(reader, counters.clone(), path.reorder),
+                counters,
+                done,
+            },
         })
     }
 
     /// A handle that changes this direction's path from any thread.
     pub fn control(&self) -> Control {
-        self.control.clone()
+        self.input.control.clone()
     }
 
     /// Follows `schedule` from `origin` (the first frame's arrival offline, the start live):
     /// each step's configuration applies from its time on, exactly.
     pub fn follow(&mut self, schedule: Schedule, origin: Nanos) {
-        self.timeline = Some(Timeline::new(schedule, origin));
+        self.input.timeline = Some(Timeline::new(schedule, origin));
     }
 
+    /// The counters, shareable with a reporting thread.
+    pub fn counters(&self) -> &Arc<Counters> {
+        &self.input.counters
+    }
+
+    /// The delay line's capacity in bytes (its limit, for a line that grows).
+    pub fn delay_line_capacity(&self) -> usize {
+        self.input.capacity
+    }
+
+    /// The halves, to run on two threads: [`Input`] and [`Output`] are tasks of their own.
+    /// An output running apart busy-polls its delay line (it has a CPU to itself).
+    pub fn split(self) -> (Input<R>, Output<T>) {
+        (self.input, self.output)
+    }
+
+    /// The halves back together (after a split run), to finish.
+    pub fn join(input: Input<R>, output: Output<T>) -> Pipeline<R, T> {
+        Pipeline { input, output }
+    }
+
+    /// After a stop: sends what is due at `now`, gives the transmit port up to `drain` to
+    /// hand over what it holds, reads the port's drop count a last time, and returns the final
+    /// counters (frames still in the delay line are `in_flight`; they are not sent).
+    pub fn finish(&mut self, now: Nanos, drain: std::time::Duration) -> Result<crate::Stats, Error> {
+        let out = &mut self.output;
+        while out.egress.release(now, &mut out.tx)? > 0 {}
+        let deadline = std::time::Instant::now() + drain;
+        while out.tx.queued() > 0 && std::time::Instant::now() < deadline {
+            out.tx.flush()?;
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+        out.counters.port_tx_queued.set(out.tx.queued() as u64);
+        self.input.counters.port_rx_dropped.set(self.input.rx.kernel_drops());
+        Ok(self.input.counters.snapshot())
+    }
+
+    /// Gives the ports back (to commit an output capture, read a sink's counts).
+    pub fn into_ports(self) -> (R, T) {
+        (self.input.rx, self.output.tx)
+    }
+}
+
+impl<R: RxPort> Input<R> {
     /// Applies the changes due at `now`: scheduled ones at their own times (frames a port
     /// knows arrived before such a time are taken under the old path first), then the latest
     /// one sent through [`Control`].
@@ -275,34 +340,68 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
         Ok(())
     }
 
-    /// The counters, shareable with a reporting thread.
-    pub fn counters(&self) -> &Arc<Counters> {
-        &self.counters
-    }
-
-    /// The delay line's capacity in bytes (its limit, for a line that grows).
-    pub fn delay_line_capacity(&self) -> usize {
-        self.capacity
-    }
-
-    /// After a stop: sends what is due at `now`, gives the transmit port up to `drain` to
-    /// hand over what it holds, reads the port's drop count a last time, and returns the final
-    /// counters (frames still in the delay line are `in_flight`; they are not sent).
-    pub fn finish(&mut self, now: Nanos, drain: std::time::Duration) -> Result<crate::Stats, Error> {
-        while self.egress.release(now, &mut self.tx)? > 0 {}
-        let deadline = std::time::Instant::now() + drain;
-        while self.tx.queued() > 0 && std::time::Instant::now() < deadline {
-            self.tx.flush()?;
-            std::thread::sleep(std::time::Duration::from_micros(100));
+    /// Takes the frames that have arrived; says when to come back (`Ended` once the port has).
+    #[inline]
+    fn receive(&mut self, now: Nanos) -> Result<Next, Error> {
+        self.apply_changes(now)?;
+        if self.rx_ended {
+            return Ok(Next::Ended);
         }
-        self.counters.port_tx_queued.set(self.tx.queued() as u64);
-        self.counters.port_rx_dropped.set(self.rx.kernel_drops());
-        Ok(self.counters.snapshot())
+        let ingress = &mut self.ingress;
+        let received = self.rx.recv_burst(
+            now,
+            RX_BURST,
+            #[inline(always)]
+            |f| ingress.push(f),
+        )?;
+        if received > 0 && self.busy_poll > Nanos::ZERO {
+            self.busy_until = now + self.busy_poll;
+        }
+        let mut next = match self.rx.poll_at() {
+            PollAt::Now => Next::Now,
+            PollAt::At(t) => Next::At(t),
+            PollAt::Unknown => Next::Soon,
+            PollAt::Ended => {
+                self.rx_ended = true;
+                self.done.store(true, Ordering::Release);
+                return Ok(Next::Ended);
+            }
+        };
+        if now >= self.drops_read + DROPS_EVERY {
+            self.drops_read = now;
+            self.counters.port_rx_dropped.set(self.rx.kernel_drops());
+            self.ingress.gauges(now);
+        } else if received > 0 {
+            self.ingress.gauges(now);
+        }
+        // Wake for the next change, so an idle link still changes on time.
+        if let Some(t) = self.timeline.as_ref().and_then(Timeline::next_at) {
+            next = next.earliest(Next::At(t));
+        }
+        if now < self.busy_until {
+            // Traffic is flowing: look again right away instead of sleeping.
+            next = next.earliest(Next::Busy(None));
+        }
+        Ok(next)
     }
+}
 
-    /// Gives the ports back (to commit an output capture, read a sink's counts).
-    pub fn into_ports(self) -> (R, T) {
-        (self.rx, self.tx)
+impl<T: TxPort> Output<T> {
+    /// Sends what is due; says when the next frame falls due (`Ended` when none waits).
+    #[inline]
+    fn send(&mut self, now: Nanos) -> Result<Next, Error> {
+        self.egress.release(now, &mut self.tx)?;
+        let mut next = match self.egress.next_release() {
+            Some(t) if t <= now => Next::Now,
+            Some(t) => Next::At(t),
+            None => Next::Ended,
+        };
+        if self.counters.port_tx_queued.get() > 0 {
+            // The port still holds frames the kernel did not take: come back to flush them
+            // even if nothing new is due.
+            next = next.earliest(Next::At(now + TX_RETRY));
+        }
+        Ok(next)
     }
 }
 
@@ -310,62 +409,35 @@ impl<R: RxPort, T: TxPort> Task for Pipeline<R, T> {
     #[inline]
     fn poll(&mut self, now: Nanos) -> Result<Next, Error> {
         // Release what is due before taking new frames, so the delay line has its room back.
-        self.egress.release(now, &mut self.tx)?;
-        self.apply_changes(now)?;
-        let mut next = Next::Ended;
-        if !self.rx_ended {
-            let ingress = &mut self.ingress;
-            let received = self.rx.recv_burst(
-                now,
-                RX_BURST,
-                #[inline(always)]
-                |f| ingress.push(f),
-            )?;
-            if received > 0 && self.busy_poll > Nanos::ZERO {
-                self.busy_until = now + self.busy_poll;
-            }
-            next = match self.rx.poll_at() {
-                PollAt::Now => Next::Now,
-                PollAt::At(t) => Next::At(t),
-                PollAt::Unknown => Next::Soon,
-                PollAt::Ended => {
-                    self.rx_ended = true;
-                    Next::Ended
-                }
-            };
-            // Frames with no delay are due at once.
-            self.egress.release(now, &mut self.tx)?;
-            if now >= self.drops_read + DROPS_EVERY {
-                self.drops_read = now;
-                self.counters.port_rx_dropped.set(self.rx.kernel_drops());
-                self.ingress.gauges(now);
-            } else if received > 0 {
-                self.ingress.gauges(now);
-            }
+        self.output.egress.release(now, &mut self.output.tx)?;
+        let input = self.input.receive(now)?;
+        // Frames with no delay are due at once.
+        let output = self.output.send(now)?;
+        Ok(input.earliest(output))
+    }
+}
+
+/// The input half on a thread of its own.
+impl<R: RxPort> Task for Input<R> {
+    #[inline]
+    fn poll(&mut self, now: Nanos) -> Result<Next, Error> {
+        self.receive(now)
+    }
+}
+
+/// The output half on a thread (and CPU) of its own: it spins on its delay line, since frames
+/// come from another thread that cannot wake it, and ends once the input has ended and every
+/// frame has left.
+impl<T: TxPort> Task for Output<T> {
+    #[inline]
+    fn poll(&mut self, now: Nanos) -> Result<Next, Error> {
+        let done = self.done.load(Ordering::Acquire);
+        match self.send(now)? {
+            Next::Ended if done => Ok(Next::Ended),
+            Next::Now => Ok(Next::Now),
+            Next::At(t) => Ok(Next::Busy(Some(t))),
+            _ => Ok(Next::Busy(None)),
         }
-        let out = match self.egress.next_release() {
-            Some(t) if t <= now => Next::Now,
-            Some(t) => Next::At(t),
-            None => Next::Ended,
-        };
-        let mut next = next.earliest(out);
-        if let Some(t) = self.timeline.as_ref().and_then(Timeline::next_at) {
-            // Wake for the change (an idle link still changes on time); nothing is left to
-            // change once the port has ended and the delay line is empty.
-            if next != Next::Ended {
-                next = next.earliest(Next::At(t));
-            }
-        }
-        if self.counters.port_tx_queued.get() > 0 {
-            // The port still holds frames the kernel did not take: come back to flush them
-            // even if nothing new is due.
-            next = next.earliest(Next::At(now + TX_RETRY));
-        }
-        if now < self.busy_until {
-            // Traffic is flowing: look again right away instead of sleeping.
-            return Ok(next.earliest(Next::Busy(None)));
-        }
-        Ok(next)
     }
 }
 
@@ -504,7 +576,7 @@ mod tests {
         // Drive the loop by hand so the port sees the clock.
         loop {
             let now = crate::Clock::now(&mut clock);
-            p.tx.now = now;
+            p.output.tx.now = now;
             match p.poll(now).unwrap() {
                 Next::Ended => break,
                 Next::At(t) | Next::Busy(Some(t)) => crate::Clock::wait_until(&mut clock, t),
@@ -515,7 +587,7 @@ mod tests {
         let s = p.counters().snapshot();
         assert_eq!((s.tx_packets, s.port_tx_queued, s.in_flight), (1000, 0, 0));
         assert!(s.balances());
-        let sent = &p.tx.sent;
+        let sent = &p.output.tx.sent;
         assert_eq!(sent.len(), 1000);
         // 1000 frames at 32 per flush: 32 flushes, 256 frames handed over per round, one
         // round every 100 us while the port holds some. All within 4 ms of the release.

@@ -3,9 +3,11 @@
 //! [`Link::start`] does everything in a worker thread (which first enters the namespace the
 //! ports live in, if asked): it turns off receive aggregation on the ports (GRO and LRO merge
 //! frames, so one emulated loss would drop a burst), opens both ports, builds one pipeline per
-//! direction and runs them: on one thread (pinned to a CPU if one is given), or on one thread
-//! per direction, each pinned, when two CPUs are given. Never more busy-polling threads than
-//! CPUs. It returns once the ports are open, with what was opened in [`Started`], so errors
+//! direction and places its stages on threads by the CPUs given: none, one thread; one CPU,
+//! one thread pinned there; two, a thread per direction (one way: the direction's input and
+//! output on a CPU each); four, each direction's input and output on a CPU of its own (TLEM's
+//! pipeline: the delay line is all they share). Every thread is pinned to its own CPU, so
+//! there are never more busy-polling threads than CPUs given. It returns once the ports are open, with what was opened in [`Started`], so errors
 //! come back at once. [`Link::stop`] (or a stop flag set from elsewhere, such as a signal
 //! handler, then [`Link::wait`]) stops receiving, sends what is due, gives the transmit ports
 //! a moment to hand over what they hold, puts the offloads back and returns the final counters.
@@ -13,12 +15,13 @@
 use crate::testbed::enter;
 use crate::Error;
 use pathem_engine::{
-    delay_line_sizing, run, Control, Counters, EngineConfig, MonotonicClock, Pipeline, Schedule, Stats,
+    delay_line_sizing, run, Control, Counters, EngineConfig, MonotonicClock, Pipeline, Schedule, Stats, Task,
 };
 use pathem_io::iface::{self, SavedOffloads};
 use pathem_io::live::{self, LiveRx, LiveTx, PortOptions};
 use pathem_model::rng::direction_seed;
 use pathem_model::{Nanos, PathConfig};
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -92,6 +95,92 @@ pub struct Link {
 
 type LivePipe = Pipeline<LiveRx, LiveTx>;
 
+/// Runs `task` on this thread until `stop`, pinned to `cpu` if given; an input waits for its
+/// socket, anything else spins (it has the CPU to itself). Stops the others when it fails.
+fn drive(task: &mut dyn Task, cpu: Option<usize>, fds: Vec<RawFd>, stop: &AtomicBool) -> Result<(), Error> {
+    if let Some(c) = cpu {
+        pin(c)?;
+    }
+    let mut clock = if fds.is_empty() { MonotonicClock::new() } else { MonotonicClock::waiting_on(fds) };
+    let result = run(&mut [task], &mut clock, stop);
+    if result.is_err() {
+        stop.store(true, Ordering::Relaxed);
+    }
+    Ok(result?)
+}
+
+/// Places the directions' stages on threads as `cores` says (see the module doc) and runs
+/// them until `stop`; gives the pipelines back, whole, to be finished.
+fn place(
+    mut ab: LivePipe,
+    mut ba: Option<LivePipe>,
+    cores: &[usize],
+    stop: &AtomicBool,
+) -> Result<(LivePipe, Option<LivePipe>), Error> {
+    let joined = |r: std::thread::Result<Result<(), Error>>| r.map_err(|_| Error::Panicked("forwarding"))?;
+    match (ba.take(), cores) {
+        // Each direction on a CPU of its own.
+        (Some(mut b), &[c0, c1]) => {
+            let fds_b = vec![b.input.rx.raw_fd()];
+            let fds_a = vec![ab.input.rx.raw_fd()];
+            std::thread::scope(|s| -> Result<(), Error> {
+                let other = s.spawn(|| drive(&mut b, Some(c1), fds_b, stop));
+                let mine = drive(&mut ab, Some(c0), fds_a, stop);
+                joined(other.join())?;
+                mine
+            })?;
+            Ok((ab, Some(b)))
+        }
+        // One way: the direction's input and output on a CPU each.
+        (None, &[c0, c1]) => {
+            let fds = vec![ab.input.rx.raw_fd()];
+            let (mut input, mut output) = ab.split();
+            std::thread::scope(|s| -> Result<(), Error> {
+                let out = s.spawn(|| drive(&mut output, Some(c1), Vec::new(), stop));
+                let mine = drive(&mut input, Some(c0), fds, stop);
+                joined(out.join())?;
+                mine
+            })?;
+            Ok((Pipeline::join(input, output), None))
+        }
+        // Four stages on four CPUs.
+        (Some(b), &[c0, c1, c2, c3]) => {
+            let (fds_a, fds_b) = (vec![ab.input.rx.raw_fd()], vec![b.input.rx.raw_fd()]);
+            let (mut ia, mut oa) = ab.split();
+            let (mut ib, mut ob) = b.split();
+            std::thread::scope(|s| -> Result<(), Error> {
+                let t1 = s.spawn(|| drive(&mut oa, Some(c1), Vec::new(), stop));
+                let t2 = s.spawn(|| drive(&mut ib, Some(c2), fds_b, stop));
+                let t3 = s.spawn(|| drive(&mut ob, Some(c3), Vec::new(), stop));
+                let mine = drive(&mut ia, Some(c0), fds_a, stop);
+                joined(t1.join())?;
+                joined(t2.join())?;
+                joined(t3.join())?;
+                mine
+            })?;
+            Ok((Pipeline::join(ia, oa), Some(Pipeline::join(ib, ob))))
+        }
+        (None, &[_, _, _, _]) => {
+            Err(Error::Cores("--cores: four CPUs need both directions (drop --one-way)".into()))
+        }
+        // Everything on one thread, pinned if a CPU is given.
+        (b, cores) => {
+            let mut fds = vec![ab.input.rx.raw_fd()];
+            fds.extend(b.as_ref().map(|p| p.input.rx.raw_fd()));
+            let mut b = b;
+            if let Some(&c) = cores.first() {
+                pin(c)?;
+            }
+            let mut clock = MonotonicClock::waiting_on(fds);
+            match b.as_mut() {
+                Some(p) => run(&mut [&mut ab, p], &mut clock, stop)?,
+                None => run(&mut [&mut ab], &mut clock, stop)?,
+            }
+            Ok((ab, b))
+        }
+    }
+}
+
 /// How long a transmit port gets at stop to hand over what it still holds.
 const DRAIN: Duration = Duration::from_millis(200);
 
@@ -122,8 +211,8 @@ impl Drop for Offloads {
 impl Link {
     /// Opens the ports and starts forwarding; see the module doc.
     pub fn start(spec: LinkSpec) -> Result<Link, Error> {
-        if spec.cores.len() > 2 {
-            return Err(Error::Cores("--cores: at most two CPUs (one per direction)".into()));
+        if !matches!(spec.cores.len(), 0 | 1 | 2 | 4) {
+            return Err(Error::Cores("--cores: one, two or four CPUs".into()));
         }
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = mpsc::channel();
@@ -245,44 +334,15 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
         since,
     });
 
-    match (&mut ba, spec.cores.as_slice()) {
-        (Some(ba), &[c0, c1]) => std::thread::scope(|s| -> Result<(), Error> {
-            let stop2 = stop.clone();
-            let other = s.spawn(move || -> Result<(), Error> {
-                pin(c1)?;
-                let mut clock = MonotonicClock::waiting_on(vec![ba.rx.raw_fd()]);
-                run(&mut [ba], &mut clock, &stop2)?;
-                Ok(())
-            });
-            pin(c0)?;
-            let mut clock = MonotonicClock::waiting_on(vec![ab.rx.raw_fd()]);
-            let mine = run(&mut [&mut ab], &mut clock, &stop);
-            // One direction failing stops the other.
-            stop.store(true, Ordering::Relaxed);
-            other.join().map_err(|_| Error::Panicked("b->a"))??;
-            Ok(mine?)
-        })?,
-        (ba, cores) => {
-            if let Some(&c) = cores.first() {
-                pin(c)?;
-            }
-            let mut fds = vec![ab.rx.raw_fd()];
-            fds.extend(ba.as_ref().map(|p| p.rx.raw_fd()));
-            let mut clock = MonotonicClock::waiting_on(fds);
-            match ba {
-                Some(p) => run(&mut [&mut ab, p], &mut clock, &stop)?,
-                None => run(&mut [&mut ab], &mut clock, &stop)?,
-            }
-        }
-    }
+    let (mut ab, mut ba) = place(ab, ba, &spec.cores, &stop)?;
     let now = pathem_engine::monotonic_now();
     let final_ab = ab.finish(now, DRAIN)?;
     let final_ba = match ba.as_mut() {
         Some(p) => Some(p.finish(now, DRAIN)?),
         None => None,
     };
-    let rx_errors = ab.rx.errors() + ba.as_ref().map_or(0, |p| p.rx.errors());
-    let tx_errors = ab.tx.errors() + ba.as_ref().map_or(0, |p| p.tx.errors());
+    let rx_errors = ab.input.rx.errors() + ba.as_ref().map_or(0, |p| p.input.rx.errors());
+    let tx_errors = ab.output.tx.errors() + ba.as_ref().map_or(0, |p| p.output.tx.errors());
     drop(offloads);
     Ok(Final { ab: final_ab, ba: final_ba, rx_errors, tx_errors })
 }

@@ -35,6 +35,10 @@ pub struct BenchArgs {
     /// Seed of the random models.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub seed: u64,
+    /// Run the direction's input and output stages on two threads (CPUs 0 and 1), and compare
+    /// with the same path on one thread in the same round.
+    #[arg(long, conflicts_with_all = ["live", "hiccups"])]
+    pub split: bool,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -72,6 +76,32 @@ struct BenchReport {
     ns_per_packet_runs: Vec<f64>,
     baseline_ns_per_packet_runs: Vec<f64>,
     last_run: Stats,
+}
+
+/// One run with the input and output stages on two pinned threads: wall nanoseconds per frame
+/// (both threads spin all the time, so wall time is busy time).
+fn measure_split(path: &PathConfig, args: &BenchArgs) -> anyhow::Result<(f64, Stats)> {
+    let engine = EngineConfig { line_rate: Rate(100_000_000_000), ..EngineConfig::default() };
+    let src = MemSource::new(args.packets, args.size, Pace::AsFastAsPossible);
+    let pipe = Pipeline::new(src, MemSink::default(), path, direction_seed(args.seed, 0), &engine)
+        .map_err(crate::engine_error)?;
+    let counters = pipe.counters().clone();
+    let (mut input, mut output) = pipe.split();
+    let stop = AtomicBool::new(false);
+    let t0 = pathem_engine::monotonic_now();
+    std::thread::scope(|s| -> anyhow::Result<()> {
+        let out = s.spawn(|| -> anyhow::Result<()> {
+            crate::run::pin(1)?;
+            run(&mut [&mut output], &mut MonotonicClock::new(), &stop)?;
+            Ok(())
+        });
+        crate::run::pin(0)?;
+        run(&mut [&mut input], &mut MonotonicClock::new(), &stop)?;
+        out.join().map_err(|_| anyhow::anyhow!("the output thread panicked"))??;
+        Ok(())
+    })?;
+    let wall = pathem_engine::monotonic_now() - t0;
+    Ok((wall.as_nanos() as f64 / args.packets as f64, counters.snapshot()))
 }
 
 /// One run: busy nanoseconds per offered frame, and the counters.
@@ -127,6 +157,9 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
             .map_err(|e| usage(format!("--core {cpu}: cannot pin to it ({e})")))?;
     }
     let path = args.path.to_config().map_err(usage)?;
+    if args.split {
+        return split(&path, &args);
+    }
     let baseline = PathConfig::default();
     let mut with = Vec::new();
     let mut without = Vec::new();
@@ -186,6 +219,50 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
             "  last run: forwarded {}, dropped loss {} queue {} delay_line {}",
             report.last_run.tx_packets, d.loss, d.queue, d.delay_line
         );
+    }
+    Ok(())
+}
+
+/// `bench --split`: the path on one thread and split over two, alternating, same round.
+fn split(path: &PathConfig, args: &BenchArgs) -> anyhow::Result<()> {
+    if std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) < 2 {
+        return Err(usage("--split needs two CPUs"));
+    }
+    let (mut one, mut two) = (Vec::new(), Vec::new());
+    for round in 0..args.runs {
+        crate::run::pin(0)?;
+        one.push(measure(path, args)?.0);
+        let (ns, stats) = measure_split(path, args)?;
+        two.push(ns);
+        if stats.tx_packets + stats.dropped.total() != args.packets {
+            anyhow::bail!("split run lost track of frames: {stats:?}");
+        }
+        if !args.json {
+            eprintln!(
+                "  round {}: {:.1} ns/frame on one thread, {:.1} split over two",
+                round + 1,
+                one[round],
+                two[round]
+            );
+        }
+    }
+    let (m1, m2) = (median(&one), median(&two));
+    let ratio = median(&one.iter().zip(&two).map(|(a, b)| b / a).collect::<Vec<_>>());
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({ "path": path.to_string(), "one_thread_ns_per_packet": m1, "split_ns_per_packet": m2,
+                "one_thread_runs": one, "split_runs": two, "ratio": ratio })
+        );
+    } else {
+        println!(
+            "pathem bench --split: {} frames of {} B per run, {} rounds",
+            args.packets, args.size, args.runs
+        );
+        println!("  path            {path}");
+        println!("  one thread      {m1:>7.1} ns/frame  {:>7.2} Mpps (median)", 1e3 / m1);
+        println!("  split over two  {m2:>7.1} ns/frame  {:>7.2} Mpps (median)", 1e3 / m2);
+        println!("  ratio           {ratio:>7.2} (split / one thread, median of paired rounds)");
     }
     Ok(())
 }

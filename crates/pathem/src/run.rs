@@ -40,8 +40,9 @@ pub struct RunArgs {
     /// TOML file with [a_to_b] and [b_to_a] tables; flags override it.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// CPUs to run on, e.g. 1 or 0,1: one CPU runs both directions on one thread, two give
-    /// each direction its own pinned thread [default: one unpinned thread].
+    /// CPUs to run on: one runs everything on one thread pinned there; two give each direction
+    /// a thread (with --one-way: its input and its output); four give each direction's input
+    /// and output a CPU each [default: one unpinned thread].
     #[arg(long, value_name = "LIST")]
     pub cores: Option<String>,
     /// Seed of the random models; printed when not given.
@@ -151,9 +152,15 @@ pub fn parse_cores(text: &Option<String>) -> anyhow::Result<Vec<usize>> {
     let cores = cores
         .map_err(|_| usage(format!("--cores {t}: accepted: CPU numbers separated by commas, e.g. 0,1")))?;
     let online = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    if cores.is_empty() || cores.len() > 2 || cores.iter().any(|&c| c >= online) {
+    let mut distinct = cores.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if !matches!(cores.len(), 1 | 2 | 4)
+        || distinct.len() != cores.len()
+        || cores.iter().any(|&c| c >= online)
+    {
         return Err(usage(format!(
-            "--cores {t}: accepted: one or two of the {online} CPUs (0..{}); pathem never runs more busy threads than CPUs",
+            "--cores {t}: accepted: one, two or four different CPUs of the {online} (0..{}); pathem never runs more busy threads than CPUs",
             online - 1
         )));
     }

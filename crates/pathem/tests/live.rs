@@ -68,6 +68,7 @@ fn main() {
         ("ctl_steers_a_running_link_and_shows_it", ctl_steers_a_running_link_and_shows_it),
         ("ctl_reaches_a_running_shell", ctl_reaches_a_running_shell),
         ("metrics_and_show_agree", metrics_and_show_agree),
+        ("stages_on_two_cpus_forward_everything", stages_on_two_cpus_forward_everything),
     ];
     let filters: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let chosen: Vec<_> = tests
@@ -893,4 +894,31 @@ fn metrics_and_show_agree() {
     .unwrap();
     eprintln!("metrics: first scrape {took:?}, then {many:?} each over 100 ({} bytes)", text.len());
     t.stop();
+}
+
+fn stages_on_two_cpus_forward_everything() {
+    // A thread per direction.
+    let mut t = Topo::new();
+    t.start_with("afpacket", &["--delay", "5ms", "--cores", "0,1"]);
+    let (min, _) = t.rtt(10);
+    assert!((10.0..13.0).contains(&min), "rtt {min} for 2 × 5 ms, a thread per direction");
+    let n = 10_000;
+    assert_eq!(udp_count((&t.gen, GEN_IP), (&t.sink, SINK_IP), n, Duration::from_micros(50)), n);
+    t.stop();
+    // One way, its input and its output on a CPU each (the delay line between the threads).
+    let mut t = Topo::new();
+    let mac = must(&["ip", "-n", &t.sink, "-j", "link", "show", "s0"]);
+    let mac: serde_json::Value = serde_json::from_str(&mac).unwrap();
+    let mac = mac[0]["address"].as_str().unwrap().to_string();
+    // No replies come back one way: the generator knows the sink's address by heart.
+    must(&["ip", "-n", &t.gen, "neigh", "replace", SINK_IP, "lladdr", &mac, "dev", "g0"]);
+    t.start_with("afxdp", &["--delay", "2ms", "--one-way", "--cores", "0,1", "--json"]);
+    assert_eq!(
+        udp_count((&t.gen, GEN_IP), (&t.sink, SINK_IP), n, Duration::from_micros(50)),
+        n,
+        "split stages"
+    );
+    let s = t.stop_json();
+    assert!(s["b_to_a"].is_null(), "one way");
+    assert_eq!(s["a_to_b"]["in_flight"], 0);
 }
