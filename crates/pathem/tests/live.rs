@@ -69,6 +69,7 @@ fn main() {
         ("ctl_reaches_a_running_shell", ctl_reaches_a_running_shell),
         ("metrics_and_show_agree", metrics_and_show_agree),
         ("stages_on_two_cpus_forward_everything", stages_on_two_cpus_forward_everything),
+        ("a_change_takes_effect_at_once", a_change_takes_effect_at_once),
     ];
     let filters: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let chosen: Vec<_> = tests
@@ -921,4 +922,66 @@ fn stages_on_two_cpus_forward_everything() {
     let s = t.stop_json();
     assert!(s["b_to_a"].is_null(), "one way");
     assert_eq!(s["a_to_b"]["in_flight"], 0);
+}
+
+fn a_change_takes_effect_at_once() {
+    let mut t = Topo::new();
+    let name = format!("t{}e{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    t.start_with("afpacket", &["--delay", "10ms", "--name", &name]);
+    // The sink notes each datagram's one-way delay (both ends read CLOCK_MONOTONIC).
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let sink = in_ns(&t.sink, move || {
+        let sock = pathem_io::udp::TimestampedUdp::bind(format!("{SINK_IP}:9998").parse().unwrap()).unwrap();
+        sock.socket().set_read_timeout(Some(Duration::from_millis(10))).unwrap();
+        ready_tx.send(()).unwrap();
+        let mut buf = [0u8; 64];
+        let mut seen: Vec<(u64, u64)> = Vec::new();
+        let end = std::time::Instant::now() + Duration::from_secs(3);
+        while std::time::Instant::now() < end {
+            if let Ok(r) = sock.recv_nowait(&mut buf) {
+                let sent = u64::from_be_bytes(buf[..8].try_into().unwrap());
+                seen.push((sent, r.at.as_nanos()));
+            } else {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        seen
+    });
+    ready_rx.recv().unwrap();
+    let sender = in_ns(&t.gen, move || {
+        let sock = std::net::UdpSocket::bind((GEN_IP, 0)).unwrap();
+        let end = std::time::Instant::now() + Duration::from_millis(2500);
+        while std::time::Instant::now() < end {
+            let now = monotonic_now().as_nanos();
+            let _ = sock.send_to(&now.to_be_bytes(), (SINK_IP, 9998));
+            let until = now + 50_000;
+            while monotonic_now().as_nanos() < until {
+                std::hint::spin_loop();
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_millis(1000));
+    let asked = monotonic_now().as_nanos();
+    let out = ctl(&[&name, "set", "--delay", "30ms"]);
+    let answered = monotonic_now().as_nanos();
+    assert!(out.status.success());
+    sender.join().unwrap();
+    let seen = sink.join().unwrap();
+    // The first datagram that was delayed 30 ms (both directions of ping are not involved).
+    let first = seen
+        .iter()
+        .filter(|(s, r)| r - s > 25_000_000)
+        .map(|(s, _)| *s)
+        .min()
+        .expect("the change took effect");
+    let last_old = seen.iter().filter(|(s, r)| r - s < 15_000_000).map(|(s, _)| *s).max().unwrap();
+    eprintln!(
+        "ctl set: `pathem ctl` ran {:.2} ms; the first frame with the new delay was sent {:.2} ms after it was started ({:.2} ms after it returned); the last with the old, {:.2} ms after",
+        (answered - asked) as f64 / 1e6,
+        (first as f64 - asked as f64) / 1e6,
+        (first as f64 - answered as f64) / 1e6,
+        (last_old as f64 - asked as f64) / 1e6
+    );
+    assert!(first < answered + 50_000_000, "applied by the next frames");
+    assert!(last_old < first, "no old delay after the new one");
 }
