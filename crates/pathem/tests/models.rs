@@ -6,7 +6,7 @@ use pathem_model::Nanos;
 use std::path::Path;
 
 mod common;
-use common::{cbr, pathem, seq, Dir};
+use common::{bursts, cbr, pathem, seq, Dir};
 
 /// Replays `frames` with `args`; returns the output frames as (time, bytes) and the stats.
 fn replay(d: &Dir, frames: &[(Nanos, Vec<u8>)], args: &[&str]) -> (Vec<(Nanos, Vec<u8>)>, serde_json::Value) {
@@ -28,20 +28,6 @@ fn lost_pattern(n: u64, out: &[(Nanos, Vec<u8>)]) -> Vec<bool> {
         lost[seq(f) as usize] = false;
     }
     lost
-}
-
-fn bursts(lost: &[bool]) -> Vec<usize> {
-    let mut out = Vec::new();
-    let mut run = 0;
-    for &l in lost.iter().chain([false].iter()) {
-        if l {
-            run += 1;
-        } else if run > 0 {
-            out.push(run);
-            run = 0;
-        }
-    }
-    out
 }
 
 #[test]

@@ -3,7 +3,7 @@
 use pathem_io::mem::udp_frame;
 
 mod common;
-use common::{cbr, pathem, seq, Dir};
+use common::{bursts, cbr, pathem, seq, Dir};
 use pathem_io::pcap::{read_capture, write_capture};
 use pathem_model::Nanos;
 use std::path::Path;
@@ -483,17 +483,9 @@ fn a_gilbert_elliott_chain_keeps_its_state_across_changes() {
     for (_, _, f) in read_capture(&d.path("out.pcap")).unwrap() {
         lost[seq(&f) as usize] = false;
     }
-    let (mut bursts, mut run) = (Vec::new(), 0u64);
-    for &l in lost.iter().chain([false].iter()) {
-        if l {
-            run += 1;
-        } else if run > 0 {
-            bursts.push(run);
-            run = 0;
-        }
-    }
+    let bursts = bursts(&lost);
     let rate = lost.iter().filter(|&&l| l).count() as f64 / n as f64;
-    let mean = bursts.iter().sum::<u64>() as f64 / bursts.len() as f64;
+    let mean = bursts.iter().sum::<usize>() as f64 / bursts.len() as f64;
     // ~800 bursts: the mean's standard error is ~1.8 frames (3.5%); 10% is about 3 sigma.
     assert!((mean / 50.0 - 1.0).abs() < 0.1, "mean burst {mean} over {} bursts", bursts.len());
     assert!((rate / 0.1 - 1.0).abs() < 0.15, "loss rate {rate}");

@@ -35,3 +35,18 @@ pub fn cbr(n: u64, size: usize, gap: Nanos) -> Vec<(Nanos, Vec<u8>)> {
 pub fn seq(frame: &[u8]) -> u64 {
     u64::from_be_bytes(frame[42..50].try_into().unwrap())
 }
+
+/// Lengths of the runs of `true` (loss bursts) in a loss pattern.
+pub fn bursts(lost: &[bool]) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut run = 0;
+    for &l in lost.iter().chain([false].iter()) {
+        if l {
+            run += 1;
+        } else if run > 0 {
+            out.push(run);
+            run = 0;
+        }
+    }
+    out
+}
