@@ -126,13 +126,23 @@ pub fn specs(data: &[u8]) {
     }
 }
 
-/// The TOML config file; what parses is turned into paths (files it names are read, and fail).
+/// The TOML config file and the schedule file (`TIME FLAGS` lines); what parses is turned into
+/// paths (files they name are read, and fail).
 pub fn config(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
-    let Ok(file) = pathem::config::parse(text) else { return };
-    for spec in [&file.a_to_b, &file.b_to_a] {
-        if let Ok(path) = spec.to_config() {
-            exercise(&path);
+    if let Ok(file) = pathem::config::parse(text) {
+        for spec in [&file.a_to_b, &file.b_to_a] {
+            if let Ok(path) = spec.to_config() {
+                exercise(&path);
+            }
+        }
+    }
+    let base = pathem::spec::PathSpec::default();
+    if let Ok(s) = pathem::schedule::parse(text, &base, std::path::Path::new("/nonexistent")) {
+        if let Ok(schedule) = pathem::schedule::to_schedule(&s, std::path::Path::new("fuzz")) {
+            for (_, path) in schedule.steps() {
+                exercise(path);
+            }
         }
     }
 }
