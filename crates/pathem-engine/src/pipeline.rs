@@ -205,7 +205,7 @@ pub struct Output<T> {
     done: Arc<AtomicBool>,
 }
 
-/// How often the receive port's kernel drop count is read (a system call on live ports).
+/// How often the receive port's kernel drop count and the occupancy gauges are read.
 const DROPS_EVERY: Nanos = Nanos::from_millis(10);
 /// While frames wait in a transmit port that took none of them, flush it again this often.
 const TX_RETRY: Nanos = Nanos::from_micros(100);
@@ -367,11 +367,11 @@ impl<R: RxPort> Input<R> {
                 return Ok(Next::Ended);
             }
         };
+        // Kernel drops and occupancy are read every 10 ms, not per round: a system call on
+        // live ports, and nobody reads them faster.
         if now >= self.drops_read + DROPS_EVERY {
             self.drops_read = now;
             self.counters.port_rx_dropped.set(self.rx.kernel_drops());
-            self.ingress.gauges(now);
-        } else if received > 0 {
             self.ingress.gauges(now);
         }
         // Wake for the next change, so an idle link still changes on time.

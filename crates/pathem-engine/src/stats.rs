@@ -45,6 +45,8 @@ impl Counter {
 pub struct Counters {
     pub rx_packets: Counter,
     pub rx_bytes: Counter,
+    /// Written by ingress: records written into the delay line (a duplicate is a record).
+    pub written: Counter,
     pub tx_packets: Counter,
     pub tx_bytes: Counter,
     pub dropped: [Counter; DropReason::ALL.len()],
@@ -57,8 +59,6 @@ pub struct Counters {
     pub reordered: Counter,
     /// Written by egress: how late after its release time each frame was handed to the port.
     pub late: Lateness,
-    /// Written by ingress: records written into the delay line (a duplicate is a record).
-    pub written: Counter,
     /// Written by the receiving side: frames the kernel or NIC dropped before pathem saw them.
     pub port_rx_dropped: Counter,
     /// Written by egress (a gauge): frames handed to the transmit port that still wait there.
