@@ -36,8 +36,9 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub seed: u64,
     /// Run the direction's input and output stages on two threads (CPUs 0 and 1), and compare
-    /// with the same path on one thread in the same round.
-    #[arg(long, conflicts_with_all = ["live", "hiccups"])]
+    /// with the same path on one thread in the same round (with --live: as `run --one-way
+    /// --cores 0,1` does).
+    #[arg(long, conflicts_with = "hiccups")]
     pub split: bool,
     /// Print one JSON object instead of a table.
     #[arg(long)]
@@ -145,7 +146,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
             return Err(usage("--sizes: accepted: frame sizes from 60 to 1514 bytes"));
         }
         crate::within("--seconds", args.seconds, 0.001..=3600.0, "above 0, up to 3600")?;
-        return crate::bench_live::main(&args.live, &args.sizes, args.seconds, args.json);
+        return crate::bench_live::main(&args.live, &args.sizes, args.seconds, args.split, args.json);
     }
     crate::within("--packets", args.packets, 1..=1_000_000_000_000, "1 to 10^12")?;
     crate::within("--runs", args.runs, 1..=1000, "1 to 1000")?;

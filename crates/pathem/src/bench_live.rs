@@ -73,6 +73,7 @@ enum Forwarder {
 
 impl Forwarder {
     fn start(bed: &Bed, kind: &str, mode: &str, path: &PathConfig) -> anyhow::Result<Forwarder> {
+        let split = mode == "split";
         let ports = PortOptions { max_frame: 2048, ..PortOptions::default() };
         let (a, b, mid) = (format!("{kind}:pa"), format!("{kind}:pb"), bed.mid().to_string());
         if mode != "bypass" {
@@ -81,7 +82,8 @@ impl Forwarder {
                 b,
                 ab: path.clone(),
                 ba: PathConfig::default(),
-                one_way: false,
+                // Split: a→b's input and output on CPUs 0 and 1, as `run --one-way --cores 0,1`.
+                one_way: split,
                 seed: 1,
                 engine: EngineConfig {
                     max_frame: 2048,
@@ -89,7 +91,7 @@ impl Forwarder {
                     ..EngineConfig::default()
                 },
                 ports,
-                cores: Vec::new(),
+                cores: if split { vec![0, 1] } else { Vec::new() },
                 netns: Some(mid),
                 keep_offloads: false,
                 schedule_ab: None,
@@ -163,7 +165,7 @@ fn one(
 }
 
 /// Runs the live benchmark for each port kind and frame size.
-pub fn main(kinds: &[String], sizes: &[usize], secs: f64, json: bool) -> anyhow::Result<()> {
+pub fn main(kinds: &[String], sizes: &[usize], secs: f64, split: bool, json: bool) -> anyhow::Result<()> {
     let bed = Bed::through(&format!("pb{}", std::process::id())).map_err(crate::usage)?;
     let impaired = PathConfig {
         link: Some(pathem_model::link::LinkConfig::rate("10gbit".parse()?)),
@@ -175,11 +177,15 @@ pub fn main(kinds: &[String], sizes: &[usize], secs: f64, json: bool) -> anyhow:
     for kind in kinds {
         for &size in sizes {
             let mut raw = 0.0;
-            for (mode, path) in [
+            let mut modes = vec![
                 ("bypass", PathConfig::default()),
                 ("engine", PathConfig::default()),
                 ("impaired", impaired.clone()),
-            ] {
+            ];
+            if split {
+                modes.push(("split", impaired.clone()));
+            }
+            for (mode, path) in modes {
                 let (offered, forwarded) = one(&bed, kind, size, mode, &path, secs)?;
                 if mode == "bypass" {
                     raw = forwarded;
@@ -211,6 +217,9 @@ pub fn main(kinds: &[String], sizes: &[usize], secs: f64, json: bool) -> anyhow:
         println!("{}", serde_json::to_string(&rows)?);
     } else {
         println!("impaired = delay 1ms, loss 1% (a loss shows as 1% less forwarded), rate 10gbit");
+        if split {
+            println!("split = impaired, one way, its input and output stages on CPUs 0 and 1 (the generator shares them)");
+        }
     }
     Ok(())
 }
