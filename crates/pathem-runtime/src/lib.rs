@@ -13,7 +13,9 @@
 //! The wait policy of every live loop is `pathem_engine::wait`; the namespaces the commands
 //! and tests build are [`testbed`].
 
+pub mod bench;
 pub mod control;
+pub mod hiccups;
 pub mod link;
 pub mod metrics;
 pub mod testbed;

@@ -8,13 +8,11 @@
 use crate::spec::PathSpec;
 use crate::usage;
 use clap::Args;
-use pathem_engine::{run, Clock, EngineConfig, MonotonicClock, Pipeline, Stats};
-use pathem_io::mem::{MemSink, MemSource, Pace};
-use pathem_model::rng::direction_seed;
-use pathem_model::units::Rate;
+use pathem_engine::Stats;
 use pathem_model::PathConfig;
+pub use pathem_runtime::bench::median;
+use pathem_runtime::bench::{engine_alone, engine_split};
 use serde::Serialize;
-use std::sync::atomic::AtomicBool;
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -79,56 +77,14 @@ struct BenchReport {
     last_run: Stats,
 }
 
-/// One run with the input and output stages on two pinned threads: wall nanoseconds per frame
-/// (both threads spin all the time, so wall time is busy time).
-fn measure_split(path: &PathConfig, args: &BenchArgs) -> anyhow::Result<(f64, Stats)> {
-    let engine = EngineConfig { line_rate: Rate(100_000_000_000), ..EngineConfig::default() };
-    let src = MemSource::new(args.packets, args.size, Pace::AsFastAsPossible);
-    let pipe = Pipeline::new(src, MemSink::default(), path, direction_seed(args.seed, 0), &engine)
-        .map_err(crate::engine_error)?;
-    let counters = pipe.counters().clone();
-    let (mut input, mut output) = pipe.split();
-    let stop = AtomicBool::new(false);
-    let t0 = pathem_engine::monotonic_now();
-    std::thread::scope(|s| -> anyhow::Result<()> {
-        let out = s.spawn(|| -> anyhow::Result<()> {
-            crate::run::pin(1)?;
-            run(&mut [&mut output], &mut MonotonicClock::new(), &stop)?;
-            Ok(())
-        });
-        crate::run::pin(0)?;
-        run(&mut [&mut input], &mut MonotonicClock::new(), &stop)?;
-        out.join().map_err(|_| anyhow::anyhow!("the output thread panicked"))??;
-        Ok(())
-    })?;
-    let wall = pathem_engine::monotonic_now() - t0;
-    Ok((wall.as_nanos() as f64 / args.packets as f64, counters.snapshot()))
-}
-
-/// One run: busy nanoseconds per offered frame, and the counters.
+/// One run of the engine alone on one thread.
 fn measure(path: &PathConfig, args: &BenchArgs) -> anyhow::Result<(f64, Stats)> {
-    // The in-memory source is as fast as the engine: size the delay line for a fast line.
-    let engine = EngineConfig { line_rate: Rate(100_000_000_000), ..EngineConfig::default() };
-    let src = MemSource::new(args.packets, args.size, Pace::AsFastAsPossible);
-    let mut pipe = Pipeline::new(src, MemSink::default(), path, direction_seed(args.seed, 0), &engine)
-        .map_err(crate::engine_error)?;
-    let mut clock = MonotonicClock::new();
-    let t0 = clock.now();
-    run(&mut [&mut pipe], &mut clock, &AtomicBool::new(false))?;
-    let busy = (clock.now() - t0).saturating_sub(clock.idle());
-    Ok((busy.as_nanos() as f64 / args.packets as f64, pipe.counters().snapshot()))
+    engine_alone(path, args.packets, args.size, args.seed).map_err(crate::run::runtime_error)
 }
 
-/// The median (the mean of the middle two for an even count).
-pub fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
+/// One run with the engine split over CPUs 0 and 1.
+fn measure_split(path: &PathConfig, args: &BenchArgs) -> anyhow::Result<(f64, Stats)> {
+    engine_split(path, args.packets, args.size, args.seed).map_err(crate::run::runtime_error)
 }
 
 pub fn main(args: BenchArgs) -> anyhow::Result<()> {
@@ -266,13 +222,4 @@ fn split(path: &PathConfig, args: &BenchArgs) -> anyhow::Result<()> {
         println!("  ratio           {ratio:>7.2} (split / one thread, median of paired rounds)");
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn median_odd_even() {
-        assert_eq!(super::median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(super::median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-    }
 }

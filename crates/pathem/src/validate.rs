@@ -498,10 +498,10 @@ fn target(args: &ValidateArgs, b: &Bed) -> anyhow::Result<()> {
             );
         }
     }
-    let hiccups = crate::hiccups::measure(secs.min(5.0));
+    let hiccups = pathem_runtime::hiccups::measure(secs.min(5.0));
     println!("  what bounds the tail: a busy-polling thread on each CPU, measured right after");
     for h in &hiccups {
-        println!("    {}", crate::hiccups::describe(h));
+        println!("    {}", pathem_runtime::hiccups::describe(h));
     }
     println!(
         "  a frame due while pathem's CPU is away leaves when it comes back; at 100 kpps a gap of G us delays about G/10 frames"

@@ -1,0 +1,216 @@
+//! The benchmarks' measuring loops (`pathem bench`): the engine alone on synthetic frames,
+//! on one thread or split over two, and live forwarding on a veth bed.
+//!
+//! The engine runs are what `run` runs, minus the ports: in-memory frames through the real
+//! stages with the real clock. The live runs go through [`crate::Link`], the very link `run`
+//! starts, next to pathem's raw port loop (no engine) as the reference.
+
+use crate::link::pin;
+use crate::testbed::{enter, Bed};
+use crate::{Error, Link, LinkSpec};
+use pathem_engine::{
+    monotonic_now, run, Clock, EngineConfig, MonotonicClock, Next, Pipeline, Stats, Task, DEFAULT_BUSY_POLL,
+};
+use pathem_io::afpacket::AfPacketTx;
+use pathem_io::live::{self, LiveRx, LiveTx, PortOptions};
+use pathem_io::mem::{udp_frame, MemSink, MemSource, Pace};
+use pathem_io::{RxPort, TxPort};
+use pathem_model::rng::direction_seed;
+use pathem_model::units::Rate;
+use pathem_model::{Nanos, PathConfig};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// One run with the input and output stages on two pinned threads: wall nanoseconds per frame
+/// (both threads spin all the time, so wall time is busy time).
+pub fn engine_split(path: &PathConfig, packets: u64, size: usize, seed: u64) -> Result<(f64, Stats), Error> {
+    let engine = EngineConfig { line_rate: Rate(100_000_000_000), ..EngineConfig::default() };
+    let src = MemSource::new(packets, size, Pace::AsFastAsPossible);
+    let pipe = Pipeline::new(src, MemSink::default(), path, direction_seed(seed, 0), &engine)?;
+    let counters = pipe.counters().clone();
+    let (mut input, mut output) = pipe.split();
+    let stop = AtomicBool::new(false);
+    let t0 = pathem_engine::monotonic_now();
+    std::thread::scope(|s| -> Result<(), Error> {
+        let out = s.spawn(|| -> Result<(), Error> {
+            pin(1)?;
+            run(&mut [&mut output], &mut MonotonicClock::new(), &stop)?;
+            Ok(())
+        });
+        pin(0)?;
+        run(&mut [&mut input], &mut MonotonicClock::new(), &stop)?;
+        out.join().map_err(|_| Error::Panicked("output"))??;
+        Ok(())
+    })?;
+    let wall = pathem_engine::monotonic_now() - t0;
+    Ok((wall.as_nanos() as f64 / packets as f64, counters.snapshot()))
+}
+
+/// One run: busy nanoseconds per offered frame, and the counters.
+pub fn engine_alone(path: &PathConfig, packets: u64, size: usize, seed: u64) -> Result<(f64, Stats), Error> {
+    // The in-memory source is as fast as the engine: size the delay line for a fast line.
+    let engine = EngineConfig { line_rate: Rate(100_000_000_000), ..EngineConfig::default() };
+    let src = MemSource::new(packets, size, Pace::AsFastAsPossible);
+    let mut pipe = Pipeline::new(src, MemSink::default(), path, direction_seed(seed, 0), &engine)?;
+    let mut clock = MonotonicClock::new();
+    let t0 = clock.now();
+    run(&mut [&mut pipe], &mut clock, &AtomicBool::new(false))?;
+    let busy = (clock.now() - t0).saturating_sub(clock.idle());
+    Ok((busy.as_nanos() as f64 / packets as f64, pipe.counters().snapshot()))
+}
+
+/// The median (the mean of the middle two for an even count).
+pub fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+// ---- live ---------------------------------------------------------------------------------
+
+fn rx_packets(ns: &str, dev: &str) -> u64 {
+    let out = Command::new("ip").args(["-n", ns, "-s", "-j", "link", "show", dev]).output();
+    let v: serde_json::Value =
+        out.ok().and_then(|o| serde_json::from_slice(&o.stdout).ok()).unwrap_or_default();
+    v[0]["stats64"]["rx"]["packets"].as_u64().unwrap_or(0)
+}
+
+/// pathem's port loop without the engine: what the port type alone can forward.
+struct Bypass {
+    rx: LiveRx,
+    tx: LiveTx,
+}
+
+impl Task for Bypass {
+    fn poll(&mut self, now: Nanos) -> Result<Next, pathem_engine::Error> {
+        let tx = &mut self.tx;
+        self.rx.recv_burst(now, 64, |f| {
+            if !tx.send(now, f.wire_len, f.data) {
+                let _ = tx.flush();
+                tx.send(now, f.wire_len, f.data);
+            }
+        })?;
+        self.tx.flush()?;
+        Ok(match self.rx.poll_at() {
+            pathem_io::PollAt::Now => Next::Now,
+            _ => Next::Soon,
+        })
+    }
+}
+
+/// The forwarder of one run: pathem's raw port loop, or the runtime's link.
+enum Forwarder {
+    Raw(std::thread::JoinHandle<Result<(), Error>>, Arc<AtomicBool>),
+    Link(Box<Link>),
+}
+
+impl Forwarder {
+    fn start(bed: &Bed, kind: &str, mode: &str, path: &PathConfig) -> Result<Forwarder, Error> {
+        let split = mode == "split";
+        let ports = PortOptions { max_frame: 2048, ..PortOptions::default() };
+        let (a, b, mid) = (format!("{kind}:pa"), format!("{kind}:pb"), bed.mid().to_string());
+        if mode != "bypass" {
+            let spec = LinkSpec {
+                a,
+                b,
+                ab: path.clone(),
+                ba: PathConfig::default(),
+                // Split: a→b's input and output on CPUs 0 and 1, as `run --one-way --cores 0,1`.
+                one_way: split,
+                seed: 1,
+                engine: EngineConfig {
+                    max_frame: 2048,
+                    busy_poll: DEFAULT_BUSY_POLL,
+                    ..EngineConfig::default()
+                },
+                ports,
+                cores: if split { vec![0, 1] } else { Vec::new() },
+                netns: Some(mid),
+                keep_offloads: false,
+                schedule_ab: None,
+                schedule_ba: None,
+            };
+            return Ok(Forwarder::Link(Box::new(Link::start(spec)?)));
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let stop2 = stop.clone();
+        let fwd = std::thread::spawn(move || -> Result<(), Error> {
+            enter(&mid)?;
+            let a = live::open(&a, &ports)?;
+            let b = live::open(&b, &ports)?;
+            let mut clock = MonotonicClock::waiting_on(vec![a.rx.raw_fd()]);
+            let _ = ready_tx.send(());
+            let mut t = Bypass { rx: a.rx, tx: b.tx };
+            run(&mut [&mut t], &mut clock, &stop2)?;
+            Ok(())
+        });
+        if ready_rx.recv().is_err() {
+            fwd.join().map_err(|_| Error::Panicked("forwarder"))??;
+            return Err(Error::Bed("the forwarder ended before it was ready".into()));
+        }
+        Ok(Forwarder::Raw(fwd, stop))
+    }
+
+    fn stop(self) -> Result<(), Error> {
+        match self {
+            Forwarder::Raw(h, stop) => {
+                stop.store(true, Ordering::Relaxed);
+                h.join().map_err(|_| Error::Panicked("forwarder"))?
+            }
+            Forwarder::Link(l) => l.stop().map(|_| ()),
+        }
+    }
+}
+
+/// One run of the live benchmark: a generator floods g0 with frames of `size` for `secs`,
+/// pathem forwards pa → pb in `mode` (`bypass`: its port loop without the engine, the raw rate
+/// of the port type; `engine`/`impaired`: the runtime's link, as `run`; `split`: one way, its
+/// input and output stages on CPUs 0 and 1). Returns the offered and forwarded Mpps.
+pub fn live_run(
+    bed: &Bed,
+    kind: &str,
+    size: usize,
+    mode: &'static str,
+    path: &PathConfig,
+    secs: f64,
+) -> Result<(f64, f64), Error> {
+    let fwd = Forwarder::start(bed, kind, mode, path)?;
+    let before = rx_packets(&bed.sink, "s0");
+    let g = bed.gen.clone();
+    let gen = std::thread::spawn(move || -> Result<(u64, f64), Error> {
+        enter(&g)?;
+        let mut tx = AfPacketTx::open("g0", 2048)?;
+        let frame = udp_frame(size, 0);
+        let start = monotonic_now();
+        let end = start + Nanos((secs * 1e9) as u64);
+        let mut sent = 0u64;
+        while monotonic_now() < end {
+            for _ in 0..64 {
+                sent += u64::from(tx.send(Nanos::ZERO, size as u32, &frame));
+            }
+            tx.flush()?;
+        }
+        Ok((sent - tx.errors - tx.queued() as u64, (monotonic_now() - start).as_secs_f64()))
+    });
+    let (sent, took) = gen.join().map_err(|_| Error::Panicked("generator"))??;
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let got = rx_packets(&bed.sink, "s0") - before;
+    fwd.stop()?;
+    Ok((sent as f64 / took / 1e6, got as f64 / took / 1e6))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn median_odd_even() {
+        assert_eq!(super::median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(super::median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+}
