@@ -11,6 +11,7 @@
 
 pub mod afpacket;
 pub mod afxdp;
+pub mod host;
 pub mod iface;
 pub mod kstamp;
 pub mod live;

@@ -7,6 +7,7 @@ pub mod net;
 pub mod packet;
 pub mod pattern;
 pub mod plot;
+pub mod session;
 
 pub use analysis::{analyse, Sample, Series, Summary};
 pub use pattern::{Pattern, Schedule};

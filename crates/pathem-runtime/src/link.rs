@@ -186,10 +186,7 @@ const DRAIN: Duration = Duration::from_millis(200);
 
 /// Pins the calling thread to `cpu`.
 pub fn pin(cpu: usize) -> Result<(), Error> {
-    let mut set = nix::sched::CpuSet::new();
-    set.set(cpu).map_err(|_| Error::Cores(format!("--cores: no CPU {cpu}")))?;
-    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
-        .map_err(|e| Error::Cores(format!("--cores: cannot pin to CPU {cpu} ({e})")))
+    pathem_io::host::pin_to_cpu(cpu).map_err(Error::Cores)
 }
 
 /// The interface part of a port spec.

@@ -42,11 +42,7 @@ pub fn quiet(cmd: &str, args: &[&str]) -> bool {
 /// Moves the calling thread (and the sockets it opens, the processes it starts) into network
 /// namespace `name`.
 pub fn enter(name: &str) -> Result<(), Error> {
-    let f = std::fs::File::open(format!("/run/netns/{name}")).map_err(|e| {
-        Error::Bed(format!("network namespace {name}: {e} (`ip netns list` shows those there are)"))
-    })?;
-    nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET)
-        .map_err(|e| Error::Bed(format!("cannot enter namespace {name}: {e}")))
+    pathem_io::host::enter_netns(name).map_err(Error::Bed)
 }
 
 /// Turns off the offloads that would hand out frames larger than the wire's, on `dev` in `ns`.

@@ -9,49 +9,12 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use pathem_io::udp::TimestampedUdp;
 use pathem_model::loss::LossConfig;
-use pathem_model::units::{Duration, Rate, UnitError};
-use pathem_probe::{analyse, net, plot, Pattern, Schedule, Summary};
+use pathem_model::units::Duration;
+pub use pathem_probe::session::ProbeRate;
+use pathem_probe::session::{self, Plan};
+use pathem_probe::{analyse, plot, Pattern, Summary};
 use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
-use std::str::FromStr;
-
-/// Bytes of Ethernet, IPv4 and UDP headers around the probe's payload.
-const HEADERS: usize = 42;
-
-/// `--rate`: datagrams per second (`100kpps`) or bits per second of frames (`10mbit`).
-#[derive(Clone, Copy, Debug)]
-pub enum ProbeRate {
-    Pps(f64),
-    Bits(Rate),
-}
-
-impl FromStr for ProbeRate {
-    type Err = UnitError;
-    fn from_str(s: &str) -> Result<Self, UnitError> {
-        let t = s.trim().to_ascii_lowercase();
-        if let Some(n) = t.strip_suffix("pps") {
-            let (num, scale) = match n.strip_suffix('k') {
-                Some(k) => (k, 1e3),
-                None => match n.strip_suffix('m') {
-                    Some(m) => (m, 1e6),
-                    None => (n, 1.0),
-                },
-            };
-            return match num.parse::<f64>() {
-                Ok(v) if v > 0.0 && v.is_finite() => Ok(ProbeRate::Pps(v * scale)),
-                _ => Err(UnitError {
-                    value: s.into(),
-                    reason: "is not a rate above 0".into(),
-                    accepted: "datagrams per second like 1000pps, 100kpps, or a bit rate like 10mbit",
-                }),
-            };
-        }
-        s.parse::<Rate>().map(ProbeRate::Bits).map_err(|e| UnitError {
-            accepted: "datagrams per second like 1000pps, 100kpps, or a bit rate like 10mbit",
-            ..e
-        })
-    }
-}
 
 #[derive(Args, Debug, Clone)]
 pub struct SendOpts {
@@ -142,81 +105,16 @@ pub struct ProbeArgs {
     pub command: ProbeCommand,
 }
 
-/// Most datagrams one probe sends: a day at 100 kpps is 8.6 · 10^9.
-const MAX_COUNT: u64 = 10_000_000_000;
-
-/// Datagrams per second and the count to send.
-fn plan(o: &SendOpts) -> anyhow::Result<(f64, u64)> {
-    if !(HEADERS + pathem_probe::packet::HEADER..=1514).contains(&o.size) {
-        return Err(usage(format!("--size {}: accepted: 62 to 1514 bytes (frame on the wire)", o.size)));
-    }
-    let pps = match (o.rate, o.pattern) {
-        (_, Pattern::Burst { n, every }) => f64::from(n) * 1e9 / every.as_nanos() as f64,
-        (ProbeRate::Pps(p), _) => p,
-        (ProbeRate::Bits(r), _) => r.bits_per_sec() as f64 / (o.size as f64 * 8.0),
-    };
-    let count = match (o.count, o.duration) {
-        (Some(n), _) if n == 0 || n > MAX_COUNT => {
-            return Err(usage(format!("--count {n}: accepted: 1 to {MAX_COUNT} datagrams")))
-        }
-        (Some(n), _) => n,
-        (None, Some(d)) if d.0 > pathem_model::Nanos::from_secs(86_400) => {
-            return Err(usage(format!("--duration {}: accepted: up to 1 day (86400s)", d.0)))
-        }
-        (None, Some(d)) => ((d.0.as_secs_f64() * pps).ceil() as u64).max(1),
-        (None, None) => (pps * 5.0).ceil() as u64,
-    };
-    Ok((pps, count))
-}
-
-/// Sends; returns the kernel transmit timestamps by sequence number (where given).
-fn do_send(
-    sock: &UdpSocket,
-    to: SocketAddr,
-    o: &SendOpts,
-) -> anyhow::Result<Vec<Option<pathem_model::Nanos>>> {
-    let (pps, count) = plan(o)?;
-    let schedule = Schedule::new(o.pattern, pps, o.seed);
-    let progress = count as f64 / pps > 3.0;
-    net::send(sock, to, o.size - HEADERS, count, schedule, progress).context("sending")
-}
-
-fn theory(model: &LossConfig) -> Option<Box<dyn Fn(u64) -> f64>> {
-    match *model {
-        // A burst continues while each next frame is lost too.
-        LossConfig::Random(p) => {
-            let p = p.get();
-            Some(Box::new(move |k| 1.0 - p.powi(k as i32)))
-        }
-        LossConfig::GilbertElliott { r, loss_bad, loss_good, .. }
-            if loss_bad.get() == 1.0 && loss_good.get() == 0.0 =>
-        {
-            let r = r.get();
-            Some(Box::new(move |k| 1.0 - (1.0 - r).powi(k as i32)))
-        }
-        _ => None,
-    }
+/// The sender's plan from its flags; a bad one is a usage error.
+fn plan(o: &SendOpts) -> anyhow::Result<Plan> {
+    Plan::new(o.pattern, o.rate, o.size, o.count, o.duration.map(|d| d.0), o.seed).map_err(usage)
 }
 
 /// Receives, analyses and reports; returns the summary.
 pub fn do_recv(sock: &TimestampedUdp, o: &RecvOpts, announced: Option<u64>) -> anyhow::Result<Summary> {
     let idle = std::time::Duration::from_nanos(o.idle.0.as_nanos());
-    let (samples, total) =
-        net::receive(sock, std::time::Duration::from_millis(300), idle, !o.quiet).context("receiving")?;
+    let (samples, total) = session::receive(sock, idle, !o.quiet).context("receiving")?;
     analyse_and_report(samples, total.or(announced), o)
-}
-
-/// With both ends on one host: the kernel's transmit timestamps replace the sender's own.
-fn with_tx_stamps(
-    mut samples: Vec<pathem_probe::Sample>,
-    tx: &[Option<pathem_model::Nanos>],
-) -> Vec<pathem_probe::Sample> {
-    for s in &mut samples {
-        if let Some(Some(t)) = tx.get(s.seq as usize) {
-            s.sent = *t;
-        }
-    }
-    samples
 }
 
 fn analyse_and_report(
@@ -241,7 +139,7 @@ fn analyse_and_report(
             .with_context(|| format!("cannot write {}", p.display()))?;
     }
     if let Some(dir) = &o.figures {
-        let th = o.expect_loss.as_ref().and_then(theory);
+        let th = o.expect_loss.as_ref().and_then(session::theory);
         let files = plot::all(&series, th.as_deref(), dir, "").map_err(|e| anyhow::anyhow!(e))?;
         for f in files.iter().filter(|_| !o.quiet) {
             println!("  figure     {}", f.display());
@@ -293,10 +191,6 @@ fn print_summary(s: &Summary, expect_loss: Option<&LossConfig>) {
     );
 }
 
-fn enter(ns: &Option<String>) -> anyhow::Result<()> {
-    ns.as_deref().map_or(Ok(()), |n| pathem_runtime::testbed::enter(n).map_err(usage))
-}
-
 /// Runs a sender and a receiver on this host; returns the receiver's summary.
 pub fn pair(
     to: SocketAddr,
@@ -306,34 +200,11 @@ pub fn pair(
     s: &SendOpts,
     r: &RecvOpts,
 ) -> anyhow::Result<Summary> {
-    let (_, count) = plan(s)?;
-    let pin = move || cpu.map_or(Ok(()), crate::run::pin);
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let r2 = r.clone();
-    let receiver = std::thread::spawn(move || -> anyhow::Result<(Vec<pathem_probe::Sample>, Option<u64>)> {
-        enter(&recv_ns)?;
-        pin()?;
-        let sock = TimestampedUdp::bind(to)?;
-        let _ = ready_tx.send(());
-        let idle = std::time::Duration::from_nanos(r2.idle.0.as_nanos());
-        let (samples, total) =
-            net::receive(&sock, std::time::Duration::from_millis(300), idle, false).context("receiving")?;
-        Ok((samples, total.or(Some(count))))
-    });
-    if ready_rx.recv().is_err() {
-        receiver.join().map_err(|_| anyhow::anyhow!("receiver panicked"))??;
-        anyhow::bail!("the receiver stopped before the sender started");
-    }
-    let s2 = s.clone();
-    let sender = std::thread::spawn(move || -> anyhow::Result<Vec<Option<pathem_model::Nanos>>> {
-        enter(&send_ns)?;
-        pin()?;
-        let sock = UdpSocket::bind(("0.0.0.0", 0)).context("cannot bind the sender")?;
-        do_send(&sock, to, &s2)
-    });
-    let tx = sender.join().map_err(|_| anyhow::anyhow!("sender panicked"))??;
-    let (samples, total) = receiver.join().map_err(|_| anyhow::anyhow!("receiver panicked"))??;
-    analyse_and_report(with_tx_stamps(samples, &tx), total, r)
+    let plan = plan(s)?;
+    let idle = std::time::Duration::from_nanos(r.idle.0.as_nanos());
+    let (samples, total) =
+        session::pair(to, send_ns, recv_ns, cpu, &plan, idle).map_err(anyhow::Error::msg)?;
+    analyse_and_report(samples, Some(total), r)
 }
 
 /// The receiver's settings against their documented ranges.
@@ -350,7 +221,7 @@ pub fn main(args: ProbeArgs) -> anyhow::Result<()> {
     match args.command {
         ProbeCommand::Send { to, send } => {
             let sock = UdpSocket::bind(("0.0.0.0", 0)).context("cannot bind the sender")?;
-            let n = do_send(&sock, to, &send)?.len();
+            let n = session::send(&sock, to, &plan(&send)?).context("sending")?.len();
             eprintln!("pathem probe: sent {n} datagrams to {to}");
         }
         ProbeCommand::Recv { listen, recv } => {
