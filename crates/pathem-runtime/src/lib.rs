@@ -19,6 +19,7 @@ pub mod hiccups;
 pub mod link;
 pub mod metrics;
 pub mod testbed;
+pub mod validate;
 
 pub use link::{Final, Link, LinkSpec, Started};
 
@@ -40,6 +41,9 @@ pub enum Error {
     /// The control socket, or a request to a running link.
     #[error("{0}")]
     Control(String),
+    /// A measurement (the probe, iperf3) failed.
+    #[error("{0}")]
+    Measure(String),
     /// A forwarding thread died.
     #[error("the {0} thread panicked")]
     Panicked(&'static str),

@@ -1,0 +1,374 @@
+//! `pathem validate`'s measurements: pathem between two namespaces, the probe through it,
+//! and what was configured against what was observed, with the tolerance used. The command
+//! line chooses the cases and prints the reports.
+
+use crate::testbed::{Bed, SINK_IP};
+use crate::{Error, Link, LinkSpec};
+use pathem_engine::{EngineConfig, Stats, DEFAULT_BUSY_POLL};
+use pathem_io::live::PortOptions;
+use pathem_model::loss::LossConfig;
+use pathem_model::{Nanos, PathConfig};
+use pathem_probe::session::{self, Plan, ProbeRate};
+use pathem_probe::{analyse, plot, Pattern, Summary};
+use serde::Serialize;
+use std::path::Path;
+use std::process::Command;
+
+/// One observed quantity against what was configured.
+#[derive(Serialize, Debug, Clone)]
+pub struct Check {
+    pub what: String,
+    pub configured: f64,
+    pub observed: f64,
+    pub tolerance: String,
+    pub pass: bool,
+}
+
+#[derive(Serialize, Debug)]
+pub struct CaseReport {
+    pub name: String,
+    pub flags: String,
+    pub checks: Vec<Check>,
+    pub summary: Summary,
+}
+
+/// Starts pathem between pa and pb in the bed's middle namespace (the a→b path is the one
+/// under test, b→a is transparent), on its own CPU, and resolves the receiver's address
+/// through it, so that the probe's first datagrams do not wait for ARP.
+pub fn forwarder(bed: &Bed, kind: &str, path: PathConfig) -> Result<Link, Error> {
+    let spec = LinkSpec {
+        a: format!("{kind}:pa"),
+        b: format!("{kind}:pb"),
+        ab: path,
+        ba: PathConfig::default(),
+        one_way: false,
+        seed: 1,
+        engine: EngineConfig { max_frame: 2048, busy_poll: DEFAULT_BUSY_POLL, ..EngineConfig::default() },
+        ports: PortOptions { max_frame: 2048, ..PortOptions::default() },
+        cores: cpus().map(|(_, fwd)| vec![fwd]).unwrap_or_default(),
+        netns: Some(bed.mid().to_string()),
+        keep_offloads: false,
+        schedule_ab: None,
+        schedule_ba: None,
+    };
+    let link = Link::start(spec)?;
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    bed.warm_up();
+    Ok(link)
+}
+
+/// On two CPUs or more: the probe's CPU and pathem's, so that the two busy parties (the
+/// sender and pathem) each have one; the receiver reads in batches and takes little.
+pub fn cpus() -> Option<(usize, usize)> {
+    let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    (n >= 2).then_some((0, n - 1))
+}
+
+/// Sends the probe from gen to sink through whatever joins them; draws its figures in `figures`.
+#[allow(clippy::too_many_arguments)]
+pub fn probe(
+    bed: &Bed,
+    pattern: Pattern,
+    pps: f64,
+    size: usize,
+    seconds: f64,
+    expect_delay: Nanos,
+    expect_loss: Option<&LossConfig>,
+    figures: &Path,
+) -> Result<Summary, Error> {
+    let plan = Plan::new(pattern, ProbeRate::Pps(pps), size, Some((pps * seconds) as u64), None, 1)
+        .map_err(Error::Measure)?;
+    let to = format!("{SINK_IP}:47001").parse().expect("a socket address");
+    let (g, s) = (Some(bed.gen.clone()), Some(bed.sink.clone()));
+    let idle = std::time::Duration::from_secs(3);
+    let (samples, sent) =
+        session::pair(to, g, s, cpus().map(|c| c.0), &plan, idle).map_err(Error::Measure)?;
+    if samples.is_empty() {
+        return Err(Error::Measure("no probe datagram arrived through the path".into()));
+    }
+    let (summary, series) = analyse(&samples, sent, expect_delay);
+    let theory = expect_loss.and_then(session::theory);
+    plot::all(&series, theory.as_deref(), figures, "").map_err(Error::Measure)?;
+    Ok(summary)
+}
+
+/// The machine's own noise floor: the same probe over a direct veth pair, no pathem.
+pub fn noise_floor(seconds: f64, figures: &Path) -> Result<Summary, Error> {
+    let direct = Bed::direct(&format!("pvd{}", std::process::id()))?;
+    probe(&direct, Pattern::Cbr, 10_000.0, 64, seconds, Nanos::ZERO, None, figures)
+}
+
+/// One path to check: pathem runs it a→b while the probe sends `pps` frames of `size` bytes.
+#[derive(Clone, Debug)]
+pub struct Case {
+    pub name: String,
+    /// The flags it was given, for the report.
+    pub flags: String,
+    pub path: PathConfig,
+    pub pps: f64,
+    pub size: usize,
+    /// The loss model whose burst CDF to draw next to the measured one.
+    pub expect_loss: Option<LossConfig>,
+}
+
+/// Runs `case` through pathem (`kind` ports) for `secs` and checks what came out. Delay checks
+/// are made on top of `base`, what the path adds with no impairment (the transparent case,
+/// measured first): its mean adds, its variance adds.
+pub fn run_case(
+    bed: &Bed,
+    kind: &str,
+    case: &Case,
+    secs: f64,
+    base: Option<(f64, f64)>,
+    dir: &Path,
+) -> Result<CaseReport, Error> {
+    let (path, pps, size) = (&case.path, case.pps, case.size);
+    let fwd = forwarder(bed, kind, path.clone())?;
+    let (delay_cfg, std_cfg) = path.delay.moments();
+    let s =
+        probe(bed, Pattern::Cbr, pps, size, secs, Nanos(delay_cfg as u64), case.expect_loss.as_ref(), dir);
+    fwd.stop()?;
+    let s = s?;
+    let mut checks = Vec::new();
+    // Delay checks are made on top of what the path adds with no impairment (the
+    // transparent case, measured first): its mean adds, its variance adds.
+    let (base_mean, base_std) = base.unwrap_or((0.0, 0.0));
+    if path.delay.is_random() {
+        checks.push(mean_delay_check(
+            delay_cfg,
+            std_cfg,
+            path.delay.half_life,
+            pps,
+            secs,
+            s.delay_us.mean - base_mean,
+        ));
+        let std = (s.delay_std_us.powi(2) - base_std.powi(2)).max(0.0).sqrt();
+        checks.push(within("delay std − base (us)", std_cfg / 1e3, std, 0.15));
+    } else if delay_cfg > 0.0 {
+        checks.push(within("median delay (us)", delay_cfg / 1e3, s.delay_us.median, 0.02));
+    }
+    if let Some(l) = &path.loss {
+        let (p, burst) = (l.loss_rate(), l.mean_burst());
+        let burst_for_sigma = if burst.is_finite() { burst } else { s.mean_loss_burst };
+        checks.push(sigma_check("loss rate", p, s.sent, s.loss_rate, 4.0, burst_for_sigma));
+        if burst.is_finite() && s.loss_bursts > 0 {
+            // Burst lengths are geometric: standard deviation √(B² − B).
+            let se = (burst * burst - burst).sqrt() / (s.loss_bursts as f64).sqrt();
+            checks.push(Check {
+                what: "mean loss burst".into(),
+                configured: burst,
+                observed: s.mean_loss_burst,
+                tolerance: format!("±4σ ({:.3})", 4.0 * se),
+                pass: (s.mean_loss_burst - burst).abs() <= 4.0 * se + 1e-9,
+            });
+        }
+    }
+    let frame_bps = |pps: f64, extra: f64| pps * (size as f64 + extra) * 8.0;
+    if let Some(link) = &path.link {
+        let cfg = link.mean_rate().bits_per_sec() as f64;
+        // Only a link the probe overloads shows its rate.
+        if frame_bps(pps, 24.0) > cfg {
+            checks.push(within(
+                "rate on the wire (Mbit/s)",
+                cfg / 1e6,
+                frame_bps(s.throughput_pps, 24.0) / 1e6,
+                0.03,
+            ));
+        }
+    }
+    if let Some(p) = &path.police {
+        let cfg = p.rate.bits_per_sec() as f64;
+        if frame_bps(pps, 0.0) > cfg {
+            checks.push(within(
+                "policed rate (Mbit/s)",
+                cfg / 1e6,
+                frame_bps(s.throughput_pps, 0.0) / 1e6,
+                0.05,
+            ));
+        }
+    }
+    if path.is_transparent() {
+        checks.push(Check {
+            what: "loss with no impairment".into(),
+            configured: 0.0,
+            observed: s.loss_rate,
+            tolerance: "0".into(),
+            pass: s.lost == 0,
+        });
+    }
+    Ok(CaseReport { name: case.name.clone(), flags: case.flags.clone(), checks, summary: s })
+}
+
+pub fn within(what: &str, configured: f64, observed: f64, rel: f64) -> Check {
+    Check {
+        what: what.into(),
+        configured,
+        observed,
+        tolerance: format!("±{:.0}%", rel * 100.0),
+        pass: (observed - configured).abs() <= rel * configured.abs(),
+    }
+}
+
+/// Mean delay within 3%, or within 4 standard errors of the mean where that is wider. The
+/// delays of a correlated process are not independent: with an autocorrelation 2^(−τ/H) the
+/// mean of T seconds has the variance of T / τ_int independent samples, τ_int = 2H / ln 2
+/// (e.g. 3 s at H = 5 ms: about 200, not 15 000).
+pub fn mean_delay_check(
+    mean_ns: f64,
+    std_ns: f64,
+    half_life: Option<Nanos>,
+    pps: f64,
+    secs: f64,
+    observed_us: f64,
+) -> Check {
+    let tau =
+        half_life.map_or(1.0 / pps, |h| (2.0 * h.as_secs_f64() / std::f64::consts::LN_2).max(1.0 / pps));
+    let se_us = std_ns / 1e3 * (tau / secs).sqrt();
+    let (cfg, tol) = (mean_ns / 1e3, (0.03 * mean_ns / 1e3).max(4.0 * se_us));
+    Check {
+        what: "mean delay − base (us)".into(),
+        configured: cfg,
+        observed: observed_us,
+        tolerance: format!("±max(3%, 4σ) ({tol:.1})"),
+        pass: (observed_us - cfg).abs() <= tol,
+    }
+}
+
+/// Loss rate within k standard errors; losses in bursts of mean length `burst` are correlated,
+/// which inflates the variance of the count by about 2·burst − 1 (a Markov chain with
+/// correlation 1 − 1/burst between neighbours).
+pub fn sigma_check(what: &str, p: f64, n: u64, observed_rate: f64, k: f64, burst: f64) -> Check {
+    let inflation = if burst.is_finite() && burst > 1.0 { 2.0 * burst - 1.0 } else { 1.0 };
+    let sigma = (p * (1.0 - p) * inflation / n as f64).sqrt();
+    Check {
+        what: what.into(),
+        configured: p,
+        observed: observed_rate,
+        tolerance: format!("±{k}σ ({:.5})", k * sigma),
+        pass: (observed_rate - p).abs() <= k * sigma,
+    }
+}
+
+/// TCP Reno (iperf3) through 10 ms and 0.5% loss, next to the Mathis et al. estimate
+/// MSS/RTT · 1.22/√p: `{goodput_bps, mathis_bps, rtt_s, loss}`.
+pub fn tcp_vs_mathis(b: &Bed, kind: &str, secs: f64) -> Result<serde_json::Value, Error> {
+    let (delay_ms, p): (f64, f64) = (10.0, 0.005);
+    let path = PathConfig {
+        delay: pathem_model::delay::DelayConfig::constant(Nanos::from_millis(10)),
+        loss: Some(LossConfig::Random(pathem_model::units::Probability::new(p).expect("a probability"))),
+        ..PathConfig::default()
+    };
+    let fwd = forwarder(b, kind, path)?;
+    let mut server = Command::new("ip")
+        .args(["netns", "exec", &b.sink, "iperf3", "-s", "-1", "-B", SINK_IP])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| Error::Measure(format!("cannot run iperf3 ({e}); install it")))?;
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let t = format!("{}", secs.max(3.0).round() as u64 * 2);
+    let out = Command::new("ip")
+        // Mathis et al. model Reno; loss-agnostic controls such as BBR would not follow it.
+        .args([
+            "netns",
+            "exec",
+            &b.gen,
+            "iperf3",
+            "-c",
+            SINK_IP,
+            "-J",
+            "-C",
+            "reno",
+            "-t",
+            &t,
+            "--connect-timeout",
+            "3000",
+        ])
+        .output()
+        .map_err(|e| Error::Measure(format!("cannot run iperf3: {e}")))?;
+    let _ = server.kill();
+    let _ = server.wait();
+    fwd.stop()?;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let goodput = v["end"]["sum_received"]["bits_per_second"].as_f64().unwrap_or(0.0);
+    let rtt = 2.0 * delay_ms / 1e3;
+    let mathis = 1448.0 * 8.0 / rtt * 1.22 / p.sqrt();
+    Ok(serde_json::json!({ "goodput_bps": goodput, "mathis_bps": mathis, "rtt_s": rtt, "loss": p }))
+}
+
+/// One run of the latency benchmark.
+#[derive(Serialize, Debug, Clone)]
+pub struct TargetRun {
+    pub case: String,
+    pub run: usize,
+    pub deviation_median_us: f64,
+    pub deviation_p99_us: f64,
+    pub deviation_p99_9_us: f64,
+    pub gaps_kept_within_2us: f64,
+    /// pathem's own lateness (release → port), for the runs through pathem.
+    pub late_p50_us: Option<f64>,
+    pub late_p99_9_us: Option<f64>,
+}
+
+/// One round of the latency benchmark: 100 kpps of 64-byte frames, CBR and in bursts of 10
+/// every 100 µs, over the direct pair `direct` (the floor), then through pathem with each port
+/// type and `--delay 10ms`.
+pub fn target_round(
+    b: &Bed,
+    direct: &Bed,
+    run: usize,
+    secs: f64,
+    out: &Path,
+) -> Result<Vec<TargetRun>, Error> {
+    let delay = Nanos::from_millis(10);
+    let mut runs = Vec::new();
+    let row = |case: String, s: &Summary, late: Option<&Stats>| TargetRun {
+        case,
+        run,
+        deviation_median_us: s.deviation_us.median,
+        deviation_p99_us: s.deviation_us.p99,
+        deviation_p99_9_us: s.deviation_us.p99_9,
+        gaps_kept_within_2us: s.gaps_kept_within_2us,
+        late_p50_us: late.map(|l| l.late.p50_ns as f64 / 1e3),
+        late_p99_9_us: late.map(|l| l.late.p99_9_ns as f64 / 1e3),
+    };
+    for (pname, pattern) in TARGET_PATTERNS {
+        let dir = out.join(format!("target-direct-{pname}-{run}"));
+        let s = probe(direct, pattern, TARGET_PPS, 64, secs, Nanos::ZERO, None, &dir)?;
+        runs.push(row(format!("direct {pname}"), &s, None));
+        for kind in ["afxdp", "afpacket"] {
+            let path = PathConfig {
+                delay: pathem_model::delay::DelayConfig::constant(delay),
+                ..PathConfig::default()
+            };
+            let fwd = forwarder(b, kind, path)?;
+            let dir = out.join(format!("target-{kind}-{pname}-{run}"));
+            let s = probe(b, pattern, TARGET_PPS, 64, secs, delay, None, &dir);
+            let stats = fwd.stop()?.ab;
+            runs.push(row(format!("{kind} {pname}"), &s?, Some(&stats)));
+        }
+    }
+    Ok(runs)
+}
+
+/// The latency benchmark's rate and patterns.
+pub const TARGET_PPS: f64 = 100_000.0;
+pub const TARGET_PATTERNS: [(&str, Pattern); 2] =
+    [("CBR", Pattern::Cbr), ("bursts", Pattern::Burst { n: 10, every: Nanos::from_micros(100) })];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn correlated_delay_widens_the_mean_tolerance() {
+        // Independent draws: 3% of 10 ms is wider than 4 standard errors.
+        let c = mean_delay_check(10e6, 2e6, None, 5000.0, 3.0, 10_290.0);
+        assert!(c.pass, "{c:?}");
+        assert!(!mean_delay_check(10e6, 2e6, None, 5000.0, 3.0, 10_310.0).pass);
+        // H = 5 ms over 3 s: about 208 independent samples, standard error ≈ 139 µs.
+        let c = mean_delay_check(10e6, 2e6, Some(Nanos::from_millis(5)), 5000.0, 3.0, 10_450.0);
+        assert!(c.pass, "{c:?}");
+        assert!(!mean_delay_check(10e6, 2e6, Some(Nanos::from_millis(5)), 5000.0, 3.0, 10_600.0).pass);
+    }
+}
