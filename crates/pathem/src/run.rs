@@ -211,6 +211,11 @@ fn paths(args: &RunArgs, file: &ConfigFile) -> anyhow::Result<(Direction, Direct
 
 pub fn main(args: RunArgs) -> anyhow::Result<()> {
     check_ranges(&args)?;
+    let metrics_addr =
+        args.metrics.as_deref().map(pathem_runtime::metrics::parse_addr).transpose().map_err(usage)?;
+    if let Some(name) = &args.name {
+        pathem_runtime::control::check_name(name).map_err(usage)?;
+    }
     let file = match &args.config {
         Some(p) => config::load(p).map_err(usage)?,
         None => ConfigFile::default(),
