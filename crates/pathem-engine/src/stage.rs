@@ -64,7 +64,7 @@ impl Ingress {
         self.ecn = config.ecn;
     }
 
-    /// Updates the occupancy gauges (once per round, not per frame).
+    /// Updates the occupancy gauges (every few milliseconds, never per frame).
     pub fn gauges(&mut self, now: Nanos) {
         let (frames, bytes) = self.path.queue_occupancy(now).unwrap_or((0, 0));
         self.counters.queue_frames.set(frames as u64);
