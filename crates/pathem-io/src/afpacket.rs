@@ -179,8 +179,9 @@ impl AfPacketRx {
         // Kernels before 4.20 lack this; outgoing frames are then skipped by packet type.
         let _ = set_opt(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32);
         let _ = set_opt(raw, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &1i32);
-        // FORCE sets exactly this size where allowed (root), past the system's rmem_max.
-        let rcvbuf = rx_buffer.clamp(MIN_RX_BUFFER, MAX_RX_BUFFER) as i32;
+        // FORCE sets the size where allowed (root), past the system's rmem_max. The kernel
+        // doubles what it is given (room for its bookkeeping): ask for half.
+        let rcvbuf = (rx_buffer.clamp(MIN_RX_BUFFER, MAX_RX_BUFFER) / 2) as i32;
         if set_opt(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &rcvbuf).is_err() {
             let _ = set_opt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, &rcvbuf);
         }
