@@ -265,8 +265,6 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
         file.a_to_b.overridden_by(&args.path).overridden_by(&direction_spec("a-to-b", &args.a_to_b)?),
         file.b_to_a.overridden_by(&args.path).overridden_by(&direction_spec("b-to-a", &args.b_to_a)?),
     );
-    let metrics_addr =
-        args.metrics.as_deref().map(pathem_runtime::metrics::parse_addr).transpose().map_err(usage)?;
     let link = Link::start(spec).map_err(runtime_error)?;
     let _control = serve(&link, name.clone(), seed, specs).map_err(usage)?;
     let _metrics = match metrics_addr {
