@@ -193,8 +193,8 @@ fn check_ranges(args: &RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One direction: its path and the schedule of changes to it.
-type Direction = (PathConfig, Option<pathem_engine::Schedule>);
+/// One direction: its flags, its path and the schedule of changes to it.
+type Direction = (PathSpec, PathConfig, Option<pathem_engine::Schedule>);
 
 /// The two directions' paths: the config file's tables, the common flags, then the
 /// per-direction flags; and their schedules, built on each.
@@ -206,7 +206,9 @@ fn paths(args: &RunArgs, file: &ConfigFile) -> anyhow::Result<(Direction, Direct
         let s = pathem::schedule::load(f, spec).map_err(usage)?;
         Ok(Some(pathem::schedule::to_schedule(&s, f).map_err(usage)?))
     };
-    Ok(((ab.to_config().map_err(usage)?, schedule(&ab)?), (ba.to_config().map_err(usage)?, schedule(&ba)?)))
+    let (ab_cfg, ab_sched) = (ab.to_config().map_err(usage)?, schedule(&ab)?);
+    let (ba_cfg, ba_sched) = (ba.to_config().map_err(usage)?, schedule(&ba)?);
+    Ok(((ab, ab_cfg, ab_sched), (ba, ba_cfg, ba_sched)))
 }
 
 pub fn main(args: RunArgs) -> anyhow::Result<()> {
@@ -220,7 +222,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
         Some(p) => config::load(p).map_err(usage)?,
         None => ConfigFile::default(),
     };
-    let ((ab, schedule_ab), (ba, schedule_ba)) = paths(&args, &file)?;
+    let ((ab_spec, ab, schedule_ab), (ba_spec, ba, schedule_ba)) = paths(&args, &file)?;
     let cores = parse_cores(&args.cores)?;
     let engine = EngineConfig {
         buffer: args.buffer.or(file.buffer).map(|s| usize::try_from(s.0).unwrap_or(usize::MAX)),
@@ -261,10 +263,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| format!("{}-{}", port_interface(&args.port_a), port_interface(&args.port_b)));
     pathem_runtime::control::check_free(&name).map_err(usage)?;
-    let specs = (
-        file.a_to_b.overridden_by(&args.path).overridden_by(&direction_spec("a-to-b", &args.a_to_b)?),
-        file.b_to_a.overridden_by(&args.path).overridden_by(&direction_spec("b-to-a", &args.b_to_a)?),
-    );
+    let specs = (ab_spec, ba_spec);
     let link = Link::start(spec).map_err(runtime_error)?;
     let _control = serve(&link, name.clone(), seed, specs).map_err(usage)?;
     let _metrics = match metrics_addr {
