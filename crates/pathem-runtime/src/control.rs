@@ -171,17 +171,15 @@ impl Drop for Server {
 }
 
 fn serve(listener: UnixListener, served: Served, stop: Arc<AtomicBool>) {
-    while !stop.load(Ordering::Relaxed) {
-        match listener.accept() {
-            Ok((stream, _)) => {
-                let _ = answer(stream, &served);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(20))
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&listener);
+    crate::accept_loop(
+        fd,
+        &stop,
+        || listener.accept().map(|(s, _)| s),
+        |s| {
+            let _ = answer(s, &served);
+        },
+    );
 }
 
 fn answer(stream: UnixStream, served: &Served) -> std::io::Result<()> {
@@ -189,7 +187,7 @@ fn answer(stream: UnixStream, served: &Served) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(2)))?;
     let mut line = String::new();
     // One request of at most 64 KiB: a client cannot make the server hold more.
-    BufReader::new((&stream).take_limit(64 << 10)).read_line(&mut line)?;
+    BufReader::new(std::io::Read::take(&stream, 64 << 10)).read_line(&mut line)?;
     let reply = match serde_json::from_str::<Request>(&line) {
         Ok(r) if r.cmd == "show" => serde_json::json!({ "ok": true, "state": served.state() }),
         Ok(r) if r.cmd == "set" => match (served.setter)(&r.args) {
@@ -203,17 +201,6 @@ fn answer(stream: UnixStream, served: &Served) -> std::io::Result<()> {
     };
     let mut w = &stream;
     writeln!(w, "{reply}")
-}
-
-/// `Read::take` on a shared reference, spelled so the borrow is clear.
-trait TakeLimit: Sized {
-    fn take_limit(self, n: u64) -> std::io::Take<Self>;
-}
-
-impl<R: std::io::Read> TakeLimit for R {
-    fn take_limit(self, n: u64) -> std::io::Take<Self> {
-        self.take(n)
-    }
 }
 
 /// Sends one request to the link called `name` and returns its answer.

@@ -23,6 +23,23 @@ pub mod validate;
 
 pub use link::{Final, Link, LinkSpec, Started};
 
+/// Accepts connections on a non-blocking listener until `stop`, handing each to `answer`;
+/// between connections it waits in `ppoll` on the listener (at most 100 ms, to see `stop`).
+/// The control socket and the metrics endpoint both serve this way.
+pub(crate) fn accept_loop<S>(
+    fd: std::os::fd::RawFd,
+    stop: &std::sync::atomic::AtomicBool,
+    mut accept: impl FnMut() -> std::io::Result<S>,
+    mut answer: impl FnMut(S),
+) {
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        match accept() {
+            Ok(stream) => answer(stream),
+            Err(_) => pathem_io::afpacket::wait_readable(&[fd], pathem_model::Nanos::from_millis(100)),
+        }
+    }
+}
+
 /// A live link that could not be started or run.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -16,7 +16,6 @@
 
 use crate::Error;
 use pathem_engine::{Control, Counters};
-use pathem_io::afpacket::wait_readable;
 use pathem_model::DropReason;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
@@ -28,9 +27,6 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Longest the server waits for a connection before it checks whether to stop.
-const IDLE: pathem_model::Nanos = pathem_model::Nanos::from_millis(100);
 
 /// One direction as exported.
 #[derive(Debug, Clone)]
@@ -172,14 +168,15 @@ impl Metrics {
         let thread = std::thread::Builder::new()
             .name("pathem-metrics".into())
             .spawn(move || {
-                while !stop2.load(Ordering::Relaxed) {
-                    match listener.accept() {
-                        Ok((stream, _)) => {
-                            let _ = answer(stream, &directions);
-                        }
-                        Err(_) => wait_readable(&[listener.as_raw_fd()], IDLE),
-                    }
-                }
+                let fd = listener.as_raw_fd();
+                crate::accept_loop(
+                    fd,
+                    &stop2,
+                    || listener.accept().map(|(s, _)| s),
+                    |s| {
+                        let _ = answer(s, &directions);
+                    },
+                );
             })
             .map_err(|e| Error::Control(format!("--metrics: cannot start its thread: {e}")))?;
         Ok(Metrics { addr, stop, thread: Some(thread) })
