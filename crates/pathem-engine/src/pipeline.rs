@@ -182,7 +182,6 @@ pub struct Input<R> {
     ingress: Ingress,
     counters: Arc<Counters>,
     rx_ended: bool,
-    capacity: usize,
     busy_poll: Nanos,
     /// Until when to keep polling without sleeping (the last arrival + `busy_poll`).
     busy_until: Nanos,
@@ -229,9 +228,8 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
         } else {
             delay_line(size, engine.max_frame)?
         };
-        let capacity = writer.limit();
         let (control, inbox) = crate::control::channel(path);
-        counters.delay_line_capacity.set(capacity as u64);
+        counters.delay_line_capacity.set(writer.limit() as u64);
         let done = Arc::new(AtomicBool::new(false));
         let ingress =
             Ingress::new(Path::new(path), Rng::seeded(seed), writer, counters.clone(), engine.max_frame)
@@ -242,7 +240,6 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
                 ingress,
                 counters: counters.clone(),
                 rx_ended: false,
-                capacity,
                 busy_poll: engine.busy_poll,
                 busy_until: Nanos::ZERO,
                 drops_read: Nanos::ZERO,
@@ -278,7 +275,7 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
 
     /// The delay line's capacity in bytes (its limit, for a line that grows).
     pub fn delay_line_capacity(&self) -> usize {
-        self.input.capacity
+        self.input.counters.delay_line_capacity.get() as usize
     }
 
     /// The halves, to run on two threads: [`Input`] and [`Output`] are tasks of their own.

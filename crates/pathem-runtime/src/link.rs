@@ -264,11 +264,6 @@ impl Link {
     pub fn wait(self) -> Result<Final, Error> {
         self.worker.join().map_err(|_| Error::Panicked("link"))?
     }
-
-    /// True once the worker has ended (it failed, or was stopped).
-    pub fn is_finished(&self) -> bool {
-        self.worker.is_finished()
-    }
 }
 
 /// What the worker hands back once the ports are open.

@@ -187,7 +187,7 @@ fn split(path: &PathConfig, args: &BenchArgs) -> anyhow::Result<()> {
     }
     let (mut one, mut two) = (Vec::new(), Vec::new());
     for round in 0..args.runs {
-        crate::run::pin(0)?;
+        pathem_runtime::link::pin(0).map_err(usage)?;
         one.push(measure(path, args)?.0);
         let (ns, stats) = measure_split(path, args)?;
         two.push(ns);

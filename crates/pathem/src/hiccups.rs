@@ -2,10 +2,8 @@
 
 use pathem_runtime::hiccups::{describe, measure};
 
+/// Prints the hiccups of `seconds` (already checked by `bench`).
 pub fn main(seconds: f64, json: bool) -> anyhow::Result<()> {
-    if !(seconds > 0.0 && seconds.is_finite()) {
-        return Err(crate::usage(format!("--seconds {seconds}: accepted: a number of seconds above 0")));
-    }
     let all = measure(seconds);
     if json {
         println!("{}", serde_json::to_string_pretty(&all)?);

@@ -141,11 +141,6 @@ pub fn line(name: &str, s: &Stats) -> String {
     )
 }
 
-/// Pins the calling thread to `cpu`.
-pub fn pin(cpu: usize) -> anyhow::Result<()> {
-    pathem_runtime::link::pin(cpu).map_err(usage)
-}
-
 pub fn parse_cores(text: &Option<String>) -> anyhow::Result<Vec<usize>> {
     let Some(t) = text else { return Ok(Vec::new()) };
     let cores: Result<Vec<usize>, _> = t.split(',').map(|c| c.trim().parse::<usize>()).collect();
