@@ -75,9 +75,15 @@ pub fn pcap(data: &[u8]) {
     );
 }
 
-/// The unit parsers: durations, rates, sizes, queue limits, probabilities.
+/// The unit parsers (durations, rates, sizes, queue limits, probabilities), and the short
+/// strings of a live link: its `--name`, its `--metrics` address, a control socket request.
 pub fn units(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
+    if pathem_runtime::control::check_name(text).is_ok() {
+        assert!(!text.contains('/') && !text.starts_with('.'), "{text:?} names a socket elsewhere");
+    }
+    let _ = pathem_runtime::metrics::parse_addr(text);
+    let _ = pathem_runtime::control::parse_request(text);
     if let Ok(d) = parse_duration(text) {
         assert_eq!(parse_duration(&d.to_string()), Ok(d), "{text:?} prints back");
     }

@@ -113,6 +113,24 @@ impl Served {
     }
 }
 
+/// A request the control socket understands.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Command {
+    Show,
+    /// The words of `ctl set`, for the link's [`Setter`].
+    Set(Vec<String>),
+}
+
+/// Parses one request line; the error is the one-line answer.
+pub fn parse_request(line: &str) -> Result<Command, String> {
+    let r: Request = serde_json::from_str(line).map_err(|e| format!("not a request: {e}"))?;
+    match r.cmd.as_str() {
+        "show" => Ok(Command::Show),
+        "set" => Ok(Command::Set(r.args)),
+        other => Err(format!("unknown command `{other}`; accepted: show, set")),
+    }
+}
+
 #[derive(Deserialize)]
 struct Request {
     cmd: String,
@@ -188,16 +206,13 @@ fn answer(stream: UnixStream, served: &Served) -> std::io::Result<()> {
     let mut line = String::new();
     // One request of at most 64 KiB: a client cannot make the server hold more.
     BufReader::new(std::io::Read::take(&stream, 64 << 10)).read_line(&mut line)?;
-    let reply = match serde_json::from_str::<Request>(&line) {
-        Ok(r) if r.cmd == "show" => serde_json::json!({ "ok": true, "state": served.state() }),
-        Ok(r) if r.cmd == "set" => match (served.setter)(&r.args) {
+    let reply = match parse_request(&line) {
+        Ok(Command::Show) => serde_json::json!({ "ok": true, "state": served.state() }),
+        Ok(Command::Set(args)) => match (served.setter)(&args) {
             Ok(()) => serde_json::json!({ "ok": true }),
             Err(e) => serde_json::json!({ "ok": false, "error": e }),
         },
-        Ok(r) => {
-            serde_json::json!({ "ok": false, "error": format!("unknown command `{}`; accepted: show, set", r.cmd) })
-        }
-        Err(e) => serde_json::json!({ "ok": false, "error": format!("not a request: {e}") }),
+        Err(e) => serde_json::json!({ "ok": false, "error": e }),
     };
     let mut w = &stream;
     writeln!(w, "{reply}")
