@@ -57,6 +57,19 @@ pub fn at_most<T: PartialOrd>(
     Ok(())
 }
 
+/// Checks `value` against `range` (a NaN is outside any range).
+pub fn within<T: PartialOrd + std::fmt::Display>(
+    key: &'static str,
+    value: T,
+    range: std::ops::RangeInclusive<T>,
+    accepted: &str,
+) -> Result<(), RangeError> {
+    if !range.contains(&value) {
+        return Err(RangeError { key, value: value.to_string(), accepted: accepted.to_string() });
+    }
+    Ok(())
+}
+
 /// A delay-like duration: at most [`MAX_DELAY`].
 pub fn delay(key: &'static str, d: Nanos) -> Result<(), RangeError> {
     at_most(key, d, MAX_DELAY, d, "0ns to 1h")
@@ -71,5 +84,13 @@ mod tests {
         let e = delay("jitter", Nanos::from_secs(7200)).unwrap_err();
         assert_eq!(e.to_string(), "--jitter 7200s is out of range; accepted: 0ns to 1h");
         assert!(delay("delay", MAX_DELAY).is_ok());
+        assert_eq!(
+            within("runs", 0, 1..=1000, "1 to 1000").unwrap_err().to_string(),
+            "--runs 0 is out of range; accepted: 1 to 1000"
+        );
+        assert!(
+            within("seconds", f64::NAN, 0.1..=1.0, "0.1 to 1").is_err()
+                && within("runs", 5, 1..=5, "").is_ok()
+        );
     }
 }

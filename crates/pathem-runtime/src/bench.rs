@@ -6,7 +6,7 @@
 //! starts, next to pathem's raw port loop (no engine) as the reference.
 
 use crate::link::pin;
-use crate::testbed::{enter, Bed};
+use crate::testbed::{enter, rx_packets, Bed};
 use crate::{Error, Link, LinkSpec};
 use pathem_engine::{
     monotonic_now, run, Clock, EngineConfig, MonotonicClock, Next, Pipeline, Stats, Task, DEFAULT_BUSY_POLL,
@@ -18,7 +18,6 @@ use pathem_io::{RxPort, TxPort};
 use pathem_model::rng::direction_seed;
 use pathem_model::units::Rate;
 use pathem_model::{Nanos, PathConfig};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -73,13 +72,6 @@ pub fn median(v: &[f64]) -> f64 {
 }
 
 // ---- live ---------------------------------------------------------------------------------
-
-fn rx_packets(ns: &str, dev: &str) -> u64 {
-    let out = Command::new("ip").args(["-n", ns, "-s", "-j", "link", "show", dev]).output();
-    let v: serde_json::Value =
-        out.ok().and_then(|o| serde_json::from_slice(&o.stdout).ok()).unwrap_or_default();
-    v[0]["stats64"]["rx"]["packets"].as_u64().unwrap_or(0)
-}
 
 /// pathem's port loop without the engine: what the port type alone can forward.
 struct Bypass {
@@ -182,7 +174,7 @@ pub fn live_run(
     secs: f64,
 ) -> Result<(f64, f64), Error> {
     let fwd = Forwarder::start(bed, kind, mode, path)?;
-    let before = rx_packets(&bed.sink, "s0");
+    let before = rx_packets(&bed.sink, "s0")?;
     let g = bed.gen.clone();
     let gen = std::thread::spawn(move || -> Result<(u64, f64), Error> {
         enter(&g)?;
@@ -201,7 +193,7 @@ pub fn live_run(
     });
     let (sent, took) = gen.join().map_err(|_| Error::Panicked("generator"))??;
     std::thread::sleep(std::time::Duration::from_millis(50));
-    let got = rx_packets(&bed.sink, "s0") - before;
+    let got = rx_packets(&bed.sink, "s0")? - before;
     fwd.stop()?;
     Ok((sent as f64 / took / 1e6, got as f64 / took / 1e6))
 }

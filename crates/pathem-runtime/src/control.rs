@@ -148,16 +148,10 @@ pub struct Server {
 impl Server {
     /// Listens as `name`, answering from `served` on a thread of its own.
     pub fn start(served: Served) -> Result<Server, Error> {
-        check_name(&served.name)?;
+        check_free(&served.name)?;
         let fail = |what: &str, e: std::io::Error| Error::Control(format!("control socket {what}: {e}"));
         std::fs::create_dir_all(SOCKET_DIR).map_err(|e| fail(SOCKET_DIR, e))?;
         let path = socket_path(&served.name);
-        if UnixStream::connect(&path).is_ok() {
-            return Err(Error::Control(format!(
-                "--name {}: taken by a running pathem (`pathem ctl {} show` says which); pick another name",
-                served.name, served.name
-            )));
-        }
         // Nobody answers there: a socket left by a pathem that was killed.
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path).map_err(|e| fail(&path.display().to_string(), e))?;

@@ -45,6 +45,19 @@ pub fn enter(name: &str) -> Result<(), Error> {
     pathem_io::host::enter_netns(name).map_err(Error::Bed)
 }
 
+/// The receive counter of interface `dev` in namespace `ns` (what the kernel counted).
+pub fn rx_packets(ns: &str, dev: &str) -> Result<u64, Error> {
+    let out = Command::new("ip")
+        .args(["-n", ns, "-s", "-j", "link", "show", dev])
+        .output()
+        .map_err(|e| Error::Bed(format!("cannot run `ip` ({e}); install iproute2")))?;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| Error::Bed(format!("ip -s link show {dev} in {ns}: {e}")))?;
+    v[0]["stats64"]["rx"]["packets"]
+        .as_u64()
+        .ok_or_else(|| Error::Bed(format!("ip -s link show {dev} in {ns}: no receive counter")))
+}
+
 /// Turns off the offloads that would hand out frames larger than the wire's, on `dev` in `ns`.
 pub fn wire_frames(ns: &str, dev: &str) {
     let off = ["tso", "off", "gso", "off", "gro", "off", "tx", "off"];

@@ -67,17 +67,15 @@ pub fn usage(msg: impl std::fmt::Display) -> anyhow::Error {
     UsageError(msg.to_string()).into()
 }
 
-/// Checks a value the command line alone uses against its documented range.
+/// Checks a value the command line alone uses against its documented range (`flag` with its
+/// dashes); outside it, the one-line usage error every range refusal has.
 pub fn within<T: PartialOrd + std::fmt::Display>(
-    flag: &str,
+    flag: &'static str,
     value: T,
     range: std::ops::RangeInclusive<T>,
     accepted: &str,
 ) -> anyhow::Result<()> {
-    if !range.contains(&value) {
-        return Err(usage(format!("{flag} {value}: out of range; accepted: {accepted}")));
-    }
-    Ok(())
+    pathem_model::limits::within(flag.trim_start_matches("--"), value, range, accepted).map_err(usage)
 }
 
 /// An engine error as the command line reports it: a setting out of range, or a delay line

@@ -68,17 +68,14 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
         Some(p) => config::load(p).map_err(usage)?,
         None => ConfigFile::default(),
     };
-    let up = file.a_to_b.overridden_by(&args.path).overridden_by(&direction_spec("uplink", &args.uplink)?);
-    let down =
-        file.b_to_a.overridden_by(&args.path).overridden_by(&direction_spec("downlink", &args.downlink)?);
-    let (up, down) = (up.to_config().map_err(usage)?, down.to_config().map_err(usage)?);
-    let seed = args.seed.or(file.seed).unwrap_or_else(crate::replay::random_seed);
-    let name = args.name.clone().unwrap_or_else(|| format!("shell-{}", std::process::id()));
-    pathem_runtime::control::check_free(&name).map_err(usage)?;
     let specs = (
         file.a_to_b.overridden_by(&args.path).overridden_by(&direction_spec("uplink", &args.uplink)?),
         file.b_to_a.overridden_by(&args.path).overridden_by(&direction_spec("downlink", &args.downlink)?),
     );
+    let (up, down) = (specs.0.to_config().map_err(usage)?, specs.1.to_config().map_err(usage)?);
+    let seed = args.seed.or(file.seed).unwrap_or_else(crate::replay::random_seed);
+    let name = args.name.clone().unwrap_or_else(|| format!("shell-{}", std::process::id()));
+    pathem_runtime::control::check_free(&name).map_err(usage)?;
     let metrics_addr =
         args.metrics.as_deref().map(pathem_runtime::metrics::parse_addr).transpose().map_err(usage)?;
     let bed = ShellBed::build(std::process::id()).map_err(usage)?;

@@ -23,6 +23,10 @@ static NEXT: AtomicU32 = AtomicU32::new(0);
 const PATHEM: &str = env!("CARGO_BIN_EXE_pathem");
 use pathem_runtime::testbed::{Bed, GEN_IP, SINK_IP};
 
+fn rx_packets(ns: &str, dev: &str) -> u64 {
+    pathem_runtime::testbed::rx_packets(ns, dev).expect("the interface's counter")
+}
+
 /// Why the live tests cannot run here, if they cannot.
 fn cannot_run() -> Option<String> {
     if !nix::unistd::geteuid().is_root() {
@@ -222,13 +226,6 @@ impl Topo {
         std::thread::sleep(Duration::from_millis(100));
         let lines = self.json_lines();
         lines.into_iter().rev().find(|v| v["event"] == "final").expect("a final JSON line")
-    }
-
-    /// An interface's receive counter.
-    fn rx_packets(&self, ns: &str, dev: &str) -> u64 {
-        let out = must(&["ip", "-n", ns, "-s", "-j", "link", "show", dev]);
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        v[0]["stats64"]["rx"]["packets"].as_u64().unwrap()
     }
 
     /// Turns IPv6 off on every interface of the bed, so that only the test's frames move.
@@ -681,7 +678,7 @@ fn a_flood_is_counted_frame_for_frame() {
         );
         std::thread::sleep(Duration::from_millis(400));
         let before = t.json_lines().pop().expect("interval counters");
-        let (pa0, s00) = (t.rx_packets(&t.mid, "pa"), t.rx_packets(&t.sink, "s0"));
+        let (pa0, s00) = (rx_packets(&t.mid, "pa"), rx_packets(&t.sink, "s0"));
         let n = 400_000u32;
         // As fast as the generator goes, and pathem stopped for 100 ms of it: whether or not
         // the generator outruns pathem on this machine, the port (its buffer or ring) overflows.
@@ -695,7 +692,7 @@ fn a_flood_is_counted_frame_for_frame() {
         nix::sys::signal::kill(pid, nix::sys::signal::SIGCONT).unwrap();
         flood.join().unwrap();
         std::thread::sleep(Duration::from_millis(500));
-        let (pa1, s01) = (t.rx_packets(&t.mid, "pa"), t.rx_packets(&t.sink, "s0"));
+        let (pa1, s01) = (rx_packets(&t.mid, "pa"), rx_packets(&t.sink, "s0"));
         let after = t.stop_json();
         let (b, a) = (&before["a_to_b"], &after["a_to_b"]);
         let d = |k: &str| a[k].as_u64().unwrap() - b[k].as_u64().unwrap();
