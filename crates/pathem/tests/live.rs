@@ -303,7 +303,12 @@ fn udp_count(from: (&str, &str), to: (&str, &str), n: u32, gap: Duration) -> u32
     let (from_ns, from_ip) = (from.0.to_string(), from.1.to_string());
     let (ready_tx, ready_rx) = mpsc::channel();
     let receiver = in_ns(&to_ns, move || {
-        let sock = std::net::UdpSocket::bind((to_ip.as_str(), 9999)).expect("bind");
+        // A large receive buffer (the probe's, 64 MiB): a burst the path releases at once (a delay
+        // decrease holds frames back, then lets them go together) must not overflow the sink's
+        // own socket, which would count as loss that pathem did not cause.
+        let addr = format!("{to_ip}:9999").parse().unwrap();
+        let udp = pathem_io::udp::TimestampedUdp::bind(addr).expect("bind");
+        let sock = udp.socket();
         sock.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         ready_tx.send(()).unwrap();
         let mut got = 0u32;
