@@ -175,6 +175,17 @@ impl MonotonicClock {
             true
         }))
     }
+
+    /// The clock of a live loop over receiving ports, each with its socket or `None` for a
+    /// poll-mode port (DPDK): it sleeps on the sockets as [`waiting_on`](Self::waiting_on) does,
+    /// but never sleeps while a poll-mode port is among them, which has nothing to wake it
+    /// (waits return at once and the loop polls again, as a DPDK application does).
+    pub fn for_ports(fds: Vec<Option<RawFd>>) -> MonotonicClock {
+        match fds.into_iter().collect::<Option<Vec<RawFd>>>() {
+            Some(fds) => MonotonicClock::waiting_on(fds),
+            None => MonotonicClock::with_waiter(Box::new(|_| true)),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -188,6 +199,15 @@ mod tests {
         c.wait_until(t);
         assert!(c.now() >= t);
         assert!(c.idle() > Nanos::ZERO);
+    }
+
+    #[test]
+    fn a_poll_mode_port_never_sleeps() {
+        let mut c = MonotonicClock::for_ports(vec![None]);
+        let start = c.now();
+        c.wait_until(start + Nanos::from_secs(3600));
+        c.wait_for_input(Nanos::from_secs(3600));
+        assert!(c.now() - start < Nanos::from_millis(5), "a wait slept");
     }
 
     #[test]

@@ -318,23 +318,42 @@ impl RxPort for AfPacketRx {
     }
 
     fn kernel_drops(&mut self) -> u64 {
-        let mut st = libc::tpacket_stats { tp_packets: 0, tp_drops: 0 };
-        let mut len = size_of::<libc::tpacket_stats>() as libc::socklen_t;
-        // SAFETY: `st` is a live tpacket_stats and `len` its size; the kernel writes at most that.
-        let rc = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_PACKET,
-                libc::PACKET_STATISTICS,
-                &mut st as *mut libc::tpacket_stats as *mut libc::c_void,
-                &mut len,
-            )
-        };
-        if rc == 0 {
-            self.drops += u64::from(st.tp_drops);
-        }
+        self.drops += u64::from(ring_drops(self.fd.as_raw_fd()).unwrap_or(0));
         self.drops
     }
+}
+
+/// Frames the kernel dropped on packet socket `fd` for want of room (its buffer or ring) since
+/// the last call: PACKET_STATISTICS, which resets as it is read.
+pub(crate) fn ring_drops(fd: RawFd) -> Option<u32> {
+    let mut st = libc::tpacket_stats { tp_packets: 0, tp_drops: 0 };
+    let mut len = size_of::<libc::tpacket_stats>() as libc::socklen_t;
+    // SAFETY: `st` is a live tpacket_stats and `len` its size; the kernel writes at most that.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            &mut st as *mut libc::tpacket_stats as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    (rc == 0).then_some(st.tp_drops)
+}
+
+/// The packet sockets this process holds, with the interface each is bound to.
+pub(crate) fn packet_sockets() -> Vec<(RawFd, i32)> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<RawFd>().ok())
+        .filter_map(|fd| {
+            // SAFETY: sockaddr_ll is plain data; getsockname writes at most `len` bytes into it
+            // and fails harmlessly on a descriptor that is not a socket (or already closed).
+            let mut sa: libc::sockaddr_ll = unsafe { zeroed() };
+            let mut len = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+            let rc = unsafe { libc::getsockname(fd, &mut sa as *mut _ as *mut libc::sockaddr, &mut len) };
+            (rc == 0 && i32::from(sa.sll_family) == libc::AF_PACKET).then_some((fd, sa.sll_ifindex))
+        })
+        .collect()
 }
 
 /// The transmitting half: frames leaving through the interface.

@@ -5,12 +5,15 @@
 //!   a nanosecond pcap out whose timestamps are the release times;
 //! - [`mem`]: a synthetic generator and a counting sink, to measure the engine alone;
 //! - [`afpacket`]: live, any Linux interface, through batched AF_PACKET sockets;
-//! - [`afxdp`]: live, through AF_XDP sockets and an XDP redirect program.
+//! - [`afxdp`]: live, through AF_XDP sockets and an XDP redirect program;
+//! - [`dpdk`]: live, DPDK ethdev ports (NICs bound to DPDK, virtual devices), with the
+//!   `dpdk` cargo feature.
 //!
 //! Ports know nothing of impairments; they move bytes and say when they next have work.
 
 pub mod afpacket;
 pub mod afxdp;
+pub mod dpdk;
 pub mod host;
 pub mod iface;
 pub mod kstamp;
@@ -36,6 +39,9 @@ pub enum Error {
     /// A network interface cannot be used as a port.
     #[error("interface {name}: {reason}")]
     Interface { name: String, reason: String },
+    /// A DPDK port or the EAL could not be set up.
+    #[error("dpdk:{dev}: {reason}")]
+    Dpdk { dev: String, reason: String },
     /// Writing a capture failed (disk full, I/O error).
     #[error("cannot write {}: {reason}", path.display())]
     Write { path: PathBuf, reason: String },

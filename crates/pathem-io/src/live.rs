@@ -1,6 +1,7 @@
-//! Choosing and opening a live port by name: `afxdp:IF`, `afpacket:IF`, or a bare `IF`
-//! (AF_XDP where it works, else AF_PACKET). Each interface yields a receiving half and a
-//! transmitting half, so one direction can receive on it while the other sends through it.
+//! Choosing and opening a live port by name: `afxdp:IF`, `afpacket:IF`, a bare `IF` (AF_XDP
+//! where it works, else AF_PACKET), or `dpdk:DEV` (with the `dpdk` feature). Each port yields a
+//! receiving half and a transmitting half, so one direction can receive on it while the other
+//! sends through it.
 
 use crate::afpacket::{AfPacketRx, AfPacketTx};
 use crate::afxdp::{self, XdpRx, XdpTx};
@@ -9,10 +10,14 @@ use crate::{iface, Error};
 use pathem_model::Nanos;
 use std::os::fd::RawFd;
 
-/// The receiving half of a live port.
+/// The receiving half of a live port. A DPDK half keeps its burst arrays inline; a live port
+/// exists once per interface, so the size difference costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum LiveRx {
     Packet(AfPacketRx),
     Xdp(XdpRx),
+    #[cfg(feature = "dpdk")]
+    Dpdk(crate::dpdk::DpdkRx),
 }
 
 /// The transmitting half of a live port. Its batch buffers live inline in the AF_PACKET
@@ -21,6 +26,8 @@ pub enum LiveRx {
 pub enum LiveTx {
     Packet(AfPacketTx),
     Xdp(XdpTx),
+    #[cfg(feature = "dpdk")]
+    Dpdk(crate::dpdk::DpdkTx),
 }
 
 /// An opened interface: its halves and how it was opened, in words.
@@ -31,30 +38,65 @@ pub struct Opened {
     pub how: String,
 }
 
-/// Splits `afxdp:IF` / `afpacket:IF` / `IF` into (kind, interface).
+/// Splits `afxdp:IF` / `afpacket:IF` / `IF` / `dpdk:DEV` into (kind, interface or device).
 pub fn parse(spec: &str) -> Result<(&str, &str), Error> {
     let (kind, name) = spec.split_once(':').unwrap_or(("", spec));
     match kind {
         "" | "afxdp" | "afpacket" => Ok((kind, name)),
+        "dpdk" => crate::dpdk::parse(name).map(|_| (kind, name)),
         _ => Err(Error::Interface {
             name: spec.into(),
-            reason: format!("unknown port type `{kind}`; accepted: afxdp:IF, afpacket:IF or IF"),
+            reason: format!("unknown port type `{kind}`; accepted: afxdp:IF, afpacket:IF, IF or dpdk:DEV"),
         }),
     }
 }
 
+/// The kernel interface a port reads, if any: the interface of `afxdp:`/`afpacket:`/bare
+/// ports, the `iface=` of a DPDK virtual device on one (`dpdk:net_af_xdp0,iface=eth1`); none
+/// for a NIC bound to DPDK.
+pub fn kernel_iface(spec: &str) -> Option<String> {
+    match parse(spec).ok()? {
+        ("dpdk", dev) => crate::dpdk::parse(dev).ok()?.kernel_iface().map(str::to_string),
+        (_, name) => Some(name.to_string()),
+    }
+}
+
 /// How live ports are opened.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PortOptions {
     /// Longest frame carried, in bytes.
     pub max_frame: usize,
     /// Receive socket buffer of an AF_PACKET port, in bytes (AF_XDP rings are fixed).
     pub rx_buffer: usize,
+    /// DPDK's EAL arguments (`--eal`), added to pathem's defaults.
+    pub eal: Option<String>,
 }
 
 impl Default for PortOptions {
     fn default() -> Self {
-        PortOptions { max_frame: 9216, rx_buffer: crate::afpacket::DEFAULT_RX_BUFFER }
+        PortOptions { max_frame: 9216, rx_buffer: crate::afpacket::DEFAULT_RX_BUFFER, eal: None }
+    }
+}
+
+/// Prepares the ports of one run before any is opened: DPDK's EAL is initialised once per
+/// process, for all its devices together. Returns what pathem added to the EAL's arguments,
+/// in words (nothing without DPDK ports).
+pub fn prepare(specs: &[&str], options: &PortOptions) -> Result<Vec<String>, Error> {
+    let mut devices = Vec::new();
+    for spec in specs {
+        if let ("dpdk", dev) = parse(spec)? {
+            devices.push(crate::dpdk::parse(dev)?);
+        }
+    }
+    if devices.is_empty() {
+        return Ok(Vec::new());
+    }
+    #[cfg(feature = "dpdk")]
+    return Ok(crate::dpdk::init(options.eal.as_deref(), &devices)?.added);
+    #[cfg(not(feature = "dpdk"))]
+    {
+        let _ = options;
+        Err(crate::dpdk::unavailable(specs.iter().find(|s| s.starts_with("dpdk:")).map_or("", |s| &s[5..])))
     }
 }
 
@@ -62,6 +104,9 @@ impl Default for PortOptions {
 pub fn open(spec: &str, options: &PortOptions) -> Result<Opened, Error> {
     let (kind, name) = parse(spec)?;
     let max_frame = options.max_frame;
+    if kind == "dpdk" {
+        return open_dpdk(name, options);
+    }
     let xdp_fits = iface::mtu(name).is_none_or(|m| m as usize + 14 <= afxdp::MAX_FRAME);
     let packet = |how: String| -> Result<Opened, Error> {
         Ok(Opened {
@@ -102,11 +147,27 @@ pub fn open(spec: &str, options: &PortOptions) -> Result<Opened, Error> {
     }
 }
 
+#[cfg(feature = "dpdk")]
+fn open_dpdk(dev: &str, options: &PortOptions) -> Result<Opened, Error> {
+    let device = crate::dpdk::parse(dev)?;
+    let (rx, tx, how) = crate::dpdk::open(dev, &device, options.max_frame, options.eal.as_deref())?;
+    Ok(Opened { rx: LiveRx::Dpdk(rx), tx: LiveTx::Dpdk(tx), ifname: dev.into(), how })
+}
+
+#[cfg(not(feature = "dpdk"))]
+fn open_dpdk(dev: &str, _options: &PortOptions) -> Result<Opened, Error> {
+    Err(crate::dpdk::unavailable(dev))
+}
+
 impl LiveRx {
-    pub fn raw_fd(&self) -> RawFd {
+    /// The socket to sleep on until frames arrive; `None` for a poll-mode port (DPDK), which
+    /// has nothing to sleep on and is polled without rest.
+    pub fn raw_fd(&self) -> Option<RawFd> {
         match self {
-            LiveRx::Packet(p) => p.raw_fd(),
-            LiveRx::Xdp(x) => x.raw_fd(),
+            LiveRx::Packet(p) => Some(p.raw_fd()),
+            LiveRx::Xdp(x) => Some(x.raw_fd()),
+            #[cfg(feature = "dpdk")]
+            LiveRx::Dpdk(_) => None,
         }
     }
     /// Receive errors seen (an interface that went down).
@@ -114,16 +175,30 @@ impl LiveRx {
         match self {
             LiveRx::Packet(p) => p.errors,
             LiveRx::Xdp(_) => 0,
+            #[cfg(feature = "dpdk")]
+            LiveRx::Dpdk(_) => 0,
         }
     }
 }
 
 impl LiveTx {
+    /// The longest frame this port can send, where it is shorter than what it was opened for
+    /// (a DPDK device's mbufs): the runtime carries no longer frames towards it.
+    pub fn max_frame(&self) -> Option<usize> {
+        match self {
+            #[cfg(feature = "dpdk")]
+            LiveTx::Dpdk(d) => Some(d.max_frame()),
+            _ => None,
+        }
+    }
+
     /// Frames the interface refused.
     pub fn errors(&self) -> u64 {
         match self {
             LiveTx::Packet(p) => p.errors,
             LiveTx::Xdp(x) => x.errors,
+            #[cfg(feature = "dpdk")]
+            LiveTx::Dpdk(d) => d.errors(),
         }
     }
 }
@@ -134,18 +209,24 @@ impl RxPort for LiveRx {
         match self {
             LiveRx::Packet(p) => p.recv_burst(now, max, f),
             LiveRx::Xdp(x) => x.recv_burst(now, max, f),
+            #[cfg(feature = "dpdk")]
+            LiveRx::Dpdk(d) => d.recv_burst(now, max, f),
         }
     }
     fn poll_at(&self) -> PollAt {
         match self {
             LiveRx::Packet(p) => p.poll_at(),
             LiveRx::Xdp(x) => x.poll_at(),
+            #[cfg(feature = "dpdk")]
+            LiveRx::Dpdk(d) => d.poll_at(),
         }
     }
     fn kernel_drops(&mut self) -> u64 {
         match self {
             LiveRx::Packet(p) => p.kernel_drops(),
             LiveRx::Xdp(x) => x.kernel_drops(),
+            #[cfg(feature = "dpdk")]
+            LiveRx::Dpdk(d) => d.kernel_drops(),
         }
     }
 }
@@ -156,18 +237,24 @@ impl TxPort for LiveTx {
         match self {
             LiveTx::Packet(p) => p.send(release, wire_len, data),
             LiveTx::Xdp(x) => x.send(release, wire_len, data),
+            #[cfg(feature = "dpdk")]
+            LiveTx::Dpdk(d) => d.send(release, wire_len, data),
         }
     }
     fn flush(&mut self) -> Result<(), Error> {
         match self {
             LiveTx::Packet(p) => p.flush(),
             LiveTx::Xdp(x) => x.flush(),
+            #[cfg(feature = "dpdk")]
+            LiveTx::Dpdk(d) => d.flush(),
         }
     }
     fn queued(&self) -> usize {
         match self {
             LiveTx::Packet(p) => p.queued(),
             LiveTx::Xdp(x) => x.queued(),
+            #[cfg(feature = "dpdk")]
+            LiveTx::Dpdk(d) => d.queued(),
         }
     }
 }

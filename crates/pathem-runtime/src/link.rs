@@ -68,6 +68,8 @@ pub struct Started {
     pub delay_line_ba: Option<String>,
     /// Offloads turned off for the run, per interface.
     pub offloads_off: Vec<(String, Vec<&'static str>)>,
+    /// DPDK's EAL arguments pathem chose, in words (empty without DPDK ports).
+    pub eal: Vec<String>,
 }
 
 /// What a link did, when it stopped.
@@ -78,6 +80,8 @@ pub struct Final {
     /// Receive and transmit errors (an interface that was down for a while).
     pub rx_errors: u64,
     pub tx_errors: u64,
+    /// DPDK ports closed at the end, with the mbufs their pools still had in use (zero).
+    pub closed: Vec<pathem_io::dpdk::Closed>,
 }
 
 /// A running link.
@@ -96,12 +100,18 @@ pub struct Link {
 type LivePipe = Pipeline<LiveRx, LiveTx>;
 
 /// Runs `task` on this thread until `stop`, pinned to `cpu` if given; an input waits for its
-/// socket, anything else spins (it has the CPU to itself). Stops the others when it fails.
-fn drive(task: &mut dyn Task, cpu: Option<usize>, fds: Vec<RawFd>, stop: &AtomicBool) -> Result<(), Error> {
+/// port's socket (a DPDK port has none: it is polled), anything else spins (it has the CPU to
+/// itself). Stops the others when it fails.
+fn drive(
+    task: &mut dyn Task,
+    cpu: Option<usize>,
+    fds: Vec<Option<RawFd>>,
+    stop: &AtomicBool,
+) -> Result<(), Error> {
     if let Some(c) = cpu {
         pin(c)?;
     }
-    let mut clock = if fds.is_empty() { MonotonicClock::new() } else { MonotonicClock::waiting_on(fds) };
+    let mut clock = if fds.is_empty() { MonotonicClock::new() } else { MonotonicClock::for_ports(fds) };
     let result = run(&mut [task], &mut clock, stop);
     if result.is_err() {
         stop.store(true, Ordering::Relaxed);
@@ -171,7 +181,7 @@ fn place(
             if let Some(&c) = cores.first() {
                 pin(c)?;
             }
-            let mut clock = MonotonicClock::waiting_on(fds);
+            let mut clock = MonotonicClock::for_ports(fds);
             match b.as_mut() {
                 Some(p) => run(&mut [&mut ab, p], &mut clock, stop)?,
                 None => run(&mut [&mut ab], &mut clock, stop)?,
@@ -187,11 +197,6 @@ const DRAIN: Duration = Duration::from_millis(200);
 /// Pins the calling thread to `cpu`.
 pub fn pin(cpu: usize) -> Result<(), Error> {
     pathem_io::host::pin_to_cpu(cpu).map_err(Error::Cores)
-}
-
-/// The interface part of a port spec.
-fn if_name(spec: &str) -> String {
-    live::parse(spec).map(|p| p.1.to_string()).unwrap_or_else(|_| spec.to_string())
 }
 
 /// Offloads turned off for a run, put back when dropped (also when opening a port failed).
@@ -281,7 +286,7 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
     let mut offloads = Offloads(Vec::new());
     let mut offloads_off = Vec::new();
     if !spec.keep_offloads {
-        for name in [if_name(&spec.a), if_name(&spec.b)] {
+        for name in [live::kernel_iface(&spec.a), live::kernel_iface(&spec.b)].into_iter().flatten() {
             let saved = iface::disable_offloads(&name, false)?;
             if !saved.changed().is_empty() {
                 offloads_off.push((name.clone(), saved.changed()));
@@ -289,28 +294,37 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
             offloads.0.push(saved);
         }
     }
+    let eal = live::prepare(&[&spec.a, &spec.b], &spec.ports)?;
     let port_a = live::open(&spec.a, &spec.ports)?;
     let port_b = live::open(&spec.b, &spec.ports)?;
     let (name_a, name_b, how_a, how_b) = (port_a.ifname, port_b.ifname, port_a.how, port_b.how);
-    let engine = &spec.engine;
+    // Each direction carries no frame longer than its transmitting port sends.
+    let towards = |tx: &LiveTx| EngineConfig {
+        max_frame: tx.max_frame().map_or(spec.engine.max_frame, |m| m.min(spec.engine.max_frame)),
+        ..spec.engine.clone()
+    };
+    let (engine_ab, engine_ba) = (towards(&port_b.tx), towards(&port_a.tx));
     let mut ab: LivePipe =
-        Pipeline::new(port_a.rx, port_b.tx, &spec.ab, direction_seed(spec.seed, 0), engine)?;
+        Pipeline::new(port_a.rx, port_b.tx, &spec.ab, direction_seed(spec.seed, 0), &engine_ab)?;
     let mut ba: Option<LivePipe> = match spec.one_way {
         true => None,
-        false => Some(Pipeline::new(port_b.rx, port_a.tx, &spec.ba, direction_seed(spec.seed, 1), engine)?),
+        false => {
+            Some(Pipeline::new(port_b.rx, port_a.tx, &spec.ba, direction_seed(spec.seed, 1), &engine_ba)?)
+        }
     };
-    let sizing = |p: &LivePipe, cfg: &PathConfig| {
+    let sizing = |p: &LivePipe, cfg: &PathConfig, engine: &EngineConfig| {
         let why = delay_line_sizing(cfg, engine).why;
         format!("{} B ({why})", p.delay_line_capacity())
     };
     let started = Started {
-        delay_line_ab: sizing(&ab, &spec.ab),
-        delay_line_ba: ba.as_ref().map(|p| sizing(p, &spec.ba)),
+        delay_line_ab: sizing(&ab, &spec.ab, &engine_ab),
+        delay_line_ba: ba.as_ref().map(|p| sizing(p, &spec.ba, &engine_ba)),
         name_a,
         name_b,
         how_a,
         how_b,
         offloads_off,
+        eal,
     };
     let since = pathem_engine::monotonic_now();
     if let Some(s) = spec.schedule_ab.clone() {
@@ -335,6 +349,9 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
     };
     let rx_errors = ab.input.rx.errors() + ba.as_ref().map_or(0, |p| p.input.rx.errors());
     let tx_errors = ab.output.tx.errors() + ba.as_ref().map_or(0, |p| p.output.tx.errors());
+    // Closing the ports (a DPDK port closes when both its halves are gone) before the offloads
+    // are put back.
+    drop((ab, ba));
     drop(offloads);
-    Ok(Final { ab: final_ab, ba: final_ba, rx_errors, tx_errors })
+    Ok(Final { ab: final_ab, ba: final_ba, rx_errors, tx_errors, closed: pathem_io::dpdk::closed() })
 }

@@ -23,6 +23,8 @@ use std::path::Path;
 pub struct ConfigFile {
     pub seed: Option<u64>,
     pub buffer: Option<Size>,
+    /// DPDK's EAL arguments (`--eal`).
+    pub eal: Option<String>,
     #[serde(default)]
     pub a_to_b: PathSpec,
     #[serde(default)]

@@ -22,12 +22,17 @@ use std::sync::Arc;
 
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
-    /// First port: afxdp:IF, afpacket:IF, or a bare interface name (AF_XDP where it works).
+    /// First port: afxdp:IF, afpacket:IF, a bare interface name (AF_XDP where it works), or
+    /// dpdk:PCI / dpdk:PORT_ID / dpdk:VDEV (built with --features dpdk).
     #[arg(value_name = "PORT_A")]
     pub port_a: String,
-    /// Second port: afxdp:IF, afpacket:IF, or a bare interface name.
+    /// Second port, the same kinds.
     #[arg(value_name = "PORT_B")]
     pub port_b: String,
+    /// DPDK's EAL arguments for dpdk: ports, separated by spaces (cores, memory, --no-huge,
+    /// -a allow list, file prefix); they override pathem's defaults.
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    pub eal: Option<String>,
     /// Impairments for both directions; --a-to-b / --b-to-a override them per direction.
     #[command(flatten)]
     pub path: PathSpec,
@@ -96,9 +101,12 @@ pub fn direction_spec(flag: &str, text: &Option<String>) -> anyhow::Result<PathS
     PathSpec::from_flags(text).map_err(|e| usage(format!("--{flag} \"{text}\": {e}")))
 }
 
-/// Checks a port named on the command line: its type, and that the interface exists and is up.
+/// Checks a port named on the command line: its type, and that the interface it reads (a
+/// DPDK virtual device's `iface=` too) exists and is up.
 fn port_name(spec: &str) -> anyhow::Result<String> {
-    let (_, name) = live::parse(spec).map_err(usage)?;
+    live::parse(spec).map_err(usage)?;
+    let Some(name) = live::kernel_iface(spec) else { return Ok(spec.to_string()) };
+    let name = name.as_str();
     iface::check_exists(name).map_err(usage)?;
     if !iface::is_up(name) {
         return Err(usage(format!("interface {name} is down; bring it up with `ip link set {name} up`")));
@@ -219,11 +227,14 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
     };
     let ((ab_spec, ab, schedule_ab), (ba_spec, ba, schedule_ba)) = paths(&args, &file)?;
     let cores = parse_cores(&args.cores)?;
+    if let Some(eal) = args.eal.as_ref().or(file.eal.as_ref()) {
+        pathem_io::dpdk::split_eal(eal).map_err(usage)?;
+    }
     let engine = EngineConfig {
         buffer: args.buffer.or(file.buffer).map(|s| usize::try_from(s.0).unwrap_or(usize::MAX)),
         max_frame: args.max_frame,
         line_rate: pathem_model::units::Rate(
-            iface::speed_bps(&port_interface(&args.port_a)).unwrap_or(10_000_000_000),
+            live::kernel_iface(&args.port_a).and_then(|i| iface::speed_bps(&i)).unwrap_or(10_000_000_000),
         ),
         busy_poll: args.busy_poll.0,
         offline: false,
@@ -234,7 +245,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
     if port_interface(&a) == port_interface(&b) {
         return Err(usage(format!(
             "both ports are {}: pathem forwards between two different interfaces",
-            port_interface(&a)
+            live::kernel_iface(&a).unwrap_or_else(|| a.clone())
         )));
     }
     let seed = args.seed.or(file.seed).unwrap_or_else(crate::replay::random_seed);
@@ -245,7 +256,11 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
         ba: ba.clone(),
         one_way: args.one_way,
         seed,
-        ports: PortOptions { max_frame: engine.max_frame, rx_buffer: args.rx_buffer.0 as usize },
+        ports: PortOptions {
+            max_frame: engine.max_frame,
+            rx_buffer: args.rx_buffer.0 as usize,
+            eal: args.eal.clone().or(file.eal.clone()),
+        },
         engine,
         cores,
         netns: None,
@@ -308,9 +323,17 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The interface a port spec names.
+/// The interface or device a port spec names, as a control socket's name takes it: a DPDK
+/// device by its name (`net_af_xdp0`), PCI address (`0000_3b_00.0`) or port id.
 fn port_interface(spec: &str) -> String {
-    live::parse(spec).map(|p| p.1.to_string()).unwrap_or_default()
+    match live::parse(spec) {
+        Ok(("dpdk", dev)) => {
+            let name = dev.split(',').next().unwrap_or(dev);
+            format!("dpdk{}", name.replace(':', "_"))
+        }
+        Ok((_, name)) => name.to_string(),
+        Err(_) => String::new(),
+    }
 }
 
 /// The words of `ctl set`: flags for both directions, and per direction.
@@ -395,6 +418,9 @@ pub fn metrics(
 
 /// What `run` says when the link is up.
 fn announce(s: &Started, ab: &PathConfig, ba: &PathConfig, one_way: bool, seed: u64) {
+    if !s.eal.is_empty() {
+        eprintln!("pathem: DPDK EAL defaults: {}", s.eal.join("; "));
+    }
     for (name, off) in &s.offloads_off {
         eprintln!("pathem: {name}: turned off {} for the run", off.join(", "));
     }
@@ -429,6 +455,9 @@ fn report_end(end: &Final) {
         (f, q) => eprintln!(
             "pathem: stopped; {f} frames still in the delay line were not sent, {q} handed to a port it never took (in port above)"
         ),
+    }
+    for c in &end.closed {
+        eprintln!("pathem: {}", c.describe());
     }
 }
 

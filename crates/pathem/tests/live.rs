@@ -16,6 +16,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
@@ -74,6 +75,8 @@ fn main() {
         ("metrics_and_show_agree", metrics_and_show_agree),
         ("stages_on_two_cpus_forward_everything", stages_on_two_cpus_forward_everything),
         ("a_change_takes_effect_at_once", a_change_takes_effect_at_once),
+        ("dpdk_sigint_balances_and_returns_every_mbuf", dpdk_sigint_balances_and_returns_every_mbuf),
+        ("dpdk_bad_arguments_are_refused_with_one_line", dpdk_bad_arguments_are_refused_with_one_line),
     ];
     let filters: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let chosen: Vec<_> = tests
@@ -91,6 +94,12 @@ fn main() {
     let why = cannot_run();
     println!("\nrunning {} live tests", chosen.len());
     for (name, test) in &chosen {
+        let why = match why.clone() {
+            None if name.starts_with("dpdk_") && !cfg!(feature = "dpdk") => {
+                Some("built without the dpdk feature (cargo test --features dpdk)".to_string())
+            }
+            w => w,
+        };
         if let Some(why) = &why {
             println!("test {name} ... SKIPPED: {why}");
             skipped += 1;
@@ -138,6 +147,28 @@ struct Topo {
     json: Option<mpsc::Receiver<String>>,
     /// The namespaces: the runtime's own test bed, removed on drop (after pathem is killed).
     bed: Option<Bed>,
+    /// What pathem printed on stderr after it started.
+    stderr: Arc<Mutex<Vec<String>>>,
+}
+
+/// The port kinds every data-path test runs through: pathem's own sockets, and with the
+/// `dpdk` feature, DPDK ports (net_af_packet virtual devices on the same veth interfaces).
+fn kinds() -> Vec<&'static str> {
+    let mut k = vec!["afpacket", "afxdp"];
+    if cfg!(feature = "dpdk") {
+        k.push("dpdk");
+    }
+    k
+}
+
+/// Port A and port B of a kind: `KIND:pa KIND:pb`; `dpdk`: net_af_packet virtual devices on
+/// pa and pb; `dpdk-xdp`: a net_af_xdp virtual device on pa facing pathem's AF_XDP port on pb.
+fn ports(kind: &str) -> (String, String) {
+    match kind {
+        "dpdk" => ("dpdk:net_af_packet0,iface=pa".into(), "dpdk:net_af_packet1,iface=pb".into()),
+        "dpdk-xdp" => ("dpdk:net_af_xdp0,iface=pa".into(), "afxdp:pb".into()),
+        _ => (format!("{kind}:pa"), format!("{kind}:pb")),
+    }
 }
 
 impl Topo {
@@ -151,6 +182,7 @@ impl Topo {
             pathem: None,
             json: None,
             bed: Some(bed),
+            stderr: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
@@ -165,9 +197,9 @@ impl Topo {
         self.start_with("afpacket", args)
     }
 
-    /// Starts pathem with ports of the given kind (`afpacket` or `afxdp`).
+    /// Starts pathem with ports of the given kind (see [`ports`]).
     fn start_with(&mut self, kind: &str, args: &[&str]) {
-        let (a, b) = (format!("{kind}:pa"), format!("{kind}:pb"));
+        let (a, b) = ports(kind);
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &self.mid, PATHEM, "run", &a, &b]).args(args);
         let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("pathem starts");
@@ -193,7 +225,13 @@ impl Topo {
                 Err(_) => panic!("pathem did not start"),
             }
         }
-        std::thread::spawn(move || while rx.recv().is_ok() {});
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        self.stderr = lines.clone();
+        std::thread::spawn(move || {
+            while let Ok(l) = rx.recv() {
+                lines.lock().unwrap().push(l);
+            }
+        });
         self.pathem = Some(child);
         // ARP through the path before measuring.
         self.exec(&self.gen, &["ping", "-c", "1", "-W", "3", SINK_IP]);
@@ -354,7 +392,12 @@ fn udp_loss(report: &serde_json::Value) -> (u64, u64) {
 }
 
 fn constant_delay_adds_twice_the_delay_to_the_rtt() {
-    for kind in ["afpacket", "afxdp"] {
+    let mut all = kinds();
+    if cfg!(feature = "dpdk") {
+        // A DPDK port facing one of pathem's own.
+        all.push("dpdk-xdp");
+    }
+    for kind in all {
         let mut t = Topo::new();
         t.start_with(kind, &["--delay", "25ms"]);
         let (min, avg) = t.rtt(20);
@@ -364,7 +407,7 @@ fn constant_delay_adds_twice_the_delay_to_the_rtt() {
 }
 
 fn udp_loss_within_statistical_bounds_and_none_below_capacity() {
-    for kind in ["afpacket", "afxdp"] {
+    for kind in kinds() {
         let mut t = Topo::new();
         t.start_with(kind, &["--a-to-b", "--loss 10%", "--seed", "5"]);
         let n = 20_000;
@@ -409,7 +452,7 @@ fn xdp_program_is_gone_after_exit() {
 }
 
 fn rate_caps_tcp_throughput() {
-    for kind in ["afpacket", "afxdp"] {
+    for kind in kinds() {
         let mut t = Topo::new();
         t.start_with(kind, &["--rate", "20mbit", "--queue", "100pkt"]);
         let r = t.iperf(&["-t", "4"], false);
@@ -421,7 +464,7 @@ fn rate_caps_tcp_throughput() {
 }
 
 fn directions_are_independent() {
-    for kind in ["afpacket", "afxdp"] {
+    for kind in kinds() {
         let mut t = Topo::new();
         t.start_with(
             kind,
@@ -623,7 +666,8 @@ fn blast(ns: &str, dev: &str, frames: Vec<Vec<u8>>) -> (Nanos, Nanos) {
 fn a_burst_through_a_delay_arrives_whole_without_later_traffic() {
     // As it comes, and all due at one instant (a 20 ms slot gathers the burst): then the
     // transmit port gets 1000 frames at once, more than one kick of its ring sends.
-    for (kind, slot) in [("afpacket", false), ("afxdp", false), ("afpacket", true), ("afxdp", true)] {
+    let cases = kinds().into_iter().flat_map(|k| [(k, false), (k, true)]);
+    for (kind, slot) in cases {
         let mut t = Topo::new();
         t.quiet();
         let mut args = vec!["--delay", "10ms", "--json"];
@@ -673,7 +717,7 @@ fn a_burst_through_a_delay_arrives_whole_without_later_traffic() {
 }
 
 fn a_flood_is_counted_frame_for_frame() {
-    for kind in ["afpacket", "afxdp"] {
+    for kind in kinds() {
         let mut t = Topo::new();
         t.quiet();
         // A small socket buffer makes the port the bottleneck: the flood shows as port drops.
@@ -986,4 +1030,68 @@ fn a_change_takes_effect_at_once() {
     );
     assert!(first < answered + 50_000_000, "applied by the next frames");
     assert!(last_old < first, "no old delay after the new one");
+}
+
+fn dpdk_sigint_balances_and_returns_every_mbuf() {
+    let mut t = Topo::new();
+    t.quiet();
+    t.start_with("dpdk", &["--a-to-b", "--delay 300ms", "--json"]);
+    // Frames in flight at the signal: sent for 200 ms, stopped 100 ms later, 300 ms of delay.
+    let n = 2000;
+    let gen = t.gen.clone();
+    let flood = std::thread::spawn(move || {
+        blast(&gen, "g0", (0..n).map(|i| marked_frame(i, 200)).collect());
+    });
+    flood.join().unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let s = t.stop_json();
+    let a = &s["a_to_b"];
+    let get = |k: &str| a[k].as_u64().unwrap();
+    let dropped: u64 = ["loss", "queue", "police", "ber", "delay_line", "oversize"]
+        .iter()
+        .map(|k| a["dropped"][k].as_u64().unwrap())
+        .sum();
+    assert!(get("rx_packets") >= u64::from(n), "every frame reached pathem: {a}");
+    assert!(get("in_flight") > 0, "frames were still in the delay line at the signal: {a}");
+    assert_eq!(
+        get("rx_packets"),
+        get("tx_packets") + dropped + get("in_flight") + get("port_tx_queued"),
+        "rx = tx + drops + in flight + in port: {a}"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let err = t.stderr.lock().unwrap().join("\n");
+    for port in ["net_af_packet0", "net_af_packet1"] {
+        assert!(
+            err.contains(&format!("dpdk:{port}: closed, all 4095 mbufs back in its pool")),
+            "{port}'s pool after SIGINT: {err}"
+        );
+    }
+}
+
+fn dpdk_bad_arguments_are_refused_with_one_line() {
+    let t = Topo::new();
+    let b = "dpdk:net_af_packet1,iface=pb";
+    for (args, code, says) in [
+        (vec!["run", "dpdk:eth0", b], 2, "accepted: dpdk:PCI"),
+        (vec!["run", "dpdk:99999", b], 2, "port id out of range"),
+        (vec!["run", "dpdk:net_af_packet0,iface=nope0", b], 2, "nope0"),
+        (vec!["run", "dpdk:net_bogus0", b], 1, "check the driver name"),
+        (vec!["run", "dpdk:net_af_packet0,iface=pa", b, "--eal", "--bogus-option"], 1, "unrecognized option"),
+        (vec!["run", "dpdk:net_af_packet0,iface=pa", b, "--eal", "-m 'x'"], 2, "quotes"),
+        (vec!["run", "dpdk:0000:99:00.0", b, "--eal", "--no-huge"], 1, "dpdk-devbind"),
+        (vec!["run", "dpdk:0000:99:00.0", b], 1, "hugepages"),
+    ] {
+        let mut cmd = vec!["netns", "exec", t.mid.as_str(), PATHEM];
+        cmd.extend_from_slice(&args);
+        let out = Command::new("ip").args(&cmd).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(
+            out.stdout.is_empty(),
+            "{args:?}: nothing on stdout: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
 }

@@ -1,0 +1,662 @@
+//! DPDK ports through the C shim (`shim.c`): EAL set-up once per process, and a port's
+//! receiving and transmitting halves.
+//!
+//! - **Receive**: `rte_eth_rx_burst`; each frame is handed to the engine while it sits in its
+//!   mbuf, copied once into the delay line, and the burst's mbufs go back to the pool at once.
+//!   The pool is sized by the rings, not by the path's delay: the delay line holds the
+//!   bandwidth-delay product.
+//! - **Transmit**: `send` copies a frame into an mbuf of the port's pool and queues it; `flush`
+//!   hands the queue to `rte_eth_tx_burst`, and what the device does not take stays queued for
+//!   the next flush (back-pressure: `send` refuses when the queue or the pool is full, and the
+//!   engine keeps the frame). At close, queued mbufs are freed and counted as still queued.
+//! - **Timestamps**: where the device stamps frames (`RTE_ETH_RX_OFFLOAD_TIMESTAMP`) and its
+//!   clock can be read (`rte_eth_read_clock`), its stamp moved onto CLOCK_MONOTONIC by a
+//!   [`ClockFit`] refreshed each second; otherwise the clock read once per burst, corrected
+//!   back along the burst at the link speed (MoonEm's software mode).
+//! - **Close**: when both halves are gone the port is stopped and closed, a virtual device is
+//!   removed (so that it can be opened again), and the pool's count of mbufs still in use is
+//!   recorded for [`closed`] before the pool is freed: it must be zero.
+
+use super::{eal_args, split_eal, ClockFit, Closed, Device, EalPlan, CLOSED};
+use crate::afpacket::{packet_sockets, ring_drops};
+use crate::kstamp::monotonic_now;
+use crate::port::{FallbackStamps, PollAt, RxFrame, RxPort, TxPort};
+use crate::Error;
+use pathem_model::Nanos;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::os::fd::RawFd;
+use std::sync::{Arc, OnceLock};
+
+/// Frames per receive burst.
+const BURST: usize = 32;
+/// Frames a transmitting half queues before it refuses more.
+const TX_QUEUE: usize = 512;
+/// Descriptors asked for per ring (the device may adjust them).
+const RING: u16 = 1024;
+/// mbufs per port's pool: both rings, the transmit queue and a burst, with room for the
+/// per-thread caches (a power of two less one, as the mempool prefers).
+const POOL: u32 = 4095;
+/// How often a device clock is read again.
+const CLOCK_REFRESH: Nanos = Nanos::from_secs(1);
+
+#[repr(C)]
+struct PortInfo {
+    port_id: u16,
+    socket: c_int,
+    speed_mbps: u32,
+    rx_timestamps: c_int,
+    ts_offset: c_int,
+    ts_flag: u64,
+    rx_desc: u16,
+    tx_desc: u16,
+    pool_size: u32,
+    data_room: u32,
+    driver: [c_char; 64],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct RxMeta {
+    data: *const u8,
+    len: u32,
+    pkt_len: u32,
+    stamp: u64,
+}
+
+type Mbuf = c_void;
+type Pool = c_void;
+
+extern "C" {
+    fn pathem_dpdk_version() -> *const c_char;
+    fn pathem_dpdk_strerror(e: c_int) -> *const c_char;
+    fn pathem_dpdk_eal_init(argc: c_int, argv: *mut *mut c_char) -> c_int;
+    fn pathem_dpdk_port_by_name(name: *const c_char, port: *mut u16) -> c_int;
+    fn pathem_dpdk_port_valid(port: u16) -> c_int;
+    fn pathem_dpdk_port_count() -> u16;
+    fn pathem_dpdk_probe(devargs: *const c_char) -> c_int;
+    fn pathem_dpdk_remove(bus: *const c_char, name: *const c_char) -> c_int;
+    #[allow(clippy::too_many_arguments)]
+    fn pathem_dpdk_port_start(
+        port: u16,
+        n_mbufs: u32,
+        max_frame: u32,
+        rx_desc: u16,
+        tx_desc: u16,
+        want_timestamps: c_int,
+        pool_out: *mut *mut Pool,
+        info: *mut PortInfo,
+        why: *mut *const c_char,
+    ) -> c_int;
+    fn pathem_dpdk_port_close(port: u16);
+    fn pathem_dpdk_pool_free(pool: *mut Pool);
+    fn pathem_dpdk_pool_in_use(pool: *const Pool) -> u32;
+    #[allow(clippy::too_many_arguments)]
+    fn pathem_dpdk_rx_burst(
+        port: u16,
+        m: *mut *mut Mbuf,
+        n: u16,
+        out: *mut RxMeta,
+        bounce: *mut u8,
+        bounce_each: u32,
+        ts_offset: c_int,
+        ts_flag: u64,
+    ) -> u16;
+    fn pathem_dpdk_free_bulk(m: *mut *mut Mbuf, n: u32);
+    fn pathem_dpdk_tx_copy(pool: *mut Pool, data: *const u8, len: u32) -> *mut Mbuf;
+    fn pathem_dpdk_tx_burst(port: u16, m: *mut *mut Mbuf, n: u16) -> u16;
+    fn pathem_dpdk_stats(port: u16, out: *mut u64) -> c_int;
+    fn pathem_dpdk_read_clock(port: u16, clock: *mut u64) -> c_int;
+}
+
+fn strerror(e: c_int) -> String {
+    // SAFETY: rte_strerror returns a pointer to a static or thread-local NUL-terminated string.
+    unsafe { CStr::from_ptr(pathem_dpdk_strerror(e.abs())) }.to_string_lossy().into_owned()
+}
+
+fn fail(dev: &str, reason: impl Into<String>) -> Error {
+    Error::Dpdk { dev: dev.into(), reason: reason.into() }
+}
+
+fn cstring(dev: &str, s: &str) -> Result<CString, Error> {
+    CString::new(s).map_err(|_| fail(dev, "contains a NUL byte"))
+}
+
+/// Runs `f` with standard output and standard error going to a temporary file, and returns
+/// what was written there: the EAL and the drivers print their failures (and the EAL its whole
+/// usage text) themselves, and pathem reports a failure in one line of its own. Output written
+/// meanwhile by other threads is caught too, and given back.
+fn captured<T>(f: impl FnOnce() -> T) -> (T, String) {
+    let Ok(mut file) = tempfile::tempfile() else { return (f(), String::new()) };
+    use std::io::{Read, Seek};
+    use std::os::fd::AsRawFd;
+    // SAFETY: dup and dup2 on the process's standard descriptors and a file we own; the saved
+    // descriptors are put back and closed below, on every path. C stdio is flushed first so
+    // nothing buffered before lands in the file, and after so nothing caught stays buffered.
+    let saved = unsafe {
+        libc::fflush(std::ptr::null_mut());
+        let saved = [libc::dup(1), libc::dup(2)];
+        if saved.iter().any(|&d| d < 0) {
+            for d in saved.into_iter().filter(|&d| d >= 0) {
+                libc::close(d);
+            }
+            None
+        } else {
+            libc::dup2(file.as_raw_fd(), 1);
+            libc::dup2(file.as_raw_fd(), 2);
+            Some(saved)
+        }
+    };
+    let out = f();
+    if let Some([o, e]) = saved {
+        // SAFETY: puts back the descriptors saved above and closes the copies.
+        unsafe {
+            libc::fflush(std::ptr::null_mut());
+            libc::dup2(o, 1);
+            libc::dup2(e, 2);
+            libc::close(o);
+            libc::close(e);
+        }
+    }
+    let mut text = String::new();
+    let _ = file.rewind();
+    let _ = file.read_to_string(&mut text);
+    (out, text)
+}
+
+/// The line of DPDK's own output that says what went wrong: one that names an option, a fatal
+/// error or an error, else the first.
+fn telling_line(text: &str) -> Option<&str> {
+    let lines = || text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let keys = ["option", "FATAL", "Error", "error", "Cannot", "cannot", "Invalid", "invalid"];
+    keys.iter().find_map(|k| lines().find(|l| l.contains(k))).or_else(|| lines().next())
+}
+
+/// Passes on what DPDK printed while it worked (warnings the user should still see).
+fn pass_on(text: &str) {
+    if !text.trim().is_empty() {
+        eprint!("{text}");
+    }
+}
+
+/// The EAL's initialisation: once per process, its outcome kept for every later port.
+static EAL: OnceLock<Result<EalPlan, String>> = OnceLock::new();
+
+/// Initialises the EAL for `devices` with the user's `--eal` words (see [`eal_args`]); later
+/// calls return the first call's outcome. The calling thread's CPU affinity is put back
+/// afterwards (the EAL pins it to its main lcore).
+pub fn init(eal: Option<&str>, devices: &[Device]) -> Result<EalPlan, Error> {
+    let user = split_eal(eal.unwrap_or(""))?;
+    let outcome = EAL.get_or_init(|| {
+        let affinity = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok();
+        let first_cpu = affinity
+            .as_ref()
+            .and_then(|set| (0..nix::sched::CpuSet::count()).find(|&c| set.is_set(c).unwrap_or(false)))
+            .unwrap_or(0);
+        let hugepages = crate::proc_kb("/proc/meminfo", "Hugetlb").unwrap_or(0);
+        let plan = eal_args(&user, devices, first_cpu, hugepages);
+        let words: Vec<CString> = plan
+            .args
+            .iter()
+            .map(|a| CString::new(a.as_str()).map_err(|_| format!("EAL argument `{a}` contains a NUL byte")))
+            .collect::<Result<_, _>>()?;
+        // rte_eal_init may permute argv; it gets its own array of pointers into `words`.
+        let mut argv: Vec<*mut c_char> = words.iter().map(|w| w.as_ptr() as *mut c_char).collect();
+        argv.push(std::ptr::null_mut());
+        // SAFETY: argv holds argc pointers to NUL-terminated strings that outlive the call,
+        // then a null; the EAL reads them and may reorder the pointer array, which is ours.
+        let (r, said) = captured(|| unsafe { pathem_dpdk_eal_init(words.len() as c_int, argv.as_mut_ptr()) });
+        if let Some(set) = affinity {
+            let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
+        }
+        if r < 0 {
+            let hint = if plan.args.iter().any(|a| a == "--no-huge") {
+                "check the --eal arguments"
+            } else {
+                "reserve hugepages (echo 1024 > /proc/sys/vm/nr_hugepages) or add --eal \"--no-huge\" for virtual devices"
+            };
+            let eal_said = telling_line(&said).map(|l| format!(" (it said: {l})")).unwrap_or_default();
+            return Err(format!(
+                "EAL initialisation failed with `{}`{eal_said}: {hint}",
+                plan.args[1..].join(" ")
+            ));
+        }
+        pass_on(&said);
+        Ok(plan)
+    });
+    outcome.clone().map_err(|e| fail("eal", e))
+}
+
+/// DPDK's version string (`DPDK 22.11.11`).
+pub fn version() -> String {
+    // SAFETY: rte_version returns a pointer to a static NUL-terminated string.
+    unsafe { CStr::from_ptr(pathem_dpdk_version()) }.to_string_lossy().into_owned()
+}
+
+/// A started port, shared by its two halves; stopped, closed and its pool freed when the
+/// last half is dropped.
+struct Port {
+    id: u16,
+    pool: *mut Pool,
+    label: String,
+    /// A virtual device's name, removed from the vdev bus at close.
+    vdev: Option<String>,
+    pool_size: u32,
+    /// mbufs in use right after start (the driver's receive buffers).
+    at_start: u32,
+}
+
+// SAFETY: the port id and pool pointer are handles into DPDK's shared memory; ethdev allows
+// its rx queue and tx queue to be used from different threads, each half owns one queue and
+// uses it from one thread at a time, and mempools are safe for concurrent use.
+unsafe impl Send for Port {}
+// SAFETY: as above; the shared methods (`stats`) only read device counters.
+unsafe impl Sync for Port {}
+
+impl Port {
+    /// ipackets, imissed, ierrors, rx_nombuf, opackets, oerrors.
+    fn stats(&self) -> [u64; 6] {
+        let mut out = [0u64; 6];
+        // SAFETY: `out` has the six u64 the shim writes; the port id is valid until close.
+        if unsafe { pathem_dpdk_stats(self.id, out.as_mut_ptr()) } != 0 {
+            return [0; 6];
+        }
+        out
+    }
+}
+
+impl Drop for Port {
+    fn drop(&mut self) {
+        // SAFETY: both halves are gone (this is the last reference), so no queue is in use;
+        // the port is stopped and closed once.
+        unsafe { pathem_dpdk_port_close(self.id) };
+        let in_use = (!self.pool.is_null()).then(|| {
+            // SAFETY: the closed device no longer references the pool; it is counted, then
+            // freed once.
+            unsafe {
+                let n = pathem_dpdk_pool_in_use(self.pool);
+                pathem_dpdk_pool_free(self.pool);
+                n
+            }
+        });
+        if let Some(name) = &self.vdev {
+            if let Ok(c) = CString::new(name.as_str()) {
+                // SAFETY: both strings are NUL-terminated and live for the call.
+                unsafe { pathem_dpdk_remove(c"vdev".as_ptr(), c.as_ptr()) };
+            }
+        }
+        // A port that failed before it had a pool has nothing to report.
+        if let Some(in_use) = in_use {
+            CLOSED.lock().unwrap_or_else(|e| e.into_inner()).push(Closed {
+                port: self.label.clone(),
+                in_use,
+                at_start: self.at_start,
+                pool: self.pool_size,
+            });
+        }
+    }
+}
+
+/// How received frames are stamped.
+enum Stamps {
+    /// The device's clock, fitted to CLOCK_MONOTONIC.
+    Device { fit: ClockFit, at: Nanos },
+    /// The clock read per burst, corrected back along the burst at the link speed.
+    Software,
+}
+
+/// One reading of (CLOCK_MONOTONIC, device clock), the monotonic one the middle of two reads
+/// around the device's.
+fn read_clock(port: u16) -> Option<(u64, u64)> {
+    let before = monotonic_now().as_nanos();
+    let mut ticks = 0u64;
+    // SAFETY: writes one u64 into `ticks`; the port id is valid while the port is open.
+    let r = unsafe { pathem_dpdk_read_clock(port, &mut ticks) };
+    let after = monotonic_now().as_nanos();
+    (r == 0).then_some((before + (after - before) / 2, ticks))
+}
+
+/// The receiving half of a DPDK port.
+pub struct DpdkRx {
+    port: Arc<Port>,
+    mbufs: [*mut Mbuf; BURST],
+    meta: [RxMeta; BURST],
+    /// Where a frame spread over several segments is gathered (one `bounce_each` per slot).
+    bounce: Vec<u8>,
+    bounce_each: usize,
+    ts: Option<(c_int, u64)>,
+    stamps: Stamps,
+    line_rate: u64,
+    last_arrival: Nanos,
+    more: bool,
+    /// net_af_packet reports no drops of its own: the kernel's count of frames its ring had no
+    /// room for is read from the driver's packet socket, as pathem's AF_PACKET port reads its own.
+    ring_socket: Option<RawFd>,
+    ring_drops: u64,
+}
+
+// SAFETY: the mbuf array holds no mbufs between calls (each burst's are freed before
+// recv_burst returns), and the port's rx queue is used only by this half.
+unsafe impl Send for DpdkRx {}
+
+/// The transmitting half of a DPDK port.
+pub struct DpdkTx {
+    port: Arc<Port>,
+    /// mbufs queued for `rte_eth_tx_burst`, `queue[..len]`.
+    queue: Box<[*mut Mbuf; TX_QUEUE]>,
+    len: usize,
+    /// Longest frame an mbuf holds.
+    max_frame: usize,
+}
+
+// SAFETY: the queued mbufs belong to this half alone until the device takes them; the port's
+// tx queue is used only by this half.
+unsafe impl Send for DpdkTx {}
+
+/// Opens the port `dev` for frames up to `max_frame` bytes (initialising the EAL with `eal`
+/// if no port did before). Returns its halves and how it was opened, in words.
+pub fn open(
+    spec: &str,
+    dev: &Device,
+    max_frame: usize,
+    eal: Option<&str>,
+) -> Result<(DpdkRx, DpdkTx, String), Error> {
+    init(eal, std::slice::from_ref(dev))?;
+    let (id, sockets) = find(spec, dev)?;
+    let mut pool: *mut Pool = std::ptr::null_mut();
+    // SAFETY: PortInfo is plain data (integers and a char array); zero is valid.
+    let mut info: PortInfo = unsafe { std::mem::zeroed() };
+    let mut why: *const c_char = std::ptr::null();
+    // SAFETY: the out-pointers point at locals that live for the call; `id` is a valid port.
+    let r = unsafe {
+        pathem_dpdk_port_start(id, POOL, max_frame as u32, RING, RING, 1, &mut pool, &mut info, &mut why)
+    };
+    let vdev = match dev {
+        Device::Vdev { name, .. } => Some(name.clone()),
+        _ => None,
+    };
+    let at_start = match pool.is_null() {
+        true => 0,
+        // SAFETY: a pool the shim created and nothing freed yet.
+        false => unsafe { pathem_dpdk_pool_in_use(pool) },
+    };
+    // From here the port is closed (and its pool freed) when dropped, also on failure.
+    let port = Arc::new(Port {
+        id,
+        pool,
+        label: format!("dpdk:{}", dev_label(dev, id)),
+        vdev,
+        pool_size: info.pool_size,
+        at_start,
+    });
+    if r != 0 {
+        // SAFETY: `why` is null or points at one of the shim's static strings.
+        let step = if why.is_null() {
+            "start".into()
+        } else {
+            unsafe { CStr::from_ptr(why) }.to_string_lossy().into_owned()
+        };
+        drop(port);
+        return Err(fail(spec, format!("{step} failed: {}", strerror(r))));
+    }
+    // SAFETY: the shim wrote a NUL-terminated name into the 64-byte array.
+    let driver = unsafe { CStr::from_ptr(info.driver.as_ptr()) }.to_string_lossy().into_owned();
+    let speed_mbps = if info.speed_mbps == 0 { 10_000 } else { info.speed_mbps };
+    let line_rate = u64::from(speed_mbps) * 1_000_000;
+    let now = monotonic_now();
+    let (stamps, stamp_words) = match info.rx_timestamps != 0 {
+        true => match device_fit(id) {
+            Some(fit) => (Stamps::Device { fit, at: now }, format!("receive stamps from the device clock ({:.3} MHz)", fit.hz() / 1e6)),
+            None => (
+                Stamps::Software,
+                format!("software receive stamps per burst, corrected at {speed_mbps} Mbit/s (the device stamps frames but its clock cannot be read)"),
+            ),
+        },
+        false => (Stamps::Software, format!("software receive stamps per burst, corrected at {speed_mbps} Mbit/s")),
+    };
+    let how = format!(
+        "DPDK {driver} (port {id}, {} rx / {} tx descriptors, {} mbufs of {} B, {stamp_words})",
+        info.rx_desc, info.tx_desc, info.pool_size, info.data_room
+    );
+    let bounce_each = max_frame.max(1);
+    // The driver's packet socket on the interface (not the unbound one it opens to look it up).
+    let ifindex = dev.kernel_iface().and_then(|i| crate::afpacket::ifindex(i).ok());
+    let ring_socket = match driver.as_str() {
+        "net_af_packet" => sockets.iter().find(|s| Some(s.1) == ifindex).map(|s| s.0),
+        _ => None,
+    };
+    let rx = DpdkRx {
+        port: port.clone(),
+        mbufs: [std::ptr::null_mut(); BURST],
+        meta: [RxMeta { data: std::ptr::null(), len: 0, pkt_len: 0, stamp: 0 }; BURST],
+        bounce: vec![0; BURST * bounce_each],
+        bounce_each,
+        ts: (info.rx_timestamps != 0).then_some((info.ts_offset, info.ts_flag)),
+        stamps,
+        line_rate,
+        last_arrival: Nanos::ZERO,
+        more: false,
+        ring_socket,
+        ring_drops: 0,
+    };
+    let tx = DpdkTx {
+        port,
+        queue: Box::new([std::ptr::null_mut(); TX_QUEUE]),
+        len: 0,
+        max_frame: info.data_room as usize,
+    };
+    Ok((rx, tx, how))
+}
+
+fn dev_label(dev: &Device, id: u16) -> String {
+    match dev {
+        Device::Pci { addr, .. } => addr.clone(),
+        Device::Vdev { name, .. } => name.clone(),
+        Device::PortId(_) => id.to_string(),
+    }
+}
+
+/// The device's clock fitted over 10 ms, or `None` when it cannot be read.
+fn device_fit(id: u16) -> Option<ClockFit> {
+    let a = read_clock(id)?;
+    std::thread::sleep(std::time::Duration::from_millis(10));
+    ClockFit::new(a, read_clock(id)?)
+}
+
+/// The port id of `dev`, probing a virtual device (or a PCI device the EAL did not take) if
+/// it is not there yet; with the packet sockets the probe opened (a net_af_packet device's).
+fn find(spec: &str, dev: &Device) -> Result<(u16, Vec<(RawFd, i32)>), Error> {
+    if let Device::PortId(id) = dev {
+        // SAFETY: a plain query of the ethdev table.
+        if unsafe { pathem_dpdk_port_valid(*id) } == 1 {
+            return Ok((*id, Vec::new()));
+        }
+        // SAFETY: as above.
+        let n = unsafe { pathem_dpdk_port_count() };
+        return Err(fail(
+            spec,
+            format!("no DPDK port {id} ({n} probed); bind the NIC with `dpdk-devbind.py -b vfio-pci ADDR` or name it by PCI address"),
+        ));
+    }
+    let name = cstring(spec, dev.port_name().unwrap_or_default())?;
+    let lookup = || {
+        let mut id = 0u16;
+        // SAFETY: `name` is NUL-terminated; `id` is a local the shim writes.
+        (unsafe { pathem_dpdk_port_by_name(name.as_ptr(), &mut id) } == 0).then_some(id)
+    };
+    if let Some(id) = lookup() {
+        return Ok((id, Vec::new()));
+    }
+    let devargs = match dev {
+        Device::Vdev { devargs, .. } => devargs.clone(),
+        Device::Pci { addr, args: Some(a) } => format!("{addr},{a}"),
+        Device::Pci { addr, args: None } => addr.clone(),
+        Device::PortId(_) => unreachable!("handled above"),
+    };
+    let c = cstring(spec, &devargs)?;
+    let before = packet_sockets();
+    // SAFETY: `c` is NUL-terminated and lives for the call.
+    let (r, said) = captured(|| unsafe { pathem_dpdk_probe(c.as_ptr()) });
+    match (r, lookup()) {
+        (0, Some(id)) => {
+            pass_on(&said);
+            let opened = packet_sockets().into_iter().filter(|s| !before.contains(s)).collect();
+            Ok((id, opened))
+        }
+        _ => {
+            let said = telling_line(&said).map(|l| format!("; it said: {l}")).unwrap_or_default();
+            let hint = match dev {
+                Device::Pci { .. } => {
+                    "bind the NIC to vfio-pci (`dpdk-devbind.py -b vfio-pci ADDR`), reserve hugepages, and check `-a` in --eal"
+                }
+                _ => "check the driver name and its arguments (iface= an interface that exists and is up)",
+            };
+            Err(fail(spec, format!("cannot probe the device ({}{said}): {hint}", strerror(r))))
+        }
+    }
+}
+
+impl DpdkRx {
+    /// Frames the device could not take (no descriptor, no mbuf, a bad frame, no room in a
+    /// kernel ring) since start.
+    fn device_drops(&mut self) -> u64 {
+        if let Some(fd) = self.ring_socket {
+            // The driver's socket is open while the port is, and this half keeps the port.
+            self.ring_drops += u64::from(ring_drops(fd).unwrap_or(0));
+        }
+        let s = self.port.stats();
+        s[1] + s[2] + s[3] + self.ring_drops
+    }
+
+    fn refresh(&mut self, now: Nanos) {
+        match &mut self.stamps {
+            Stamps::Device { fit, at } if now.saturating_sub(*at) > CLOCK_REFRESH => {
+                if let Some(r) = read_clock(self.port.id) {
+                    fit.refresh(r);
+                }
+                *at = now;
+            }
+            _ => {}
+        }
+    }
+}
+
+impl RxPort for DpdkRx {
+    fn recv_burst<F: FnMut(RxFrame<'_>)>(
+        &mut self,
+        now: Nanos,
+        max: usize,
+        mut f: F,
+    ) -> Result<usize, Error> {
+        self.refresh(now);
+        let want = max.min(BURST);
+        let (ts_offset, ts_flag) = self.ts.unwrap_or((0, 0));
+        // SAFETY: mbufs and meta have room for `want` ≤ BURST entries, bounce for BURST slots
+        // of bounce_each bytes; the shim writes at most that. The port's rx queue is ours.
+        let n = unsafe {
+            pathem_dpdk_rx_burst(
+                self.port.id,
+                self.mbufs.as_mut_ptr(),
+                want as u16,
+                self.meta.as_mut_ptr(),
+                self.bounce.as_mut_ptr(),
+                self.bounce_each as u32,
+                ts_offset,
+                ts_flag,
+            )
+        } as usize;
+        self.more = n == want;
+        if n == 0 {
+            return Ok(0);
+        }
+        let now = monotonic_now().max(now);
+        let meta = self.meta;
+        let mut fallback = FallbackStamps::<BURST>::new(now, self.line_rate, n);
+        for (i, m) in meta[..n].iter().enumerate() {
+            let stamp = match (&self.stamps, m.stamp) {
+                (_, 0) | (Stamps::Software, _) => fallback.get(i, |j| u64::from(meta[j].pkt_len)),
+                (Stamps::Device { fit, .. }, t) => fit.to_monotonic(t),
+            };
+            let arrival = stamp.min(now).max(self.last_arrival);
+            self.last_arrival = arrival;
+            let data: &[u8] = if m.data.is_null() {
+                &[]
+            } else {
+                // SAFETY: the shim set `data`/`len` to the frame's bytes in its mbuf (or in
+                // our bounce buffer), which stay valid until the mbufs are freed below.
+                unsafe { std::slice::from_raw_parts(m.data, m.len as usize) }
+            };
+            f(RxFrame { arrival, wire_len: m.pkt_len, data });
+        }
+        // SAFETY: the first n entries are the mbufs rx_burst returned, not freed before; no
+        // slice into them outlives this point.
+        unsafe { pathem_dpdk_free_bulk(self.mbufs.as_mut_ptr(), n as u32) };
+        Ok(n)
+    }
+
+    fn poll_at(&self) -> PollAt {
+        PollAt::live(self.more)
+    }
+
+    fn kernel_drops(&mut self) -> u64 {
+        self.device_drops()
+    }
+}
+
+impl DpdkTx {
+    /// Frames the device failed to send since start.
+    pub fn errors(&self) -> u64 {
+        self.port.stats()[5]
+    }
+
+    /// Longest frame this port sends (its mbufs' data room): the runtime drops longer ones
+    /// at ingress, as `oversize`.
+    pub fn max_frame(&self) -> usize {
+        self.max_frame
+    }
+}
+
+impl TxPort for DpdkTx {
+    #[inline]
+    fn send(&mut self, _release: Nanos, _wire_len: u32, data: &[u8]) -> bool {
+        if self.len == TX_QUEUE {
+            return false;
+        }
+        debug_assert!(data.len() <= self.max_frame, "the runtime caps frames at the port's max_frame");
+        // SAFETY: the pool belongs to this port and outlives it; `data` is valid for its
+        // length, which fits the mbuf's data room (frames are at most max_frame).
+        let m = unsafe { pathem_dpdk_tx_copy(self.port.pool, data.as_ptr(), data.len() as u32) };
+        if m.is_null() {
+            // The pool is empty (the device holds its mbufs): keep the frame for later.
+            return false;
+        }
+        self.queue[self.len] = m;
+        self.len += 1;
+        true
+    }
+
+    fn flush(&mut self) -> Result<(), Error> {
+        if self.len == 0 {
+            return Ok(());
+        }
+        // SAFETY: queue[..len] are mbufs this half allocated and still owns; the device takes
+        // ownership of the first `sent` of them.
+        let sent =
+            unsafe { pathem_dpdk_tx_burst(self.port.id, self.queue.as_mut_ptr(), self.len as u16) } as usize;
+        self.queue.copy_within(sent..self.len, 0);
+        self.len -= sent;
+        Ok(())
+    }
+
+    fn queued(&self) -> usize {
+        self.len
+    }
+}
+
+impl Drop for DpdkTx {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            // SAFETY: queue[..len] are mbufs this half still owns; they go back to the pool.
+            unsafe { pathem_dpdk_free_bulk(self.queue.as_mut_ptr(), self.len as u32) };
+        }
+    }
+}
