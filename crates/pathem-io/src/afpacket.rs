@@ -341,21 +341,6 @@ pub(crate) fn ring_drops(fd: RawFd) -> Option<u32> {
     (rc == 0).then_some(st.tp_drops)
 }
 
-/// The packet sockets this process holds, with the interface each is bound to.
-pub(crate) fn packet_sockets() -> Vec<(RawFd, i32)> {
-    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return Vec::new() };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<RawFd>().ok())
-        .filter_map(|fd| {
-            // SAFETY: sockaddr_ll is plain data; getsockname writes at most `len` bytes into it
-            // and fails harmlessly on a descriptor that is not a socket (or already closed).
-            let mut sa: libc::sockaddr_ll = unsafe { zeroed() };
-            let mut len = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-            let rc = unsafe { libc::getsockname(fd, &mut sa as *mut _ as *mut libc::sockaddr, &mut len) };
-            (rc == 0 && i32::from(sa.sll_family) == libc::AF_PACKET).then_some((fd, sa.sll_ifindex))
-        })
-        .collect()
-}
-
 /// The transmitting half: frames leaving through the interface.
 pub struct AfPacketTx {
     fd: OwnedFd,

@@ -18,12 +18,13 @@
 //!   recorded for [`closed`] before the pool is freed: it must be zero.
 
 use super::{eal_args, split_eal, ClockFit, Closed, Device, EalPlan, CLOSED};
-use crate::afpacket::{packet_sockets, ring_drops};
+use crate::afpacket::ring_drops;
 use crate::kstamp::monotonic_now;
 use crate::port::{FallbackStamps, PollAt, RxFrame, RxPort, TxPort};
 use crate::Error;
 use pathem_model::Nanos;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::mem::{size_of, zeroed};
 use std::os::fd::RawFd;
 use std::sync::{Arc, OnceLock};
 
@@ -460,6 +461,21 @@ fn device_fit(id: u16) -> Option<ClockFit> {
     let a = read_clock(id)?;
     std::thread::sleep(std::time::Duration::from_millis(10));
     ClockFit::new(a, read_clock(id)?)
+}
+
+/// The packet sockets this process holds, with the interface each is bound to.
+fn packet_sockets() -> Vec<(RawFd, i32)> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<RawFd>().ok())
+        .filter_map(|fd| {
+            // SAFETY: sockaddr_ll is plain data; getsockname writes at most `len` bytes into it
+            // and fails harmlessly on a descriptor that is not a socket (or already closed).
+            let mut sa: libc::sockaddr_ll = unsafe { zeroed() };
+            let mut len = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+            let rc = unsafe { libc::getsockname(fd, &mut sa as *mut _ as *mut libc::sockaddr, &mut len) };
+            (rc == 0 && i32::from(sa.sll_family) == libc::AF_PACKET).then_some((fd, sa.sll_ifindex))
+        })
+        .collect()
 }
 
 /// The port id of `dev`, probing a virtual device (or a PCI device the EAL did not take) if
