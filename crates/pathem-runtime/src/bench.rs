@@ -3,10 +3,11 @@
 //!
 //! The engine runs are what `run` runs, minus the ports: in-memory frames through the real
 //! stages with the real clock. The live runs go through [`crate::Link`], the very link `run`
-//! starts, next to pathem's raw port loop (no engine) as the reference.
+//! starts, next to pathem's raw port loop (no engine), and for DPDK ports next to DPDK's own
+//! forwarder (`dpdk-testpmd --forward-mode=io`) on the same virtual devices, as references.
 
 use crate::link::pin;
-use crate::testbed::{enter, rx_packets, Bed};
+use crate::testbed::{bed_ports, enter, rx_packets, Bed};
 use crate::{Error, Link, LinkSpec};
 use pathem_engine::{
     monotonic_now, run, Clock, EngineConfig, MonotonicClock, Next, Pipeline, Stats, Task, DEFAULT_BUSY_POLL,
@@ -18,6 +19,9 @@ use pathem_io::{RxPort, TxPort};
 use pathem_model::rng::direction_seed;
 use pathem_model::units::Rate;
 use pathem_model::{Nanos, PathConfig};
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -96,17 +100,76 @@ impl Task for Bypass {
     }
 }
 
-/// The forwarder of one run: pathem's raw port loop, or the runtime's link.
+/// The forwarder of one run: pathem's raw port loop, the runtime's link, or testpmd.
 enum Forwarder {
     Raw(std::thread::JoinHandle<Result<(), Error>>, Arc<AtomicBool>),
     Link(Box<Link>),
+    Testpmd(Child),
+}
+
+/// Starts `dpdk-testpmd` in `ns`, forwarding between the virtual devices `a` and `b` (`dpdk:`
+/// port specs) in io mode (no copy, no change), on two lcores: its main one, mostly asleep,
+/// and one forwarding lcore that polls, as pathem's one thread does. Returns once it forwards.
+fn testpmd(ns: &str, a: &str, b: &str) -> Result<Child, Error> {
+    let vdev = |s: &str| s.strip_prefix("dpdk:").unwrap_or(s).to_string();
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns, "dpdk-testpmd", "--no-huge", "-m", "1024", "--no-shconf", "--no-pci"])
+        .args(["-l", "0-1", "--log-level=warning", "--no-telemetry", "--vdev", &vdev(a), "--vdev", &vdev(b)])
+        .args([
+            "--",
+            "--forward-mode=io",
+            "--auto-start",
+            "--stats-period",
+            "3600",
+            "--total-num-mbufs",
+            "8192",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| {
+            Error::Bed(format!("cannot run dpdk-testpmd ({e}); install dpdk (Debian: apt-get install dpdk)"))
+        })?;
+    let out = child.stdout.take().ok_or_else(|| Error::Bed("dpdk-testpmd: no output".into()))?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if line.contains("packet forwarding - ports=") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    if rx.recv_timeout(std::time::Duration::from_secs(20)).is_err() {
+        stop_child(&mut child);
+        return Err(Error::Bed("dpdk-testpmd did not start forwarding within 20 s".into()));
+    }
+    Ok(child)
+}
+
+/// Stops a child started in its own process group: SIGINT, then SIGKILL after 5 s.
+fn stop_child(child: &mut Child) {
+    let group = nix::unistd::Pid::from_raw(-(child.id() as i32));
+    let _ = nix::sys::signal::kill(group, nix::sys::signal::SIGINT);
+    for _ in 0..100 {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = nix::sys::signal::kill(group, nix::sys::signal::SIGKILL);
+    let _ = child.wait();
 }
 
 impl Forwarder {
     fn start(bed: &Bed, kind: &str, mode: &str, path: &PathConfig) -> Result<Forwarder, Error> {
         let split = mode == "split";
         let ports = PortOptions { max_frame: 2048, ..PortOptions::default() };
-        let (a, b, mid) = (format!("{kind}:pa"), format!("{kind}:pb"), bed.mid().to_string());
+        let ((a, b), mid) = (bed_ports(kind)?, bed.mid().to_string());
+        if mode == "testpmd" {
+            return Ok(Forwarder::Testpmd(testpmd(&mid, &a, &b)?));
+        }
         if mode != "bypass" {
             let spec = LinkSpec {
                 a,
@@ -135,6 +198,7 @@ impl Forwarder {
         let stop2 = stop.clone();
         let fwd = std::thread::spawn(move || -> Result<(), Error> {
             enter(&mid)?;
+            live::prepare(&[&a, &b], &ports)?;
             let a = live::open(&a, &ports)?;
             let b = live::open(&b, &ports)?;
             let mut clock = MonotonicClock::for_ports(vec![a.rx.raw_fd()]);
@@ -157,6 +221,10 @@ impl Forwarder {
                 h.join().map_err(|_| Error::Panicked("forwarder"))?
             }
             Forwarder::Link(l) => l.stop().map(|_| ()),
+            Forwarder::Testpmd(mut c) => {
+                stop_child(&mut c);
+                Ok(())
+            }
         }
     }
 }
@@ -164,7 +232,8 @@ impl Forwarder {
 /// One run of the live benchmark: a generator floods g0 with frames of `size` for `secs`,
 /// pathem forwards pa → pb in `mode` (`bypass`: its port loop without the engine, the raw rate
 /// of the port type; `engine`/`impaired`: the runtime's link, as `run`; `split`: one way, its
-/// input and output stages on CPUs 0 and 1). Returns the offered and forwarded Mpps.
+/// input and output stages on CPUs 0 and 1; `testpmd`: DPDK's own forwarder on the same
+/// virtual devices, for DPDK kinds). Returns the offered and forwarded Mpps.
 pub fn live_run(
     bed: &Bed,
     kind: &str,

@@ -42,7 +42,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub json: bool,
     /// Measure live forwarding instead, on a veth path in namespaces made for it, through
-    /// these port types (afpacket, afxdp; comma-separated). Needs root.
+    /// these port types (afpacket, afxdp, dpdk, dpdk-xdp; comma-separated; DPDK kinds are
+    /// also measured with dpdk-testpmd, and need --features dpdk). Needs root.
     #[arg(long, value_name = "KINDS", value_delimiter = ',')]
     pub live: Vec<String>,
     /// With --live: frame sizes to measure.
@@ -94,9 +95,9 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
     }
     if !args.live.is_empty() {
         for k in &args.live {
-            if k != "afpacket" && k != "afxdp" {
-                return Err(usage(format!("--live {k}: accepted: afpacket, afxdp")));
-            }
+            pathem_runtime::testbed::bed_ports(k).map_err(|_| {
+                usage(format!("--live {k}: accepted: {}", pathem_runtime::testbed::PORT_KINDS))
+            })?;
         }
         if args.sizes.iter().any(|&s| !(60..=1514).contains(&s)) {
             return Err(usage("--sizes: accepted: frame sizes from 60 to 1514 bytes"));

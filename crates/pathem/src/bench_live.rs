@@ -4,7 +4,7 @@
 //!   gen: g0 ──veth── pa  [pathem, namespace mid]  pb ──veth── s0 :sink
 //! ```
 //! The runs themselves are `pathem_runtime::bench::live_run`; this prints them as ratios of the
-//! raw port loop's rate.
+//! raw port loop's rate, and for DPDK ports of dpdk-testpmd's on the same virtual devices.
 
 use pathem_model::{Nanos, PathConfig};
 use pathem_runtime::bench::live_run;
@@ -20,6 +20,9 @@ struct Row {
     forwarded_mpps: f64,
     /// Forwarded rate over the bypass run's.
     of_raw: f64,
+    /// DPDK kinds: forwarded rate over dpdk-testpmd's in the same round.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    of_testpmd: Option<f64>,
 }
 
 /// Runs the live benchmark for each port kind and frame size.
@@ -34,20 +37,26 @@ pub fn main(kinds: &[String], sizes: &[usize], secs: f64, split: bool, json: boo
     let mut rows = Vec::new();
     for kind in kinds {
         for &size in sizes {
-            let mut raw = 0.0;
+            let (mut raw, mut testpmd) = (0.0, None);
+            let dpdk = kind.starts_with("dpdk");
             let mut modes = vec![
                 ("bypass", PathConfig::default()),
                 ("engine", PathConfig::default()),
                 ("impaired", impaired.clone()),
             ];
+            if dpdk {
+                modes.insert(0, ("testpmd", PathConfig::default()));
+            }
             if split {
                 modes.push(("split", impaired.clone()));
             }
             for (mode, path) in modes {
                 let (offered, forwarded) =
                     live_run(&bed, kind, size, mode, &path, secs).map_err(crate::run::runtime_error)?;
-                if mode == "bypass" {
-                    raw = forwarded;
+                match mode {
+                    "bypass" => raw = forwarded,
+                    "testpmd" => testpmd = Some(forwarded),
+                    _ => {}
                 }
                 let row = Row {
                     port: kind.clone(),
@@ -55,17 +64,21 @@ pub fn main(kinds: &[String], sizes: &[usize], secs: f64, split: bool, json: boo
                     mode,
                     offered_mpps: offered,
                     forwarded_mpps: forwarded,
-                    of_raw: forwarded / raw,
+                    of_raw: if raw > 0.0 { forwarded / raw } else { f64::NAN },
+                    of_testpmd: testpmd.map(|t| forwarded / t),
                 };
                 if !json {
+                    let of_raw = match mode {
+                        "testpmd" => String::new(),
+                        _ => format!("  {:>5.1}% of the raw port loop", 100.0 * row.of_raw),
+                    };
+                    let of_testpmd = row
+                        .of_testpmd
+                        .map(|r| format!("  {:>5.1}% of testpmd", 100.0 * r))
+                        .unwrap_or_default();
                     println!(
-                        "{:<9} {:>5} B  {:<9} offered {:>6.3} Mpps  forwarded {:>6.3} Mpps  {:>5.1}% of the raw port loop",
-                        row.port,
-                        row.size,
-                        row.mode,
-                        row.offered_mpps,
-                        row.forwarded_mpps,
-                        100.0 * row.of_raw
+                        "{:<9} {:>5} B  {:<9} offered {:>6.3} Mpps  forwarded {:>6.3} Mpps{of_raw}{of_testpmd}",
+                        row.port, row.size, row.mode, row.offered_mpps, row.forwarded_mpps,
                     );
                 }
                 rows.push(row);
@@ -76,6 +89,9 @@ pub fn main(kinds: &[String], sizes: &[usize], secs: f64, split: bool, json: boo
         println!("{}", serde_json::to_string(&rows)?);
     } else {
         println!("impaired = delay 1ms, loss 1% (a loss shows as 1% less forwarded), rate 10gbit");
+        if kinds.iter().any(|k| k.starts_with("dpdk")) {
+            println!("testpmd = dpdk-testpmd --forward-mode=io on the same virtual devices (DPDK's own forwarder, no copy)");
+        }
         if split {
             println!("split = impaired, one way, its input and output stages on CPUs 0 and 1 (the generator shares them)");
         }
