@@ -100,6 +100,11 @@ impl Task for Bypass {
     }
 }
 
+/// Where the live runs place the generator and the forwarder (pathem's thread, testpmd's
+/// forwarding lcore), so that every run of a round shares the machine the same way.
+const GENERATOR_CPU: usize = 0;
+const FORWARDER_CPU: usize = 1;
+
 /// The forwarder of one run: pathem's raw port loop, the runtime's link, or testpmd.
 enum Forwarder {
     Raw(std::thread::JoinHandle<Result<(), Error>>, Arc<AtomicBool>),
@@ -185,7 +190,8 @@ impl Forwarder {
                     ..EngineConfig::default()
                 },
                 ports,
-                cores: if split { vec![0, 1] } else { Vec::new() },
+                // Otherwise one thread on CPU 1, as testpmd's forwarding lcore; the generator has CPU 0.
+                cores: if split { vec![0, 1] } else { vec![FORWARDER_CPU] },
                 netns: Some(mid),
                 keep_offloads: false,
                 schedule_ab: None,
@@ -198,6 +204,7 @@ impl Forwarder {
         let stop2 = stop.clone();
         let fwd = std::thread::spawn(move || -> Result<(), Error> {
             enter(&mid)?;
+            pin(FORWARDER_CPU)?;
             live::prepare(&[&a, &b], &ports)?;
             let a = live::open(&a, &ports)?;
             let b = live::open(&b, &ports)?;
@@ -247,6 +254,7 @@ pub fn live_run(
     let g = bed.gen.clone();
     let gen = std::thread::spawn(move || -> Result<(u64, f64), Error> {
         enter(&g)?;
+        pin(GENERATOR_CPU)?;
         let mut tx = AfPacketTx::open("g0", 2048)?;
         let frame = udp_frame(size, 0);
         let start = monotonic_now();

@@ -24,7 +24,8 @@ pub struct BenchArgs {
     /// Frame size in bytes (without FCS).
     #[arg(long, value_name = "BYTES", default_value_t = 64)]
     pub size: usize,
-    /// Rounds; each round runs the path and the no-impairment baseline once.
+    /// Rounds; each round runs the path and the no-impairment baseline once (with --live:
+    /// every mode once).
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub runs: usize,
     /// Pin the benchmark thread to this CPU.
@@ -103,7 +104,8 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
             return Err(usage("--sizes: accepted: frame sizes from 60 to 1514 bytes"));
         }
         crate::within("--seconds", args.seconds, 0.001..=3600.0, "above 0, up to 3600")?;
-        return crate::bench_live::main(&args.live, &args.sizes, args.seconds, args.split, args.json);
+        crate::within("--runs", args.runs, 1..=1000, "1 to 1000")?;
+        return crate::bench_live::main(&args.live, &args.sizes, args.seconds, args.runs, args.split, args.json);
     }
     crate::within("--packets", args.packets, 1..=1_000_000_000_000, "1 to 10^12")?;
     crate::within("--runs", args.runs, 1..=1000, "1 to 1000")?;

@@ -71,6 +71,8 @@ extern "C" {
     fn pathem_dpdk_version() -> *const c_char;
     fn pathem_dpdk_strerror(e: c_int) -> *const c_char;
     fn pathem_dpdk_eal_init(argc: c_int, argv: *mut *mut c_char) -> c_int;
+    fn pathem_dpdk_thread_register() -> c_int;
+    fn pathem_dpdk_thread_unregister();
     fn pathem_dpdk_port_by_name(name: *const c_char, port: *mut u16) -> c_int;
     fn pathem_dpdk_port_valid(port: u16) -> c_int;
     fn pathem_dpdk_port_count() -> u16;
@@ -305,6 +307,36 @@ enum Stamps {
     Software,
 }
 
+/// A thread's registration with the EAL, undone when the thread ends.
+struct Registered(bool);
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        if self.0 {
+            // SAFETY: the thread registered itself below and is ending; no mbuf operation of
+            // it follows.
+            unsafe { pathem_dpdk_thread_unregister() };
+        }
+    }
+}
+
+thread_local! {
+    static REGISTERED: std::cell::RefCell<Option<Registered>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Registers the calling thread with the EAL the first time it touches a port, so it gets an
+/// lcore id and with it the mempools' per-lcore caches: without one, every mbuf taken or
+/// given back is an atomic operation on the pool's shared ring.
+fn register_thread() {
+    REGISTERED.with(|r| {
+        let mut r = r.borrow_mut();
+        if r.is_none() {
+            // SAFETY: registers this thread (a no-op if it has an lcore id already).
+            *r = Some(Registered(unsafe { pathem_dpdk_thread_register() } == 0));
+        }
+    });
+}
+
 /// One reading of (CLOCK_MONOTONIC, device clock), the monotonic one the middle of two reads
 /// around the device's.
 fn read_clock(port: u16) -> Option<(u64, u64)> {
@@ -333,6 +365,8 @@ pub struct DpdkRx {
     /// room for is read from the driver's packet socket, as pathem's AF_PACKET port reads its own.
     ring_socket: Option<RawFd>,
     ring_drops: u64,
+    /// This half's thread has an lcore id (see [`register_thread`]); a half stays on its thread.
+    registered: bool,
 }
 
 // SAFETY: the mbuf array holds no mbufs between calls (each burst's are freed before
@@ -347,6 +381,7 @@ pub struct DpdkTx {
     len: usize,
     /// Longest frame an mbuf holds.
     max_frame: usize,
+    registered: bool,
 }
 
 // SAFETY: the queued mbufs belong to this half alone until the device takes them; the port's
@@ -438,12 +473,14 @@ pub fn open(
         more: false,
         ring_socket,
         ring_drops: 0,
+        registered: false,
     };
     let tx = DpdkTx {
         port,
         queue: Box::new([std::ptr::null_mut(); TX_QUEUE]),
         len: 0,
         max_frame: info.data_room as usize,
+        registered: false,
     };
     Ok((rx, tx, how))
 }
@@ -563,6 +600,10 @@ impl RxPort for DpdkRx {
         max: usize,
         mut f: F,
     ) -> Result<usize, Error> {
+        if !self.registered {
+            register_thread();
+            self.registered = true;
+        }
         self.refresh(now);
         let want = max.min(BURST);
         let (ts_offset, ts_flag) = self.ts.unwrap_or((0, 0));
@@ -638,6 +679,10 @@ impl TxPort for DpdkTx {
             return false;
         }
         debug_assert!(data.len() <= self.max_frame, "the runtime caps frames at the port's max_frame");
+        if !self.registered {
+            register_thread();
+            self.registered = true;
+        }
         // SAFETY: the pool belongs to this port and outlives it; `data` is valid for its
         // length, which fits the mbuf's data room (frames are at most max_frame).
         let m = unsafe { pathem_dpdk_tx_copy(self.port.pool, data.as_ptr(), data.len() as u32) };

@@ -74,6 +74,13 @@ int pathem_dpdk_thread_register(void)
     return rte_thread_register() < 0 ? -rte_errno : 0;
 }
 
+/* Gives the calling thread's lcore id back (a thread that registered, as it ends). */
+void pathem_dpdk_thread_unregister(void)
+{
+    if (rte_lcore_id() != LCORE_ID_ANY)
+        rte_thread_unregister();
+}
+
 /* The port named `name` (a PCI address or a vdev name), or -ENODEV. */
 int pathem_dpdk_port_by_name(const char *name, uint16_t *port)
 {
