@@ -76,7 +76,8 @@ pub fn pcap(data: &[u8]) {
 }
 
 /// The unit parsers (durations, rates, sizes, queue limits, probabilities), and the short
-/// strings of a live link: its `--name`, its `--metrics` address, a control socket request.
+/// strings of a live link: its `--name`, its `--metrics` address, a control socket request,
+/// a `dpdk:` device and `--eal` words.
 pub fn units(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
     if pathem_runtime::control::check_name(text).is_ok() {
@@ -84,6 +85,7 @@ pub fn units(data: &[u8]) {
     }
     let _ = pathem_runtime::metrics::parse_addr(text);
     let _ = pathem_runtime::control::parse_request(text);
+    dpdk_words(text);
     if let Ok(d) = parse_duration(text) {
         assert_eq!(parse_duration(&d.to_string()), Ok(d), "{text:?} prints back");
     }
@@ -92,6 +94,32 @@ pub fn units(data: &[u8]) {
     let _ = text.parse::<QueueLimit>();
     if let Ok(p) = text.parse::<Probability>() {
         assert!((0.0..=1.0).contains(&p.get()));
+    }
+}
+
+/// A `dpdk:` device string and `--eal` words: what parses is well-formed, and the EAL's
+/// arguments built from it keep the user's words in order and name each PCI port once.
+fn dpdk_words(text: &str) {
+    use pathem_io::dpdk::{eal_args, parse, split_eal, Device};
+    let dev = parse(text);
+    if let Ok(d) = &dev {
+        match d {
+            Device::Pci { addr, .. } => assert_eq!(addr.len(), 12, "{text:?}: {addr}"),
+            Device::PortId(id) => assert!(*id <= pathem_io::dpdk::MAX_PORT_ID),
+            Device::Vdev { name, devargs } => {
+                assert!(name.starts_with("net_") && devargs.starts_with(name.as_str()))
+            }
+        }
+        let _ = pathem_io::live::kernel_iface(&format!("dpdk:{text}"));
+    }
+    if let Ok(words) = split_eal(text) {
+        assert!(words.iter().all(|w| !w.is_empty() && !w.contains(char::is_whitespace)));
+        let devices: Vec<Device> = dev.into_iter().collect();
+        let plan = eal_args(&words, &devices, 0, 0);
+        assert_eq!(plan.args[0], "pathem");
+        let at =
+            plan.args.windows(words.len().max(1)).position(|w| words.is_empty() || w == words.as_slice());
+        assert!(at.is_some(), "{text:?}: the user's words, in order, in {:?}", plan.args);
     }
 }
 

@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# Runs every pathem test: unit, statistical, end-to-end through pcap captures, live in network
-# namespaces, the fuzz corpora; then the delay line under Miri and each fuzz target briefly.
+# Runs every pathem test, with DPDK ports built in (--features dpdk): unit, statistical,
+# end-to-end through pcap captures, live in network namespaces (through DPDK virtual devices
+# too), the fuzz corpora; checks that the default build stays pure Rust; then the delay line
+# under Miri and each fuzz target briefly.
 # Installs what the tests need first when run as root on Debian/Ubuntu (CI does exactly this).
 # As root every live test must run: one that cannot fails the run instead of being skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for tool in ip:iproute2 ethtool:ethtool iperf3:iperf3 ping:iputils-ping nft:nftables; do
+for tool in ip:iproute2 ethtool:ethtool iperf3:iperf3 ping:iputils-ping nft:nftables pkg-config:pkg-config \
+    dpdk-testpmd:dpdk-dev; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
+# DPDK's headers and libraries, for --features dpdk.
+pkg-config --exists libdpdk 2>/dev/null || need+=(libdpdk-dev)
 if [ ${#need[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "scripts/test.sh: installing ${need[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive
@@ -21,7 +26,12 @@ if [ "$(id -u)" = 0 ]; then
 fi
 
 cargo fmt --all -- --check
-cargo test --workspace --locked 2>&1
+# The default build needs no C library: build it, and test the DPDK module's plain-Rust part
+# (device strings, EAL arguments, clock fit, the message of a build without DPDK) in it.
+cargo build --workspace --locked 2>&1
+cargo test -p pathem-io --locked --lib 2>&1
+# Everything, DPDK ports included.
+cargo test --workspace --locked --features dpdk 2>&1
 
 # The delay line's unsafe code under Miri (nightly only; installed here where rustup can).
 if rustup run nightly cargo miri --version >/dev/null 2>&1 ||

@@ -258,3 +258,26 @@ impl TxPort for LiveTx {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dpdk_ports_are_checked_before_anything_opens() {
+        assert!(parse("dpdk:eth0").unwrap_err().to_string().contains("accepted"));
+        assert_eq!(kernel_iface("dpdk:net_af_packet0,iface=pa").as_deref(), Some("pa"));
+        assert_eq!(kernel_iface("dpdk:0000:3b:00.0"), None);
+        assert_eq!(kernel_iface("afxdp:eth1").as_deref(), Some("eth1"));
+        assert!(prepare(&["afpacket:a", "b"], &PortOptions::default()).unwrap().is_empty());
+    }
+
+    #[cfg(not(feature = "dpdk"))]
+    #[test]
+    fn without_the_feature_a_dpdk_port_says_how_to_get_it() {
+        let e = prepare(&["dpdk:net_ring0", "pb"], &PortOptions::default()).unwrap_err().to_string();
+        assert!(e.contains("--features dpdk"), "{e}");
+        let e = open("dpdk:net_ring0", &PortOptions::default()).err().unwrap().to_string();
+        assert!(e.contains("--features dpdk"), "{e}");
+    }
+}

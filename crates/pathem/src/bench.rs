@@ -105,7 +105,14 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
         }
         crate::within("--seconds", args.seconds, 0.001..=3600.0, "above 0, up to 3600")?;
         crate::within("--runs", args.runs, 1..=1000, "1 to 1000")?;
-        return crate::bench_live::main(&args.live, &args.sizes, args.seconds, args.runs, args.split, args.json);
+        return crate::bench_live::main(
+            &args.live,
+            &args.sizes,
+            args.seconds,
+            args.runs,
+            args.split,
+            args.json,
+        );
     }
     crate::within("--packets", args.packets, 1..=1_000_000_000_000, "1 to 10^12")?;
     crate::within("--runs", args.runs, 1..=1000, "1 to 1000")?;

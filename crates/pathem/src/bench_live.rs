@@ -65,12 +65,16 @@ pub fn main(
             let mut runs = vec![Vec::new(); modes.len()];
             for round in 0..rounds {
                 for (m, (mode, path)) in modes.iter().enumerate() {
-                    let r = live_run(&bed, kind, size, mode, path, secs).map_err(crate::run::runtime_error)?;
+                    let r =
+                        live_run(&bed, kind, size, mode, path, secs).map_err(crate::run::runtime_error)?;
                     runs[m].push(r);
                 }
                 if !json {
-                    let each: Vec<String> =
-                        modes.iter().zip(&runs).map(|((mode, _), r)| format!("{mode} {:.3}", r[round].1)).collect();
+                    let each: Vec<String> = modes
+                        .iter()
+                        .zip(&runs)
+                        .map(|((mode, _), r)| format!("{mode} {:.3}", r[round].1))
+                        .collect();
                     eprintln!("{kind} {size} B round {}: {} Mpps", round + 1, each.join(", "));
                 }
             }

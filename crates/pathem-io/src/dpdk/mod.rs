@@ -377,7 +377,13 @@ mod tests {
         let before = fit;
         fit.refresh((104_000_000_000, 5));
         assert_eq!(fit, before);
-        assert_eq!(fit.to_monotonic(0), Nanos(0));
+        // A device far ahead of CLOCK_MONOTONIC: its tick 0 comes before monotonic 0.
+        let ahead = ClockFit::new((1_000_000_000, 50_000_000_000), (2_000_000_000, 51_000_000_000)).unwrap();
+        assert_eq!(ahead.to_monotonic(0), Nanos(0));
+        let fast = ClockFit::new((1, 0), (2, 1_000_000)).unwrap();
+        assert_eq!(fast.to_monotonic(u64::MAX).as_nanos(), 2 + (u64::MAX - 1_000_000) / 1_000_000);
+        let slow = ClockFit::new((0, 0), (1_000_000, 1)).unwrap();
+        assert_eq!(slow.to_monotonic(u64::MAX), Nanos(u64::MAX));
         assert!(ClockFit::new((1, 1), (2, 1)).is_none());
     }
 }
