@@ -242,10 +242,11 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
     engine.validate().map_err(usage)?;
     let a = port_name(&args.port_a)?;
     let b = port_name(&args.port_b)?;
-    if port_interface(&a) == port_interface(&b) {
+    let (ia, ib) = (live::kernel_iface(&a), live::kernel_iface(&b));
+    if port_interface(&a) == port_interface(&b) || (ia.is_some() && ia == ib) {
         return Err(usage(format!(
             "both ports are {}: pathem forwards between two different interfaces",
-            live::kernel_iface(&a).unwrap_or_else(|| a.clone())
+            ia.unwrap_or_else(|| a.clone())
         )));
     }
     let seed = args.seed.or(file.seed).unwrap_or_else(crate::replay::random_seed);
@@ -324,13 +325,13 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
 }
 
 /// The interface or device a port spec names, as a control socket's name takes it: a DPDK
-/// device by its name (`net_af_xdp0`), PCI address (`0000_3b_00.0`) or port id.
+/// device by its name (`net_af_xdp0`), PCI address (`0000_3b_00.0`) or port id (`dpdk3`).
 fn port_interface(spec: &str) -> String {
     match live::parse(spec) {
-        Ok(("dpdk", dev)) => {
-            let name = dev.split(',').next().unwrap_or(dev);
-            format!("dpdk{}", name.replace(':', "_"))
-        }
+        Ok(("dpdk", dev)) => match dev.split(',').next().unwrap_or(dev) {
+            id if id.bytes().all(|b| b.is_ascii_digit()) => format!("dpdk{id}"),
+            name => name.replace(':', "_"),
+        },
         Ok((_, name)) => name.to_string(),
         Err(_) => String::new(),
     }
