@@ -28,7 +28,7 @@ fi
 cargo fmt --all -- --check
 # The default build needs no C library: build it, and test the DPDK module's plain-Rust part
 # (device strings, EAL arguments, clock fit, the message of a build without DPDK) in it.
-cargo build --workspace --locked 2>&1
+cargo build --workspace --locked --profile test 2>&1
 cargo test -p pathem-io --locked --lib 2>&1
 # Everything, DPDK ports included.
 cargo test --workspace --locked --features dpdk 2>&1
