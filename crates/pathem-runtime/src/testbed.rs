@@ -59,15 +59,13 @@ pub fn rx_packets(ns: &str, dev: &str) -> Result<u64, Error> {
 }
 
 /// The port kinds a bed's forwarder can use, for `bench --live` and the tests.
-pub const PORT_KINDS: &str =
-    "afpacket, afxdp, dpdk (net_af_packet virtual devices), dpdk-xdp (net_af_xdp virtual devices)";
+pub const PORT_KINDS: &str = "afpacket, afxdp, dpdk (net_af_packet virtual devices)";
 
 /// pathem's two ports on a [`Bed::through`]'s `pa` and `pb` for a kind (see [`PORT_KINDS`]).
 pub fn bed_ports(kind: &str) -> Result<(String, String), Error> {
     match kind {
         "afpacket" | "afxdp" => Ok((format!("{kind}:pa"), format!("{kind}:pb"))),
         "dpdk" => Ok(("dpdk:net_af_packet0,iface=pa".into(), "dpdk:net_af_packet1,iface=pb".into())),
-        "dpdk-xdp" => Ok(("dpdk:net_af_xdp0,iface=pa".into(), "dpdk:net_af_xdp1,iface=pb".into())),
         _ => Err(Error::Bed(format!("port kind `{kind}`: accepted: {PORT_KINDS}"))),
     }
 }

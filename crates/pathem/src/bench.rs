@@ -43,8 +43,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub json: bool,
     /// Measure live forwarding instead, on a veth path in namespaces made for it, through
-    /// these port types (afpacket, afxdp, dpdk, dpdk-xdp; comma-separated; DPDK kinds are
-    /// also measured with dpdk-testpmd, and need --features dpdk). Needs root.
+    /// these port types (afpacket, afxdp, dpdk; comma-separated; dpdk is also measured with
+    /// dpdk-testpmd, and needs --features dpdk). Needs root.
     #[arg(long, value_name = "KINDS", value_delimiter = ',')]
     pub live: Vec<String>,
     /// With --live: frame sizes to measure.

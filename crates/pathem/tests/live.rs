@@ -161,13 +161,13 @@ fn kinds() -> Vec<&'static str> {
     k
 }
 
-/// Port A and port B of a kind: `KIND:pa KIND:pb`; `dpdk`: net_af_packet virtual devices on
-/// pa and pb; `dpdk-xdp`: a net_af_xdp virtual device on pa facing pathem's AF_XDP port on pb.
+/// Port A and port B of a kind: the bed's (`KIND:pa KIND:pb`; `dpdk`: net_af_packet virtual
+/// devices on pa and pb), or `dpdk-xdp`: a net_af_xdp virtual device on pa facing pathem's
+/// AF_XDP port on pb.
 fn ports(kind: &str) -> (String, String) {
     match kind {
-        "dpdk" => ("dpdk:net_af_packet0,iface=pa".into(), "dpdk:net_af_packet1,iface=pb".into()),
         "dpdk-xdp" => ("dpdk:net_af_xdp0,iface=pa".into(), "afxdp:pb".into()),
-        _ => (format!("{kind}:pa"), format!("{kind}:pb")),
+        _ => pathem_runtime::testbed::bed_ports(kind).expect("a port kind of the bed"),
     }
 }
 

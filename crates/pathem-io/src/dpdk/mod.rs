@@ -17,34 +17,36 @@ use crate::Error;
 use pathem_model::Nanos;
 use std::sync::Mutex;
 
-/// A DPDK port at close: how many of its pool's mbufs were still in use.
+/// A DPDK port at close: how many of its pool's mbufs were still out of it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Closed {
     pub port: String,
-    /// mbufs in use after the port was closed.
+    pub driver: String,
+    /// mbufs still in use after the port was closed.
     pub in_use: u32,
-    /// mbufs in use once the port had started, before any frame: those the driver posted for
-    /// receiving. Some drivers (net_af_xdp: its fill ring) do not give them back at close.
+    /// mbufs in use once the port had started, before any frame: the receive buffers the
+    /// driver posted. Most drivers free theirs at close; net_af_xdp keeps its fill ring's.
     pub at_start: u32,
     pub pool: u32,
+    /// Sockets the driver left open after closing the port, which pathem closed (net_af_xdp
+    /// in DPDK 22.11 leaves its AF_XDP socket bound, so the interface's queue stays taken).
+    pub sockets_closed: u32,
 }
 
 impl Closed {
-    /// mbufs that pathem took (received bursts, its transmit queue) and did not give back.
-    pub fn leaked(&self) -> u32 {
-        self.in_use.saturating_sub(self.at_start)
-    }
-
     /// The report of one closed port, in words.
     pub fn describe(&self) -> String {
-        match (self.in_use, self.leaked()) {
-            (0, _) => format!("{}: closed, all {} mbufs back in its pool", self.port, self.pool),
-            (n, 0) => format!(
-                "{}: closed; every mbuf pathem used is back in its pool, the driver kept {n} it had posted for receiving",
-                self.port
+        let mut text = match self.in_use {
+            0 => format!("{}: closed, all {} mbufs back in its pool", self.port, self.pool),
+            n => format!(
+                "{}: closed with {n} of {} mbufs out of its pool ({} posted {} for receiving at start)",
+                self.port, self.pool, self.driver, self.at_start
             ),
-            (_, n) => format!("{}: closed with {n} of {} mbufs pathem used not back in its pool (a leak)", self.port, self.pool),
+        };
+        if self.sockets_closed > 0 {
+            text += &format!("; closed {} socket(s) {} left open", self.sockets_closed, self.driver);
         }
+        text
     }
 }
 

@@ -246,6 +246,11 @@ struct Port {
     pool_size: u32,
     /// mbufs in use right after start (the driver's receive buffers).
     at_start: u32,
+    driver: String,
+    /// AF_XDP sockets the driver opened for this port, closed after the port if it left them.
+    xdp_sockets: Vec<RawFd>,
+    /// net_af_packet's socket, whose kernel ring drops pathem reads.
+    ring_socket: Option<RawFd>,
 }
 
 // SAFETY: the port id and pool pointer are handles into DPDK's shared memory; ethdev allows
@@ -281,6 +286,19 @@ impl Drop for Port {
                 n
             }
         });
+        // net_af_xdp (22.11) does not close its socket at close (it shares its descriptor with
+        // the UMEM it then forgets), which keeps the interface's queue bound: a later open
+        // fails with EBUSY. Checked right after the close, so no other socket can have taken
+        // the descriptor meanwhile.
+        let mut sockets_closed = 0;
+        for &fd in &self.xdp_sockets {
+            if socket_domain(fd) == Some(libc::AF_XDP) {
+                // SAFETY: `fd` is the driver's AF_XDP socket of this port, which the closed
+                // driver no longer uses; nothing else in pathem holds it.
+                unsafe { libc::close(fd) };
+                sockets_closed += 1;
+            }
+        }
         if let Some(name) = &self.vdev {
             if let Ok(c) = CString::new(name.as_str()) {
                 // SAFETY: both strings are NUL-terminated and live for the call.
@@ -291,9 +309,11 @@ impl Drop for Port {
         if let Some(in_use) = in_use {
             CLOSED.lock().unwrap_or_else(|e| e.into_inner()).push(Closed {
                 port: self.label.clone(),
+                driver: self.driver.clone(),
                 in_use,
                 at_start: self.at_start,
                 pool: self.pool_size,
+                sockets_closed,
             });
         }
     }
@@ -397,45 +417,22 @@ pub fn open(
     eal: Option<&str>,
 ) -> Result<(DpdkRx, DpdkTx, String), Error> {
     init(eal, std::slice::from_ref(dev))?;
-    let (id, sockets) = find(spec, dev)?;
-    let mut pool: *mut Pool = std::ptr::null_mut();
-    // SAFETY: PortInfo is plain data (integers and a char array); zero is valid.
-    let mut info: PortInfo = unsafe { std::mem::zeroed() };
-    let mut why: *const c_char = std::ptr::null();
-    // SAFETY: the out-pointers point at locals that live for the call; `id` is a valid port.
-    let r = unsafe {
-        pathem_dpdk_port_start(id, POOL, max_frame as u32, RING, RING, 1, &mut pool, &mut info, &mut why)
+    // A virtual device on an interface whose AF_XDP queue was released a moment ago may find
+    // it still taken (the kernel frees it from a work queue): such a start is tried again.
+    let mut tries = 0;
+    let (port, info) = loop {
+        match start(spec, dev, max_frame) {
+            Ok(started) => break started,
+            Err(Failed::Start(e)) if matches!(dev, Device::Vdev { .. }) && tries < START_TRIES => {
+                tries += 1;
+                drop(e);
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(Failed::Start(e) | Failed::Find(e)) => return Err(e),
+        }
     };
-    let vdev = match dev {
-        Device::Vdev { name, .. } => Some(name.clone()),
-        _ => None,
-    };
-    let at_start = match pool.is_null() {
-        true => 0,
-        // SAFETY: a pool the shim created and nothing freed yet.
-        false => unsafe { pathem_dpdk_pool_in_use(pool) },
-    };
-    // From here the port is closed (and its pool freed) when dropped, also on failure.
-    let port = Arc::new(Port {
-        id,
-        pool,
-        label: format!("dpdk:{}", dev_label(dev, id)),
-        vdev,
-        pool_size: info.pool_size,
-        at_start,
-    });
-    if r != 0 {
-        // SAFETY: `why` is null or points at one of the shim's static strings.
-        let step = if why.is_null() {
-            "start".into()
-        } else {
-            unsafe { CStr::from_ptr(why) }.to_string_lossy().into_owned()
-        };
-        drop(port);
-        return Err(fail(spec, format!("{step} failed: {}", strerror(r))));
-    }
-    // SAFETY: the shim wrote a NUL-terminated name into the 64-byte array.
-    let driver = unsafe { CStr::from_ptr(info.driver.as_ptr()) }.to_string_lossy().into_owned();
+    let id = port.id;
+    let driver = port.driver.clone();
     let speed_mbps = if info.speed_mbps == 0 { 10_000 } else { info.speed_mbps };
     let line_rate = u64::from(speed_mbps) * 1_000_000;
     let now = monotonic_now();
@@ -454,12 +451,7 @@ pub fn open(
         info.rx_desc, info.tx_desc, info.pool_size, info.data_room
     );
     let bounce_each = max_frame.max(1);
-    // The driver's packet socket on the interface (not the unbound one it opens to look it up).
-    let ifindex = dev.kernel_iface().and_then(|i| crate::afpacket::ifindex(i).ok());
-    let ring_socket = match driver.as_str() {
-        "net_af_packet" => sockets.iter().find(|s| Some(s.1) == ifindex).map(|s| s.0),
-        _ => None,
-    };
+    let ring_socket = port.ring_socket;
     let rx = DpdkRx {
         port: port.clone(),
         mbufs: [std::ptr::null_mut(); BURST],
@@ -485,6 +477,76 @@ pub fn open(
     Ok((rx, tx, how))
 }
 
+/// Attempts at starting a virtual device before giving up.
+const START_TRIES: u32 = 20;
+
+/// Why [`start`] failed: the device is not there, or it would not start.
+enum Failed {
+    Find(Error),
+    Start(Error),
+}
+
+/// Finds (or probes) and starts the port: its shared part and what the shim said of it.
+fn start(spec: &str, dev: &Device, max_frame: usize) -> Result<(Arc<Port>, PortInfo), Failed> {
+    let before = sockets();
+    let id = find(spec, dev).map_err(Failed::Find)?;
+    let mut pool: *mut Pool = std::ptr::null_mut();
+    // SAFETY: PortInfo is plain data (integers and a char array); zero is valid.
+    let mut info: PortInfo = unsafe { std::mem::zeroed() };
+    let mut why: *const c_char = std::ptr::null();
+    // SAFETY: the out-pointers point at locals that live for the call; `id` is a valid port.
+    let (r, said) = captured(|| unsafe {
+        pathem_dpdk_port_start(id, POOL, max_frame as u32, RING, RING, 1, &mut pool, &mut info, &mut why)
+    });
+    // What the driver opened for this port (probing and starting it).
+    let opened: Vec<(RawFd, i32, i32)> = sockets().into_iter().filter(|s| !before.contains(s)).collect();
+    let vdev = match dev {
+        Device::Vdev { name, .. } => Some(name.clone()),
+        _ => None,
+    };
+    let at_start = match pool.is_null() {
+        true => 0,
+        // SAFETY: a pool the shim created and nothing freed yet.
+        false => unsafe { pathem_dpdk_pool_in_use(pool) },
+    };
+    // SAFETY: the shim wrote a NUL-terminated name into the 64-byte array (zeroed before).
+    let driver = unsafe { CStr::from_ptr(info.driver.as_ptr()) }.to_string_lossy().into_owned();
+    // net_af_packet's packet socket on the interface (not the unbound one it opens to look
+    // the interface up).
+    let ifindex = dev.kernel_iface().and_then(|i| crate::afpacket::ifindex(i).ok());
+    let ring_socket = match driver.as_str() {
+        "net_af_packet" => {
+            opened.iter().find(|s| s.1 == libc::AF_PACKET && Some(s.2) == ifindex).map(|s| s.0)
+        }
+        _ => None,
+    };
+    // From here the port is closed (and its pool freed) when dropped, also on failure.
+    let port = Arc::new(Port {
+        id,
+        pool,
+        label: format!("dpdk:{}", dev_label(dev, id)),
+        vdev,
+        pool_size: info.pool_size,
+        at_start,
+        driver,
+        xdp_sockets: opened.iter().filter(|s| s.1 == libc::AF_XDP).map(|s| s.0).collect(),
+        ring_socket,
+    });
+    if r != 0 {
+        // SAFETY: `why` is null or points at one of the shim's static strings.
+        let step = if why.is_null() {
+            "start".into()
+        } else {
+            unsafe { CStr::from_ptr(why) }.to_string_lossy().into_owned()
+        };
+        drop(port);
+        let said = telling_line(&said).map(|l| format!("; it said: {l}")).unwrap_or_default();
+        return Err(Failed::Start(fail(spec, format!("{step} failed ({}{said})", strerror(r)))));
+    }
+    pass_on(&said);
+    Ok((port, info))
+}
+
 fn dev_label(dev: &Device, id: u16) -> String {
     match dev {
         Device::Pci { addr, .. } => addr.clone(),
@@ -500,28 +562,54 @@ fn device_fit(id: u16) -> Option<ClockFit> {
     ClockFit::new(a, read_clock(id)?)
 }
 
-/// The packet sockets this process holds, with the interface each is bound to.
-fn packet_sockets() -> Vec<(RawFd, i32)> {
+/// The sockets this process holds: descriptor, domain (`AF_PACKET`, `AF_XDP`, …) and, for a
+/// packet socket, the interface it is bound to (else 0). Drivers open sockets of their own
+/// that DPDK does not expose; pathem finds them by what is new after a port starts.
+fn sockets() -> Vec<(RawFd, i32, i32)> {
     let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return Vec::new() };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<RawFd>().ok())
         .filter_map(|fd| {
-            // SAFETY: sockaddr_ll is plain data; getsockname writes at most `len` bytes into it
-            // and fails harmlessly on a descriptor that is not a socket (or already closed).
+            let domain = socket_domain(fd)?;
+            // SAFETY: sockaddr_ll is plain data; getsockname writes at most `len` bytes into it.
             let mut sa: libc::sockaddr_ll = unsafe { zeroed() };
             let mut len = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-            let rc = unsafe { libc::getsockname(fd, &mut sa as *mut _ as *mut libc::sockaddr, &mut len) };
-            (rc == 0 && i32::from(sa.sll_family) == libc::AF_PACKET).then_some((fd, sa.sll_ifindex))
+            let ifindex = match domain == libc::AF_PACKET
+                // SAFETY: as above; `fd` is a socket of this process.
+                && unsafe { libc::getsockname(fd, &mut sa as *mut _ as *mut libc::sockaddr, &mut len) } == 0
+            {
+                true => sa.sll_ifindex,
+                false => 0,
+            };
+            Some((fd, domain, ifindex))
         })
         .collect()
 }
 
+/// The domain of socket `fd`, or `None` when `fd` is not an open socket.
+fn socket_domain(fd: RawFd) -> Option<i32> {
+    let mut domain: c_int = 0;
+    let mut len = size_of::<c_int>() as libc::socklen_t;
+    // SAFETY: writes one int into `domain`; fails harmlessly on a descriptor that is not a
+    // socket (or is closed).
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_DOMAIN,
+            &mut domain as *mut c_int as *mut c_void,
+            &mut len,
+        )
+    };
+    (rc == 0).then_some(domain)
+}
+
 /// The port id of `dev`, probing a virtual device (or a PCI device the EAL did not take) if
-/// it is not there yet; with the packet sockets the probe opened (a net_af_packet device's).
-fn find(spec: &str, dev: &Device) -> Result<(u16, Vec<(RawFd, i32)>), Error> {
+/// it is not there yet.
+fn find(spec: &str, dev: &Device) -> Result<u16, Error> {
     if let Device::PortId(id) = dev {
         // SAFETY: a plain query of the ethdev table.
         if unsafe { pathem_dpdk_port_valid(*id) } == 1 {
-            return Ok((*id, Vec::new()));
+            return Ok(*id);
         }
         // SAFETY: as above.
         let n = unsafe { pathem_dpdk_port_count() };
@@ -537,7 +625,7 @@ fn find(spec: &str, dev: &Device) -> Result<(u16, Vec<(RawFd, i32)>), Error> {
         (unsafe { pathem_dpdk_port_by_name(name.as_ptr(), &mut id) } == 0).then_some(id)
     };
     if let Some(id) = lookup() {
-        return Ok((id, Vec::new()));
+        return Ok(id);
     }
     let devargs = match dev {
         Device::Vdev { devargs, .. } => devargs.clone(),
@@ -546,14 +634,12 @@ fn find(spec: &str, dev: &Device) -> Result<(u16, Vec<(RawFd, i32)>), Error> {
         Device::PortId(_) => unreachable!("handled above"),
     };
     let c = cstring(spec, &devargs)?;
-    let before = packet_sockets();
     // SAFETY: `c` is NUL-terminated and lives for the call.
     let (r, said) = captured(|| unsafe { pathem_dpdk_probe(c.as_ptr()) });
     match (r, lookup()) {
         (0, Some(id)) => {
             pass_on(&said);
-            let opened = packet_sockets().into_iter().filter(|s| !before.contains(s)).collect();
-            Ok((id, opened))
+            Ok(id)
         }
         _ => {
             let said = telling_line(&said).map(|l| format!("; it said: {l}")).unwrap_or_default();
