@@ -6,6 +6,7 @@
 //! keeps its `Config` (what the user asked for) apart from its state (what it remembers), so a
 //! configuration can change while the state carries on.
 
+pub mod aqm;
 pub mod delay;
 pub mod dist;
 pub mod frame;
