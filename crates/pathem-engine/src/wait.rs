@@ -11,9 +11,6 @@
 //! - **Spin** on the clock when the next release is nearer than what a round of polls costs
 //!   (an exponential mean, capped at [`MAX_SPIN_GUARD`]): a round started then would still be
 //!   polling when the frame falls due. Frames arriving meanwhile wait in the port, stamped.
-//!   While traffic flows the spin is capped at [`BUSY_SPIN`]: under a flood a round is long,
-//!   and a spin that long lets the receive ring fill (and, on ports stamped in software,
-//!   stamps its frames late).
 //!
 //! Offline runs use a [`crate::VirtualClock`], to which waiting is a jump.
 
@@ -31,8 +28,6 @@ pub const BUSY_POLL_STEP: Nanos = Nanos::from_micros(1);
 pub const MAX_IDLE_WAIT: Nanos = Nanos::from_millis(10);
 /// Longest the loop spins ahead of a release instead of polling its ports.
 pub const MAX_SPIN_GUARD: Nanos = Nanos::from_micros(20);
-/// Longest it spins ahead of a release while traffic flows.
-pub const BUSY_SPIN: Nanos = Nanos::from_micros(2);
 /// A live clock that can be woken by input stops sleeping this long before a release and
 /// goes back to polling (and spinning) instead.
 pub const SPIN_BELOW: Nanos = Nanos::from_micros(50);
@@ -55,10 +50,7 @@ impl Pacer {
                 self.round =
                     Nanos((self.round.as_nanos() * 7 + (after - now).as_nanos()) / 8).min(MAX_SPIN_GUARD);
                 match next {
-                    Next::At(t) if t <= after + self.round => clock.spin_until(t),
-                    // Traffic flowing: frames wait in the port while the loop spins, so spin
-                    // only for what a poll costs at the least.
-                    Next::Busy(Some(t)) if t <= after + self.round.min(BUSY_SPIN) => clock.spin_until(t),
+                    Next::At(t) | Next::Busy(Some(t)) if t <= after + self.round => clock.spin_until(t),
                     // A real clock returns within MAX_IDLE_WAIT whatever `t` is, so the loop
                     // sees `stop`; a virtual one jumps there at no cost.
                     Next::At(t) => clock.wait_until(t),
