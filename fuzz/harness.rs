@@ -123,11 +123,14 @@ fn dpdk_words(text: &str) {
     }
 }
 
-/// The model specs (`ge:`, `gi:`, police, slot, cell, dist) and the probe's datagram header;
+/// The model specs (`ge:`, `gi:`, police, slot, cell, dist, codel) and the probe's datagram header;
 /// what parses is run through a path.
 pub fn specs(data: &[u8]) {
     let _ = pathem_probe::packet::decode(data);
     let Ok(text) = std::str::from_utf8(data) else { return };
+    if let Ok(c) = text.parse::<pathem_model::aqm::CodelConfig>() {
+        assert!(c.target > pathem_model::Nanos::ZERO && c.target < c.interval, "{text:?}: {c:?}");
+    }
     if let Ok(loss) = text.parse::<LossConfig>() {
         let rate = loss.loss_rate();
         assert!(rate.is_nan() || (0.0..=1.0 + 1e-9).contains(&rate), "{text:?}: {rate}");

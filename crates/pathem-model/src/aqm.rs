@@ -208,11 +208,6 @@ impl Codel {
         }
         Some(Dequeued { item: head.item, marked: false })
     }
-
-    /// Whether CoDel is in its dropping state.
-    pub fn dropping(&self) -> bool {
-        self.dropping
-    }
 }
 
 #[cfg(test)]

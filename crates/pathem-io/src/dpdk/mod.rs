@@ -11,7 +11,7 @@
 #[cfg(feature = "dpdk")]
 mod port;
 #[cfg(feature = "dpdk")]
-pub use port::{init, open, version, DpdkRx, DpdkTx};
+pub use port::{init, open, DpdkRx, DpdkTx};
 
 use crate::Error;
 use pathem_model::Nanos;

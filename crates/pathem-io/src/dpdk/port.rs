@@ -68,7 +68,6 @@ type Mbuf = c_void;
 type Pool = c_void;
 
 extern "C" {
-    fn pathem_dpdk_version() -> *const c_char;
     fn pathem_dpdk_strerror(e: c_int) -> *const c_char;
     fn pathem_dpdk_eal_init(argc: c_int, argv: *mut *mut c_char) -> c_int;
     fn pathem_dpdk_thread_register() -> c_int;
@@ -227,12 +226,6 @@ pub fn init(eal: Option<&str>, devices: &[Device]) -> Result<EalPlan, Error> {
         Ok(plan)
     });
     outcome.clone().map_err(|e| fail("eal", e))
-}
-
-/// DPDK's version string (`DPDK 22.11.11`).
-pub fn version() -> String {
-    // SAFETY: rte_version returns a pointer to a static NUL-terminated string.
-    unsafe { CStr::from_ptr(pathem_dpdk_version()) }.to_string_lossy().into_owned()
 }
 
 /// A started port, shared by its two halves; stopped, closed and its pool freed when the
@@ -655,17 +648,6 @@ fn find(spec: &str, dev: &Device) -> Result<u16, Error> {
 }
 
 impl DpdkRx {
-    /// Frames the device could not take (no descriptor, no mbuf, a bad frame, no room in a
-    /// kernel ring) since start.
-    fn device_drops(&mut self) -> u64 {
-        if let Some(fd) = self.ring_socket {
-            // The driver's socket is open while the port is, and this half keeps the port.
-            self.ring_drops += u64::from(ring_drops(fd).unwrap_or(0));
-        }
-        let s = self.port.stats();
-        s[1] + s[2] + s[3] + self.ring_drops
-    }
-
     fn refresh(&mut self, now: Nanos) {
         match &mut self.stamps {
             Stamps::Device { fit, at } if now.saturating_sub(*at) > CLOCK_REFRESH => {
@@ -712,15 +694,16 @@ impl RxPort for DpdkRx {
             return Ok(0);
         }
         let now = monotonic_now().max(now);
-        let meta = self.meta;
+        let (meta, stamps) = (&self.meta, &self.stamps);
         let mut fallback = FallbackStamps::<BURST>::new(now, self.line_rate, n);
+        let mut last = self.last_arrival;
         for (i, m) in meta[..n].iter().enumerate() {
-            let stamp = match (&self.stamps, m.stamp) {
+            let stamp = match (stamps, m.stamp) {
                 (_, 0) | (Stamps::Software, _) => fallback.get(i, |j| u64::from(meta[j].pkt_len)),
                 (Stamps::Device { fit, .. }, t) => fit.to_monotonic(t),
             };
-            let arrival = stamp.min(now).max(self.last_arrival);
-            self.last_arrival = arrival;
+            let arrival = stamp.min(now).max(last);
+            last = arrival;
             let data: &[u8] = if m.data.is_null() {
                 &[]
             } else {
@@ -730,6 +713,7 @@ impl RxPort for DpdkRx {
             };
             f(RxFrame { arrival, wire_len: m.pkt_len, data });
         }
+        self.last_arrival = last;
         // SAFETY: the first n entries are the mbufs rx_burst returned, not freed before; no
         // slice into them outlives this point.
         unsafe { pathem_dpdk_free_bulk(self.mbufs.as_mut_ptr(), n as u32) };
@@ -740,8 +724,15 @@ impl RxPort for DpdkRx {
         PollAt::live(self.more)
     }
 
+    /// Frames the device could not take (no descriptor, no mbuf, a bad frame, no room in a
+    /// kernel ring) since start.
     fn kernel_drops(&mut self) -> u64 {
-        self.device_drops()
+        if let Some(fd) = self.ring_socket {
+            // The driver's socket is open while the port is, and this half keeps the port.
+            self.ring_drops += u64::from(ring_drops(fd).unwrap_or(0));
+        }
+        let s = self.port.stats();
+        s[1] + s[2] + s[3] + self.ring_drops
     }
 }
 

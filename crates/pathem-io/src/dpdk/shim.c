@@ -53,8 +53,6 @@ struct pathem_rx {
     uint64_t stamp;    /* device timestamp, or 0 */
 };
 
-const char *pathem_dpdk_version(void) { return rte_version(); }
-
 const char *pathem_dpdk_strerror(int e) { return rte_strerror(e); }
 
 /* EAL initialisation; logs go to standard error (DPDK's default is standard output). */
