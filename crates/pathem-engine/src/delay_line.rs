@@ -35,6 +35,9 @@ use std::sync::{Arc, OnceLock};
 pub const DESCRIPTOR: usize = 16;
 /// Records start at multiples of this.
 pub const ALIGN: usize = 8;
+/// Release time of a record whose fate the bottleneck's queue discipline has not decided yet
+/// (it is written at arrival; the decision follows, see [`crate::stage`]).
+pub const UNDECIDED: Nanos = Nanos(u64::MAX);
 /// Captured-length value that marks "skip to the start of the ring".
 const WRAP: u32 = u32::MAX;
 /// Longest frame a record can hold (far above any frame the engine accepts).
@@ -608,6 +611,19 @@ impl Reader {
         // the published, unconsumed range; consuming it needs `&mut self`, which ends this borrow.
         let data = unsafe { std::slice::from_raw_parts(base.add(off + DESCRIPTOR), len as usize) };
         Some(Record { release: Nanos(release), wire_len, data })
+    }
+
+    /// Reorder mode: the frame bytes of the record at a slot, to change in place before it
+    /// is sent (a CE mark, a flipped bit); `None` as for [`record_at`](Self::record_at).
+    pub fn data_at_mut(&mut self, slot: &Slot) -> Option<&mut [u8]> {
+        let len = self.record_at(slot)?.data.len();
+        let (seg, _, _) = self.slot_segment(slot)?;
+        let off = slot.pos & (seg.cap - 1);
+        // SAFETY: `record_at` checked that the record [off, off + 16 + len) lies inside the
+        // ring and within the published, unconsumed range, which only this reader touches
+        // until it gives it back (that needs `&mut self`, held by the returned borrow). The
+        // bytes live in UnsafeCells, so writing through the ring's base pointer is allowed.
+        Some(unsafe { std::slice::from_raw_parts_mut(seg.base().add(off + DESCRIPTOR), len) })
     }
 
     /// Reorder mode: gives the ring space up to the end of `slot` (and every segment before

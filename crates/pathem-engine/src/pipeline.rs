@@ -229,11 +229,18 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
             delay_line(size, engine.max_frame)?
         };
         let (control, inbox) = crate::control::channel(path);
+        let (decide, decided) = crate::stage::departures();
         counters.delay_line_capacity.set(writer.limit() as u64);
         let done = Arc::new(AtomicBool::new(false));
-        let ingress =
-            Ingress::new(Path::new(path), Rng::seeded(seed), writer, counters.clone(), engine.max_frame)
-                .with_options(path.ecn, path.reorder);
+        let ingress = Ingress::new(
+            Path::new(path),
+            Rng::seeded(seed),
+            writer,
+            counters.clone(),
+            engine.max_frame,
+            decide,
+        )
+        .with_options(path.ecn, path.reorder);
         Ok(Pipeline {
             input: Input {
                 rx,
@@ -250,7 +257,7 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
             },
             output: Output {
                 tx,
-                egress: Egress::new(reader, counters.clone(), path.reorder),
+                egress: Egress::new(reader, counters.clone(), path.reorder, decided),
                 counters,
                 done,
             },
@@ -342,7 +349,7 @@ impl<R: RxPort> Input<R> {
     fn receive(&mut self, now: Nanos) -> Result<Next, Error> {
         self.apply_changes(now)?;
         if self.rx_ended {
-            return Ok(Next::Ended);
+            return Ok(self.drain_queue(now));
         }
         let ingress = &mut self.ingress;
         let received = self.rx.recv_burst(
@@ -360,10 +367,16 @@ impl<R: RxPort> Input<R> {
             PollAt::Unknown => Next::Soon,
             PollAt::Ended => {
                 self.rx_ended = true;
-                self.done.store(true, Ordering::Release);
-                return Ok(Next::Ended);
+                return Ok(self.drain_queue(now));
             }
         };
+        if self.ingress.has_aqm() {
+            // Decide what leaves the queue discipline by now, and wake for its next service.
+            self.ingress.advance(now);
+            if let Some(t) = self.ingress.next_event() {
+                next = next.earliest(Next::At(t));
+            }
+        }
         // Kernel drops and occupancy are read every 10 ms, not per round: a system call on
         // live ports, and nobody reads them faster.
         if now >= self.drops_read + DROPS_EVERY {
@@ -383,6 +396,18 @@ impl<R: RxPort> Input<R> {
     }
 }
 
+impl<R: RxPort> Input<R> {
+    /// After the port ended: serves what the queue discipline still holds, then ends.
+    fn drain_queue(&mut self, now: Nanos) -> Next {
+        self.ingress.advance(now);
+        if self.ingress.holds_frames() {
+            return self.ingress.next_event().map_or(Next::At(now + TX_RETRY), Next::At);
+        }
+        self.done.store(true, Ordering::Release);
+        Next::Ended
+    }
+}
+
 impl<T: TxPort> Output<T> {
     /// Sends what is due; says when the next frame falls due (`Ended` when none waits).
     #[inline]
@@ -391,6 +416,8 @@ impl<T: TxPort> Output<T> {
         let mut next = match self.egress.next_release() {
             Some(t) if t <= now => Next::Now,
             Some(t) => Next::At(t),
+            // Frames wait for the queue discipline's decisions: the input says when.
+            None if self.egress.awaits_decisions() => Next::Soon,
             None => Next::Ended,
         };
         if self.counters.port_tx_queued.get() > 0 {

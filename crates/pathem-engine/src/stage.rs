@@ -11,16 +11,56 @@
 //! order)` over the records in the ring, releases each at its own time, and gives ring space
 //! back as soon as the oldest records have all left: O(log n) per frame for any number of
 //! frames in flight.
+//!
+//! With a queue discipline (`--aqm`, not drop-tail) a frame's fate is decided when it leaves
+//! the bottleneck, not when it arrives. Ingress still copies it once, at arrival, as a record
+//! whose release is [`UNDECIDED`], and gives the discipline a [`pathem_model::aqm::Entry`] for
+//! it; it drives the discipline's server up to each arrival and to each poll's `now`
+//! ([`Ingress::advance`]), runs the steps after the link for each frame sent, and passes each
+//! decision (a release time and edits, or "dropped") to egress through a wait-free queue,
+//! numbered by the record's place among the undecided ones. Egress, on finding an undecided
+//! record, moves to the heap of reorder mode for good: records wait in the ring until their
+//! decision comes, then leave in release order (FQ-CoDel and DualPI2 send in another order
+//! than they arrived), and ring space comes back as the oldest records are sent or dropped.
 
-use crate::delay_line::{Reader, Slot, Writer};
+use crate::delay_line::{Reader, Slot, Writer, UNDECIDED};
 use crate::stats::Counters;
 use pathem_io::{RxFrame, TxPort};
-use pathem_model::frame::{ecn_capable, mark_ce};
+use pathem_model::aqm::{AqmDrop, Decision, Entry};
+use pathem_model::frame::{ecn_capable, ecn_codepoint, flow_hash, mark_ce};
 use pathem_model::path::Extra;
 use pathem_model::{DropReason, FrameMeta, Nanos, Path, PathConfig, Rng, Verdict};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Arc;
+
+/// What egress is to do with an undecided record, once the discipline has decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Departure {
+    /// The record's number among the undecided records written, from 0.
+    pub seq: u64,
+    /// When it leaves; [`UNDECIDED`] for a frame dropped after it was written.
+    pub release: Nanos,
+    pub edit: Edit,
+}
+
+/// Changes made to a frame's bytes as it is sent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Edit {
+    pub mark_ce: bool,
+    /// Flip this bit of the original (not of its duplicate).
+    pub corrupt_bit: Option<u32>,
+    /// A duplicate follows the original.
+    pub duplicate: bool,
+}
+
+/// The queue of decisions from ingress to egress, and its two ends.
+pub fn departures() -> (rtrb::Producer<Departure>, rtrb::Consumer<Departure>) {
+    rtrb::RingBuffer::new(DEPARTURES)
+}
+
+/// Decisions in flight between ingress and egress at most; more wait at ingress.
+const DEPARTURES: usize = 1 << 16;
 
 /// Decides each frame's fate and writes kept frames into the delay line.
 pub struct Ingress {
@@ -34,10 +74,24 @@ pub struct Ingress {
     /// Release time of the last frame written: later frames are never released before it
     /// unless reordering was asked for.
     last_release: Nanos,
+    /// Decisions for egress, and those that did not fit its queue yet.
+    departures: rtrb::Producer<Departure>,
+    held: VecDeque<Departure>,
+    /// Undecided records written so far (the next one's number).
+    undecided: u64,
+    /// The discipline's decisions being carried out (kept to reuse its allocation).
+    scratch: Vec<Decision>,
 }
 
 impl Ingress {
-    pub fn new(path: Path, rng: Rng, line: Writer, counters: Arc<Counters>, max_frame: usize) -> Ingress {
+    pub fn new(
+        path: Path,
+        rng: Rng,
+        line: Writer,
+        counters: Arc<Counters>,
+        max_frame: usize,
+        departures: rtrb::Producer<Departure>,
+    ) -> Ingress {
         Ingress {
             path,
             rng,
@@ -47,6 +101,10 @@ impl Ingress {
             ecn: false,
             reorder: false,
             last_release: Nanos::ZERO,
+            departures,
+            held: VecDeque::new(),
+            undecided: 0,
+            scratch: Vec::new(),
         }
     }
 
@@ -60,8 +118,160 @@ impl Ingress {
     /// Applies a new configuration at `now`, between two frames; the models keep what state
     /// still means something (`Path::reconfigure`). The release-order clamp carries on.
     pub fn reconfigure(&mut self, config: &PathConfig, now: Nanos) {
+        self.advance(now);
         self.path.reconfigure(config, now);
         self.ecn = config.ecn;
+        let pending = self.path.take_pending();
+        for d in pending {
+            self.decided(d);
+        }
+        self.flush_departures();
+    }
+
+    /// True when the path has a queue discipline (not drop-tail).
+    #[inline]
+    pub fn has_aqm(&self) -> bool {
+        self.path.has_aqm()
+    }
+
+    /// The queue discipline's next event (a service start or an update that matters), when
+    /// the path has one and frames wait in it.
+    pub fn next_event(&self) -> Option<Nanos> {
+        self.path.next_bottleneck_event()
+    }
+
+    /// True while frames wait in the queue discipline or decisions wait for egress's queue.
+    pub fn holds_frames(&self) -> bool {
+        self.path.next_bottleneck_event().is_some() || !self.held.is_empty()
+    }
+
+    /// Serves the queue discipline up to `now`: every frame whose service starts by then is
+    /// decided, and the decisions go to egress.
+    pub fn advance(&mut self, now: Nanos) {
+        let mut out = std::mem::take(&mut self.scratch);
+        if let Some(b) = self.path.bottleneck() {
+            b.serve(now, &mut self.rng, &mut |d| out.push(d));
+        }
+        for d in out.drain(..) {
+            self.decided(d);
+        }
+        self.scratch = out;
+        self.flush_departures();
+    }
+
+    /// Hands waiting decisions to egress's queue, as many as fit.
+    pub fn flush_departures(&mut self) {
+        while let Some(&d) = self.held.front() {
+            if self.departures.push(d).is_err() {
+                return;
+            }
+            self.held.pop_front();
+        }
+    }
+
+    fn depart(&mut self, d: Departure) {
+        if !self.held.is_empty() {
+            self.held.push_back(d);
+        } else if let Err(rtrb::PushError::Full(d)) = self.departures.push(d) {
+            self.held.push_back(d);
+        }
+    }
+
+    /// A frame with a queue discipline: its record is written now, its fate decided later.
+    #[inline(never)]
+    fn push_queued(&mut self, frame: RxFrame<'_>, meta: FrameMeta) {
+        self.advance(frame.arrival);
+        let c = &*self.counters;
+        if !self.path.police(&meta) {
+            c.drop(DropReason::Police);
+            return;
+        }
+        if !self.line.push(UNDECIDED, frame.wire_len, frame.data, |_| {}) {
+            c.drop(DropReason::DelayLine);
+            return;
+        }
+        c.written.inc();
+        let fq = self.path.needs_flow_hash();
+        let entry = Entry {
+            seq: self.undecided,
+            arrival: frame.arrival,
+            len: frame.wire_len,
+            caplen: meta.caplen,
+            ecn: ecn_codepoint(frame.data),
+            flow: if fq { flow_hash(frame.data) } else { 0 },
+            marked: false,
+        };
+        self.undecided += 1;
+        let mut out = std::mem::take(&mut self.scratch);
+        if let Some(b) = self.path.bottleneck() {
+            b.enqueue(entry, &mut self.rng, &mut |d| out.push(d));
+        }
+        for d in out.drain(..) {
+            self.decided(d);
+        }
+        self.scratch = out;
+    }
+
+    /// Carries out one of the discipline's decisions: a dropped frame is counted and its
+    /// record given up; a sent one goes through the steps after the link.
+    fn decided(&mut self, d: Decision) {
+        let c = &*self.counters;
+        let entry = match d {
+            Decision::Drop { entry, reason } => {
+                c.drop(match reason {
+                    AqmDrop::Aqm => DropReason::Aqm,
+                    AqmDrop::Overlimit => DropReason::Overlimit,
+                });
+                c.written_dropped.inc();
+                return self.depart(Departure { seq: entry.seq, release: UNDECIDED, edit: Edit::default() });
+            }
+            Decision::Send { entry, start, exit, mark } => {
+                c.sojourn.record(start - entry.arrival);
+                if mark {
+                    c.aqm_marked.inc();
+                }
+                let meta = FrameMeta {
+                    arrival: entry.arrival,
+                    len: entry.len,
+                    caplen: entry.caplen,
+                    ect: self.ecn && entry.ect(),
+                };
+                match self.path.after_link(meta, exit, mark, &mut self.rng) {
+                    Verdict::Drop(reason) => {
+                        c.drop(reason);
+                        c.written_dropped.inc();
+                        return self.depart(Departure {
+                            seq: entry.seq,
+                            release: UNDECIDED,
+                            edit: Edit::default(),
+                        });
+                    }
+                    Verdict::Forward(fwd) => (entry, mark, fwd),
+                }
+            }
+        };
+        let (entry, aqm_mark, fwd) = entry;
+        let mut release = fwd.release;
+        if release < self.last_release && !self.reorder {
+            c.reorder_clamped.inc();
+            c.reorder_clamp_ns.add((self.last_release - release).as_nanos());
+            release = self.last_release;
+        }
+        self.last_release = self.last_release.max(release);
+        let extra = fwd.extra.unwrap_or_default();
+        if extra.mark_ce && !aqm_mark {
+            c.ecn_marked.inc();
+        }
+        if extra.corrupt_bit.is_some() {
+            c.corrupted.inc();
+        }
+        if extra.duplicate {
+            c.duplicated.inc();
+            c.written.inc();
+        }
+        let edit =
+            Edit { mark_ce: extra.mark_ce, corrupt_bit: extra.corrupt_bit, duplicate: extra.duplicate };
+        self.depart(Departure { seq: entry.seq, release, edit });
     }
 
     /// Updates the occupancy gauges (every few milliseconds, never per frame).
@@ -88,6 +298,9 @@ impl Ingress {
             caplen: frame.data.len() as u32,
             ect: self.ecn && ecn_capable(frame.data),
         };
+        if self.path.has_aqm() {
+            return self.push_queued(frame, meta);
+        }
         let fwd = match self.path.process(meta, &mut self.rng) {
             Verdict::Drop(reason) => {
                 c.drop(reason);
@@ -158,45 +371,92 @@ impl Ingress {
 pub struct Egress {
     line: Reader,
     counters: Arc<Counters>,
+    /// The heap of reorder mode; also taken for good on the first undecided record.
     reorder: Option<Reorder>,
+    departures: rtrb::Consumer<Departure>,
 }
 
-/// Egress state in reorder mode.
+/// Egress state in reorder mode (and with a queue discipline).
 struct Reorder {
-    /// Records waiting, by (release, arrival order), with their place in the ring.
-    due: BinaryHeap<Reverse<(Nanos, u64, Slot)>>,
-    /// From the oldest record still in the ring: (its place, sent yet).
-    in_ring: VecDeque<(Slot, bool)>,
+    /// Copies waiting to be sent, by (release, order), with their record's arrival-order
+    /// number and what to change as each is sent.
+    due: BinaryHeap<Reverse<(Nanos, u64, u64, Edit)>>,
+    /// From the oldest record still in the ring: its place and how many copies of it are
+    /// still to be sent or decided (0: done with it).
+    in_ring: VecDeque<(Slot, u8)>,
     /// Arrival-order number of `in_ring`'s front.
     front_seq: u64,
     next_seq: u64,
-    /// Highest arrival-order number sent so far, to count reordered frames.
+    /// Order given to the next copy pushed on the heap.
+    next_order: u64,
+    /// Highest order sent so far, to count reordered frames.
     max_sent: Option<u64>,
+    /// Arrival-order numbers of the undecided records, by their own number, from
+    /// `undecided_front` on.
+    undecided: VecDeque<u64>,
+    undecided_front: u64,
+    /// Undecided records scanned whose decision has not come yet.
+    waiting: u64,
 }
 
 /// At most this many frames leave in one call, so one direction cannot starve the other.
 pub const EGRESS_BURST: usize = 256;
 
-impl Egress {
-    pub fn new(line: Reader, counters: Arc<Counters>, reorder: bool) -> Egress {
-        let reorder = reorder.then(|| Reorder {
+impl Reorder {
+    fn new() -> Reorder {
+        Reorder {
             due: BinaryHeap::with_capacity(1 << 16),
             in_ring: VecDeque::with_capacity(1 << 16),
             front_seq: 0,
             next_seq: 0,
+            next_order: 0,
             max_sent: None,
-        });
-        Egress { line, counters, reorder }
+            undecided: VecDeque::new(),
+            undecided_front: 0,
+            waiting: 0,
+        }
+    }
+
+    /// A record the scan found: scheduled at its release, or left to wait for its decision.
+    fn add(&mut self, slot: Slot, release: Nanos) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.in_ring.push_back((slot, 1));
+        if release == UNDECIDED {
+            self.undecided.push_back(seq);
+            self.waiting += 1;
+        } else {
+            self.schedule(release, seq, Edit::default());
+        }
+    }
+
+    fn schedule(&mut self, release: Nanos, seq: u64, edit: Edit) {
+        self.due.push(Reverse((release, self.next_order, seq, edit)));
+        self.next_order += 1;
+    }
+}
+
+impl Egress {
+    pub fn new(
+        line: Reader,
+        counters: Arc<Counters>,
+        reorder: bool,
+        departures: rtrb::Consumer<Departure>,
+    ) -> Egress {
+        Egress { line, counters, reorder: reorder.then(Reorder::new), departures }
     }
 
     /// Hands every frame due at `now` (up to [`EGRESS_BURST`]) to `tx`, then flushes it (also
     /// when only frames from an earlier round still wait in the port). Returns how many left.
     #[inline(always)]
     pub fn release<T: TxPort>(&mut self, now: Nanos, tx: &mut T) -> Result<usize, pathem_io::Error> {
-        let n = match self.reorder.is_some() {
-            false => self.release_in_order(now, tx),
-            true => self.release_reordered(now, tx),
-        };
+        let mut n = 0;
+        if self.reorder.is_none() {
+            n = self.release_in_order(now, tx);
+        }
+        if self.reorder.is_some() {
+            n += self.release_reordered(now, tx);
+        }
         if n > 0 || self.counters.port_tx_queued.get() > 0 {
             tx.flush()?;
             self.counters.port_tx_queued.set(tx.queued() as u64);
@@ -210,6 +470,10 @@ impl Egress {
         while n < EGRESS_BURST {
             let Some(rec) = self.line.peek() else { break };
             if rec.release > now {
+                if rec.release == UNDECIDED {
+                    // A queue discipline decides from here on: take the heap for good.
+                    self.reorder = Some(Reorder::new());
+                }
                 break;
             }
             if !tx.send(rec.release, rec.wire_len, rec.data) {
@@ -224,12 +488,41 @@ impl Egress {
         n
     }
 
+    /// Takes the records written since the last call, and the decisions made since.
     fn scan(&mut self) {
         let r = self.reorder.as_mut().expect("reorder mode");
         while let Some((slot, release)) = self.line.scan_next() {
-            r.due.push(Reverse((release, r.next_seq, slot)));
-            r.in_ring.push_back((slot, false));
-            r.next_seq += 1;
+            r.add(slot, release);
+        }
+        while let Ok(d) = self.departures.pop() {
+            // A decision is pushed after its record was published: scan on if it is newer
+            // than what the scan has seen.
+            while d.seq.saturating_sub(r.undecided_front) >= r.undecided.len() as u64 {
+                let Some((slot, release)) = self.line.scan_next() else { break };
+                r.add(slot, release);
+            }
+            let Some(&seq) = d.seq.checked_sub(r.undecided_front).and_then(|i| r.undecided.get(i as usize))
+            else {
+                debug_assert!(false, "a decision for a record never written");
+                continue;
+            };
+            let at = (seq - r.front_seq) as usize;
+            r.waiting -= 1;
+            if d.release == UNDECIDED {
+                r.in_ring[at].1 = 0;
+            } else {
+                let copy = Edit { corrupt_bit: None, ..d.edit };
+                r.in_ring[at].1 = 1 + u8::from(d.edit.duplicate);
+                r.schedule(d.release, seq, d.edit);
+                if d.edit.duplicate {
+                    r.schedule(d.release, seq, copy);
+                }
+            }
+        }
+        // The undecided map only needs records from the oldest one still in the ring.
+        while r.undecided.front().is_some_and(|&s| s < r.front_seq) {
+            r.undecided.pop_front();
+            r.undecided_front += 1;
         }
     }
 
@@ -239,27 +532,39 @@ impl Egress {
         let r = self.reorder.as_mut().expect("reorder mode");
         let mut n = 0;
         while n < EGRESS_BURST {
-            let Some(&Reverse((release, seq, slot))) = r.due.peek() else { break };
+            let Some(&Reverse((release, order, seq, edit))) = r.due.peek() else { break };
             if release > now {
                 break;
             }
+            let slot = r.in_ring[(seq - r.front_seq) as usize].0;
+            if edit != Edit::default() {
+                let data = self.line.data_at_mut(&slot).expect("a scanned record stays until it is consumed");
+                apply(data, edit);
+            }
             let rec = self.line.record_at(&slot).expect("a scanned record stays until it is consumed");
-            if !tx.send(rec.release, rec.wire_len, rec.data) {
+            let wire_len = rec.wire_len;
+            let sent = tx.send(release, wire_len, rec.data);
+            if let Some(bit) = edit.corrupt_bit {
+                // Undo the flip, so a duplicate that follows goes out as it came.
+                let data = self.line.data_at_mut(&slot).expect("still there");
+                apply(data, Edit { corrupt_bit: Some(bit), ..Edit::default() });
+            }
+            if !sent {
                 break;
             }
             self.counters.tx_packets.inc();
-            self.counters.tx_bytes.add(u64::from(rec.wire_len));
+            self.counters.tx_bytes.add(u64::from(wire_len));
             self.counters.late.record(now - release);
-            if r.max_sent.is_some_and(|m| seq < m) {
+            if r.max_sent.is_some_and(|m| order < m) {
                 self.counters.reordered.inc();
             }
-            r.max_sent = Some(r.max_sent.map_or(seq, |m| m.max(seq)));
+            r.max_sent = Some(r.max_sent.map_or(order, |m| m.max(order)));
             r.due.pop();
-            r.in_ring[(seq - r.front_seq) as usize].1 = true;
+            r.in_ring[(seq - r.front_seq) as usize].1 -= 1;
             n += 1;
         }
         let mut end = None;
-        while let Some(&(slot, true)) = r.in_ring.front() {
+        while let Some(&(slot, 0)) = r.in_ring.front() {
             end = Some(slot);
             r.in_ring.pop_front();
             r.front_seq += 1;
@@ -274,9 +579,30 @@ impl Egress {
     #[inline]
     pub fn next_release(&mut self) -> Option<Nanos> {
         if self.reorder.is_none() {
-            return self.line.next_release();
+            return self.line.next_release().filter(|&t| t != UNDECIDED);
         }
         self.scan();
-        self.reorder.as_ref().and_then(|r| r.due.peek().map(|Reverse((t, _, _))| *t))
+        self.reorder.as_ref().and_then(|r| r.due.peek().map(|Reverse((t, ..))| *t))
+    }
+
+    /// True while records wait for a decision from the queue discipline.
+    pub fn awaits_decisions(&mut self) -> bool {
+        if self.reorder.is_none() {
+            return self.line.next_release() == Some(UNDECIDED);
+        }
+        self.scan();
+        self.reorder.as_ref().is_some_and(|r| r.waiting > 0)
+    }
+}
+
+/// Applies a decision's edits to a frame about to be sent.
+fn apply(data: &mut [u8], edit: Edit) {
+    if edit.mark_ce {
+        mark_ce(data);
+    }
+    if let Some(bit) = edit.corrupt_bit {
+        if let Some(b) = data.get_mut((bit / 8) as usize) {
+            *b ^= 0x80 >> (bit % 8);
+        }
     }
 }

@@ -55,6 +55,13 @@ pub struct Counters {
     pub reorder_clamped: Counter,
     pub reorder_clamp_ns: Counter,
     pub ecn_marked: Counter,
+    /// Written by ingress: frames the queue discipline marked CE.
+    pub aqm_marked: Counter,
+    /// Written by ingress: records written into the delay line and then dropped (by the queue
+    /// discipline, or after the link by loss or bit errors): they leave the line unsent.
+    pub written_dropped: Counter,
+    /// Written by ingress: how long each frame the queue discipline sent waited in its queue.
+    pub sojourn: Lateness,
     /// Written by egress: frames that left before a frame released earlier (reorder mode).
     pub reordered: Counter,
     /// Written by egress: how late after its release time each frame was handed to the port.
@@ -176,6 +183,8 @@ impl Counters {
                 ber: d(DropReason::Ber),
                 delay_line: d(DropReason::DelayLine),
                 oversize: d(DropReason::Oversize),
+                aqm_drop: d(DropReason::Aqm),
+                overlimit: d(DropReason::Overlimit),
             },
             duplicated: self.duplicated.get(),
             corrupted: self.corrupted.get(),
@@ -189,7 +198,13 @@ impl Counters {
             reordered: self.reordered.get(),
             late: self.late.snapshot(),
             // Read after tx_packets' writer's own order: a record is written before it is sent.
-            in_flight: self.written.get().saturating_sub(self.tx_packets.get()),
+            in_flight: self
+                .written
+                .get()
+                .saturating_sub(self.written_dropped.get())
+                .saturating_sub(self.tx_packets.get()),
+            aqm_mark: self.aqm_marked.get(),
+            sojourn: self.sojourn.snapshot(),
             port_rx_dropped: self.port_rx_dropped.get(),
             port_tx_queued: self.port_tx_queued.get(),
             queue_frames: self.queue_frames.get(),
@@ -209,11 +224,22 @@ pub struct Dropped {
     pub ber: u64,
     pub delay_line: u64,
     pub oversize: u64,
+    /// Dropped by the queue discipline's control law (`--aqm`).
+    pub aqm_drop: u64,
+    /// Dropped at the queue discipline's hard limit (`--aqm`).
+    pub overlimit: u64,
 }
 
 impl Dropped {
     pub fn total(&self) -> u64 {
-        self.loss + self.queue + self.police + self.ber + self.delay_line + self.oversize
+        self.loss
+            + self.queue
+            + self.police
+            + self.ber
+            + self.delay_line
+            + self.oversize
+            + self.aqm_drop
+            + self.overlimit
     }
 }
 
@@ -233,6 +259,10 @@ pub struct Stats {
     pub reorder_clamp_mean_ns: f64,
     /// Frames marked Congestion Experienced instead of being dropped.
     pub ecn_marked: u64,
+    /// Frames the queue discipline marked Congestion Experienced (`--aqm` with ECN).
+    pub aqm_mark: u64,
+    /// How long frames the queue discipline sent waited in its queue (`--aqm`).
+    pub sojourn: LateStats,
     /// Frames sent after a frame that arrived later (only with `--reorder`).
     pub reordered: u64,
     /// How late after their release times frames were handed to the transmit port.
@@ -269,11 +299,23 @@ mod tests {
         for (i, r) in DropReason::ALL.into_iter().enumerate() {
             c.dropped[r as usize].add(i as u64 + 1);
         }
-        c.rx_packets.add(26);
+        c.rx_packets.add(41);
         let s = c.snapshot();
-        assert_eq!(s.dropped, Dropped { loss: 1, queue: 2, police: 3, ber: 4, delay_line: 5, oversize: 6 });
+        assert_eq!(
+            s.dropped,
+            Dropped {
+                loss: 1,
+                queue: 2,
+                police: 3,
+                ber: 4,
+                aqm_drop: 5,
+                overlimit: 6,
+                delay_line: 7,
+                oversize: 8
+            }
+        );
         assert_eq!(s.in_flight, 0);
-        assert!(!s.balances(), "26 received, 21 dropped, 5 missing");
+        assert!(!s.balances(), "41 received, 36 dropped, 5 missing");
         c.written.add(5);
         c.tx_packets.add(3);
         assert!(c.snapshot().balances() && c.snapshot().in_flight == 2);

@@ -22,6 +22,52 @@ fn ecn_bits(frame: &[u8]) -> Option<(usize, bool, u8)> {
     Some((ip, v6, bits))
 }
 
+/// The ECN codepoint of the frame's IP header (0, not ECT, for frames without one).
+pub fn ecn_codepoint(frame: &[u8]) -> u8 {
+    ecn_bits(frame).map_or(0, |(_, _, b)| b)
+}
+
+/// A hash of the frame's flow: IP addresses and protocol, and the ports of TCP, UDP, SCTP and
+/// DCCP (IPv4 without fragments' later pieces, IPv6 with no extension headers); the frame's
+/// Ethernet addresses for frames without IP. The same flow always hashes the same.
+pub fn flow_hash(frame: &[u8]) -> u32 {
+    let mut h: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut mix = |bytes: &[u8]| {
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            h = (h ^ u64::from_le_bytes(w)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+            h ^= h >> 33;
+        }
+    };
+    match ip_header(frame) {
+        Some((ip, false)) => {
+            let ihl = usize::from(frame[ip] & 0x0f) * 4;
+            let proto = frame[ip + 9];
+            mix(&frame[ip + 12..ip + 20]);
+            mix(&[proto]);
+            let first_piece = u16::from_be_bytes([frame[ip + 6], frame[ip + 7]]) & 0x1fff == 0;
+            if first_piece && matches!(proto, 6 | 17 | 33 | 132) {
+                if let Some(ports) = frame.get(ip + ihl..ip + ihl + 4) {
+                    mix(ports);
+                }
+            }
+        }
+        Some((ip, true)) => {
+            let next = frame[ip + 6];
+            mix(&frame[ip + 8..ip + 40]);
+            mix(&[next]);
+            if matches!(next, 6 | 17 | 33 | 132) {
+                if let Some(ports) = frame.get(ip + 40..ip + 44) {
+                    mix(ports);
+                }
+            }
+        }
+        None => mix(frame.get(..12).unwrap_or(frame)),
+    }
+    (h ^ (h >> 32)) as u32
+}
+
 /// True for an ECN-capable IP frame (ECT(0), ECT(1) or already CE).
 pub fn ecn_capable(frame: &[u8]) -> bool {
     matches!(ecn_bits(frame), Some((_, _, b)) if b != 0)

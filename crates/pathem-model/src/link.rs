@@ -258,11 +258,7 @@ impl Link {
     /// in the trace when the trace is the same. A queue limit set on a link that had none
     /// counts the frames admitted from the change on (the earlier ones were not tracked).
     pub fn inherit(&mut self, old: Link) {
-        let last_exit = match &old.serve {
-            Serve::Rate { last_exit, .. } => *last_exit,
-            Serve::Trace { trace, origin: Some(o), current: Some((k, _)) } => *o + Nanos(trace.time(*k)),
-            Serve::Trace { .. } => Nanos::ZERO,
-        };
+        let last_exit = old.last_exit();
         match (&mut self.serve, old.serve) {
             (Serve::Rate { last_exit: le, .. }, _) => *le = last_exit,
             (
@@ -277,6 +273,19 @@ impl Link {
         if self.config.queue.is_some() {
             self.inside = old.inside;
             self.inside_bytes = old.inside_bytes;
+        }
+    }
+
+    pub fn config(&self) -> &LinkConfig {
+        &self.config
+    }
+
+    /// When the last frame admitted leaves (for a trace link, the opportunity it leaves at).
+    pub fn last_exit(&self) -> Nanos {
+        match &self.serve {
+            Serve::Rate { last_exit, .. } => *last_exit,
+            Serve::Trace { trace, origin: Some(o), current: Some((k, _)) } => *o + Nanos(trace.time(*k)),
+            Serve::Trace { .. } => Nanos::ZERO,
         }
     }
 

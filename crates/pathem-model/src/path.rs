@@ -17,6 +17,7 @@
 //! replayed and checked in virtual time. Disabled models are `None` and cost one predictable
 //! branch each.
 
+use crate::aqm::{AqmConfig, Bottleneck, Decision};
 use crate::delay::{Delay, DelayConfig};
 use crate::limits::{self, RangeError};
 use crate::link::{Link, LinkConfig, Server};
@@ -38,6 +39,10 @@ pub enum DropReason {
     Police,
     /// A bit error hit it.
     Ber,
+    /// The queue discipline's control law dropped it (CoDel, RED, PIE, DualPI2).
+    Aqm,
+    /// The queue discipline's hard limit dropped it (with `--aqm`; drop-tail counts `queue`).
+    Overlimit,
     /// The engine's delay line had no room for it.
     DelayLine,
     /// Longer than the largest frame the engine was configured to carry.
@@ -45,11 +50,13 @@ pub enum DropReason {
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 6] = [
+    pub const ALL: [DropReason; 8] = [
         DropReason::Loss,
         DropReason::Queue,
         DropReason::Police,
         DropReason::Ber,
+        DropReason::Aqm,
+        DropReason::Overlimit,
         DropReason::DelayLine,
         DropReason::Oversize,
     ];
@@ -61,6 +68,8 @@ impl DropReason {
             DropReason::Queue => "queue",
             DropReason::Police => "police",
             DropReason::Ber => "ber",
+            DropReason::Aqm => "aqm_drop",
+            DropReason::Overlimit => "overlimit",
             DropReason::DelayLine => "delay_line",
             DropReason::Oversize => "oversize",
         }
@@ -126,6 +135,8 @@ pub enum Verdict {
 pub struct PathConfig {
     pub police: Option<PolicerConfig>,
     pub link: Option<LinkConfig>,
+    /// The bottleneck's queue discipline (drop-tail unless asked; needs `link`).
+    pub aqm: AqmConfig,
     pub loss: Option<LossConfig>,
     pub ber: Option<Probability>,
     pub delay: DelayConfig,
@@ -147,6 +158,9 @@ impl std::fmt::Display for PathConfig {
         }
         if let Some(l) = &self.link {
             parts.push(l.to_string());
+        }
+        if self.aqm != AqmConfig::DropTail {
+            parts.push(format!("aqm {}", self.aqm));
         }
         if let Some(loss) = &self.loss {
             parts.push(format!("loss {loss}"));
@@ -218,6 +232,13 @@ impl PathConfig {
                 None => {}
             }
         }
+        if self.aqm != AqmConfig::DropTail && self.link.is_none() {
+            return Err(RangeError {
+                key: "aqm",
+                value: self.aqm.name().into(),
+                accepted: "only with --rate or --rate-trace: a queue discipline needs a bottleneck".into(),
+            });
+        }
         let d = &self.delay;
         limits::delay("delay", d.base)?;
         limits::delay("jitter", d.jitter)?;
@@ -267,6 +288,10 @@ impl PathConfig {
 pub struct Path {
     police: Option<Policer>,
     link: Option<Link>,
+    /// The bottleneck with its queue discipline, instead of `link`, when one is asked for.
+    aqm: Option<Bottleneck>,
+    /// Decisions made while reconfiguring (a discipline switched off sends what it held).
+    pending: Vec<Decision>,
     loss: Option<Loss>,
     ber: Option<BitErrors>,
     delay: Delay,
@@ -283,7 +308,13 @@ impl Path {
     pub fn new(config: &PathConfig) -> Path {
         Path {
             police: config.police.map(Policer::new),
-            link: config.link.clone().map(Link::new),
+            link: config.link.clone().filter(|_| config.aqm == AqmConfig::DropTail).map(Link::new),
+            aqm: config
+                .link
+                .as_ref()
+                .filter(|_| config.aqm != AqmConfig::DropTail)
+                .map(|l| Bottleneck::new(&config.aqm, l, config.ecn)),
+            pending: Vec::new(),
             loss: config.loss.as_ref().map(Loss::new),
             ber: config.ber.map(BitErrors::new),
             delay: Delay::new(&config.delay),
@@ -310,8 +341,28 @@ impl Path {
         if let (Some(n), Some(o)) = (next.police.as_mut(), self.police.take()) {
             n.inherit(o, now);
         }
+        if let Some(n) = next.aqm.as_mut() {
+            if let Some(o) = self.aqm.take() {
+                n.inherit(o);
+            } else if let Some(o) = self.link.take() {
+                n.follow_link(o);
+            }
+        }
         if let (Some(n), Some(o)) = (next.link.as_mut(), self.link.take()) {
             n.inherit(o);
+        }
+        next.pending = std::mem::take(&mut self.pending);
+        if let Some(o) = self.aqm.take() {
+            // The discipline ends: what it holds leaves as drop-tail would send it, and a
+            // drop-tail link carries on behind it.
+            let pending = &mut next.pending;
+            let link_config = config.link.clone().or_else(|| o.server_config());
+            if let Some(lc) = link_config {
+                let link = o.into_link(lc, &mut |d| pending.push(d));
+                if config.link.is_some() {
+                    next.link = Some(link);
+                }
+            }
         }
         if let (Some(n), Some(o)) = (next.loss.as_mut(), self.loss.take()) {
             n.inherit(o);
@@ -327,7 +378,54 @@ impl Path {
     /// Frames and bytes in the link's queue at `now`, where the link keeps count (it has a
     /// queue limit).
     pub fn queue_occupancy(&mut self, now: Nanos) -> Option<(usize, u64)> {
+        if let Some(b) = &self.aqm {
+            return Some(b.backlog());
+        }
         self.link.as_mut().filter(|l| l.tracks_queue()).map(|l| l.occupancy(now))
+    }
+
+    /// The bottleneck's queue discipline, when the path has one (not drop-tail): the caller
+    /// drives it ([`Bottleneck::serve`], [`Bottleneck::enqueue`]), then finishes each frame
+    /// it sends with [`Path::after_link`].
+    pub fn bottleneck(&mut self) -> Option<&mut Bottleneck> {
+        self.aqm.as_mut()
+    }
+
+    /// The queue discipline's next event, when one waits (see [`Bottleneck::next_event`]).
+    pub fn next_bottleneck_event(&self) -> Option<Nanos> {
+        self.aqm.as_ref().and_then(Bottleneck::next_event)
+    }
+
+    /// True when the discipline classifies frames by flow (FQ-CoDel).
+    pub fn needs_flow_hash(&self) -> bool {
+        self.aqm.as_ref().is_some_and(Bottleneck::needs_flow_hash)
+    }
+
+    /// True when the path has a queue discipline.
+    pub fn has_aqm(&self) -> bool {
+        self.aqm.is_some()
+    }
+
+    /// Decisions made by [`Path::reconfigure`]: the frames a discipline that was switched off
+    /// still held, each sent at its drop-tail time.
+    pub fn take_pending(&mut self) -> Vec<Decision> {
+        std::mem::take(&mut self.pending)
+    }
+
+    /// The policer's verdict on a frame at its arrival (true: it may go on).
+    pub fn police(&mut self, meta: &FrameMeta) -> bool {
+        self.police.as_mut().is_none_or(|p| p.admit(meta.arrival, meta.len))
+    }
+
+    /// What follows the bottleneck for a frame whose last bit leaves it at `exit`: loss, bit
+    /// errors, delay, slots, duplication and corruption; `mark_ce` when the discipline marked
+    /// it.
+    pub fn after_link(&mut self, meta: FrameMeta, exit: Nanos, mark_ce: bool, rng: &mut Rng) -> Verdict {
+        if self.full || mark_ce {
+            self.finish::<true>(meta, exit, mark_ce, rng)
+        } else {
+            self.finish::<false>(meta, exit, false, rng)
+        }
     }
 
     /// Decides the fate of one frame.
@@ -364,6 +462,19 @@ impl Path {
             },
             None => meta.arrival,
         };
+        self.finish::<FULL>(meta, exit, mark_ce, rng)
+    }
+
+    /// The steps after the link, for a frame that leaves it at `exit`.
+    #[inline(always)]
+    fn finish<const FULL: bool>(
+        &mut self,
+        meta: FrameMeta,
+        exit: Nanos,
+        mut mark_ce: bool,
+        rng: &mut Rng,
+    ) -> Verdict {
+        let markable = FULL && self.ecn && meta.ect;
         if let Some(loss) = &mut self.loss {
             if loss.lose(rng) {
                 if !markable {

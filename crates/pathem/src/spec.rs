@@ -7,6 +7,7 @@
 //! models stay free of I/O.
 
 use clap::Args;
+use pathem_model::aqm::AqmConfig;
 use pathem_model::delay::{DelayConfig, DelayTrace};
 use pathem_model::dist::{DelayTable, Dist};
 use pathem_model::link::{Cell, LinkConfig, RateTrace, Server, ETHERNET_OVERHEAD};
@@ -120,9 +121,15 @@ pub struct PathSpec {
     #[arg(long, value_name = "SIZE,OVERHEAD", help_heading = "Link")]
     pub cell: Option<Cell>,
 
-    /// Drop-tail limit of the link queue in bytes (64KB) or frames (100pkt); needs a rate.
+    /// Limit of the link queue in bytes (64KB) or frames (100pkt); needs a rate. With --aqm, the
+    /// discipline's hard limit [default: 1000pkt; fq-codel 10240pkt; dualpi2 250 ms at the rate].
     #[arg(long, value_name = "SIZE", help_heading = "Link", allow_hyphen_values = true)]
     pub queue: Option<QueueLimit>,
+
+    /// Queue discipline KIND[,KEY=VALUE...] of the bottleneck; needs a rate: droptail (default),
+    /// drophead, red, codel, fq-codel, pie, dualpi2 (README lists their parameters), e.g. codel,target=5ms.
+    #[arg(long, value_name = "KIND", help_heading = "Link")]
+    pub aqm: Option<AqmConfig>,
 
     /// Token-bucket policer RATE,burst=SIZE: frames over it are dropped, e.g. 10mbit,burst=15KB.
     #[arg(long, value_name = "SPEC", help_heading = "Link")]
@@ -140,7 +147,7 @@ pub struct PathSpec {
     #[arg(long, value_name = "P", help_heading = "Other", allow_hyphen_values = true)]
     pub corrupt: Option<Probability>,
 
-    /// CE-mark ECN-capable IPv4/IPv6 frames instead of dropping them on queue and loss drops.
+    /// CE-mark ECN-capable IPv4/IPv6 frames instead of dropping them on queue (and --aqm) and loss drops.
     #[arg(long, help_heading = "Other")]
     #[serde(default)]
     pub ecn: bool,
@@ -220,6 +227,7 @@ impl PathSpec {
             overhead: pick(&over.overhead, &self.overhead),
             cell: pick(&over.cell, &self.cell),
             queue: pick(&over.queue, &self.queue),
+            aqm: pick(&over.aqm, &self.aqm),
             police: pick(&over.police, &self.police),
             slot: pick(&over.slot, &self.slot),
             duplicate: pick(&over.duplicate, &self.duplicate),
@@ -278,6 +286,9 @@ impl PathSpec {
                 queue: self.queue,
             }),
             None if self.queue.is_some() => return Err(SpecError::NeedsRate("queue")),
+            None if self.aqm.as_ref().is_some_and(|a| *a != AqmConfig::DropTail) => {
+                return Err(SpecError::NeedsRate("aqm"))
+            }
             None if self.overhead.is_some() => return Err(SpecError::NeedsRate("overhead")),
             None if self.cell.is_some() => return Err(SpecError::NeedsRate("cell")),
             None => None,
@@ -337,6 +348,7 @@ impl PathSpec {
         let config = PathConfig {
             police: self.police,
             link,
+            aqm: self.aqm.clone().unwrap_or_default(),
             loss,
             ber: self.ber,
             delay,

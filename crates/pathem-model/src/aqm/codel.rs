@@ -1,5 +1,4 @@
-//! Queue disciplines that decide when a frame leaves the bottleneck, not when it arrives: the
-//! first of them, CoDel (RFC 8289), as a pure state machine.
+//! CoDel (RFC 8289) as a pure state machine.
 //!
 //! CoDel looks at each frame as it is dequeued (starts its transmission): how long it stood
 //! in the queue (its sojourn time). While the sojourn time has stayed above `target` for an

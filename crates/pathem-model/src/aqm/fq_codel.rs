@@ -1,0 +1,267 @@
+//! FQ-CoDel (RFC 8290): frames are hashed by their 5-tuple into `flows` queues, each with its
+//! own CoDel state; a deficit round robin with a `quantum` of bytes serves them, new flows
+//! (those that were not waiting) before old ones, so a sparse flow's frames skip the queue a
+//! bulk flow built. As Linux's `fq_codel`, which RFC 8290 describes: CoDel's "queue holds at
+//! most one frame" test looks at the whole backlog, an emptied new flow goes to the end of the
+//! old list while old flows wait (against starvation), and at the hard limit (frames or
+//! memory) the flow with the largest backlog loses its head frame.
+
+use super::codel::{Codel, CodelConfig, CodelQueue, Head};
+use super::{Entry, Fifo};
+use crate::spec::{error, KeyValues, Number};
+use crate::time::Nanos;
+use crate::units::{Duration, Size, UnitError};
+use std::collections::VecDeque;
+use std::str::FromStr;
+
+/// FQ-CoDel's parameters (RFC 8290 §5 and Linux's defaults).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FqCodelConfig {
+    /// Number of flow queues (1024).
+    pub flows: u32,
+    /// Bytes a flow may send per round (1514, one full-size frame).
+    pub quantum: u32,
+    /// CoDel's target and interval for every flow (5 ms, 100 ms).
+    pub codel: CodelConfig,
+    /// Bytes of frames queued at most (32 MB).
+    pub memory: u64,
+}
+
+impl Default for FqCodelConfig {
+    fn default() -> Self {
+        FqCodelConfig { flows: 1024, quantum: super::MTU, codel: CodelConfig::default(), memory: 32 << 20 }
+    }
+}
+
+const FQ_ACCEPTED: &str = "fq-codel[,flows=N][,quantum=SIZE][,target=DUR][,interval=DUR][,memory=SIZE] \
+     (defaults 1024, 1514B, 5ms, 100ms, 32MiB; flows 1 to 65536, quantum 64B to 64KiB, \
+     target below interval, interval up to 1h, memory 1B to 1TiB)";
+
+impl FromStr for FqCodelConfig {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Self, UnitError> {
+        let t = s.trim();
+        let body = t.strip_prefix("fq-codel").or_else(|| t.strip_prefix("fq_codel"));
+        let body = body.filter(|b| b.is_empty() || b.starts_with(','));
+        let body = body.ok_or_else(|| error(s, "is not an FQ-CoDel spec", FQ_ACCEPTED))?;
+        let mut kv = KeyValues::parse(s, body, FQ_ACCEPTED)?;
+        let d = FqCodelConfig::default();
+        let flows = kv.get::<Number>("flows")?.map_or(f64::from(d.flows), |n| n.0);
+        let quantum = kv.get::<Size>("quantum")?.map_or(u64::from(d.quantum), |v| v.0);
+        let target = kv.get::<Duration>("target")?.map_or(d.codel.target, |v| v.0);
+        let interval = kv.get::<Duration>("interval")?.map_or(d.codel.interval, |v| v.0);
+        let memory = kv.get::<Size>("memory")?.map_or(d.memory, |v| v.0);
+        kv.finish()?;
+        if flows.fract() != 0.0 || !(1.0..=65_536.0).contains(&flows) {
+            return Err(error(s, "has a flow count that is not a whole number from 1 to 65536", FQ_ACCEPTED));
+        }
+        if !(64..=65_536).contains(&quantum) {
+            return Err(error(s, "has a quantum outside 64B to 64KiB", FQ_ACCEPTED));
+        }
+        if target == Nanos::ZERO || target >= interval || interval > crate::limits::MAX_DELAY {
+            return Err(error(
+                s,
+                "has a target of 0, not below the interval, or an interval over 1h",
+                FQ_ACCEPTED,
+            ));
+        }
+        if memory == 0 || memory > crate::limits::MAX_QUEUE_BYTES {
+            return Err(error(s, "has a memory limit outside 1B to 1TiB", FQ_ACCEPTED));
+        }
+        Ok(FqCodelConfig {
+            flows: flows as u32,
+            quantum: quantum as u32,
+            codel: CodelConfig { target, interval, ..d.codel },
+            memory,
+        })
+    }
+}
+
+/// Which list a flow is on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Listed {
+    No,
+    New,
+    Old,
+}
+
+#[derive(Clone, Debug)]
+struct Flow {
+    q: Fifo,
+    deficit: i64,
+    codel: Codel,
+    listed: Listed,
+}
+
+/// FQ-CoDel's queues and state.
+#[derive(Debug)]
+pub struct FqCodel {
+    cfg: FqCodelConfig,
+    flows: Vec<Flow>,
+    new_flows: VecDeque<u32>,
+    old_flows: VecDeque<u32>,
+    frames: usize,
+    bytes: u64,
+}
+
+/// One flow's queue as its CoDel sees it: popping counts against the whole backlog, which is
+/// what CoDel's one-frame test reads.
+struct FlowView<'a> {
+    q: &'a mut Fifo,
+    frames: &'a mut usize,
+    bytes: &'a mut u64,
+}
+
+impl CodelQueue for FlowView<'_> {
+    type Item = Entry;
+    fn pop(&mut self) -> Option<Head<Entry>> {
+        let e = self.q.pop()?;
+        *self.frames -= 1;
+        *self.bytes -= u64::from(e.len);
+        Some(Head { enqueued: e.arrival, ect: e.ect(), item: e })
+    }
+    fn bytes(&self) -> u64 {
+        *self.bytes
+    }
+}
+
+impl FqCodel {
+    pub fn new(cfg: FqCodelConfig) -> FqCodel {
+        let flow = Flow { q: Fifo::default(), deficit: 0, codel: Codel::new(), listed: Listed::No };
+        FqCodel {
+            cfg,
+            flows: vec![flow; cfg.flows as usize],
+            new_flows: VecDeque::new(),
+            old_flows: VecDeque::new(),
+            frames: 0,
+            bytes: 0,
+        }
+    }
+
+    pub fn config(&self) -> &FqCodelConfig {
+        &self.cfg
+    }
+
+    pub fn backlog(&self) -> (usize, u64) {
+        (self.frames, self.bytes)
+    }
+
+    /// Bytes queued, against the memory limit.
+    pub fn memory(&self) -> u64 {
+        self.bytes
+    }
+
+    /// The queue a flow hash goes to.
+    pub fn queue_of(&self, flow: u32) -> usize {
+        (flow % self.cfg.flows) as usize
+    }
+
+    pub fn enqueue(&mut self, e: Entry) {
+        let i = self.queue_of(e.flow);
+        let quantum = i64::from(self.cfg.quantum);
+        let flow = &mut self.flows[i];
+        flow.q.push(e);
+        self.frames += 1;
+        self.bytes += u64::from(e.len);
+        if flow.listed == Listed::No {
+            flow.listed = Listed::New;
+            flow.deficit = quantum;
+            self.new_flows.push_back(i as u32);
+        }
+    }
+
+    /// Drops the head of the flow with the largest backlog in bytes (the first such flow).
+    pub fn drop_from_fattest(&mut self) -> Option<Entry> {
+        let (i, _) =
+            self.flows.iter().enumerate().max_by_key(|(i, f)| (f.q.bytes(), std::cmp::Reverse(*i)))?;
+        let e = self.flows[i].q.pop()?;
+        self.frames -= 1;
+        self.bytes -= u64::from(e.len);
+        Some(e)
+    }
+
+    /// RFC 8290's dequeue at `now`: the frame to send and whether CoDel marks it; frames CoDel
+    /// drops go to `dropped`.
+    pub fn dequeue(&mut self, now: Nanos, dropped: &mut impl FnMut(Entry)) -> Option<(Entry, bool)> {
+        loop {
+            let (from_new, i) = match (self.new_flows.front(), self.old_flows.front()) {
+                (Some(&i), _) => (true, i as usize),
+                (None, Some(&i)) => (false, i as usize),
+                (None, None) => return None,
+            };
+            let list = if from_new { &mut self.new_flows } else { &mut self.old_flows };
+            let flow = &mut self.flows[i];
+            if flow.deficit <= 0 {
+                flow.deficit += i64::from(self.cfg.quantum);
+                list.pop_front();
+                flow.listed = Listed::Old;
+                self.old_flows.push_back(i as u32);
+                continue;
+            }
+            let mut view = FlowView { q: &mut flow.q, frames: &mut self.frames, bytes: &mut self.bytes };
+            match flow.codel.dequeue(&self.cfg.codel, now, &mut view, &mut *dropped) {
+                Some(d) => {
+                    flow.deficit -= i64::from(d.item.len);
+                    return Some((d.item, d.marked));
+                }
+                None => {
+                    list.pop_front();
+                    if from_new && !self.old_flows.is_empty() {
+                        flow.listed = Listed::Old;
+                        self.old_flows.push_back(i as u32);
+                    } else {
+                        flow.listed = Listed::No;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every queued frame, taken out (in no particular order).
+    pub fn take_all(&mut self) -> Vec<Entry> {
+        let mut all = Vec::with_capacity(self.frames);
+        for f in &mut self.flows {
+            while let Some(e) = f.q.pop() {
+                all.push(e);
+            }
+            f.listed = Listed::No;
+        }
+        self.new_flows.clear();
+        self.old_flows.clear();
+        (self.frames, self.bytes) = (0, 0);
+        all
+    }
+
+    /// Keeps each flow's CoDel state when the number of flows is unchanged.
+    pub fn inherit(&mut self, old: FqCodel) {
+        if old.flows.len() == self.flows.len() {
+            for (n, o) in self.flows.iter_mut().zip(old.flows) {
+                n.codel = o.codel;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_with_defaults_and_ranges() {
+        assert_eq!("fq-codel".parse::<FqCodelConfig>().unwrap(), FqCodelConfig::default());
+        let c: FqCodelConfig = "fq-codel,flows=16,quantum=300,target=2ms,memory=1MB".parse().unwrap();
+        assert_eq!(
+            (c.flows, c.quantum, c.codel.target, c.memory),
+            (16, 300, Nanos::from_millis(2), 1_000_000)
+        );
+        for bad in [
+            "fq-codel,flows=0",
+            "fq-codel,flows=1.5",
+            "fq-codel,quantum=10",
+            "fq-codel,target=1s",
+            "fq-codelx",
+        ] {
+            assert!(bad.parse::<FqCodelConfig>().is_err(), "{bad}");
+        }
+    }
+}

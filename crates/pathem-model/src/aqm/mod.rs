@@ -1,0 +1,588 @@
+//! Queue disciplines of the bottleneck: drop-head, RED, CoDel (RFC 8289), FQ-CoDel (RFC 8290),
+//! PIE (RFC 8033) and DualPI2 (RFC 9332), each with ECN marking.
+//!
+//! Drop-tail, the default, is not here: it stays the link's arrival-time formula
+//! ([`crate::link`]). With any other discipline the bottleneck is a [`Bottleneck`]: a real
+//! queue of [`Entry`]s (16-odd bytes of metadata per frame; the frames themselves stay where
+//! the engine copied them) in front of the link's server. The caller drives it as an event
+//! simulation that reads no clock:
+//! - [`Bottleneck::serve`]`(until)` serves the queue up to an instant: each service starts at
+//!   `max(server free, oldest arrival)`, asks the discipline at that instant (with the queue
+//!   as it is then), and hands out a [`Decision`] per frame: sent (with its start and exit
+//!   times, CE-marked or not) or dropped (by the discipline, or over the hard limit);
+//! - [`Bottleneck::enqueue`] adds a frame at its arrival, after `serve(arrival)`, so every
+//!   decision sees exactly the frames that had arrived by its instant.
+//!
+//! Departures at an instant come before arrivals at that same instant, as with drop-tail
+//! (a frame whose exit equals an arrival has left). The backlog a discipline sees counts the
+//! frames waiting, not the one on the wire (as in the RFCs' pseudo-code and Linux qdiscs), and
+//! the hard limit (`--queue`, or the discipline's default) counts the same frames.
+//! Configuration is apart from state: [`Bottleneck::inherit`] keeps the queue, the server's
+//! state and, for the same discipline, its control state across a change of parameters.
+
+pub mod codel;
+pub mod dualpi2;
+pub mod fq_codel;
+pub mod pie;
+pub mod red;
+
+pub use codel::{Codel, CodelConfig};
+pub use dualpi2::{DualPi2, DualPi2Config};
+pub use fq_codel::{FqCodel, FqCodelConfig};
+pub use pie::{Pie, PieConfig};
+pub use red::{Red, RedConfig};
+
+use crate::link::{Link, LinkConfig};
+use crate::rng::Rng;
+use crate::spec::error;
+use crate::time::Nanos;
+use crate::units::{QueueLimit, UnitError};
+use std::collections::VecDeque;
+use std::str::FromStr;
+
+/// The ECN field's codepoints (RFC 3168).
+pub mod ecn {
+    pub const NOT_ECT: u8 = 0b00;
+    pub const ECT1: u8 = 0b01;
+    pub const ECT0: u8 = 0b10;
+    pub const CE: u8 = 0b11;
+}
+
+/// A frame in the bottleneck's queue: what a discipline needs to know of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// The caller's number for the frame (the engine: its record in the delay line).
+    pub seq: u64,
+    pub arrival: Nanos,
+    /// Length on the wire without FCS.
+    pub len: u32,
+    /// Bytes of it held (a capture may have cut it): what corruption can hit.
+    pub caplen: u32,
+    /// The ECN codepoint of its IP header ([`ecn`]); `NOT_ECT` for non-IP frames.
+    pub ecn: u8,
+    /// Its flow's hash (5-tuple), for FQ-CoDel.
+    pub flow: u32,
+    /// Marked CE at enqueue (RED, PIE); the mark is applied when it is sent.
+    pub marked: bool,
+}
+
+impl Entry {
+    /// ECN-capable transport: ECT(0), ECT(1) or CE.
+    pub fn ect(&self) -> bool {
+        self.ecn != ecn::NOT_ECT
+    }
+}
+
+/// Why a discipline dropped a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AqmDrop {
+    /// The discipline's control law dropped it (CoDel, RED, PIE, DualPI2).
+    Aqm,
+    /// The queue was at its hard limit (drop-head drops the oldest frame; the others the
+    /// arriving one; FQ-CoDel the head of the longest flow).
+    Overlimit,
+}
+
+/// What the bottleneck did with a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Sent: its transmission starts at `start` (it left the queue then) and its last bit
+    /// leaves at `exit`; `mark` sets CE.
+    Send {
+        entry: Entry,
+        start: Nanos,
+        exit: Nanos,
+        mark: bool,
+    },
+    Drop {
+        entry: Entry,
+        reason: AqmDrop,
+    },
+}
+
+/// The queue discipline the user asked for, with its parameters.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum AqmConfig {
+    /// The arrival-time formula of [`crate::link`] (no [`Bottleneck`]).
+    #[default]
+    DropTail,
+    DropHead,
+    Red(RedConfig),
+    Codel(CodelConfig),
+    FqCodel(FqCodelConfig),
+    Pie(PieConfig),
+    DualPi2(DualPi2Config),
+}
+
+pub const AQM_ACCEPTED: &str = "droptail, drophead, red[,min=SIZE,max=SIZE,max-p=P,weight=W,gentle=on|off], \
+     codel[,target=DUR,interval=DUR], fq-codel[,flows=N,quantum=SIZE,target=DUR,interval=DUR,memory=SIZE], \
+     pie[,target=DUR,t-update=DUR,alpha=HZ,beta=HZ,max-burst=DUR], \
+     dualpi2[,target=DUR,t-update=DUR,alpha=HZ,beta=HZ,k=N,min-th=DUR,range=DUR,tshift=DUR]";
+
+impl FromStr for AqmConfig {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<AqmConfig, UnitError> {
+        let kind = s.trim().split(',').next().unwrap_or("").trim();
+        let plain = |c: AqmConfig| {
+            if s.trim() != kind {
+                return Err(error(
+                    s,
+                    format!("{kind} takes no parameters (its limit is --queue)"),
+                    AQM_ACCEPTED,
+                ));
+            }
+            Ok(c)
+        };
+        match kind {
+            "droptail" => plain(AqmConfig::DropTail),
+            "drophead" => plain(AqmConfig::DropHead),
+            "red" => s.parse().map(AqmConfig::Red),
+            "codel" => s.parse().map(AqmConfig::Codel),
+            "fq-codel" | "fq_codel" => s.parse().map(AqmConfig::FqCodel),
+            "pie" => s.parse().map(AqmConfig::Pie),
+            "dualpi2" => s.parse().map(AqmConfig::DualPi2),
+            _ => Err(error(s, format!("names no queue discipline (`{kind}`)"), AQM_ACCEPTED)),
+        }
+    }
+}
+
+crate::deserialize_from_str!(AqmConfig);
+
+impl std::fmt::Display for AqmConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AqmConfig::DropTail => f.write_str("droptail"),
+            AqmConfig::DropHead => f.write_str("drophead"),
+            AqmConfig::Red(c) => write!(
+                f,
+                "red (min {} B, max {} B, max-p {}, weight {}, gentle {})",
+                c.min,
+                c.max,
+                c.max_p,
+                c.weight,
+                if c.gentle { "on" } else { "off" }
+            ),
+            AqmConfig::Codel(c) => write!(f, "codel (target {}, interval {})", c.target, c.interval),
+            AqmConfig::FqCodel(c) => write!(
+                f,
+                "fq-codel (flows {}, quantum {} B, target {}, interval {}, memory {} B)",
+                c.flows, c.quantum, c.codel.target, c.codel.interval, c.memory
+            ),
+            AqmConfig::Pie(c) => write!(
+                f,
+                "pie (target {}, t-update {}, alpha {}, beta {}, max-burst {})",
+                c.target, c.t_update, c.alpha, c.beta, c.max_burst
+            ),
+            AqmConfig::DualPi2(c) => write!(
+                f,
+                "dualpi2 (target {}, t-update {}, alpha {}, beta {}, k {}, min-th {}, range {}, tshift {})",
+                c.target, c.t_update, c.alpha, c.beta, c.k, c.min_th, c.range, c.tshift
+            ),
+        }
+    }
+}
+
+impl AqmConfig {
+    /// The hard limit when `--queue` gives none: Linux's defaults (1000 frames; FQ-CoDel
+    /// 10240), and for DualPI2 RFC 9332's 250 ms at the link's rate.
+    pub fn default_limit(&self, link: &LinkConfig) -> QueueLimit {
+        match self {
+            AqmConfig::FqCodel(_) => QueueLimit::Packets(10_240),
+            AqmConfig::DualPi2(_) => {
+                QueueLimit::Bytes((link.mean_rate().bits_per_sec() / 8 / 4).max(10 * u64::from(MTU)))
+            }
+            _ => QueueLimit::Packets(1000),
+        }
+    }
+
+    /// The name used in counters and reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            AqmConfig::DropTail => "droptail",
+            AqmConfig::DropHead => "drophead",
+            AqmConfig::Red(_) => "red",
+            AqmConfig::Codel(_) => "codel",
+            AqmConfig::FqCodel(_) => "fq-codel",
+            AqmConfig::Pie(_) => "pie",
+            AqmConfig::DualPi2(_) => "dualpi2",
+        }
+    }
+}
+
+/// The largest Ethernet frame without FCS: RFC 8289's MAXPACKET, FQ-CoDel's quantum and
+/// DualPI2's MTU by default.
+pub const MTU: u32 = 1514;
+
+/// `on` or `off`, for `key=on|off` parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OnOff(pub bool);
+
+impl FromStr for OnOff {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<OnOff, UnitError> {
+        match s.trim() {
+            "on" | "yes" | "true" => Ok(OnOff(true)),
+            "off" | "no" | "false" => Ok(OnOff(false)),
+            _ => Err(error(s, "is neither on nor off", "on or off")),
+        }
+    }
+}
+
+/// A plain FIFO of entries that knows its bytes.
+#[derive(Clone, Debug, Default)]
+pub struct Fifo {
+    q: VecDeque<Entry>,
+    bytes: u64,
+}
+
+impl Fifo {
+    pub fn push(&mut self, e: Entry) {
+        self.bytes += u64::from(e.len);
+        self.q.push_back(e);
+    }
+    pub fn pop(&mut self) -> Option<Entry> {
+        let e = self.q.pop_front()?;
+        self.bytes -= u64::from(e.len);
+        Some(e)
+    }
+    pub fn front(&self) -> Option<&Entry> {
+        self.q.front()
+    }
+    pub fn len(&self) -> usize {
+        self.q.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.q.is_empty()
+    }
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+    fn drain(&mut self) -> impl Iterator<Item = Entry> + '_ {
+        self.bytes = 0;
+        self.q.drain(..)
+    }
+}
+
+impl codel::CodelQueue for Fifo {
+    type Item = Entry;
+    fn pop(&mut self) -> Option<codel::Head<Entry>> {
+        let e = Fifo::pop(self)?;
+        Some(codel::Head { enqueued: e.arrival, ect: e.ect(), item: e })
+    }
+    fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+/// A discipline with its configuration, state and queue(s).
+#[derive(Debug)]
+enum Disc {
+    DropHead(Fifo),
+    Red(Fifo, RedConfig, Red),
+    Codel(Fifo, CodelConfig, Codel),
+    Pie(Fifo, PieConfig, Pie),
+    FqCodel(FqCodel),
+    DualPi2(DualPi2),
+}
+
+/// The bottleneck with a queue discipline: its queue(s), the discipline's state, and the
+/// link's server (rate or trace, as configured) that sets each frame's transmission.
+#[derive(Debug)]
+pub struct Bottleneck {
+    disc: Disc,
+    server: Link,
+    /// When the server finishes the frame it is sending (the last exit).
+    free: Nanos,
+    /// Arrival of the oldest frame queued when the queue last became non-empty.
+    earliest: Nanos,
+    limit: QueueLimit,
+    ecn: bool,
+    /// The next periodic update (PIE, DualPI2), once the first frame has arrived.
+    next_update: Option<Nanos>,
+}
+
+impl Bottleneck {
+    /// A bottleneck for `aqm` (not drop-tail) on `link`, marking ECN-capable frames instead of
+    /// dropping them when `ecn`.
+    pub fn new(aqm: &AqmConfig, link: &LinkConfig, ecn: bool) -> Bottleneck {
+        let limit = link.queue.unwrap_or_else(|| aqm.default_limit(link));
+        let disc = match aqm {
+            AqmConfig::DropTail | AqmConfig::DropHead => Disc::DropHead(Fifo::default()),
+            AqmConfig::Red(c) => Disc::Red(Fifo::default(), *c, Red::new(c, link)),
+            AqmConfig::Codel(c) => Disc::Codel(Fifo::default(), CodelConfig { ecn, ..*c }, Codel::new()),
+            AqmConfig::Pie(c) => Disc::Pie(Fifo::default(), *c, Pie::new(c)),
+            AqmConfig::FqCodel(c) => {
+                Disc::FqCodel(FqCodel::new(FqCodelConfig { codel: CodelConfig { ecn, ..c.codel }, ..*c }))
+            }
+            AqmConfig::DualPi2(c) => Disc::DualPi2(DualPi2::new(*c, ecn)),
+        };
+        let server = Link::new(LinkConfig { queue: None, ..link.clone() });
+        Bottleneck { disc, server, free: Nanos::ZERO, earliest: Nanos::ZERO, limit, ecn, next_update: None }
+    }
+
+    /// The link the server was made from (without its queue limit).
+    pub fn server_config(&self) -> Option<LinkConfig> {
+        Some(self.server.config().clone())
+    }
+
+    /// Frames and bytes waiting (not counting the frame on the wire).
+    pub fn backlog(&self) -> (usize, u64) {
+        match &self.disc {
+            Disc::DropHead(q) | Disc::Red(q, ..) | Disc::Codel(q, ..) | Disc::Pie(q, ..) => {
+                (q.len(), q.bytes())
+            }
+            Disc::FqCodel(f) => f.backlog(),
+            Disc::DualPi2(d) => d.backlog(),
+        }
+    }
+
+    /// True for FQ-CoDel, which needs each frame's flow hash.
+    pub fn needs_flow_hash(&self) -> bool {
+        matches!(self.disc, Disc::FqCodel(_))
+    }
+
+    /// When the server is free of the frames it was given (the last exit time).
+    pub fn free_at(&self) -> Nanos {
+        self.free
+    }
+
+    /// When the next service starts, if a frame waits.
+    pub fn next_start(&self) -> Option<Nanos> {
+        (self.backlog().0 > 0).then(|| self.free.max(self.earliest))
+    }
+
+    /// The next instant anything happens: a service start or a periodic update that matters.
+    pub fn next_event(&self) -> Option<Nanos> {
+        let start = self.next_start()?;
+        Some(self.next_update.map_or(start, |u| u.min(start)))
+    }
+
+    fn over(&self, frames: usize, bytes: u64) -> bool {
+        match self.limit {
+            QueueLimit::Packets(n) => frames as u64 > n,
+            QueueLimit::Bytes(b) => bytes > b,
+        }
+    }
+
+    /// True when one more frame of `len` bytes would pass the hard limit.
+    fn full_for(&self, len: u32) -> bool {
+        let (f, b) = self.backlog();
+        self.over(f + 1, b + u64::from(len))
+    }
+
+    /// Adds a frame arriving at `e.arrival` (call [`serve`](Self::serve) up to its arrival
+    /// first). Frames the discipline drops at once, this one or others, go to `out`.
+    pub fn enqueue(&mut self, mut e: Entry, rng: &mut Rng, out: &mut impl FnMut(Decision)) {
+        if self.backlog().0 == 0 {
+            self.earliest = e.arrival;
+        }
+        if self.next_update.is_none() {
+            self.next_update = self.update_interval().map(|t| e.arrival + t);
+        }
+        let drop = |e: Entry, reason: AqmDrop, out: &mut dyn FnMut(Decision)| {
+            out(Decision::Drop { entry: e, reason })
+        };
+        if !matches!(self.disc, Disc::DropHead(_) | Disc::FqCodel(_)) && self.full_for(e.len) {
+            return drop(e, AqmDrop::Overlimit, out);
+        }
+        let ecn = self.ecn;
+        match &mut self.disc {
+            Disc::DropHead(q) => q.push(e),
+            Disc::Red(q, c, red) => match red.arrive(c, q.bytes(), e.arrival, rng) {
+                red::Verdict::Admit => q.push(e),
+                red::Verdict::Early if ecn && e.ect() => {
+                    e.marked = true;
+                    q.push(e)
+                }
+                _ => return drop(e, AqmDrop::Aqm, out),
+            },
+            Disc::Codel(q, ..) => q.push(e),
+            Disc::Pie(q, c, pie) => match pie.drop_early(c, q.bytes(), rng) {
+                false => q.push(e),
+                // RFC 8033 §5.1: mark while the probability is at most 10%, drop beyond.
+                true if ecn && e.ect() && pie.probability() <= c.max_ecn => {
+                    e.marked = true;
+                    q.push(e)
+                }
+                true => return drop(e, AqmDrop::Aqm, out),
+            },
+            Disc::FqCodel(f) => f.enqueue(e),
+            Disc::DualPi2(d) => d.enqueue(e),
+        }
+        // Over the limit after admitting: drop-head takes the oldest frames, FQ-CoDel the
+        // heads of the flow with the largest backlog (RFC 8290 §4.1).
+        loop {
+            let (frames, bytes) = self.backlog();
+            if !self.over(frames, bytes) {
+                break;
+            }
+            let victim = match &mut self.disc {
+                Disc::DropHead(q) => q.pop(),
+                Disc::FqCodel(f) => f.drop_from_fattest(),
+                _ => None,
+            };
+            match victim {
+                Some(v) => drop(v, AqmDrop::Overlimit, out),
+                None => break,
+            }
+        }
+        if let Disc::FqCodel(f) = &self.disc {
+            if f.memory() > f.config().memory {
+                // The memory limit, as the frame count: the fattest flow's heads go first.
+                while let Disc::FqCodel(f) = &mut self.disc {
+                    if f.memory() <= f.config().memory {
+                        break;
+                    }
+                    match f.drop_from_fattest() {
+                        Some(v) => drop(v, AqmDrop::Overlimit, out),
+                        None => break,
+                    }
+                }
+            }
+        }
+    }
+
+    fn update_interval(&self) -> Option<Nanos> {
+        match &self.disc {
+            Disc::Pie(_, c, _) => Some(c.t_update),
+            Disc::DualPi2(d) => Some(d.config().t_update),
+            _ => None,
+        }
+    }
+
+    /// Runs the periodic update due at `at` (PIE's and DualPI2's probability).
+    fn update(&mut self, at: Nanos) {
+        match &mut self.disc {
+            Disc::Pie(q, c, pie) => pie.update(c, q.is_empty()),
+            Disc::DualPi2(d) => d.update(at),
+            _ => {}
+        }
+    }
+
+    fn steady(&self) -> bool {
+        match &self.disc {
+            Disc::Pie(_, c, pie) => pie.steady(c),
+            Disc::DualPi2(d) => d.steady(),
+            _ => true,
+        }
+    }
+
+    /// Serves the queue up to `until`: every service that starts by then (and every periodic
+    /// update due by then), in time order, each decision handed to `out`.
+    pub fn serve(&mut self, until: Nanos, rng: &mut Rng, out: &mut impl FnMut(Decision)) {
+        loop {
+            let start = self.next_start();
+            if let (Some(u), Some(t)) = (self.next_update, self.update_interval()) {
+                let horizon = start.map_or(until, |s| s.min(until));
+                if u <= horizon {
+                    if start.is_none() && self.steady() {
+                        // Idle and settled: every update up to `until` would change nothing.
+                        let skip = (until - u).as_nanos() / t.as_nanos() + 1;
+                        self.next_update = Some(u.saturating_add(Nanos(skip.saturating_mul(t.as_nanos()))));
+                        continue;
+                    }
+                    self.update(u);
+                    self.next_update = Some(u.saturating_add(t));
+                    continue;
+                }
+            }
+            let Some(s) = start.filter(|&s| s <= until) else { return };
+            if let Some((entry, mark)) = self.dequeue(s, rng, out) {
+                let exit = self.server.admit_over_limit(s, entry.len);
+                self.free = exit;
+                out(Decision::Send { entry, start: s, exit, mark: mark || entry.marked });
+            }
+        }
+    }
+
+    /// The discipline's dequeue at `now`: the frame to send (and whether it is to be marked),
+    /// frames dropped on the way going to `out`.
+    fn dequeue(
+        &mut self,
+        now: Nanos,
+        rng: &mut Rng,
+        out: &mut impl FnMut(Decision),
+    ) -> Option<(Entry, bool)> {
+        let mut dropped = |e: Entry| out(Decision::Drop { entry: e, reason: AqmDrop::Aqm });
+        match &mut self.disc {
+            Disc::DropHead(q) => q.pop().map(|e| (e, false)),
+            Disc::Red(q, _, red) => {
+                let e = q.pop()?;
+                if q.is_empty() {
+                    red.idle_from(now);
+                }
+                Some((e, false))
+            }
+            Disc::Codel(q, c, codel) => codel.dequeue(c, now, q, dropped).map(|d| (d.item, d.marked)),
+            Disc::Pie(q, _, pie) => {
+                let e = q.pop()?;
+                pie.dequeued(now.saturating_sub(e.arrival));
+                Some((e, false))
+            }
+            Disc::FqCodel(f) => f.dequeue(now, &mut dropped),
+            Disc::DualPi2(d) => d.dequeue(now, rng, &mut dropped),
+        }
+    }
+
+    /// Every frame still queued, oldest first, taken out of the discipline.
+    fn take_queued(&mut self) -> Vec<Entry> {
+        let mut all: Vec<Entry> = match &mut self.disc {
+            Disc::DropHead(q) | Disc::Red(q, ..) | Disc::Codel(q, ..) | Disc::Pie(q, ..) => {
+                q.drain().collect()
+            }
+            Disc::FqCodel(f) => f.take_all(),
+            Disc::DualPi2(d) => d.take_all(),
+        };
+        all.sort_by_key(|e| e.seq);
+        all
+    }
+
+    /// Takes over from the bottleneck this one replaces: its server's state and the frames it
+    /// holds (in their arrival order, without deciding them again); the discipline's control
+    /// state too when the discipline is the same.
+    pub fn inherit(&mut self, mut old: Bottleneck) {
+        self.free = old.free;
+        self.earliest = old.earliest;
+        self.next_update = old.next_update.filter(|_| self.update_interval().is_some());
+        let queued = old.take_queued();
+        match (&mut self.disc, old.disc) {
+            (Disc::Red(_, _, s), Disc::Red(_, _, o)) => *s = o,
+            (Disc::Codel(_, _, s), Disc::Codel(_, _, o)) => *s = o,
+            (Disc::Pie(_, _, s), Disc::Pie(_, _, o)) => *s = o,
+            (Disc::FqCodel(s), Disc::FqCodel(o)) => s.inherit(o),
+            (Disc::DualPi2(s), Disc::DualPi2(o)) => s.inherit(o),
+            _ => {}
+        }
+        self.server.inherit(old.server);
+        for e in queued {
+            match &mut self.disc {
+                Disc::DropHead(q) | Disc::Red(q, ..) | Disc::Codel(q, ..) | Disc::Pie(q, ..) => q.push(e),
+                Disc::FqCodel(f) => f.enqueue(e),
+                Disc::DualPi2(d) => d.enqueue(e),
+            }
+        }
+    }
+
+    /// Takes over from a drop-tail link: new frames queue behind the last frame it admitted.
+    pub fn follow_link(&mut self, old: Link) {
+        self.free = old.last_exit();
+        self.server.inherit(old);
+    }
+
+    /// Ends the discipline: every queued frame is sent in arrival order as drop-tail would
+    /// (no further decisions), each to `out`; returns the link that carries on from there.
+    pub fn into_link(mut self, config: LinkConfig, out: &mut impl FnMut(Decision)) -> Link {
+        for entry in self.take_queued() {
+            let start = self.free.max(entry.arrival);
+            let exit = self.server.admit_over_limit(start, entry.len);
+            self.free = exit;
+            out(Decision::Send { entry, start, exit, mark: entry.marked });
+        }
+        let mut link = Link::new(config);
+        link.inherit(self.server);
+        link
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,144 @@
+//! RED (Floyd and Jacobson, 1993), with gentle mode (Floyd, 2000): at each arrival, an
+//! exponentially weighted average of the queue's bytes sets a drop (or mark) probability that
+//! rises linearly from `min` to `max`; spacing drops by the count since the last one makes
+//! them nearly uniform. Beyond `max` every frame is dropped; gentle mode instead ramps the
+//! probability from `max-p` to 1 between `max` and twice `max`.
+
+use crate::link::LinkConfig;
+use crate::rng::Rng;
+use crate::spec::{error, KeyValues, Number};
+use crate::time::Nanos;
+use crate::units::{Probability, Size, UnitError};
+use std::str::FromStr;
+
+/// RED's parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RedConfig {
+    /// Average backlog (bytes) below which nothing is dropped.
+    pub min: u64,
+    /// Average backlog (bytes) at which the probability reaches `max_p`.
+    pub max: u64,
+    pub max_p: f64,
+    /// The average's weight `w_q`.
+    pub weight: f64,
+    pub gentle: bool,
+}
+
+impl Default for RedConfig {
+    /// Floyd's recommendations: min 5 full-size frames, max three times min, max-p 10%,
+    /// weight 0.002, gentle on.
+    fn default() -> Self {
+        RedConfig { min: 5 * 1514, max: 15 * 1514, max_p: 0.1, weight: 0.002, gentle: true }
+    }
+}
+
+const RED_ACCEPTED: &str = "red[,min=SIZE][,max=SIZE][,max-p=P][,weight=W][,gentle=on|off] \
+     (defaults 7570B, 22710B, 10%, 0.002, on; 0 < min < max ≤ 1TiB, 0 < max-p ≤ 1, 0 < weight ≤ 1)";
+
+impl FromStr for RedConfig {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Self, UnitError> {
+        let body = s.trim().strip_prefix("red").filter(|b| b.is_empty() || b.starts_with(','));
+        let body = body.ok_or_else(|| error(s, "is not a RED spec", RED_ACCEPTED))?;
+        let mut kv = KeyValues::parse(s, body, RED_ACCEPTED)?;
+        let d = RedConfig::default();
+        let min = kv.get::<Size>("min")?.map_or(d.min, |v| v.0);
+        let max = kv.get::<Size>("max")?.map_or(if min == d.min { d.max } else { 3 * min }, |v| v.0);
+        let max_p = kv.get::<Probability>("max-p")?.map_or(d.max_p, Probability::get);
+        let weight = kv.get::<Number>("weight")?.map_or(d.weight, |n| n.0);
+        let gentle = kv.get::<super::OnOff>("gentle")?.map_or(d.gentle, |g| g.0);
+        kv.finish()?;
+        if min == 0 || min >= max || max > crate::limits::MAX_QUEUE_BYTES {
+            return Err(error(s, "needs 0 < min < max ≤ 1TiB", RED_ACCEPTED));
+        }
+        if max_p == 0.0 || weight <= 0.0 || weight > 1.0 {
+            return Err(error(s, "needs max-p above 0 and a weight in (0, 1]", RED_ACCEPTED));
+        }
+        Ok(RedConfig { min, max, max_p, weight, gentle })
+    }
+}
+
+/// What RED says of an arriving frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Admit,
+    /// A probabilistic drop: an ECN-capable frame is marked instead when ECN is on.
+    Early,
+    /// The average is past the point where every frame is dropped.
+    Forced,
+}
+
+/// RED's state: the average, the count since the last drop, and when the queue went idle.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Red {
+    avg: f64,
+    /// Frames since the last early drop (−1 when the average is below `min`).
+    count: i64,
+    idle_since: Option<Nanos>,
+    /// Transmission time of a full-size frame, RED's `s` for aging the average while idle.
+    typical: f64,
+}
+
+impl Red {
+    pub fn new(_cfg: &RedConfig, link: &LinkConfig) -> Red {
+        let bits = link.wire_len(super::MTU) as f64 * 8.0;
+        let typical = bits * 1e9 / link.mean_rate().bits_per_sec() as f64;
+        Red { avg: 0.0, count: -1, idle_since: Some(Nanos::ZERO), typical: typical.max(1.0) }
+    }
+
+    /// The queue emptied at `now` (its last frame went to the wire).
+    pub fn idle_from(&mut self, now: Nanos) {
+        self.idle_since = Some(now);
+    }
+
+    /// The average backlog in bytes.
+    pub fn average(&self) -> f64 {
+        self.avg
+    }
+
+    /// A frame arrives at `now` and finds `queued` bytes waiting.
+    pub fn arrive(&mut self, cfg: &RedConfig, queued: u64, now: Nanos, rng: &mut Rng) -> Verdict {
+        match self.idle_since.take() {
+            Some(since) if queued == 0 => {
+                let m = now.saturating_sub(since).as_nanos() as f64 / self.typical;
+                self.avg *= (1.0 - cfg.weight).powf(m);
+            }
+            _ => self.avg = (1.0 - cfg.weight) * self.avg + cfg.weight * queued as f64,
+        }
+        let (min, max) = (cfg.min as f64, cfg.max as f64);
+        let pb = if self.avg < min {
+            self.count = -1;
+            return Verdict::Admit;
+        } else if self.avg < max {
+            cfg.max_p * (self.avg - min) / (max - min)
+        } else if cfg.gentle && self.avg < 2.0 * max {
+            cfg.max_p + (1.0 - cfg.max_p) * (self.avg - max) / max
+        } else {
+            self.count = 0;
+            return Verdict::Forced;
+        };
+        self.count += 1;
+        let denom = 1.0 - self.count as f64 * pb;
+        let pa = if denom <= 0.0 { 1.0 } else { (pb / denom).min(1.0) };
+        if rng.unit() < pa {
+            self.count = 0;
+            return Verdict::Early;
+        }
+        Verdict::Admit
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_with_defaults_and_ranges() {
+        assert_eq!("red".parse::<RedConfig>().unwrap(), RedConfig::default());
+        let c: RedConfig = "red,min=30kB,max-p=5%,gentle=off".parse().unwrap();
+        assert_eq!((c.min, c.max, c.max_p, c.gentle), (30_000, 90_000, 0.05, false));
+        for bad in ["red,min=0", "red,min=10kB,max=5kB", "red,weight=2", "red,max-p=0", "redx", "red,foo=1"] {
+            assert!(bad.parse::<RedConfig>().is_err(), "{bad}");
+        }
+    }
+}

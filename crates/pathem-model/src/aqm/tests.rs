@@ -1,0 +1,1 @@
+//! The bottleneck against references written from the RFCs' pseudo-code.
