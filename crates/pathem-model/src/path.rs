@@ -157,7 +157,19 @@ impl std::fmt::Display for PathConfig {
             parts.push(p.to_string());
         }
         if let Some(l) = &self.link {
-            parts.push(l.to_string());
+            match l.queue {
+                None if self.aqm != AqmConfig::DropTail => {
+                    let limit = match self.aqm.default_limit(l) {
+                        QueueLimit::Bytes(b) => format!("{b} B"),
+                        QueueLimit::Packets(n) => format!("{n} frames"),
+                    };
+                    let text = l
+                        .to_string()
+                        .replace("queue unbounded", &format!("queue {limit} (the discipline's)"));
+                    parts.push(text);
+                }
+                _ => parts.push(l.to_string()),
+            }
         }
         if self.aqm != AqmConfig::DropTail {
             parts.push(format!("aqm {}", self.aqm));

@@ -277,6 +277,8 @@ impl codel::CodelQueue for Fifo {
 /// A discipline with its configuration, state and queue(s).
 #[derive(Debug)]
 enum Disc {
+    /// A real drop-tail FIFO (tests compare the formula and disciplines against it).
+    DropTail(Fifo),
     DropHead(Fifo),
     Red(Fifo, RedConfig, Red),
     Codel(Fifo, CodelConfig, Codel),
@@ -302,12 +304,14 @@ pub struct Bottleneck {
 }
 
 impl Bottleneck {
-    /// A bottleneck for `aqm` (not drop-tail) on `link`, marking ECN-capable frames instead of
+    /// A bottleneck for `aqm` on `link` (drop-tail too, as a real FIFO: paths use the link's
+    /// formula for it, tests this), marking ECN-capable frames instead of
     /// dropping them when `ecn`.
     pub fn new(aqm: &AqmConfig, link: &LinkConfig, ecn: bool) -> Bottleneck {
         let limit = link.queue.unwrap_or_else(|| aqm.default_limit(link));
         let disc = match aqm {
-            AqmConfig::DropTail | AqmConfig::DropHead => Disc::DropHead(Fifo::default()),
+            AqmConfig::DropTail => Disc::DropTail(Fifo::default()),
+            AqmConfig::DropHead => Disc::DropHead(Fifo::default()),
             AqmConfig::Red(c) => Disc::Red(Fifo::default(), *c, Red::new(c, link)),
             AqmConfig::Codel(c) => Disc::Codel(Fifo::default(), CodelConfig { ecn, ..*c }, Codel::new()),
             AqmConfig::Pie(c) => Disc::Pie(Fifo::default(), *c, Pie::new(c)),
@@ -328,9 +332,11 @@ impl Bottleneck {
     /// Frames and bytes waiting (not counting the frame on the wire).
     pub fn backlog(&self) -> (usize, u64) {
         match &self.disc {
-            Disc::DropHead(q) | Disc::Red(q, ..) | Disc::Codel(q, ..) | Disc::Pie(q, ..) => {
-                (q.len(), q.bytes())
-            }
+            Disc::DropTail(q)
+            | Disc::DropHead(q)
+            | Disc::Red(q, ..)
+            | Disc::Codel(q, ..)
+            | Disc::Pie(q, ..) => (q.len(), q.bytes()),
             Disc::FqCodel(f) => f.backlog(),
             Disc::DualPi2(d) => d.backlog(),
         }
@@ -382,30 +388,38 @@ impl Bottleneck {
         let drop = |e: Entry, reason: AqmDrop, out: &mut dyn FnMut(Decision)| {
             out(Decision::Drop { entry: e, reason })
         };
-        if !matches!(self.disc, Disc::DropHead(_) | Disc::FqCodel(_)) && self.full_for(e.len) {
+        // The hard limit drops the arriving frame, except with drop-head and FQ-CoDel (below);
+        // RED ages its average on every arrival first, as in Floyd's algorithm.
+        let full = !matches!(self.disc, Disc::DropHead(_) | Disc::FqCodel(_)) && self.full_for(e.len);
+        if full && !matches!(self.disc, Disc::Red(..)) {
             return drop(e, AqmDrop::Overlimit, out);
         }
         let ecn = self.ecn;
         match &mut self.disc {
-            Disc::DropHead(q) => q.push(e),
+            Disc::DropTail(q) | Disc::DropHead(q) => q.push(e),
             Disc::Red(q, c, red) => match red.arrive(c, q.bytes(), e.arrival, rng) {
+                red::Verdict::Admit if full => return drop(e, AqmDrop::Overlimit, out),
                 red::Verdict::Admit => q.push(e),
-                red::Verdict::Early if ecn && e.ect() => {
+                red::Verdict::Early if ecn && e.ect() && !full => {
                     e.marked = true;
                     q.push(e)
                 }
                 _ => return drop(e, AqmDrop::Aqm, out),
             },
             Disc::Codel(q, ..) => q.push(e),
-            Disc::Pie(q, c, pie) => match pie.drop_early(c, q.bytes(), rng) {
-                false => q.push(e),
-                // RFC 8033 §5.1: mark while the probability is at most 10%, drop beyond.
-                true if ecn && e.ect() && pie.probability() <= c.max_ecn => {
+            Disc::Pie(q, c, pie) => {
+                // RFC 8033's enqueue: drop_early is asked first, the burst allowance after.
+                if !(pie.drop_early(c, q.bytes(), rng) && pie.burst_spent()) {
+                    q.push(e)
+                } else if ecn && e.ect() && pie.probability() <= c.max_ecn {
+                    // §5.1: mark while the probability is at most 10%, drop beyond.
                     e.marked = true;
                     q.push(e)
+                } else {
+                    pie.dropped();
+                    return drop(e, AqmDrop::Aqm, out);
                 }
-                true => return drop(e, AqmDrop::Aqm, out),
-            },
+            }
             Disc::FqCodel(f) => f.enqueue(e),
             Disc::DualPi2(d) => d.enqueue(e),
         }
@@ -479,7 +493,7 @@ impl Bottleneck {
                         // Idle and settled: every update up to `until` would change nothing.
                         let skip = (until - u).as_nanos() / t.as_nanos() + 1;
                         self.next_update = Some(u.saturating_add(Nanos(skip.saturating_mul(t.as_nanos()))));
-                        continue;
+                        return;
                     }
                     self.update(u);
                     self.next_update = Some(u.saturating_add(t));
@@ -505,7 +519,7 @@ impl Bottleneck {
     ) -> Option<(Entry, bool)> {
         let mut dropped = |e: Entry| out(Decision::Drop { entry: e, reason: AqmDrop::Aqm });
         match &mut self.disc {
-            Disc::DropHead(q) => q.pop().map(|e| (e, false)),
+            Disc::DropTail(q) | Disc::DropHead(q) => q.pop().map(|e| (e, false)),
             Disc::Red(q, _, red) => {
                 let e = q.pop()?;
                 if q.is_empty() {
@@ -527,9 +541,11 @@ impl Bottleneck {
     /// Every frame still queued, oldest first, taken out of the discipline.
     fn take_queued(&mut self) -> Vec<Entry> {
         let mut all: Vec<Entry> = match &mut self.disc {
-            Disc::DropHead(q) | Disc::Red(q, ..) | Disc::Codel(q, ..) | Disc::Pie(q, ..) => {
-                q.drain().collect()
-            }
+            Disc::DropTail(q)
+            | Disc::DropHead(q)
+            | Disc::Red(q, ..)
+            | Disc::Codel(q, ..)
+            | Disc::Pie(q, ..) => q.drain().collect(),
             Disc::FqCodel(f) => f.take_all(),
             Disc::DualPi2(d) => d.take_all(),
         };
@@ -556,7 +572,11 @@ impl Bottleneck {
         self.server.inherit(old.server);
         for e in queued {
             match &mut self.disc {
-                Disc::DropHead(q) | Disc::Red(q, ..) | Disc::Codel(q, ..) | Disc::Pie(q, ..) => q.push(e),
+                Disc::DropTail(q)
+                | Disc::DropHead(q)
+                | Disc::Red(q, ..)
+                | Disc::Codel(q, ..)
+                | Disc::Pie(q, ..) => q.push(e),
                 Disc::FqCodel(f) => f.enqueue(e),
                 Disc::DualPi2(d) => d.enqueue(e),
             }

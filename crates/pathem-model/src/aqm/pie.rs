@@ -113,9 +113,6 @@ impl Pie {
     /// RFC 8033's enqueue test: true when the arriving frame is to be dropped (or marked),
     /// with `queued` bytes waiting.
     pub fn drop_early(&mut self, cfg: &PieConfig, queued: u64, rng: &mut Rng) -> bool {
-        if self.burst_allowance > Nanos::ZERO {
-            return false;
-        }
         let half = Nanos(cfg.target.as_nanos() / 2);
         if (self.qdelay_old < half && self.drop_prob < 0.2) || queued <= 2 * cfg.mean_packet {
             return false;
@@ -128,7 +125,6 @@ impl Pie {
             return false;
         }
         if self.accu_prob >= 8.5 {
-            self.accu_prob = 0.0;
             return true;
         }
         if rng.unit() < self.drop_prob {
@@ -136,6 +132,16 @@ impl Pie {
             return true;
         }
         false
+    }
+
+    /// True once the burst allowance is used up (drops may start).
+    pub fn burst_spent(&self) -> bool {
+        self.burst_allowance == Nanos::ZERO
+    }
+
+    /// A frame was dropped at enqueue: the de-randomisation starts again.
+    pub fn dropped(&mut self) {
+        self.accu_prob = 0.0;
     }
 
     /// RFC 8033's `calculate_drop_prob`, every `t_update`; `empty`: the queue is empty now.
@@ -161,12 +167,12 @@ impl Pie {
             self.drop_prob *= 0.98;
         }
         self.drop_prob = self.drop_prob.clamp(0.0, 1.0);
-        self.qdelay_old = qdelay;
         self.burst_allowance = self.burst_allowance.saturating_sub(cfg.t_update);
         let half = Nanos(cfg.target.as_nanos() / 2);
         if self.drop_prob == 0.0 && qdelay < half && self.qdelay_old < half {
             self.burst_allowance = cfg.max_burst;
         }
+        self.qdelay_old = qdelay;
     }
 
     /// True when an update with an empty queue would change nothing.
