@@ -123,13 +123,57 @@ fn dpdk_words(text: &str) {
     }
 }
 
-/// The model specs (`ge:`, `gi:`, police, slot, cell, dist, codel) and the probe's datagram header;
+/// A queue discipline that parsed, fed a burst of frames whose sizes, gaps and ECN bits come
+/// from the input: every frame is decided exactly once, sent frames leave in order of their
+/// service, after they arrived.
+fn queue_discipline(aqm: &pathem_model::aqm::AqmConfig, data: &[u8]) {
+    use pathem_model::aqm::{Bottleneck, Decision, Entry};
+    use pathem_model::Nanos;
+    let link = pathem_model::link::LinkConfig::rate(pathem_model::units::Rate(10_000_000));
+    let mut b = Bottleneck::new(aqm, &link, data.len() % 2 == 0);
+    let mut rng = Rng::seeded(3);
+    let mut decided = vec![0u8; 300];
+    let mut last_start = Nanos::ZERO;
+    let mut t = Nanos::ZERO;
+    let mut take = |d: Decision| match d {
+        Decision::Send { entry, start, exit, .. } => {
+            assert!(start >= entry.arrival && exit > start && start >= last_start, "{aqm:?}: {d:?}");
+            last_start = start;
+            decided[entry.seq as usize] += 1;
+        }
+        Decision::Drop { entry, .. } => decided[entry.seq as usize] += 1,
+    };
+    for i in 0..300u64 {
+        let byte = data.get(i as usize % data.len().max(1)).copied().unwrap_or(0);
+        t += Nanos(u64::from(byte) * 20_000);
+        b.serve(t, &mut rng, &mut take);
+        let len = 64 + u32::from(byte) * 5;
+        let e = Entry {
+            seq: i,
+            arrival: t,
+            len,
+            caplen: len,
+            ecn: byte & 3,
+            flow: u32::from(byte % 7),
+            marked: false,
+        };
+        b.enqueue(e, &mut rng, &mut take);
+    }
+    b.serve(Nanos::MAX, &mut rng, &mut take);
+    assert!(decided.iter().all(|&n| n == 1), "{aqm:?}: every frame decided once");
+    assert_eq!(b.backlog(), (0, 0));
+}
+
+/// The model specs (`ge:`, `gi:`, police, slot, cell, dist, codel, aqm) and the probe's datagram header;
 /// what parses is run through a path.
 pub fn specs(data: &[u8]) {
     let _ = pathem_probe::packet::decode(data);
     let Ok(text) = std::str::from_utf8(data) else { return };
     if let Ok(c) = text.parse::<pathem_model::aqm::CodelConfig>() {
         assert!(c.target > pathem_model::Nanos::ZERO && c.target < c.interval, "{text:?}: {c:?}");
+    }
+    if let Ok(aqm) = text.parse::<pathem_model::aqm::AqmConfig>() {
+        queue_discipline(&aqm, data);
     }
     if let Ok(loss) = text.parse::<LossConfig>() {
         let rate = loss.loss_rate();

@@ -12,7 +12,10 @@
 //! `pathem_ecn_marked_frames_total`, `pathem_reorder_clamped_frames_total`, gauges
 //! `pathem_link_queue_frames`, `pathem_link_queue_bytes`, `pathem_delay_line_used_bytes`,
 //! `pathem_delay_line_capacity_bytes`, `pathem_in_flight_frames`, `pathem_port_tx_queued_frames`,
-//! the histogram `pathem_lateness_seconds`, and `pathem_path_info{direction,path}` = 1.
+//! `pathem_aqm_marked_frames_total` (the queue discipline's CE marks), the histograms
+//! `pathem_lateness_seconds` and `pathem_sojourn_seconds` (time in the queue discipline's
+//! queue, `--aqm`), and `pathem_path_info{direction,path}` = 1. Drop reasons include
+//! `aqm_drop` and `overlimit` (the queue discipline's control law and hard limit).
 
 use crate::Error;
 use pathem_engine::{Control, Counters};
@@ -40,12 +43,13 @@ pub struct Exported {
 struct LinkCollector(Vec<Exported>);
 
 type Read = fn(&pathem_engine::Stats) -> u64;
+type Histogram = fn(&Counters) -> &pathem_engine::stats::Lateness;
 
 impl Collector for LinkCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let snaps: Vec<(&'static str, pathem_engine::Stats)> =
             self.0.iter().map(|e| (e.direction, e.counters.snapshot())).collect();
-        let counters: [(&str, &str, Read); 8] = [
+        let counters: [(&str, &str, Read); 9] = [
             ("pathem_rx_frames", "Frames pathem took from the receiving port", |s| s.rx_packets),
             ("pathem_rx_bytes", "Bytes pathem took from the receiving port", |s| s.rx_bytes),
             ("pathem_tx_frames", "Frames handed to the transmitting port", |s| s.tx_packets),
@@ -53,6 +57,7 @@ impl Collector for LinkCollector {
             ("pathem_duplicated_frames", "Duplicates made", |s| s.duplicated),
             ("pathem_corrupted_frames", "Frames with a bit flipped", |s| s.corrupted),
             ("pathem_ecn_marked_frames", "Frames CE-marked instead of dropped", |s| s.ecn_marked),
+            ("pathem_aqm_marked_frames", "Frames the queue discipline CE-marked", |s| s.aqm_mark),
             ("pathem_reorder_clamped_frames", "Frames held back so none overtook another", |s| {
                 s.reorder_clamped
             }),
@@ -76,6 +81,8 @@ impl Collector for LinkCollector {
                 (DropReason::Queue.name(), s.dropped.queue),
                 (DropReason::Police.name(), s.dropped.police),
                 (DropReason::Ber.name(), s.dropped.ber),
+                (DropReason::Aqm.name(), s.dropped.aqm_drop),
+                (DropReason::Overlimit.name(), s.dropped.overlimit),
                 (DropReason::DelayLine.name(), s.dropped.delay_line),
                 (DropReason::Oversize.name(), s.dropped.oversize),
                 ("port", s.port_rx_dropped),
@@ -101,25 +108,23 @@ impl Collector for LinkCollector {
                 m.encode_family(&[("direction", *d)])?.encode_gauge(&(read(s) as i64))?;
             }
         }
-        let mut m = encoder.encode_descriptor(
-            "pathem_lateness_seconds",
-            "How long after its release time each frame reached the transmitting port",
-            None,
-            MetricType::Histogram,
-        )?;
-        for e in &self.0 {
-            let (buckets, sum) = e.counters.late.cumulative();
-            let count = buckets.last().map_or(0, |b| b.1);
-            let buckets: Vec<(f64, u64)> = buckets
-                .into_iter()
-                .map(|(ns, n)| (if ns == u64::MAX { f64::INFINITY } else { ns as f64 * 1e-9 }, n))
-                .collect();
-            m.encode_family(&[("direction", e.direction)])?.encode_histogram::<NoLabelSet>(
-                sum as f64 * 1e-9,
-                count,
-                &buckets,
-                None,
-            )?;
+        let histograms: [(&str, &str, Histogram); 2] = [
+            (
+                "pathem_lateness_seconds",
+                "How long after its release time each frame reached the transmitting port",
+                |c| &c.late,
+            ),
+            (
+                "pathem_sojourn_seconds",
+                "How long frames waited in the queue discipline's queue (--aqm)",
+                |c| &c.sojourn,
+            ),
+        ];
+        for (name, help, which) in histograms {
+            let mut m = encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
+            for e in &self.0 {
+                histogram(&mut m, e.direction, which(&e.counters))?;
+            }
         }
         let mut m = encoder.encode_descriptor("pathem_path", "The path in effect", None, MetricType::Info)?;
         for e in &self.0 {
@@ -128,6 +133,27 @@ impl Collector for LinkCollector {
         }
         Ok(())
     }
+}
+
+/// One direction's log2 histogram, in seconds.
+fn histogram(
+    m: &mut prometheus_client::encoding::MetricEncoder,
+    direction: &str,
+    h: &pathem_engine::stats::Lateness,
+) -> Result<(), std::fmt::Error> {
+    let (buckets, sum) = h.cumulative();
+    let count = buckets.last().map_or(0, |b| b.1);
+    let buckets: Vec<(f64, u64)> = buckets
+        .into_iter()
+        .map(|(ns, n)| (if ns == u64::MAX { f64::INFINITY } else { ns as f64 * 1e-9 }, n))
+        .collect();
+    m.encode_family(&[("direction", direction)])?.encode_histogram::<NoLabelSet>(
+        sum as f64 * 1e-9,
+        count,
+        &buckets,
+        None,
+    )?;
+    Ok(())
 }
 
 /// The text a scrape returns.

@@ -48,6 +48,18 @@ pub fn summary(input: &Path, output: &Path, r: &ReplayReport) -> String {
         d.delay_line,
         d.oversize
     );
+    if d.aqm_drop + d.overlimit + s.aqm_mark > 0 || s.sojourn.max_ns > 0 {
+        let _ = writeln!(
+            out,
+            "  aqm        drop {}, overlimit {}, mark {}; sojourn p50 ≤ {:.3} ms, p99 ≤ {:.3} ms, max {:.3} ms",
+            d.aqm_drop,
+            d.overlimit,
+            s.aqm_mark,
+            s.sojourn.p50_ns as f64 / 1e6,
+            s.sojourn.p99_ns as f64 / 1e6,
+            s.sojourn.max_ns as f64 / 1e6
+        );
+    }
     let _ = writeln!(
         out,
         "  duplicated {}, corrupted {}, ecn-marked {}, reordered {}",

@@ -125,7 +125,7 @@ struct Report<'a> {
 
 pub fn line(name: &str, s: &Stats) -> String {
     let d = &s.dropped;
-    format!(
+    let mut text = format!(
         "{name}: port drops {} rx {} tx {} (in port {}) dropped {} (loss {}, queue {}, police {}, ber {}, delay_line {}, oversize {}) dup {} corrupt {} ecn {} clamped {} in-flight {}; late p50 {:.1} p99.9 {:.1} max {:.1} us",
         s.port_rx_dropped,
         s.rx_packets,
@@ -146,7 +146,19 @@ pub fn line(name: &str, s: &Stats) -> String {
         s.late.p50_ns as f64 / 1e3,
         s.late.p99_9_ns as f64 / 1e3,
         s.late.max_ns as f64 / 1e3
-    )
+    );
+    if d.aqm_drop + d.overlimit + s.aqm_mark > 0 || s.sojourn.max_ns > 0 {
+        text.push_str(&format!(
+            "; aqm drop {} overlimit {} mark {} sojourn p50 {:.1} p99 {:.1} max {:.1} ms",
+            d.aqm_drop,
+            d.overlimit,
+            s.aqm_mark,
+            s.sojourn.p50_ns as f64 / 1e6,
+            s.sojourn.p99_ns as f64 / 1e6,
+            s.sojourn.max_ns as f64 / 1e6
+        ));
+    }
+    text
 }
 
 pub fn parse_cores(text: &Option<String>) -> anyhow::Result<Vec<usize>> {

@@ -602,12 +602,7 @@ impl Reference for Pie {
         if qdelay == 0.0 && self.qdelay_old == 0.0 {
             self.drop_prob *= 0.98;
         }
-        if self.drop_prob < 0.0 {
-            self.drop_prob = 0.0;
-        }
-        if self.drop_prob > 1.0 {
-            self.drop_prob = 1.0;
-        }
+        self.drop_prob = self.drop_prob.clamp(0.0, 1.0);
         self.burst_allowance = (self.burst_allowance - T_UPDATE as f64 / 1e9).max(0.0);
         if self.burst_allowance < 1e-12 {
             self.burst_allowance = 0.0;

@@ -75,6 +75,7 @@ fn main() {
         ("metrics_and_show_agree", metrics_and_show_agree),
         ("stages_on_two_cpus_forward_everything", stages_on_two_cpus_forward_everything),
         ("a_change_takes_effect_at_once", a_change_takes_effect_at_once),
+        ("aqm_keeps_the_rtt_under_load_short", aqm_keeps_the_rtt_under_load_short),
         ("dpdk_sigint_balances_and_returns_every_mbuf", dpdk_sigint_balances_and_returns_every_mbuf),
         ("dpdk_bad_arguments_are_refused_with_one_line", dpdk_bad_arguments_are_refused_with_one_line),
     ];
@@ -1095,4 +1096,124 @@ fn dpdk_bad_arguments_are_refused_with_one_line() {
             String::from_utf8_lossy(&out.stdout)
         );
     }
+}
+
+/// Ping's RTT (avg, max in ms) from gen to sink while iperf3 sends TCP (CUBIC) from gen to
+/// sink with `streams` flows for 9 s; and each flow's goodput in bit/s.
+fn rtt_under_load(t: &Topo, streams: u32) -> ((f64, f64), Vec<f64>) {
+    let mut server = Command::new("ip")
+        .args(["netns", "exec", &t.sink, "iperf3", "-s", "-1", "-B", SINK_IP])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("iperf3 server");
+    std::thread::sleep(Duration::from_millis(300));
+    let client = Command::new("ip")
+        .args(["netns", "exec", &t.gen, "iperf3", "-c", SINK_IP, "-J", "-t", "9", "-C", "cubic"])
+        .args(["-P", &streams.to_string(), "--connect-timeout", "3000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("iperf3 client");
+    // Let the flows fill what queue they can, then measure for 4 s.
+    std::thread::sleep(Duration::from_secs(4));
+    let out = t.exec(&t.gen, &["ping", "-n", "-q", "-c", "40", "-i", "0.1", "-W", "2", SINK_IP]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.contains("min/avg")).unwrap_or_else(|| panic!("no rtt in {text}"));
+    let nums: Vec<f64> = line
+        .split('=')
+        .nth(1)
+        .unwrap()
+        .trim()
+        .split('/')
+        .map(|x| x.trim_end_matches(" ms").parse().unwrap_or(0.0))
+        .collect();
+    let report = client.wait_with_output().expect("iperf3 client ends");
+    let _ = server.kill();
+    let _ = server.wait();
+    let v: serde_json::Value = serde_json::from_slice(&report.stdout)
+        .unwrap_or_else(|e| panic!("iperf3: {e}: {}", String::from_utf8_lossy(&report.stdout)));
+    let flows = v["end"]["streams"]
+        .as_array()
+        .map(|s| s.iter().filter_map(|x| x["receiver"]["bits_per_second"].as_f64()).collect())
+        .unwrap_or_default();
+    ((nums[1], nums[2]), flows)
+}
+
+/// Bufferbloat and its cure: CUBIC through a 20 Mbit/s bottleneck with 10 ms each way. With a
+/// 1000-frame drop-tail queue the flow fills it and ping's RTT grows by hundreds of ms; with
+/// CoDel, FQ-CoDel, PIE or DualPI2 it stays near 2 × 10 ms plus the target. Two flows share
+/// FQ-CoDel fairly, and a running link switches from drop-tail to CoDel through `ctl set`.
+fn aqm_keeps_the_rtt_under_load_short() {
+    let mut table = Vec::new();
+    let mut rtt = std::collections::BTreeMap::new();
+    for aqm in ["droptail", "codel", "fq-codel", "pie", "dualpi2"] {
+        let mut t = Topo::new();
+        let queue = if aqm == "droptail" { "1000pkt" } else { "10000pkt" };
+        t.start_with(
+            "afpacket",
+            &["--rate", "20mbit", "--delay", "10ms", "--queue", queue, "--aqm", aqm, "--json"],
+        );
+        let ((avg, max), flows) = rtt_under_load(&t, 1);
+        let s = t.stop_json();
+        let a = &s["a_to_b"];
+        table.push(format!(
+            "{aqm:>9}: rtt avg {avg:6.1} ms max {max:6.1} ms, goodput {:5.1} Mbit/s, aqm_drop {} overlimit {} sojourn p50 {} us",
+            flows.iter().sum::<f64>() / 1e6,
+            a["dropped"]["aqm_drop"],
+            a["dropped"]["overlimit"],
+            a["sojourn"]["p50_ns"].as_u64().unwrap_or(0) / 1000
+        ));
+        let total: f64 = flows.iter().sum();
+        assert!(total > 0.75 * 18.8e6, "{aqm}: goodput {total} through 20 Mbit/s");
+        rtt.insert(aqm, avg);
+    }
+    println!("RTT under load, CUBIC through 20 Mbit/s, 10 ms each way:");
+    for l in &table {
+        println!("  {l}");
+    }
+    assert!(rtt["droptail"] > 150.0, "drop-tail's queue should bloat: {rtt:?}");
+    for (aqm, bound) in [("codel", 45.0), ("fq-codel", 45.0), ("pie", 60.0), ("dualpi2", 60.0)] {
+        assert!(rtt[aqm] < bound, "{aqm}: {rtt:?}");
+        assert!(rtt[aqm] * 3.0 < rtt["droptail"], "{aqm}: {rtt:?}");
+    }
+    // Two flows through FQ-CoDel get a fair share each.
+    let mut t = Topo::new();
+    t.start_with("afpacket", &["--rate", "20mbit", "--delay", "10ms", "--aqm", "fq-codel"]);
+    let (_, flows) = rtt_under_load(&t, 2);
+    t.stop();
+    assert_eq!(flows.len(), 2, "{flows:?}");
+    let (a, b) = (flows[0], flows[1]);
+    let jain = (a + b).powi(2) / (2.0 * (a * a + b * b));
+    println!("  fq-codel, two flows: {:.1} and {:.1} Mbit/s, Jain index {jain:.3}", a / 1e6, b / 1e6);
+    assert!(jain > 0.95, "two flows through fq-codel: {flows:?}");
+    // A running link changes discipline under load, keeping its frames.
+    let mut t = Topo::new();
+    let name = format!("t{}q{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    t.start_with(
+        "afpacket",
+        &["--rate", "20mbit", "--delay", "10ms", "--queue", "1000pkt", "--name", &name, "--json"],
+    );
+    let set_name = name.clone();
+    let changer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(2));
+        let out = ctl(&[&set_name, "set", "--rate", "20mbit", "--delay", "10ms", "--aqm", "codel"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    });
+    let ((avg, _), _) = rtt_under_load(&t, 1);
+    changer.join().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&ctl(&[&name, "show", "--json"]).stdout).unwrap();
+    assert!(v["a_to_b"]["path"].as_str().unwrap().contains("aqm codel"), "{v}");
+    let s = t.stop_json();
+    let a = &s["a_to_b"];
+    println!("  drop-tail switched to codel after 2 s: rtt avg {avg:.1} ms");
+    assert!(avg < 60.0, "after ctl set --aqm codel: rtt {avg}");
+    assert!(a["dropped"]["aqm_drop"].as_u64().unwrap() > 0, "{a}");
+    let balance = a["rx_packets"].as_u64().unwrap() + a["duplicated"].as_u64().unwrap();
+    let dropped: u64 = a["dropped"].as_object().unwrap().values().filter_map(|v| v.as_u64()).sum();
+    assert_eq!(
+        balance,
+        a["tx_packets"].as_u64().unwrap() + dropped + a["in_flight"].as_u64().unwrap(),
+        "{a}"
+    );
 }
