@@ -147,7 +147,16 @@ impl Ingress {
 
     /// Serves the queue discipline up to `now`: every frame whose service starts by then is
     /// decided, and the decisions go to egress.
+    #[inline]
     pub fn advance(&mut self, now: Nanos) {
+        if self.held.is_empty() && self.path.next_bottleneck_event().is_none_or(|t| t > now) {
+            return;
+        }
+        self.serve(now);
+    }
+
+    #[inline(never)]
+    fn serve(&mut self, now: Nanos) {
         let mut out = std::mem::take(&mut self.scratch);
         if let Some(b) = self.path.bottleneck() {
             b.serve(now, &mut self.rng, &mut |d| out.push(d));
@@ -381,6 +390,9 @@ struct Reorder {
     /// Copies waiting to be sent, by (release, order), with their record's arrival-order
     /// number and what to change as each is sent.
     due: BinaryHeap<Reverse<(Nanos, u64, u64, Edit)>>,
+    /// Copies that came in release order (the common case without `--reorder`): a FIFO,
+    /// cheaper than the heap; a copy released before its back goes to the heap instead.
+    in_order: VecDeque<(Nanos, u64, u64, Edit)>,
     /// From the oldest record still in the ring: its place and how many copies of it are
     /// still to be sent or decided (0: done with it).
     in_ring: VecDeque<(Slot, u8)>,
@@ -406,6 +418,7 @@ impl Reorder {
     fn new() -> Reorder {
         Reorder {
             due: BinaryHeap::with_capacity(1 << 16),
+            in_order: VecDeque::with_capacity(1 << 16),
             in_ring: VecDeque::with_capacity(1 << 16),
             front_seq: 0,
             next_seq: 0,
@@ -430,8 +443,38 @@ impl Reorder {
         }
     }
 
+    /// The next copy to send: the earlier of the FIFO's front and the heap's top.
+    fn next(&self) -> Option<(Nanos, u64, u64, Edit)> {
+        match (self.in_order.front(), self.due.peek()) {
+            (Some(&f), Some(&Reverse(h))) => Some(if (f.0, f.1) <= (h.0, h.1) { f } else { h }),
+            (Some(&f), None) => Some(f),
+            (None, Some(&Reverse(h))) => Some(h),
+            (None, None) => None,
+        }
+    }
+
+    /// Takes the copy [`next`](Self::next) returned.
+    fn take_next(&mut self) {
+        match (self.in_order.front(), self.due.peek()) {
+            (Some(f), Some(Reverse(h))) if (h.0, h.1) < (f.0, f.1) => {
+                self.due.pop();
+            }
+            (Some(_), _) => {
+                self.in_order.pop_front();
+            }
+            (None, _) => {
+                self.due.pop();
+            }
+        }
+    }
+
     fn schedule(&mut self, release: Nanos, seq: u64, edit: Edit) {
-        self.due.push(Reverse((release, self.next_order, seq, edit)));
+        let item = (release, self.next_order, seq, edit);
+        if self.in_order.back().is_none_or(|b| b.0 <= release) {
+            self.in_order.push_back(item);
+        } else {
+            self.due.push(Reverse(item));
+        }
         self.next_order += 1;
     }
 }
@@ -532,7 +575,7 @@ impl Egress {
         let r = self.reorder.as_mut().expect("reorder mode");
         let mut n = 0;
         while n < EGRESS_BURST {
-            let Some(&Reverse((release, order, seq, edit))) = r.due.peek() else { break };
+            let Some((release, order, seq, edit)) = r.next() else { break };
             if release > now {
                 break;
             }
@@ -559,7 +602,7 @@ impl Egress {
                 self.counters.reordered.inc();
             }
             r.max_sent = Some(r.max_sent.map_or(order, |m| m.max(order)));
-            r.due.pop();
+            r.take_next();
             r.in_ring[(seq - r.front_seq) as usize].1 -= 1;
             n += 1;
         }
@@ -582,7 +625,7 @@ impl Egress {
             return self.line.next_release().filter(|&t| t != UNDECIDED);
         }
         self.scan();
-        self.reorder.as_ref().and_then(|r| r.due.peek().map(|Reverse((t, ..))| *t))
+        self.reorder.as_ref().and_then(|r| r.next().map(|(t, ..)| t))
     }
 
     /// True while records wait for a decision from the queue discipline.

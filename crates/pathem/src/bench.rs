@@ -39,6 +39,11 @@ pub struct BenchArgs {
     /// --cores 0,1` does).
     #[arg(long, conflicts_with = "hiccups")]
     pub split: bool,
+    /// Measure the path (it needs a rate) with each queue discipline in turn, every round:
+    /// drop-tail, drop-head, RED, CoDel, FQ-CoDel, PIE and DualPI2 with their defaults, each
+    /// one's cost per frame and its ratio to drop-tail in the same round.
+    #[arg(long, conflicts_with_all = ["split", "live", "hiccups"])]
+    pub disciplines: bool,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -127,6 +132,9 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
     if args.split {
         return split(&path, &args);
     }
+    if args.disciplines {
+        return disciplines(&path, &args);
+    }
     let baseline = PathConfig::default();
     let mut with = Vec::new();
     let mut without = Vec::new();
@@ -187,6 +195,70 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
             report.last_run.tx_packets, d.loss, d.queue, d.delay_line
         );
     }
+    Ok(())
+}
+
+/// The queue disciplines `bench --disciplines` compares, drop-tail first.
+const DISCIPLINES: [&str; 7] = ["droptail", "drophead", "red", "codel", "fq-codel", "pie", "dualpi2"];
+
+/// `bench --disciplines`: the path with each queue discipline, every round, as ratios to
+/// drop-tail in the same round.
+fn disciplines(path: &PathConfig, args: &BenchArgs) -> anyhow::Result<()> {
+    if path.link.is_none() {
+        return Err(usage(
+            "--disciplines needs --rate or --rate-trace: a queue discipline needs a bottleneck",
+        ));
+    }
+    let mut ns: Vec<Vec<f64>> = vec![Vec::new(); DISCIPLINES.len()];
+    let mut last = Vec::new();
+    for round in 0..args.runs {
+        last.clear();
+        for (k, kind) in DISCIPLINES.iter().enumerate() {
+            let aqm = kind.parse().map_err(usage)?;
+            let (cost, stats) = measure(&PathConfig { aqm, ..path.clone() }, args)?;
+            ns[k].push(cost);
+            last.push(stats);
+        }
+        if !args.json {
+            let each: Vec<String> =
+                DISCIPLINES.iter().zip(&ns).map(|(k, v)| format!("{k} {:.1}", v[round])).collect();
+            eprintln!("  round {}: ns/frame {}", round + 1, each.join(", "));
+        }
+    }
+    let rows: Vec<serde_json::Value> = DISCIPLINES
+        .iter()
+        .zip(&ns)
+        .zip(&last)
+        .map(|((kind, v), stats)| {
+            let ratio = median(&v.iter().zip(&ns[0]).map(|(a, b)| a / b).collect::<Vec<_>>());
+            serde_json::json!({ "aqm": kind, "ns_per_packet": median(v), "ratio_to_droptail": ratio,
+                "runs": v, "last_run_tx": stats.tx_packets, "last_run_dropped": stats.dropped.total() })
+        })
+        .collect();
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({ "path": path.to_string(), "packets": args.packets, "size": args.size, "disciplines": rows })
+        );
+        return Ok(());
+    }
+    println!(
+        "pathem bench --disciplines: {} frames of {} B per run, {} rounds, one thread",
+        args.packets, args.size, args.runs
+    );
+    println!("  path  {path}");
+    println!("  {:>9}  {:>9}  {:>8}  {:>10}  {:>10}", "aqm", "ns/frame", "ratio", "sent", "dropped");
+    for r in &rows {
+        println!(
+            "  {:>9}  {:>9.1}  {:>8.2}  {:>10}  {:>10}",
+            r["aqm"].as_str().unwrap_or(""),
+            r["ns_per_packet"].as_f64().unwrap_or(0.0),
+            r["ratio_to_droptail"].as_f64().unwrap_or(0.0),
+            r["last_run_tx"],
+            r["last_run_dropped"]
+        );
+    }
+    println!("  (medians; ratio: median over rounds of the cost over drop-tail's in the same round)");
     Ok(())
 }
 

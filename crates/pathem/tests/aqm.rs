@@ -1068,3 +1068,88 @@ fn fq_codel_shares_the_link_fairly_between_two_flows() {
     let jain = (a + b).powi(2) / (2.0 * (a * a + b * b));
     assert!(jain > 0.98, "Jain index {jain} ({a} vs {b})");
 }
+
+/// Every frame accounted for: `rx + duplicated = tx + dropped + in flight`, and what replay
+/// wrote is what it counted as sent.
+fn balances(stats: &serde_json::Value, written: usize, what: &str) {
+    let n = |k: &str| stats[k].as_u64().unwrap();
+    let dropped: u64 = stats["dropped"].as_object().unwrap().values().filter_map(|v| v.as_u64()).sum();
+    assert_eq!(
+        n("rx_packets") + n("duplicated"),
+        n("tx_packets") + dropped + n("in_flight"),
+        "{what}: {stats}"
+    );
+    assert_eq!(n("in_flight"), 0, "{what}");
+    assert_eq!(n("tx_packets") as usize, written, "{what}");
+}
+
+#[test]
+fn a_discipline_composes_with_the_steps_after_the_link() {
+    let arrivals = traffic(&[(12e6, 1500, 2), (2e6, 200, 0)], 3.0, 16);
+    for aqm in ["codel", "fq-codel", "pie", "dualpi2", "red", "drophead"] {
+        let d = Dir::new();
+        write_capture(&d.path("in.pcap"), arrivals.iter().map(|p| (Nanos(p.t), frame(p)))).unwrap();
+        let (input, output, stats) = (d.s("in.pcap"), d.s("out.pcap"), d.s("s.json"));
+        let run = pathem(&[
+            "replay",
+            &input,
+            &output,
+            "--seed",
+            "5",
+            "--stats",
+            &stats,
+            "--rate",
+            "10mbit",
+            "--aqm",
+            aqm,
+            "--ecn",
+            "--loss",
+            "1%",
+            "--delay",
+            "20ms",
+            "--jitter",
+            "5ms",
+            "--duplicate",
+            "2%",
+            "--corrupt",
+            "1%",
+        ]);
+        assert!(run.status.success(), "{aqm}: {}", String::from_utf8_lossy(&run.stderr));
+        let s: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(d.path("s.json")).unwrap()).unwrap();
+        let out = read_capture(&d.path("out.pcap")).unwrap();
+        balances(&s, out.len(), aqm);
+        assert!(s["duplicated"].as_u64().unwrap() > 0 && s["corrupted"].as_u64().unwrap() > 0, "{aqm}: {s}");
+        // Released in order (no --reorder), each at least the delay after it arrived.
+        assert!(out.windows(2).all(|w| w[0].0 <= w[1].0), "{aqm}: out of order");
+        for (t, _, f) in &out {
+            let id = u64::from_be_bytes(f[42..50].try_into().unwrap());
+            if let Some(p) = arrivals.get(id as usize) {
+                assert!(t.as_nanos() >= p.t + 15 * MS, "{aqm}: frame {id} early");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_schedule_switches_disciplines_keeping_every_frame() {
+    let arrivals = one_flow();
+    let d = Dir::new();
+    write_capture(&d.path("in.pcap"), arrivals.iter().map(|p| (Nanos(p.t), frame(p)))).unwrap();
+    std::fs::write(
+        d.path("plan"),
+        "0s --rate 10mbit --queue 300pkt\n1s --rate 10mbit --aqm codel\n2s --rate 10mbit --aqm fq-codel,target=2ms\n3s --rate 8mbit\n",
+    )
+    .unwrap();
+    let (input, output, stats, plan) = (d.s("in.pcap"), d.s("out.pcap"), d.s("s.json"), d.s("plan"));
+    let run = pathem(&["replay", &input, &output, "--seed", "1", "--stats", &stats, "--schedule", &plan]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.path("s.json")).unwrap()).unwrap();
+    let out = read_capture(&d.path("out.pcap")).unwrap();
+    balances(&s, out.len(), "schedule");
+    assert!(s["dropped"]["aqm_drop"].as_u64().unwrap() > 0, "{s}");
+    assert!(out.windows(2).all(|w| w[0].0 <= w[1].0), "out of order");
+    // Sent at most at the link's rate: never two frames closer than 1500 B at 10 Mbit/s.
+    assert!(out.windows(2).all(|w| (w[1].0 - w[0].0).as_nanos() >= wire(1500)), "faster than the link");
+}

