@@ -146,7 +146,13 @@ pub fn delay_line_sizing(path: &PathConfig, engine: &EngineConfig) -> Sizing {
     // the descriptor and its padding; with less overhead, scale up to stay safe.
     let inflate = record_size(64) as f64 / (64.0 + f64::from(overhead)).max(1.0);
     let in_delay = bytes_per_sec * path.delay.max_delay().as_secs_f64() * inflate.max(1.0);
-    let in_queue = match path.link.as_ref().and_then(|l| l.queue) {
+    // A queue discipline without --queue holds up to its own default limit.
+    let limit = path.link.as_ref().and_then(|l| match (l.queue, &path.aqm) {
+        (None, pathem_model::aqm::AqmConfig::DropTail) => None,
+        (None, aqm) => Some(aqm.default_limit(l)),
+        (q, _) => q,
+    });
+    let in_queue = match limit {
         Some(QueueLimit::Bytes(b)) => b as f64 * inflate.max(1.0),
         Some(QueueLimit::Packets(n)) => n as f64 * record_size(engine.max_frame) as f64,
         None => 0.0,

@@ -969,6 +969,22 @@ fn stages_on_two_cpus_forward_everything() {
     let s = t.stop_json();
     assert!(s["b_to_a"].is_null(), "one way");
     assert_eq!(s["a_to_b"]["in_flight"], 0);
+    // The same split with a queue discipline: its decisions cross from the input's thread
+    // to the output's.
+    let mut t = Topo::new();
+    let mac = must(&["ip", "-n", &t.sink, "-j", "link", "show", "s0"]);
+    let mac: serde_json::Value = serde_json::from_str(&mac).unwrap();
+    let mac = mac[0]["address"].as_str().unwrap().to_string();
+    must(&["ip", "-n", &t.gen, "neigh", "replace", SINK_IP, "lladdr", &mac, "dev", "g0"]);
+    t.start_with(
+        "afxdp",
+        &["--delay", "2ms", "--rate", "20mbit", "--aqm", "fq-codel", "--one-way", "--cores", "0,1", "--json"],
+    );
+    let got = udp_count((&t.gen, GEN_IP), (&t.sink, SINK_IP), n, Duration::from_micros(50));
+    let s = t.stop_json();
+    assert_eq!(got, n, "split stages with fq-codel: {s}");
+    assert_eq!(s["a_to_b"]["in_flight"], 0, "{s}");
+    assert!(s["a_to_b"]["sojourn"]["max_ns"].as_u64().unwrap() > 0, "{s}");
 }
 
 fn a_change_takes_effect_at_once() {
