@@ -26,7 +26,7 @@
 use crate::delay_line::{Reader, Slot, Writer, UNDECIDED};
 use crate::stats::Counters;
 use pathem_io::{RxFrame, TxPort};
-use pathem_model::aqm::{AqmDrop, Decision, Entry};
+use pathem_model::aqm::{AqmDrop, Bottleneck, Decision, Entry};
 use pathem_model::frame::{ecn_capable, ecn_codepoint, flow_hash, mark_ce};
 use pathem_model::path::Extra;
 use pathem_model::{DropReason, FrameMeta, Nanos, Path, PathConfig, Rng, Verdict};
@@ -157,15 +157,20 @@ impl Ingress {
 
     #[inline(never)]
     fn serve(&mut self, now: Nanos) {
+        self.with_bottleneck(|b, rng, out| b.serve(now, rng, &mut |d| out.push(d)));
+        self.flush_departures();
+    }
+
+    /// Runs `f` on the queue discipline, then carries out the decisions it made.
+    fn with_bottleneck(&mut self, f: impl FnOnce(&mut Bottleneck, &mut Rng, &mut Vec<Decision>)) {
         let mut out = std::mem::take(&mut self.scratch);
         if let Some(b) = self.path.bottleneck() {
-            b.serve(now, &mut self.rng, &mut |d| out.push(d));
+            f(b, &mut self.rng, &mut out);
         }
         for d in out.drain(..) {
             self.decided(d);
         }
         self.scratch = out;
-        self.flush_departures();
     }
 
     /// Hands waiting decisions to egress's queue, as many as fit.
@@ -211,14 +216,7 @@ impl Ingress {
             marked: false,
         };
         self.undecided += 1;
-        let mut out = std::mem::take(&mut self.scratch);
-        if let Some(b) = self.path.bottleneck() {
-            b.enqueue(entry, &mut self.rng, &mut |d| out.push(d));
-        }
-        for d in out.drain(..) {
-            self.decided(d);
-        }
-        self.scratch = out;
+        self.with_bottleneck(|b, rng, out| b.enqueue(entry, rng, &mut |d| out.push(d)));
     }
 
     /// Carries out one of the discipline's decisions: a dropped frame is counted and its

@@ -280,16 +280,7 @@ impl Topo {
             &self.gen,
             &["ping", "-n", "-q", "-c", &count.to_string(), "-i", "0.05", "-W", "2", SINK_IP],
         );
-        let text = String::from_utf8_lossy(&out.stdout);
-        let line = text.lines().find(|l| l.contains("min/avg")).unwrap_or_else(|| panic!("no rtt in {text}"));
-        let nums: Vec<f64> = line
-            .split('=')
-            .nth(1)
-            .unwrap()
-            .trim()
-            .split('/')
-            .map(|x| x.trim_end_matches(" ms").parse().unwrap_or(0.0))
-            .collect();
+        let nums = ping_rtts(&out);
         (nums[0], nums[1])
     }
 
@@ -1114,6 +1105,19 @@ fn dpdk_bad_arguments_are_refused_with_one_line() {
     }
 }
 
+/// ping's summary, min/avg/max/mdev in ms.
+fn ping_rtts(out: &Output) -> Vec<f64> {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.contains("min/avg")).unwrap_or_else(|| panic!("no rtt in {text}"));
+    line.split('=')
+        .nth(1)
+        .unwrap()
+        .trim()
+        .split('/')
+        .map(|x| x.trim_end_matches(" ms").parse().unwrap_or(0.0))
+        .collect()
+}
+
 /// Ping's RTT (avg, max in ms) from gen to sink while iperf3 sends TCP (CUBIC) from gen to
 /// sink with `streams` flows for 9 s; and each flow's goodput in bit/s.
 fn rtt_under_load(t: &Topo, streams: u32) -> ((f64, f64), Vec<f64>) {
@@ -1134,16 +1138,7 @@ fn rtt_under_load(t: &Topo, streams: u32) -> ((f64, f64), Vec<f64>) {
     // Let the flows fill what queue they can, then measure for 4 s.
     std::thread::sleep(Duration::from_secs(4));
     let out = t.exec(&t.gen, &["ping", "-n", "-q", "-c", "40", "-i", "0.1", "-W", "2", SINK_IP]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text.lines().find(|l| l.contains("min/avg")).unwrap_or_else(|| panic!("no rtt in {text}"));
-    let nums: Vec<f64> = line
-        .split('=')
-        .nth(1)
-        .unwrap()
-        .trim()
-        .split('/')
-        .map(|x| x.trim_end_matches(" ms").parse().unwrap_or(0.0))
-        .collect();
+    let nums = ping_rtts(&out);
     let report = client.wait_with_output().expect("iperf3 client ends");
     let _ = server.kill();
     let _ = server.wait();
