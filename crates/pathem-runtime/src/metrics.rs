@@ -246,6 +246,11 @@ mod tests {
         counters.rx_packets.add(7);
         counters.dropped[DropReason::Queue as usize].add(2);
         counters.late.record(pathem_model::Nanos(300));
+        counters.dropped[DropReason::Aqm as usize].add(3);
+        counters.dropped[DropReason::Overlimit as usize].add(4);
+        counters.aqm_marked.add(5);
+        counters.sojourn.record(pathem_model::Nanos(2_000_000));
+        counters.sojourn.record(pathem_model::Nanos(3_000_000));
         let pipeline = pathem_engine::Pipeline::new(
             pathem_io::mem::MemSource::new(0, 60, pathem_io::mem::Pace::AsFastAsPossible),
             pathem_io::mem::MemSink::default(),
@@ -260,6 +265,11 @@ mod tests {
             "pathem_rx_frames_total{direction=\"a_to_b\"} 7",
             "pathem_dropped_frames_total{direction=\"a_to_b\",reason=\"queue\"} 2",
             "pathem_lateness_seconds_count{direction=\"a_to_b\"} 1",
+            "pathem_dropped_frames_total{direction=\"a_to_b\",reason=\"aqm_drop\"} 3",
+            "pathem_dropped_frames_total{direction=\"a_to_b\",reason=\"overlimit\"} 4",
+            "pathem_aqm_marked_frames_total{direction=\"a_to_b\"} 5",
+            "pathem_sojourn_seconds_count{direction=\"a_to_b\"} 2",
+            "pathem_sojourn_seconds_sum{direction=\"a_to_b\"} 0.005",
             "pathem_path_info{direction=\"a_to_b\",path=\"transparent (no impairment)\"} 1",
             "# EOF",
         ] {
