@@ -846,6 +846,34 @@ mod tests {
     }
 
     #[test]
+    fn records_are_edited_in_place_before_they_leave() {
+        // Undecided records (a queue discipline's), each edited through its slot: only that
+        // record's bytes change, and a slot of another line or one consumed is refused.
+        let (mut w, mut r) = growing_from(256, 4096, 100).unwrap();
+        let (_, mut other) = delay_line(512, 100).unwrap();
+        for id in 0..40u8 {
+            assert!(w.push(UNDECIDED, u32::from(id), &frame(id, 60), |_| {}));
+        }
+        let mut slots = Vec::new();
+        while let Some((slot, release)) = r.scan_next() {
+            assert_eq!(release, UNDECIDED);
+            slots.push(slot);
+        }
+        assert_eq!(slots.len(), 40);
+        for (i, slot) in slots.iter().enumerate().rev() {
+            r.data_at_mut(slot).unwrap()[0] ^= 0xff;
+            assert!(other.data_at_mut(slot).is_none(), "a foreign slot");
+            let mut want = frame(i as u8, 60);
+            want[0] ^= 0xff;
+            assert_eq!(r.record_at(slot).unwrap().data, &want[..]);
+        }
+        // The neighbours kept their bytes.
+        assert_eq!(&r.record_at(&slots[1]).unwrap().data[1..], &frame(1, 60)[1..]);
+        assert!(r.consume_through(&slots[39]));
+        assert!(r.data_at_mut(&slots[0]).is_none() && r.data_at_mut(&slots[39]).is_none(), "consumed");
+    }
+
+    #[test]
     fn forged_and_foreign_slots_are_refused() {
         let (mut w, mut r) = delay_line(1024, 100).unwrap();
         let (mut w2, mut r2) = delay_line(1024, 100).unwrap();
