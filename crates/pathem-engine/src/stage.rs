@@ -233,7 +233,7 @@ impl Ingress {
                 return self.depart(Departure { seq: entry.seq, release: UNDECIDED, edit: Edit::default() });
             }
             Decision::Send { entry, start, exit, mark } => {
-                c.sojourn.record(start - entry.arrival);
+                c.sojourn.record(start.saturating_sub(entry.arrival));
                 if mark {
                     c.aqm_marked.inc();
                 }
