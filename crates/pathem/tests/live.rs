@@ -1119,7 +1119,7 @@ fn ping_rtts(out: &Output) -> Vec<f64> {
 }
 
 /// Ping's RTT (avg, max in ms) from gen to sink while iperf3 sends TCP (CUBIC) from gen to
-/// sink with `streams` flows for 9 s; and each flow's goodput in bit/s.
+/// sink with `streams` flows for 7 s; and each flow's goodput in bit/s.
 fn rtt_under_load(t: &Topo, streams: u32) -> ((f64, f64), Vec<f64>) {
     let mut server = Command::new("ip")
         .args(["netns", "exec", &t.sink, "iperf3", "-s", "-1", "-B", SINK_IP])
@@ -1129,15 +1129,15 @@ fn rtt_under_load(t: &Topo, streams: u32) -> ((f64, f64), Vec<f64>) {
         .expect("iperf3 server");
     std::thread::sleep(Duration::from_millis(300));
     let client = Command::new("ip")
-        .args(["netns", "exec", &t.gen, "iperf3", "-c", SINK_IP, "-J", "-t", "9", "-C", "cubic"])
+        .args(["netns", "exec", &t.gen, "iperf3", "-c", SINK_IP, "-J", "-t", "7", "-C", "cubic"])
         .args(["-P", &streams.to_string(), "--connect-timeout", "3000"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("iperf3 client");
-    // Let the flows fill what queue they can, then measure for 4 s.
-    std::thread::sleep(Duration::from_secs(4));
-    let out = t.exec(&t.gen, &["ping", "-n", "-q", "-c", "40", "-i", "0.1", "-W", "2", SINK_IP]);
+    // Let the flows fill what queue they can, then measure for 3 s.
+    std::thread::sleep(Duration::from_secs(3));
+    let out = t.exec(&t.gen, &["ping", "-n", "-q", "-c", "30", "-i", "0.1", "-W", "2", SINK_IP]);
     let nums = ping_rtts(&out);
     let report = client.wait_with_output().expect("iperf3 client ends");
     let _ = server.kill();
