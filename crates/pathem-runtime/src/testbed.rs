@@ -65,7 +65,12 @@ pub const PORT_KINDS: &str = "afpacket, afxdp, dpdk (net_af_packet virtual devic
 pub fn bed_ports(kind: &str) -> Result<(String, String), Error> {
     match kind {
         "afpacket" | "afxdp" => Ok((format!("{kind}:pa"), format!("{kind}:pb"))),
-        "dpdk" => Ok(("dpdk:net_af_packet0,iface=pa".into(), "dpdk:net_af_packet1,iface=pb".into())),
+        // A ring of 2048 frames, like the AF_PACKET port's buffer (~1300): a burst of a
+        // thousand frames fits while the forwarder is off its CPU for a moment.
+        "dpdk" => Ok((
+            "dpdk:net_af_packet0,iface=pa,framecnt=2048".into(),
+            "dpdk:net_af_packet1,iface=pb,framecnt=2048".into(),
+        )),
         _ => Err(Error::Bed(format!("port kind `{kind}`: accepted: {PORT_KINDS}"))),
     }
 }
