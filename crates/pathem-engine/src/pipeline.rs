@@ -147,12 +147,7 @@ pub fn delay_line_sizing(path: &PathConfig, engine: &EngineConfig) -> Sizing {
     let inflate = record_size(64) as f64 / (64.0 + f64::from(overhead)).max(1.0);
     let in_delay = bytes_per_sec * path.delay.max_delay().as_secs_f64() * inflate.max(1.0);
     // A queue discipline without --queue holds up to its own default limit.
-    let limit = path.link.as_ref().and_then(|l| match (l.queue, &path.aqm) {
-        (None, pathem_model::aqm::AqmConfig::DropTail) => None,
-        (None, aqm) => Some(aqm.default_limit(l)),
-        (q, _) => q,
-    });
-    let in_queue = match limit {
+    let in_queue = match path.link.as_ref().and_then(|l| path.aqm.limit(l)) {
         Some(QueueLimit::Bytes(b)) => b as f64 * inflate.max(1.0),
         Some(QueueLimit::Packets(n)) => n as f64 * record_size(engine.max_frame) as f64,
         None => 0.0,
@@ -350,6 +345,17 @@ impl<R: RxPort> Input<R> {
         Ok(())
     }
 
+    /// After the port ended: serves what the queue discipline still holds (decisions that
+    /// did not fit egress's queue are tried again soon), then ends.
+    fn drain_queue(&mut self, now: Nanos) -> Next {
+        self.ingress.advance(now);
+        if self.ingress.holds_frames() {
+            return self.ingress.next_event().map_or(Next::At(now + TX_RETRY), Next::At);
+        }
+        self.done.store(true, Ordering::Release);
+        Next::Ended
+    }
+
     /// Takes the frames that have arrived; says when to come back (`Ended` once the port has).
     #[inline]
     fn receive(&mut self, now: Nanos) -> Result<Next, Error> {
@@ -399,18 +405,6 @@ impl<R: RxPort> Input<R> {
             next = next.earliest(Next::Busy(None));
         }
         Ok(next)
-    }
-}
-
-impl<R: RxPort> Input<R> {
-    /// After the port ended: serves what the queue discipline still holds, then ends.
-    fn drain_queue(&mut self, now: Nanos) -> Next {
-        self.ingress.advance(now);
-        if self.ingress.holds_frames() {
-            return self.ingress.next_event().map_or(Next::At(now + TX_RETRY), Next::At);
-        }
-        self.done.store(true, Ordering::Release);
-        Next::Ended
     }
 }
 

@@ -158,15 +158,10 @@ impl std::fmt::Display for PathConfig {
         }
         if let Some(l) = &self.link {
             match l.queue {
+                // The discipline's own limit, as the link's would read.
                 None if self.aqm != AqmConfig::DropTail => {
-                    let limit = match self.aqm.default_limit(l) {
-                        QueueLimit::Bytes(b) => format!("{b} B"),
-                        QueueLimit::Packets(n) => format!("{n} frames"),
-                    };
-                    let text = l
-                        .to_string()
-                        .replace("queue unbounded", &format!("queue {limit} (the discipline's)"));
-                    parts.push(text);
+                    let limited = LinkConfig { queue: self.aqm.limit(l), ..l.clone() };
+                    parts.push(format!("{limited} (the discipline's)"));
                 }
                 _ => parts.push(l.to_string()),
             }
@@ -368,12 +363,10 @@ impl Path {
             // The discipline ends: what it holds leaves as drop-tail would send it, and a
             // drop-tail link carries on behind it.
             let pending = &mut next.pending;
-            let link_config = config.link.clone().or_else(|| o.server_config());
-            if let Some(lc) = link_config {
-                let link = o.into_link(lc, &mut |d| pending.push(d));
-                if config.link.is_some() {
-                    next.link = Some(link);
-                }
+            let link_config = config.link.clone().unwrap_or_else(|| o.server_config().clone());
+            let link = o.into_link(link_config, &mut |d| pending.push(d));
+            if config.link.is_some() {
+                next.link = Some(link);
             }
         }
         if let (Some(n), Some(o)) = (next.loss.as_mut(), self.loss.take()) {
@@ -425,6 +418,7 @@ impl Path {
     }
 
     /// The policer's verdict on a frame at its arrival (true: it may go on).
+    #[inline(always)]
     pub fn police(&mut self, meta: &FrameMeta) -> bool {
         self.police.as_mut().is_none_or(|p| p.admit(meta.arrival, meta.len))
     }
@@ -454,12 +448,8 @@ impl Path {
 
     #[inline(always)]
     fn run<const FULL: bool>(&mut self, meta: FrameMeta, rng: &mut Rng) -> Verdict {
-        if FULL {
-            if let Some(police) = &mut self.police {
-                if !police.admit(meta.arrival, meta.len) {
-                    return Verdict::Drop(DropReason::Police);
-                }
-            }
+        if FULL && !self.police(&meta) {
+            return Verdict::Drop(DropReason::Police);
         }
         let markable = FULL && self.ecn && meta.ect;
         let mut mark_ce = false;

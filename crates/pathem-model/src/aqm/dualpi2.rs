@@ -121,11 +121,6 @@ impl DualPi2 {
         &self.cfg
     }
 
-    /// The base probability p'.
-    pub fn base_probability(&self) -> f64 {
-        self.p
-    }
-
     pub fn backlog(&self) -> (usize, u64) {
         (self.l.len() + self.c.len(), self.l.bytes() + self.c.bytes())
     }

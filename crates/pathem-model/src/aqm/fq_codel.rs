@@ -152,7 +152,7 @@ impl FqCodel {
     }
 
     /// The queue a flow hash goes to.
-    pub fn queue_of(&self, flow: u32) -> usize {
+    fn queue_of(&self, flow: u32) -> usize {
         (flow % self.cfg.flows) as usize
     }
 

@@ -183,16 +183,22 @@ impl std::fmt::Display for AqmConfig {
 }
 
 impl AqmConfig {
-    /// The hard limit when `--queue` gives none: Linux's defaults (1000 frames; FQ-CoDel
-    /// 10240), and for DualPI2 RFC 9332's 250 ms at the link's rate.
-    pub fn default_limit(&self, link: &LinkConfig) -> QueueLimit {
-        match self {
-            AqmConfig::FqCodel(_) => QueueLimit::Packets(10_240),
+    /// Every kind's name, drop-tail first (as `--aqm` takes them).
+    pub const KINDS: [&'static str; 7] =
+        ["droptail", "drophead", "red", "codel", "fq-codel", "pie", "dualpi2"];
+
+    /// The hard limit on `link`: `--queue`, or else the discipline's default (Linux's: 1000
+    /// frames, FQ-CoDel 10240; DualPI2 RFC 9332's 250 ms at the link's rate); `None` for
+    /// drop-tail without `--queue` (unbounded).
+    pub fn limit(&self, link: &LinkConfig) -> Option<QueueLimit> {
+        link.queue.or(match self {
+            AqmConfig::DropTail => None,
+            AqmConfig::FqCodel(_) => Some(QueueLimit::Packets(10_240)),
             AqmConfig::DualPi2(_) => {
-                QueueLimit::Bytes((link.mean_rate().bits_per_sec() / 8 / 4).max(10 * u64::from(MTU)))
+                Some(QueueLimit::Bytes((link.mean_rate().bits_per_sec() / 8 / 4).max(10 * u64::from(MTU))))
             }
-            _ => QueueLimit::Packets(1000),
-        }
+            _ => Some(QueueLimit::Packets(1000)),
+        })
     }
 
     /// The name used in counters and reports.
@@ -297,7 +303,8 @@ pub struct Bottleneck {
     free: Nanos,
     /// Arrival of the oldest frame queued when the queue last became non-empty.
     earliest: Nanos,
-    limit: QueueLimit,
+    /// The hard limit ([`AqmConfig::limit`]; `None`: unbounded).
+    limit: Option<QueueLimit>,
     ecn: bool,
     /// The next periodic update (PIE, DualPI2), once the first frame has arrived.
     next_update: Option<Nanos>,
@@ -308,11 +315,11 @@ impl Bottleneck {
     /// formula for it, tests this), marking ECN-capable frames instead of
     /// dropping them when `ecn`.
     pub fn new(aqm: &AqmConfig, link: &LinkConfig, ecn: bool) -> Bottleneck {
-        let limit = link.queue.unwrap_or_else(|| aqm.default_limit(link));
+        let limit = aqm.limit(link);
         let disc = match aqm {
             AqmConfig::DropTail => Disc::DropTail(Fifo::default()),
             AqmConfig::DropHead => Disc::DropHead(Fifo::default()),
-            AqmConfig::Red(c) => Disc::Red(Fifo::default(), *c, Red::new(c, link)),
+            AqmConfig::Red(c) => Disc::Red(Fifo::default(), *c, Red::new(link)),
             AqmConfig::Codel(c) => Disc::Codel(Fifo::default(), CodelConfig { ecn, ..*c }, Codel::new()),
             AqmConfig::Pie(c) => Disc::Pie(Fifo::default(), *c, Pie::new(c)),
             AqmConfig::FqCodel(c) => {
@@ -325,8 +332,8 @@ impl Bottleneck {
     }
 
     /// The link the server was made from (without its queue limit).
-    pub fn server_config(&self) -> Option<LinkConfig> {
-        Some(self.server.config().clone())
+    pub fn server_config(&self) -> &LinkConfig {
+        self.server.config()
     }
 
     /// Frames and bytes waiting (not counting the frame on the wire).
@@ -347,11 +354,6 @@ impl Bottleneck {
         matches!(self.disc, Disc::FqCodel(_))
     }
 
-    /// When the server is free of the frames it was given (the last exit time).
-    pub fn free_at(&self) -> Nanos {
-        self.free
-    }
-
     /// When the next service starts, if a frame waits.
     pub fn next_start(&self) -> Option<Nanos> {
         (self.backlog().0 > 0).then(|| self.free.max(self.earliest))
@@ -369,9 +371,16 @@ impl Bottleneck {
 
     fn over(&self, frames: usize, bytes: u64) -> bool {
         match self.limit {
-            QueueLimit::Packets(n) => frames as u64 > n,
-            QueueLimit::Bytes(b) => bytes > b,
+            Some(QueueLimit::Packets(n)) => frames as u64 > n,
+            Some(QueueLimit::Bytes(b)) => bytes > b,
+            None => false,
         }
+    }
+
+    /// True when the queue holds more than its hard limit (for FQ-CoDel, also its memory).
+    fn over_limit(&self) -> bool {
+        let (frames, bytes) = self.backlog();
+        self.over(frames, bytes) || matches!(&self.disc, Disc::FqCodel(f) if f.memory() > f.config().memory)
     }
 
     /// True when one more frame of `len` bytes would pass the hard limit.
@@ -428,12 +437,9 @@ impl Bottleneck {
             Disc::DualPi2(d) => d.enqueue(e),
         }
         // Over the limit after admitting: drop-head takes the oldest frames, FQ-CoDel the
-        // heads of the flow with the largest backlog (RFC 8290 §4.1).
-        loop {
-            let (frames, bytes) = self.backlog();
-            if !self.over(frames, bytes) {
-                break;
-            }
+        // heads of the flow with the largest backlog (RFC 8290 §4.1), for its frame count
+        // and its memory alike.
+        while self.over_limit() {
             let victim = match &mut self.disc {
                 Disc::DropHead(q) => q.pop(),
                 Disc::FqCodel(f) => f.drop_from_fattest(),
@@ -442,20 +448,6 @@ impl Bottleneck {
             match victim {
                 Some(v) => drop(v, AqmDrop::Overlimit, out),
                 None => break,
-            }
-        }
-        if let Disc::FqCodel(f) = &self.disc {
-            if f.memory() > f.config().memory {
-                // The memory limit, as the frame count: the fattest flow's heads go first.
-                while let Disc::FqCodel(f) = &mut self.disc {
-                    if f.memory() <= f.config().memory {
-                        break;
-                    }
-                    match f.drop_from_fattest() {
-                        Some(v) => drop(v, AqmDrop::Overlimit, out),
-                        None => break,
-                    }
-                }
             }
         }
     }

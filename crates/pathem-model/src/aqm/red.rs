@@ -80,7 +80,7 @@ pub struct Red {
 }
 
 impl Red {
-    pub fn new(_cfg: &RedConfig, link: &LinkConfig) -> Red {
+    pub fn new(link: &LinkConfig) -> Red {
         let bits = link.wire_len(super::MTU) as f64 * 8.0;
         let typical = bits * 1e9 / link.mean_rate().bits_per_sec() as f64;
         Red { avg: 0.0, count: -1, idle_since: Some(Nanos::ZERO), typical: typical.max(1.0) }
@@ -89,11 +89,6 @@ impl Red {
     /// The queue emptied at `now` (its last frame went to the wire).
     pub fn idle_from(&mut self, now: Nanos) {
         self.idle_since = Some(now);
-    }
-
-    /// The average backlog in bytes.
-    pub fn average(&self) -> f64 {
-        self.avg
     }
 
     /// A frame arrives at `now` and finds `queued` bytes waiting.
