@@ -223,47 +223,34 @@ impl Ingress {
     /// record given up; a sent one goes through the steps after the link.
     fn decided(&mut self, d: Decision) {
         let c = &*self.counters;
-        let entry = match d {
+        let (entry, start, exit, aqm_mark) = match d {
             Decision::Drop { entry, reason } => {
                 c.drop(match reason {
                     AqmDrop::Aqm => DropReason::Aqm,
                     AqmDrop::Overlimit => DropReason::Overlimit,
                 });
-                c.written_dropped.inc();
-                return self.depart(Departure { seq: entry.seq, release: UNDECIDED, edit: Edit::default() });
+                return self.discard(entry.seq);
             }
-            Decision::Send { entry, start, exit, mark } => {
-                c.sojourn.record(start.saturating_sub(entry.arrival));
-                if mark {
-                    c.aqm_marked.inc();
-                }
-                let meta = FrameMeta {
-                    arrival: entry.arrival,
-                    len: entry.len,
-                    caplen: entry.caplen,
-                    ect: self.ecn && entry.ect(),
-                };
-                match self.path.after_link(meta, exit, mark, &mut self.rng) {
-                    Verdict::Drop(reason) => {
-                        c.drop(reason);
-                        c.written_dropped.inc();
-                        return self.depart(Departure {
-                            seq: entry.seq,
-                            release: UNDECIDED,
-                            edit: Edit::default(),
-                        });
-                    }
-                    Verdict::Forward(fwd) => (entry, mark, fwd),
-                }
-            }
+            Decision::Send { entry, start, exit, mark } => (entry, start, exit, mark),
         };
-        let (entry, aqm_mark, fwd) = entry;
-        let mut release = fwd.release;
-        if release < self.last_release && !self.reorder {
-            c.reorder_clamped.inc();
-            c.reorder_clamp_ns.add((self.last_release - release).as_nanos());
-            release = self.last_release;
+        c.sojourn.record(start.saturating_sub(entry.arrival));
+        if aqm_mark {
+            c.aqm_marked.inc();
         }
+        let meta = FrameMeta {
+            arrival: entry.arrival,
+            len: entry.len,
+            caplen: entry.caplen,
+            ect: self.ecn && entry.ect(),
+        };
+        let fwd = match self.path.after_link(meta, exit, aqm_mark, &mut self.rng) {
+            Verdict::Drop(reason) => {
+                c.drop(reason);
+                return self.discard(entry.seq);
+            }
+            Verdict::Forward(fwd) => fwd,
+        };
+        let release = self.clamp(fwd.release);
         self.last_release = self.last_release.max(release);
         let extra = fwd.extra.unwrap_or_default();
         if extra.mark_ce && !aqm_mark {
@@ -279,6 +266,24 @@ impl Ingress {
         let edit =
             Edit { mark_ce: extra.mark_ce, corrupt_bit: extra.corrupt_bit, duplicate: extra.duplicate };
         self.depart(Departure { seq: entry.seq, release, edit });
+    }
+
+    /// An undecided record whose frame was dropped: egress gives its room back unsent.
+    fn discard(&mut self, seq: u64) {
+        self.counters.written_dropped.inc();
+        self.depart(Departure { seq, release: UNDECIDED, edit: Edit::default() });
+    }
+
+    /// A release time as kept: never before the last frame written unless reordering was
+    /// asked for (the frames held back are counted, with how long).
+    #[inline(always)]
+    fn clamp(&self, release: Nanos) -> Nanos {
+        if release < self.last_release && !self.reorder {
+            self.counters.reorder_clamped.inc();
+            self.counters.reorder_clamp_ns.add((self.last_release - release).as_nanos());
+            return self.last_release;
+        }
+        release
     }
 
     /// Updates the occupancy gauges (every few milliseconds, never per frame).
@@ -315,12 +320,7 @@ impl Ingress {
             }
             Verdict::Forward(fwd) => fwd,
         };
-        let mut release = fwd.release;
-        if release < self.last_release && !self.reorder {
-            c.reorder_clamped.inc();
-            c.reorder_clamp_ns.add((self.last_release - release).as_nanos());
-            release = self.last_release;
-        }
+        let release = self.clamp(fwd.release);
         if let Some(extra) = fwd.extra {
             return self.push_extra(frame, release, extra);
         }
