@@ -198,22 +198,32 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The queue disciplines `bench --disciplines` compares, drop-tail first.
-const DISCIPLINES: [&str; 7] = ["droptail", "drophead", "red", "codel", "fq-codel", "pie", "dualpi2"];
+/// One queue discipline as `bench --disciplines` measured it.
+#[derive(Serialize, Debug)]
+struct DisciplineCost {
+    aqm: &'static str,
+    ns_per_packet: f64,
+    /// Median over rounds of its cost over drop-tail's in the same round.
+    ratio_to_droptail: f64,
+    runs: Vec<f64>,
+    last_run_tx: u64,
+    last_run_dropped: u64,
+}
 
-/// `bench --disciplines`: the path with each queue discipline, every round, as ratios to
-/// drop-tail in the same round.
+/// `bench --disciplines`: the path with each queue discipline (drop-tail first), every round,
+/// as ratios to drop-tail in the same round.
 fn disciplines(path: &PathConfig, args: &BenchArgs) -> anyhow::Result<()> {
+    use pathem_model::aqm::AqmConfig;
     if path.link.is_none() {
         return Err(usage(
             "--disciplines needs --rate or --rate-trace: a queue discipline needs a bottleneck",
         ));
     }
-    let mut ns: Vec<Vec<f64>> = vec![Vec::new(); DISCIPLINES.len()];
+    let mut ns: Vec<Vec<f64>> = vec![Vec::new(); AqmConfig::KINDS.len()];
     let mut last = Vec::new();
     for round in 0..args.runs {
         last.clear();
-        for (k, kind) in DISCIPLINES.iter().enumerate() {
+        for (k, kind) in AqmConfig::KINDS.iter().enumerate() {
             let aqm = kind.parse().map_err(usage)?;
             let (cost, stats) = measure(&PathConfig { aqm, ..path.clone() }, args)?;
             ns[k].push(cost);
@@ -221,18 +231,21 @@ fn disciplines(path: &PathConfig, args: &BenchArgs) -> anyhow::Result<()> {
         }
         if !args.json {
             let each: Vec<String> =
-                DISCIPLINES.iter().zip(&ns).map(|(k, v)| format!("{k} {:.1}", v[round])).collect();
+                AqmConfig::KINDS.iter().zip(&ns).map(|(k, v)| format!("{k} {:.1}", v[round])).collect();
             eprintln!("  round {}: ns/frame {}", round + 1, each.join(", "));
         }
     }
-    let rows: Vec<serde_json::Value> = DISCIPLINES
+    let rows: Vec<DisciplineCost> = AqmConfig::KINDS
         .iter()
         .zip(&ns)
         .zip(&last)
-        .map(|((kind, v), stats)| {
-            let ratio = median(&v.iter().zip(&ns[0]).map(|(a, b)| a / b).collect::<Vec<_>>());
-            serde_json::json!({ "aqm": kind, "ns_per_packet": median(v), "ratio_to_droptail": ratio,
-                "runs": v, "last_run_tx": stats.tx_packets, "last_run_dropped": stats.dropped.total() })
+        .map(|((&aqm, v), stats)| DisciplineCost {
+            aqm,
+            ns_per_packet: median(v),
+            ratio_to_droptail: median(&v.iter().zip(&ns[0]).map(|(a, b)| a / b).collect::<Vec<_>>()),
+            runs: v.clone(),
+            last_run_tx: stats.tx_packets,
+            last_run_dropped: stats.dropped.total(),
         })
         .collect();
     if args.json {
@@ -251,11 +264,7 @@ fn disciplines(path: &PathConfig, args: &BenchArgs) -> anyhow::Result<()> {
     for r in &rows {
         println!(
             "  {:>9}  {:>9.1}  {:>8.2}  {:>10}  {:>10}",
-            r["aqm"].as_str().unwrap_or(""),
-            r["ns_per_packet"].as_f64().unwrap_or(0.0),
-            r["ratio_to_droptail"].as_f64().unwrap_or(0.0),
-            r["last_run_tx"],
-            r["last_run_dropped"]
+            r.aqm, r.ns_per_packet, r.ratio_to_droptail, r.last_run_tx, r.last_run_dropped
         );
     }
     println!("  (medians; ratio: median over rounds of the cost over drop-tail's in the same round)");

@@ -48,17 +48,8 @@ pub fn summary(input: &Path, output: &Path, r: &ReplayReport) -> String {
         d.delay_line,
         d.oversize
     );
-    if d.aqm_drop + d.overlimit + s.aqm_mark > 0 || s.sojourn.max_ns > 0 {
-        let _ = writeln!(
-            out,
-            "  aqm        drop {}, overlimit {}, mark {}; sojourn p50 ≤ {:.3} ms, p99 ≤ {:.3} ms, max {:.3} ms",
-            d.aqm_drop,
-            d.overlimit,
-            s.aqm_mark,
-            s.sojourn.p50_ns as f64 / 1e6,
-            s.sojourn.p99_ns as f64 / 1e6,
-            s.sojourn.max_ns as f64 / 1e6
-        );
+    if let Some(aqm) = aqm_summary(s) {
+        let _ = writeln!(out, "  aqm        {aqm}");
     }
     let _ = writeln!(
         out,
@@ -89,6 +80,23 @@ pub fn summary(input: &Path, output: &Path, r: &ReplayReport) -> String {
         );
     }
     out
+}
+
+/// What the queue discipline did, in one line, when one ran (`--aqm`): drops by reason,
+/// marks, and the sojourn percentiles (upper bounds of log2 buckets).
+pub fn aqm_summary(s: &pathem_engine::Stats) -> Option<String> {
+    let d = &s.dropped;
+    (d.aqm_drop + d.overlimit + s.aqm_mark > 0 || s.sojourn.max_ns > 0).then(|| {
+        format!(
+            "drop {}, overlimit {}, mark {}; sojourn p50 ≤ {:.3} ms, p99 ≤ {:.3} ms, max {:.3} ms",
+            d.aqm_drop,
+            d.overlimit,
+            s.aqm_mark,
+            s.sojourn.p50_ns as f64 / 1e6,
+            s.sojourn.p99_ns as f64 / 1e6,
+            s.sojourn.max_ns as f64 / 1e6
+        )
+    })
 }
 
 #[cfg(test)]

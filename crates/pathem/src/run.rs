@@ -147,16 +147,8 @@ pub fn line(name: &str, s: &Stats) -> String {
         s.late.p99_9_ns as f64 / 1e3,
         s.late.max_ns as f64 / 1e3
     );
-    if d.aqm_drop + d.overlimit + s.aqm_mark > 0 || s.sojourn.max_ns > 0 {
-        text.push_str(&format!(
-            "; aqm drop {} overlimit {} mark {} sojourn p50 {:.1} p99 {:.1} max {:.1} ms",
-            d.aqm_drop,
-            d.overlimit,
-            s.aqm_mark,
-            s.sojourn.p50_ns as f64 / 1e6,
-            s.sojourn.p99_ns as f64 / 1e6,
-            s.sojourn.max_ns as f64 / 1e6
-        ));
+    if let Some(aqm) = crate::report::aqm_summary(s) {
+        text.push_str(&format!("; aqm {aqm}"));
     }
     text
 }
