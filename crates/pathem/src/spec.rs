@@ -383,6 +383,8 @@ mod tests {
         let spec = |toml_text: &str| toml::from_str::<PathSpec>(toml_text).unwrap().to_config();
         assert_eq!(spec("queue = '10pkt'"), Err(SpecError::NeedsRate("queue")));
         assert_eq!(spec("cell = '48,5'"), Err(SpecError::NeedsRate("cell")));
+        assert_eq!(spec("aqm = 'codel'"), Err(SpecError::NeedsRate("aqm")));
+        assert!(spec("aqm = 'droptail'").is_ok(), "drop-tail needs no rate");
         assert_eq!(spec("delay = '1ms'\ndelay-dist = 'normal'"), Err(SpecError::NeedsJitter("delay-dist")));
         assert_eq!(
             spec("delay = '1ms'\ndelay-half-life = '5ms'"),

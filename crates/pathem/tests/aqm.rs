@@ -9,7 +9,7 @@
 //! what the disciplines are for: a short queue where drop-tail builds a long one.
 
 mod common;
-use common::{pathem, Dir};
+use common::{pathem, refused, Dir};
 use pathem_io::mem::{ipv4_checksum, udp_frame};
 use pathem_io::pcap::{read_capture, write_capture};
 use pathem_model::aqm::{AqmConfig, Bottleneck, Decision, Entry};
@@ -1152,4 +1152,38 @@ fn a_schedule_switches_disciplines_keeping_every_frame() {
     assert!(out.windows(2).all(|w| w[0].0 <= w[1].0), "out of order");
     // Sent at most at the link's rate: never two frames closer than 1500 B at 10 Mbit/s.
     assert!(out.windows(2).all(|w| (w[1].0 - w[0].0).as_nanos() >= wire(1500)), "faster than the link");
+}
+
+#[test]
+fn bad_disciplines_get_one_line_and_exit_2() {
+    let d = Dir::new();
+    write_capture(&d.path("in.pcap"), one_flow().iter().take(10).map(|p| (Nanos(p.t), frame(p)))).unwrap();
+    let (i, o) = (d.s("in.pcap"), d.s("out.pcap"));
+    for (aqm, says) in [
+        ("bogus", "names no queue discipline"),
+        ("drophead,limit=5", "takes no parameters"),
+        ("codel,target=200ms", "not below the interval"),
+        ("codel,interval=2h", "over 1h"),
+        ("fq-codel,flows=0", "1 to 65536"),
+        ("fq-codel,quantum=10", "64B to 64KiB"),
+        ("fq-codel,memory=2TiB", "1B to 1TiB"),
+        ("red,min=10kB,max=5kB", "0 < min < max"),
+        ("red,weight=2", "weight"),
+        ("pie,alpha=1000", "gain over 100"),
+        ("pie,t-update=0ms", "duration of 0"),
+        ("dualpi2,k=0.5", "k outside 1 to 64"),
+        ("codel,foo=1", "unknown key `foo`"),
+    ] {
+        let err = refused(&d, &["replay", &i, &o, "--rate", "10mbit", "--aqm", aqm], 2);
+        assert!(err.contains("--aqm") && err.contains(says) && err.contains("accepted"), "{aqm}: {err}");
+    }
+    let err = refused(&d, &["replay", &i, &o, "--aqm", "codel"], 2);
+    assert!(err.contains("--aqm needs --rate"), "{err}");
+    let cfg = d.path("c.toml");
+    std::fs::write(&cfg, "[a_to_b]\naqm = 'pie'\n").unwrap();
+    let err = refused(&d, &["replay", &i, &o, "--config", cfg.to_str().unwrap()], 2);
+    assert!(err.contains("--aqm needs --rate"), "{err}");
+    std::fs::write(&cfg, "[a_to_b]\nrate = '1mbit'\naqm = 'fq-codel,flows=1.5'\n").unwrap();
+    let err = refused(&d, &["replay", &i, &o, "--config", cfg.to_str().unwrap()], 2);
+    assert!(err.contains("flows") && err.contains("accepted"), "{err}");
 }

@@ -3,7 +3,7 @@
 use pathem_io::mem::udp_frame;
 
 mod common;
-use common::{bursts, cbr, pathem, seq, Dir};
+use common::{bursts, cbr, pathem, refused, seq, Dir};
 use pathem_io::pcap::{read_capture, write_capture};
 use pathem_model::Nanos;
 use std::path::Path;
@@ -240,16 +240,6 @@ fn config_file_with_flags_on_top() {
 }
 
 /// Runs a bad command and returns its one stderr line; checks exit code and that OUT is absent.
-fn refused(d: &Dir, args: &[&str], code: i32) -> String {
-    let out = pathem(args);
-    assert_eq!(out.status.code(), Some(code), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.stdout.is_empty());
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(err.trim_end().lines().count(), 1, "one line for {args:?}: {err}");
-    assert!(!d.path("out.pcap").exists(), "no output for {args:?}");
-    err
-}
-
 #[test]
 fn bad_values_get_one_line_and_exit_2() {
     let d = Dir::new();

@@ -26,6 +26,18 @@ pub fn pathem(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_pathem")).args(args).output().expect("pathem runs")
 }
 
+/// Runs pathem with `args`, which must fail with exit `code`, one line on stderr, nothing on
+/// stdout and no `out.pcap` in `d`; returns the line.
+pub fn refused(d: &Dir, args: &[&str], code: i32) -> String {
+    let out = pathem(args);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.trim_end().lines().count(), 1, "one line for {args:?}: {err}");
+    assert!(!d.path("out.pcap").exists(), "no output for {args:?}");
+    err
+}
+
 /// `n` frames of `size` bytes, one every `gap`, starting at 1 s; each payload carries its index.
 pub fn cbr(n: u64, size: usize, gap: Nanos) -> Vec<(Nanos, Vec<u8>)> {
     (0..n).map(|i| (Nanos::from_secs(1) + Nanos(gap.as_nanos() * i), udp_frame(size, i))).collect()
