@@ -7,9 +7,12 @@
 //! writes frames with `PACKET_QDISC_BYPASS`, straight to the driver. Promiscuity is a socket
 //! membership, so the kernel removes it when the socket closes, even after SIGKILL.
 //!
-//! Frames from a local sender (a veth peer, say) may carry a checksum the sender's stack left
-//! for the hardware to fill in; with `PACKET_VNET_HDR` the kernel says so, and pathem
-//! completes the checksum before forwarding, as the hardware would have.
+//! Frames from a local sender (a veth peer, a container) come as its stack handed them down:
+//! with checksums left for the hardware to fill in, and as GSO super-frames of up to 64 KB.
+//! With `PACKET_VNET_HDR` the kernel says which, and the port completes the checksums and cuts
+//! the super-frames into wire frames ([`crate::offload`]) before the path sees them. A VLAN tag
+//! the kernel keeps out of the frame (hardware-accelerated, as veth does) comes back from
+//! `PACKET_AUXDATA` and is put back into the frame, as libpcap does.
 //!
 //! Receive timestamps are the kernel's (`SO_TIMESTAMPNS`, taken when the frame entered the
 //! stack), moved onto CLOCK_MONOTONIC; without them, the burst's read time is corrected back
@@ -17,6 +20,7 @@
 
 use crate::iface::failure;
 use crate::kstamp::{cmsg_time, monotonic_now, realtime_offset};
+use crate::offload::VnetRequest;
 use crate::port::{FallbackStamps, PollAt, RxFrame, RxPort, TxPort};
 use crate::Error;
 use pathem_model::Nanos;
@@ -102,35 +106,67 @@ pub(crate) fn set_opt<T>(fd: RawFd, level: i32, name: i32, value: &T) -> std::io
 
 const PACKET_IGNORE_OUTGOING: i32 = 23;
 const PACKET_VNET_HDR: i32 = 15;
+const PACKET_AUXDATA: i32 = 8;
 /// struct virtio_net_hdr: flags, gso_type, hdr_len, gso_size, csum_start, csum_offset.
-const VNET_HDR: usize = 10;
-const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
+const VNET_HDR: usize = crate::offload::VNET_HDR_LEN;
+/// Room kept in front of each receive buffer for a VLAN tag the kernel kept apart.
+const TAG_ROOM: usize = 4;
+/// The longest frame a GSO super-frame can make: 64 KB of IP packet behind two VLAN tags.
+const SUPER_FRAME: usize = 65_535 + 14 + 8;
+/// Control messages per received frame: a timestamp and the auxiliary data.
+const CMSG_SPACE: usize = 128;
 
-/// Completes a checksum the sender left partial: the one's-complement sum of the bytes from
-/// `start` (the field at `start + offset` already holds the pseudo-header sum).
-fn complete_checksum(frame: &mut [u8], start: usize, offset: usize) {
-    let at = start + offset;
-    if at + 2 > frame.len() || start >= frame.len() {
-        return;
-    }
-    let mut sum: u64 = 0;
-    let mut chunks = frame[start..].chunks_exact(2);
-    for c in &mut chunks {
-        sum += u64::from(u16::from_be_bytes([c[0], c[1]]));
-    }
-    if let [last] = chunks.remainder() {
-        sum += u64::from(*last) << 8;
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    let mut folded = !(sum as u16);
-    if folded == 0 && offset == 6 {
-        folded = 0xffff; // UDP sends zero as all ones
-    }
-    frame[at..at + 2].copy_from_slice(&folded.to_be_bytes());
+/// struct tpacket_auxdata (linux/if_packet.h).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct TpacketAuxdata {
+    tp_status: u32,
+    tp_len: u32,
+    tp_snaplen: u32,
+    tp_mac: u16,
+    tp_net: u16,
+    tp_vlan_tci: u16,
+    tp_vlan_tpid: u16,
 }
-const CMSG_SPACE: usize = 64;
+const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
+
+/// The VLAN tag (TPID and TCI, as on the wire) the kernel kept out of a received frame, from
+/// the message's `PACKET_AUXDATA`.
+///
+/// # Safety
+/// `msg` must be a message filled by `recvmsg`/`recvmmsg`, whose control buffer is live.
+unsafe fn kept_vlan_tag(msg: &libc::msghdr) -> Option<[u8; 4]> {
+    // SAFETY: guaranteed by the caller; the CMSG_* helpers stay within msg_controllen.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_PACKET && (*c).cmsg_type == PACKET_AUXDATA {
+                let aux = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const TpacketAuxdata);
+                if aux.tp_status & TP_STATUS_VLAN_VALID == 0 {
+                    return None;
+                }
+                let tpid =
+                    if aux.tp_status & TP_STATUS_VLAN_TPID_VALID != 0 { aux.tp_vlan_tpid } else { 0x8100 };
+                let [a, b] = tpid.to_be_bytes();
+                let [c, d] = aux.tp_vlan_tci.to_be_bytes();
+                return Some([a, b, c, d]);
+            }
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+    }
+    None
+}
+
+/// Puts a VLAN tag back behind the Ethernet addresses of the frame at `buf[start..end]`, which
+/// has `TAG_ROOM` bytes free in front of it (and `lead` bytes of header before the frame):
+/// the bytes before the tag move 4 to the front. Returns the frame's new start.
+fn insert_tag(buf: &mut [u8], start: usize, end: usize, lead: usize, tag: [u8; 4]) -> usize {
+    let head = (lead + 12).min(end - start);
+    buf.copy_within(start..start + head, start - TAG_ROOM);
+    buf[start - TAG_ROOM + head..start + head].copy_from_slice(&tag);
+    start - TAG_ROOM
+}
 
 /// The receiving half: frames arriving on the interface.
 pub struct AfPacketRx {
@@ -151,6 +187,8 @@ pub struct AfPacketRx {
     vnet: bool,
     /// Receive errors other than "nothing to read" (an interface going down, say).
     pub errors: u64,
+    /// What the port did to frames a local sender left to the hardware.
+    offload: crate::offload::OffloadCounts,
     /// Frames the kernel dropped for want of room in the socket buffer (PACKET_STATISTICS
     /// resets on every read, so they are added up here).
     drops: u64,
@@ -176,6 +214,7 @@ impl AfPacketRx {
         set_opt(raw, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mreq)
             .map_err(|e| opt_err("cannot make it promiscuous", e))?;
         let vnet = set_opt(raw, libc::SOL_PACKET, PACKET_VNET_HDR, &1i32).is_ok();
+        let _ = set_opt(raw, libc::SOL_PACKET, PACKET_AUXDATA, &1i32);
         // Kernels before 4.20 lack this; outgoing frames are then skipped by packet type.
         let _ = set_opt(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32);
         let _ = set_opt(raw, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &1i32);
@@ -185,7 +224,10 @@ impl AfPacketRx {
         if set_opt(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &rcvbuf).is_err() {
             let _ = set_opt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, &rcvbuf);
         }
-        let slot = (max_frame + 1 + if vnet { VNET_HDR } else { 0 }).next_multiple_of(64);
+        // With virtio-net headers, a slot holds a whole super-frame (cut into wire frames
+        // here); without, a frame one byte longer than `max_frame` shows it was truncated.
+        let frame = if vnet { max_frame.max(SUPER_FRAME) } else { max_frame };
+        let slot = (TAG_ROOM + frame + 1 + if vnet { VNET_HDR } else { 0 }).next_multiple_of(64);
         let mut port = AfPacketRx {
             fd,
             slot,
@@ -202,11 +244,12 @@ impl AfPacketRx {
             more: false,
             vnet,
             errors: 0,
+            offload: Default::default(),
             drops: 0,
         };
         for i in 0..BURST {
-            port.iovecs[i].iov_base = port.bufs[i * slot..].as_mut_ptr() as *mut libc::c_void;
-            port.iovecs[i].iov_len = slot;
+            port.iovecs[i].iov_base = port.bufs[i * slot + TAG_ROOM..].as_mut_ptr() as *mut libc::c_void;
+            port.iovecs[i].iov_len = slot - TAG_ROOM;
         }
         port.refresh_offset(monotonic_now());
         Ok(port)
@@ -286,28 +329,62 @@ impl RxPort for AfPacketRx {
                 continue;
             }
             let truncated = self.msgs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
-            let len = (self.msgs[i].msg_len as usize).min(self.slot);
+            let len = (self.msgs[i].msg_len as usize).min(self.slot - TAG_ROOM);
             let stamp = match self.kernel_timestamp(i) {
                 Some(t) => t,
                 None => fallback.get(i, |j| u64::from(self.msgs[j].msg_len)),
             };
             let arrival = stamp.min(now).max(self.last_arrival);
             self.last_arrival = arrival;
-            let buf = &mut self.bufs[i * self.slot..i * self.slot + len];
-            let data = if self.vnet && len >= VNET_HDR {
-                let (hdr, frame) = buf.split_at_mut(VNET_HDR);
-                if hdr[0] & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0 {
-                    let start = usize::from(u16::from_ne_bytes([hdr[6], hdr[7]]));
-                    let offset = usize::from(u16::from_ne_bytes([hdr[8], hdr[9]]));
-                    complete_checksum(frame, start, offset);
-                }
-                &*frame
+            let lead = if self.vnet { VNET_HDR } else { 0 };
+            let (mut start, end) = (i * self.slot + TAG_ROOM, i * self.slot + TAG_ROOM + len);
+            if len < lead {
+                continue;
+            }
+            // SAFETY: message i was filled by recvmmsg just now; its control buffer is ours.
+            if let Some(tag) = unsafe { kept_vlan_tag(&self.msgs[i].msg_hdr) } {
+                start = insert_tag(&mut self.bufs, start, end, lead, tag);
+            }
+            let tagged = end - start - len;
+            let buf = &mut self.bufs[start..end];
+            let request = if self.vnet {
+                let hdr: &[u8; VNET_HDR] = buf[..VNET_HDR].try_into().expect("VNET_HDR bytes");
+                crate::offload::vnet_request(hdr)
             } else {
-                &*buf
+                Ok(VnetRequest::None)
             };
+            let frame = &mut buf[lead..];
+            let outcome = match request {
+                Ok(VnetRequest::None) => Ok(()),
+                // The kernel counts the checksum's start from the frame without a kept tag.
+                Ok(VnetRequest::Checksum { start, offset }) => {
+                    crate::offload::complete_at(frame, usize::from(start) + tagged, offset.into())
+                        .map(|()| self.offload.csum_completed += 1)
+                }
+                Ok(VnetRequest::Segment(_)) if truncated => Err(crate::offload::Fault::LengthMismatch),
+                Ok(VnetRequest::Segment(gso)) => {
+                    let cut = crate::offload::segment(frame, gso, |seg| {
+                        f(RxFrame { arrival, wire_len: seg.len() as u32, data: seg });
+                    });
+                    match cut {
+                        Ok(segments) => {
+                            self.offload.gso_frames += 1;
+                            self.offload.gso_segments += segments as u64;
+                            delivered += segments;
+                            continue;
+                        }
+                        Err(e) => Err(e),
+                    }
+                }
+                Err(e) => Err(e),
+            };
+            if outcome.is_err() {
+                self.offload.refused += 1;
+                continue;
+            }
             // A truncated frame reaches the engine one byte longer than it may be: an oversize drop.
-            let wire_len = if truncated { self.slot as u32 } else { data.len() as u32 };
-            f(RxFrame { arrival, wire_len, data });
+            let wire_len = if truncated { (frame.len() + 1) as u32 } else { frame.len() as u32 };
+            f(RxFrame { arrival, wire_len, data: frame });
             delivered += 1;
         }
         Ok(delivered)
@@ -320,6 +397,10 @@ impl RxPort for AfPacketRx {
     fn kernel_drops(&mut self) -> u64 {
         self.drops += u64::from(ring_drops(self.fd.as_raw_fd()).unwrap_or(0));
         self.drops
+    }
+
+    fn offload(&self) -> crate::offload::OffloadCounts {
+        self.offload
     }
 }
 
@@ -447,6 +528,78 @@ impl AfPacketTx {
     }
 }
 
+/// A plain packet socket on one interface, for tests and tools that talk to the kernel
+/// directly: it sends frames with or without a virtio-net header (a GSO super-frame, a partial
+/// checksum, as a local sender's stack would hand them down) and reads frames as the kernel
+/// delivers them (with the header when asked for). Blocking reads with a timeout.
+pub struct RawSocket {
+    fd: OwnedFd,
+    vnet: bool,
+}
+
+impl RawSocket {
+    /// Opens a socket on `ifname` for every protocol; `vnet` prefixes every frame read or
+    /// written with a `struct virtio_net_hdr`.
+    pub fn open(ifname: &str, vnet: bool) -> Result<RawSocket, Error> {
+        let idx = ifindex(ifname)?;
+        let fd = packet_socket(ifname, idx, (libc::ETH_P_ALL as u16).to_be())?;
+        if vnet {
+            set_opt(fd.as_raw_fd(), libc::SOL_PACKET, PACKET_VNET_HDR, &1i32)
+                .map_err(|e| failure(ifname, "cannot ask for virtio-net headers", e, "CAP_NET_RAW"))?;
+        }
+        let _ = set_opt(fd.as_raw_fd(), libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32);
+        let _ = set_opt(fd.as_raw_fd(), libc::SOL_PACKET, PACKET_AUXDATA, &1i32);
+        Ok(RawSocket { fd, vnet })
+    }
+
+    /// Sends one frame, after its virtio-net header on a `vnet` socket.
+    pub fn send(&self, bytes: &[u8]) -> std::io::Result<()> {
+        // SAFETY: `bytes` is a live slice and the length passed is its own.
+        let rc =
+            unsafe { libc::send(self.fd.as_raw_fd(), bytes.as_ptr() as *const libc::c_void, bytes.len(), 0) };
+        if rc < 0 {
+            Err(last_os_error())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The next frame (after its virtio-net header on a `vnet` socket), with a VLAN tag the
+    /// kernel kept apart put back, or `None` when none comes within `timeout`.
+    pub fn recv(&self, timeout: std::time::Duration) -> Option<Vec<u8>> {
+        let mut poll = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one live pollfd.
+        if unsafe { libc::poll(&mut poll, 1, timeout.as_millis().min(i32::MAX as u128) as i32) } <= 0 {
+            return None;
+        }
+        let lead = if self.vnet { VNET_HDR } else { 0 };
+        let mut buf = vec![0u8; TAG_ROOM + SUPER_FRAME + lead];
+        let mut ctrl = [0u8; CMSG_SPACE];
+        let mut iov = libc::iovec {
+            iov_base: buf[TAG_ROOM..].as_mut_ptr() as *mut libc::c_void,
+            iov_len: buf.len() - TAG_ROOM,
+        };
+        // SAFETY: msghdr is plain data; zero is valid; it points at the live locals above.
+        let mut msg: libc::msghdr = unsafe { zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = ctrl.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = ctrl.len();
+        // SAFETY: the message points at live buffers with their own lengths.
+        let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+        if n < 0 {
+            return None;
+        }
+        let end = TAG_ROOM + n as usize;
+        // SAFETY: `msg` was just filled by recvmsg and its control buffer is live.
+        let start = match unsafe { kept_vlan_tag(&msg) } {
+            Some(tag) => insert_tag(&mut buf, TAG_ROOM, end, lead, tag),
+            None => TAG_ROOM,
+        };
+        Some(buf[start..end].to_vec())
+    }
+}
+
 /// At most this many sockets are waited on (a thread serves at most a few ports).
 const MAX_WAIT_FDS: usize = 8;
 
@@ -471,37 +624,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn completes_a_partial_udp_checksum() {
-        // IPv4/UDP frame whose UDP checksum field holds only the pseudo-header sum.
-        let mut f = crate::mem::udp_frame(80, 7);
-        let udp = 34;
-        let (src, dst) = ([10u8, 0, 0, 1], [10u8, 0, 0, 2]);
-        let udp_len = (80 - udp) as u32;
-        let mut pseudo: u32 = u32::from(u16::from_be_bytes([src[0], src[1]]))
-            + u32::from(u16::from_be_bytes([src[2], src[3]]))
-            + u32::from(u16::from_be_bytes([dst[0], dst[1]]))
-            + u32::from(u16::from_be_bytes([dst[2], dst[3]]))
-            + 17
-            + udp_len;
-        while pseudo > 0xffff {
-            pseudo = (pseudo & 0xffff) + (pseudo >> 16);
+    fn a_kept_tag_goes_back_behind_the_addresses() {
+        let mut buf = vec![0u8; TAG_ROOM + VNET_HDR + 20];
+        for (i, b) in buf[TAG_ROOM..].iter_mut().enumerate() {
+            *b = i as u8;
         }
-        f[udp + 6..udp + 8].copy_from_slice(&(pseudo as u16).to_be_bytes());
-        complete_checksum(&mut f, udp, 6);
-        // Verify: the full sum over pseudo-header and UDP segment folds to 0xffff.
-        let mut sum: u64 = u64::from(pseudo);
-        for c in f[udp..].chunks(2) {
-            sum += u64::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
-        }
-        // The pseudo-header was counted twice (in the field and here): remove one copy.
-        sum -= u64::from(pseudo);
-        while sum > 0xffff {
-            sum = (sum & 0xffff) + (sum >> 16);
-        }
-        let mut check = sum + u64::from(pseudo);
-        while check > 0xffff {
-            check = (check & 0xffff) + (check >> 16);
-        }
-        assert_eq!(check, 0xffff);
+        let end = buf.len();
+        let start = insert_tag(&mut buf, TAG_ROOM, end, VNET_HDR, [0x81, 0x00, 0x00, 0x05]);
+        assert_eq!(start, 0);
+        // The header and the addresses moved to the front, the tag behind them, the rest stays.
+        assert_eq!(&buf[..VNET_HDR + 12], &(0..22).collect::<Vec<u8>>()[..]);
+        assert_eq!(&buf[VNET_HDR + 12..VNET_HDR + 16], &[0x81, 0x00, 0x00, 0x05]);
+        assert_eq!(&buf[VNET_HDR + 16..], &(22..30).collect::<Vec<u8>>()[..]);
     }
 }

@@ -446,6 +446,7 @@ pub struct XdpRx {
     line_rate: u64,
     last_arrival: Nanos,
     more: bool,
+    offload: crate::offload::OffloadCounts,
 }
 
 /// The transmitting half.
@@ -619,6 +620,7 @@ pub fn open(ifname: &str) -> Result<(XdpRx, XdpTx, String), Error> {
             line_rate: crate::iface::speed_bps(ifname).unwrap_or(10_000_000_000),
             last_arrival: Nanos::ZERO,
             more: false,
+            offload: Default::default(),
         },
         XdpTx { sock, tx, comp, free, queued: 0, errors: 0 },
         mode,
@@ -659,8 +661,14 @@ impl RxPort for XdpRx {
             // SAFETY: as above; the descriptor's frame belongs to us until we return it.
             let d = unsafe { *self.rx.desc(cons + k as u32) };
             let len = (d.len as usize).min(FRAME_SIZE);
-            // SAFETY: the kernel wrote `len` bytes at `addr` inside our UMEM's receive half.
-            let data = unsafe { std::slice::from_raw_parts(self.sock.frame(d.addr, len), len) };
+            // SAFETY: the kernel wrote `len` bytes at `addr` inside our UMEM's receive half; the
+            // frame is ours (nobody else reads or writes it) until it goes back to the fill ring.
+            let data = unsafe { std::slice::from_raw_parts_mut(self.sock.frame(d.addr, len), len) };
+            // XDP does not say which checksums the sender left partial: complete those whose
+            // field holds exactly the pseudo-header sum and that do not verify (crate::offload).
+            if crate::offload::complete_if_partial(data) {
+                self.offload.csum_completed += 1;
+            }
             let stamp = match self.sock.take_stamp(d.addr).filter(|&t| t <= now) {
                 Some(t) => t,
                 // SAFETY: entries cons..cons+n were published by the kernel (Acquire above).
@@ -668,7 +676,7 @@ impl RxPort for XdpRx {
             };
             let arrival = stamp.max(self.last_arrival);
             self.last_arrival = arrival;
-            f(RxFrame { arrival, wire_len: len as u32, data });
+            f(RxFrame { arrival, wire_len: len as u32, data: &*data });
             // The frame was copied into the delay line: hand it straight back for reuse.
             // SAFETY: the fill ring always has room for the frames we took out of the rx ring.
             unsafe { *self.fill.addr(fill_prod + k as u32) = d.addr & !(FRAME_SIZE as u64 - 1) };
@@ -705,6 +713,10 @@ impl RxPort for XdpRx {
             return 0;
         }
         st.rx_dropped + st.rx_ring_full + st.rx_invalid_descs
+    }
+
+    fn offload(&self) -> crate::offload::OffloadCounts {
+        self.offload
     }
 }
 

@@ -6,6 +6,8 @@
 //! - [`mem`]: a synthetic generator and a counting sink, to measure the engine alone;
 //! - [`afpacket`]: live, any Linux interface, through batched AF_PACKET sockets;
 //! - [`afxdp`]: live, through AF_XDP sockets and an XDP redirect program;
+//! - [`offload`]: what a NIC would have done to frames a local sender left to it (partial
+//!   checksums, GSO super-frames), done by the live ports before the path;
 //! - [`dpdk`]: live, DPDK ethdev ports (NICs bound to DPDK, virtual devices), with the
 //!   `dpdk` cargo feature.
 //!
@@ -19,6 +21,7 @@ pub mod iface;
 pub mod kstamp;
 pub mod live;
 pub mod mem;
+pub mod offload;
 pub mod pcap;
 pub mod port;
 pub mod udp;

@@ -229,6 +229,14 @@ impl RxPort for LiveRx {
             LiveRx::Dpdk(d) => d.kernel_drops(),
         }
     }
+    fn offload(&self) -> crate::offload::OffloadCounts {
+        match self {
+            LiveRx::Packet(p) => p.offload(),
+            LiveRx::Xdp(x) => x.offload(),
+            #[cfg(feature = "dpdk")]
+            LiveRx::Dpdk(d) => d.offload(),
+        }
+    }
 }
 
 impl TxPort for LiveTx {

@@ -62,6 +62,13 @@ pub trait RxPort {
     fn kernel_drops(&mut self) -> u64 {
         0
     }
+
+    /// What the port did to frames a local sender left to the hardware (partial checksums
+    /// completed, super-frames cut), and the frames it could not make wire frames of, since it
+    /// was opened. Read with [`kernel_drops`](Self::kernel_drops), not per burst.
+    fn offload(&self) -> crate::offload::OffloadCounts {
+        crate::offload::OffloadCounts::default()
+    }
 }
 
 /// The transmitting half of a port.

@@ -76,6 +76,7 @@ fn main() {
         ("stages_on_two_cpus_forward_everything", stages_on_two_cpus_forward_everything),
         ("a_change_takes_effect_at_once", a_change_takes_effect_at_once),
         ("aqm_keeps_the_rtt_under_load_short", aqm_keeps_the_rtt_under_load_short),
+        ("segmentation_matches_the_kernels", segmentation_matches_the_kernels),
         ("dpdk_sigint_balances_and_returns_every_mbuf", dpdk_sigint_balances_and_returns_every_mbuf),
         ("dpdk_bad_arguments_are_refused_with_one_line", dpdk_bad_arguments_are_refused_with_one_line),
     ];
@@ -1227,4 +1228,171 @@ fn aqm_keeps_the_rtt_under_load_short() {
         a["tx_packets"].as_u64().unwrap() + dropped + a["in_flight"].as_u64().unwrap(),
         "{a}"
     );
+}
+
+/// A namespace of the test's own, removed on drop.
+struct Netns(String);
+
+impl Netns {
+    fn new(prefix: &str) -> Netns {
+        let name = format!("{prefix}{}x{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        must(&["ip", "netns", "add", &name]);
+        Netns(name)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = sh(&["ip", "netns", "del", &self.0]);
+    }
+}
+
+/// Source MAC of the frames the segmentation test builds (told apart from the kernel's own
+/// IPv6 neighbour discovery on the same link).
+const GSO_SRC: [u8; 6] = [0x02, 0x9a, 0, 0, 0, 1];
+
+/// A super-frame as a sender's stack hands it down: Ethernet (a VLAN tag if asked), IPv4 or
+/// IPv6, TCP (flags `flags`, with a timestamp option) or UDP, `payload` bytes, and the
+/// transport checksum partial (the field holds the pseudo-header sum, length included).
+fn super_frame(v6: bool, udp: bool, vlan: bool, payload: usize, flags: u8) -> Vec<u8> {
+    let mut f = vec![0x02, 0x9a, 0, 0, 0, 2];
+    f.extend_from_slice(&GSO_SRC);
+    if vlan {
+        f.extend_from_slice(&[0x81, 0x00, 0x20, 0x07]);
+    }
+    f.extend_from_slice(if v6 { &[0x86, 0xdd] } else { &[0x08, 0x00] });
+    let l4_len = if udp { 8 } else { 32 } + payload;
+    let proto = if udp { 17u8 } else { 6 };
+    let l3 = f.len();
+    if v6 {
+        f.extend_from_slice(&[0x60, 0x0a, 0xbc, 0xde]);
+        f.extend_from_slice(&(l4_len as u16).to_be_bytes());
+        f.extend_from_slice(&[proto, 64]);
+        f.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        f.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+    } else {
+        f.extend_from_slice(&[0x45, 0x02]);
+        f.extend_from_slice(&((20 + l4_len) as u16).to_be_bytes());
+        f.extend_from_slice(&[0xff, 0xf0, 0x40, 0, 64, proto, 0, 0, 10, 9, 0, 1, 10, 9, 0, 2]);
+        let mut s: u32 = f[l3..l3 + 20].chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], c[1]]))).sum();
+        while s > 0xffff {
+            s = (s & 0xffff) + (s >> 16);
+        }
+        f[l3 + 10..l3 + 12].copy_from_slice(&(!(s as u16)).to_be_bytes());
+    }
+    let l4 = f.len();
+    if udp {
+        f.extend_from_slice(&[0x9c, 0x41, 0x13, 0x8a]);
+        f.extend_from_slice(&(l4_len as u16).to_be_bytes());
+        f.extend_from_slice(&[0, 0]);
+    } else {
+        f.extend_from_slice(&[
+            0x9c, 0x40, 0x14, 0x51, 0xff, 0xff, 0xfa, 0x00, 0, 0, 0x10, 1, 0x80, flags, 0x01, 0xf5,
+        ]);
+        f.extend_from_slice(&[0, 0, 0, 0, 1, 1, 8, 10, 0, 1, 2, 3, 4, 5, 6, 7]);
+    }
+    f.extend((0..payload).map(|i| (i * 31 + 7) as u8));
+    // The pseudo-header sum, as the stack leaves it for the hardware.
+    let addrs = if v6 { &f[l3 + 8..l3 + 40] } else { &f[l3 + 12..l3 + 20] };
+    let mut s: u64 = addrs.chunks(2).map(|c| u64::from(u16::from_be_bytes([c[0], c[1]]))).sum();
+    s += u64::from(proto) + l4_len as u64;
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    let at = l4 + if udp { 6 } else { 16 };
+    f[at..at + 2].copy_from_slice(&(s as u16).to_be_bytes());
+    f
+}
+
+/// The virtio-net header a stack gives such a frame.
+fn vnet_header(frame: &[u8], gso_type: u8, gso_size: u16, udp: bool) -> [u8; 10] {
+    let vlan = frame[12] == 0x81;
+    let l3 = if vlan { 18 } else { 14 };
+    let l4 = l3 + if frame[l3 - 2] == 0x86 { 40 } else { 20 };
+    let hdr_len = l4 + if udp { 8 } else { 32 };
+    let mut h = [0u8; 10];
+    h[0] = 1; // VIRTIO_NET_HDR_F_NEEDS_CSUM
+    h[1] = gso_type;
+    h[2..4].copy_from_slice(&(hdr_len as u16).to_ne_bytes());
+    h[4..6].copy_from_slice(&gso_size.to_ne_bytes());
+    h[6..8].copy_from_slice(&(l4 as u16).to_ne_bytes());
+    h[8..10].copy_from_slice(&(if udp { 6u16 } else { 16 }).to_ne_bytes());
+    h
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn segmentation_matches_the_kernels() {
+    // The reference: a veth whose segmentation and checksum offloads are off, so the kernel
+    // cuts super-frames and completes checksums in software before they reach the peer
+    // (this test turns them off on purpose: that is what it measures against).
+    let ns = Netns::new("pk");
+    must(&["ip", "-n", &ns.0, "link", "add", "k0", "type", "veth", "peer", "name", "k1"]);
+    must(&["ip", "netns", "exec", &ns.0, "ethtool", "-K", "k0", "tso", "off", "gso", "off", "tx", "off"]);
+    must(&["ip", "-n", &ns.0, "link", "set", "k0", "up"]);
+    must(&["ip", "-n", &ns.0, "link", "set", "k1", "up"]);
+    // (name, IPv6, UDP, VLAN, payload, TCP flags, gso_type, gso_size, with a checksum only)
+    #[allow(clippy::type_complexity)]
+    let cases: Vec<(&str, bool, bool, bool, usize, u8, u8, u16)> = vec![
+        ("tcp4 3 segments, last short, FIN PSH CWR", false, false, false, 3000, 0x80 | 0x19, 1, 1448),
+        ("tcp4 exact multiple", false, false, false, 2896, 0x10, 1, 1448),
+        ("tcp4 vlan", false, false, true, 4000, 0x18, 1, 1448),
+        ("tcp6 ECN flag", true, false, false, 5000, 0x80 | 0x18, 4 | 0x80, 1428),
+        ("tcp6 vlan", true, false, true, 2500, 0x18, 4, 1428),
+        ("udp4 segmentation", false, true, false, 3000, 0, 5, 1472),
+        ("udp6 segmentation", true, true, false, 2000, 0, 5, 1000),
+        ("tcp4 partial checksum only", false, false, false, 700, 0x18, 0, 0),
+        ("udp6 partial checksum only", true, true, true, 900, 0, 0, 0),
+    ];
+    let results = in_ns(&ns.0, move || {
+        let tx = pathem_io::afpacket::RawSocket::open("k0", true).expect("k0");
+        let rx = pathem_io::afpacket::RawSocket::open("k1", false).expect("k1");
+        let mut out = Vec::new();
+        for (name, v6, udp, vlan, payload, flags, gso_type, gso_size) in cases {
+            let frame = super_frame(v6, udp, vlan, payload, flags);
+            let hdr = vnet_header(&frame, gso_type, gso_size, udp);
+            tx.send(&[&hdr[..], &frame].concat()).unwrap_or_else(|e| panic!("{name}: send: {e}"));
+            let mut kernel = Vec::new();
+            while let Some(f) = rx.recv(Duration::from_millis(300)) {
+                if f.get(6..12) == Some(&GSO_SRC[..]) {
+                    kernel.push(f);
+                }
+            }
+            out.push((name, hdr, frame, kernel));
+        }
+        out
+    })
+    .join()
+    .expect("the capture");
+    let mut fixture = String::from("# pathem's segmentation reference, written by the live test\n");
+    fixture += &format!("# segmentation_matches_the_kernels on Linux {}\n", must(&["uname", "-r"]).trim());
+    for (name, hdr, frame, kernel) in &results {
+        let mut ours = Vec::new();
+        let mut buf = frame.clone();
+        match pathem_io::offload::vnet_request(hdr).unwrap() {
+            pathem_io::offload::VnetRequest::Segment(gso) => {
+                pathem_io::offload::segment(&mut buf, gso, |s| ours.push(s.to_vec())).unwrap();
+            }
+            pathem_io::offload::VnetRequest::Checksum { start, offset } => {
+                pathem_io::offload::complete_at(&mut buf, start.into(), offset.into()).unwrap();
+                ours.push(buf);
+            }
+            pathem_io::offload::VnetRequest::None => unreachable!(),
+        }
+        assert!(!kernel.is_empty(), "{name}: the kernel sent nothing");
+        assert_eq!(ours.len(), kernel.len(), "{name}: segments");
+        for (k, (a, b)) in ours.iter().zip(kernel).enumerate() {
+            assert_eq!(hex(a), hex(b), "{name}: segment {k} differs from the kernel's");
+        }
+        println!("  {name}: {} segments, byte for byte the kernel's", kernel.len());
+        fixture += &format!("case {name}\nvnet {}\nin {}\n", hex(hdr), hex(frame));
+        for k in kernel {
+            fixture += &format!("out {}\n", hex(k));
+        }
+    }
+    if let Ok(path) = std::env::var("PATHEM_WRITE_GSO_FIXTURE") {
+        std::fs::write(&path, fixture).expect("the fixture");
+    }
 }

@@ -380,6 +380,7 @@ pub struct DpdkRx {
     ring_drops: u64,
     /// This half's thread has an lcore id (see [`register_thread`]); a half stays on its thread.
     registered: bool,
+    offload: crate::offload::OffloadCounts,
 }
 
 // SAFETY: the mbuf array holds no mbufs between calls (each burst's are freed before
@@ -459,6 +460,7 @@ pub fn open(
         ring_socket,
         ring_drops: 0,
         registered: false,
+        offload: Default::default(),
     };
     let tx = DpdkTx {
         port,
@@ -694,7 +696,7 @@ impl RxPort for DpdkRx {
             return Ok(0);
         }
         let now = monotonic_now().max(now);
-        let (meta, stamps) = (&self.meta, &self.stamps);
+        let (meta, stamps, offload) = (&self.meta, &self.stamps, &mut self.offload);
         let mut fallback = FallbackStamps::<BURST>::new(now, self.line_rate, n);
         let mut last = self.last_arrival;
         for (i, m) in meta[..n].iter().enumerate() {
@@ -704,14 +706,20 @@ impl RxPort for DpdkRx {
             };
             let arrival = stamp.min(now).max(last);
             last = arrival;
-            let data: &[u8] = if m.data.is_null() {
-                &[]
+            let data: &mut [u8] = if m.data.is_null() {
+                &mut []
             } else {
                 // SAFETY: the shim set `data`/`len` to the frame's bytes in its mbuf (or in
-                // our bounce buffer), which stay valid until the mbufs are freed below.
-                unsafe { std::slice::from_raw_parts(m.data, m.len as usize) }
+                // our bounce buffer), which stay valid until the mbufs are freed below; a
+                // received mbuf is this port's alone until then.
+                unsafe { std::slice::from_raw_parts_mut(m.data as *mut u8, m.len as usize) }
             };
-            f(RxFrame { arrival, wire_len: m.pkt_len, data });
+            // Virtual devices on a kernel interface carry what a local sender left partial,
+            // and nothing says which: the same rule as AF_XDP's (crate::offload).
+            if crate::offload::complete_if_partial(data) {
+                offload.csum_completed += 1;
+            }
+            f(RxFrame { arrival, wire_len: m.pkt_len, data: &*data });
         }
         self.last_arrival = last;
         // SAFETY: the first n entries are the mbufs rx_burst returned, not freed before; no
@@ -733,6 +741,10 @@ impl RxPort for DpdkRx {
         }
         let s = self.port.stats();
         s[1] + s[2] + s[3] + self.ring_drops
+    }
+
+    fn offload(&self) -> crate::offload::OffloadCounts {
+        self.offload
     }
 }
 
