@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 need=()
 for tool in ip:iproute2 ethtool:ethtool iperf3:iperf3 ping:iputils-ping nft:nftables pkg-config:pkg-config \
-    dpdk-testpmd:dpdk-dev; do
+    tcpdump:tcpdump dpdk-testpmd:dpdk-dev; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
 # DPDK's headers and libraries, for --features dpdk.

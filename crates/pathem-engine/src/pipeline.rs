@@ -309,7 +309,9 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
             std::thread::sleep(std::time::Duration::from_micros(100));
         }
         out.counters.port_tx_queued.set(out.tx.queued() as u64);
+        out.egress.take_refused(out.tx.refused(true));
         self.input.counters.port_rx_dropped.set(self.input.rx.kernel_drops());
+        self.input.take_offload();
         Ok(self.input.counters.snapshot())
     }
 
@@ -356,6 +358,23 @@ impl<R: RxPort> Input<R> {
         Next::Ended
     }
 
+    /// Reads what the port did to frames a local sender left to the hardware. Frames it could
+    /// not make wire frames of were taken from the port: they count as received and dropped
+    /// (`offload`), so every frame that reached the port stays accounted for.
+    fn take_offload(&mut self) {
+        let o = self.rx.offload();
+        let c = &self.counters;
+        c.gso_frames.set(o.gso_frames);
+        c.gso_segments.set(o.gso_segments);
+        c.csum_completed.set(o.csum_completed);
+        let refused = &c.dropped[pathem_model::DropReason::Offload as usize];
+        let new = o.refused.saturating_sub(refused.get());
+        if new > 0 {
+            c.rx_packets.add(new);
+            refused.add(new);
+        }
+    }
+
     /// Takes the frames that have arrived; says when to come back (`Ended` once the port has).
     #[inline]
     fn receive(&mut self, now: Nanos) -> Result<Next, Error> {
@@ -394,6 +413,7 @@ impl<R: RxPort> Input<R> {
         if now >= self.drops_read + DROPS_EVERY {
             self.drops_read = now;
             self.counters.port_rx_dropped.set(self.rx.kernel_drops());
+            self.take_offload();
             self.ingress.gauges(now);
         }
         // Wake for the next change, so an idle link still changes on time.
@@ -639,6 +659,52 @@ mod tests {
         // round every 100 us while the port holds some. All within 4 ms of the release.
         let due = Nanos(1_000) + Nanos::from_millis(10);
         assert!(sent.iter().all(|&t| t >= due && t <= due + Nanos::from_millis(4)), "{:?}", sent.last());
+    }
+
+    /// A port whose kernel refuses every third frame at flush (too large, say).
+    #[derive(Default)]
+    struct RefusingPort {
+        waiting: usize,
+        handed: u64,
+        refused: pathem_io::TxRefused,
+        sent: u64,
+    }
+
+    impl pathem_io::TxPort for RefusingPort {
+        fn send(&mut self, _release: Nanos, _wire_len: u32, _data: &[u8]) -> bool {
+            self.waiting += 1;
+            true
+        }
+        fn flush(&mut self) -> Result<(), pathem_io::Error> {
+            for _ in 0..std::mem::take(&mut self.waiting) {
+                self.handed += 1;
+                if self.handed % 3 == 0 {
+                    self.refused.add(pathem_io::TxErrorClass::TooLarge, 90, 64);
+                } else {
+                    self.sent += 1;
+                }
+            }
+            Ok(())
+        }
+        fn refused(&mut self, _fresh: bool) -> pathem_io::TxRefused {
+            self.refused
+        }
+    }
+
+    #[test]
+    fn frames_the_port_refused_are_not_counted_as_sent() {
+        let engine = EngineConfig { offline: true, ..EngineConfig::default() };
+        let arrivals = Arrivals::new((1..=300).map(|i| Nanos(i * 1_000)));
+        let mut p =
+            Pipeline::new(arrivals, RefusingPort::default(), &PathConfig::default(), 1, &engine).unwrap();
+        let mut clock = crate::VirtualClock::starting_at(Nanos(0));
+        run(&mut [&mut p], &mut clock, &AtomicBool::new(false)).unwrap();
+        let s = p.finish(Nanos::from_secs(1), std::time::Duration::ZERO).unwrap();
+        let (_, port) = p.into_ports();
+        assert_eq!((s.rx_packets, s.tx_packets, s.port_tx_errors.too_large), (300, 200, 100));
+        assert_eq!(s.tx_packets, port.sent);
+        assert_eq!(s.tx_bytes, 200 * 64);
+        assert!(s.balances() && s.in_flight == 0, "{s:?}");
     }
 
     #[test]

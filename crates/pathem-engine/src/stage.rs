@@ -381,6 +381,8 @@ pub struct Egress {
     /// The heap of reorder mode; also taken for good on the first undecided record.
     reorder: Option<Reorder>,
     departures: rtrb::Consumer<Departure>,
+    /// Bytes of the frames the port refused, as last taken back from `tx_bytes`.
+    refused_bytes: u64,
 }
 
 /// Egress state in reorder mode (and with a queue discipline).
@@ -484,7 +486,7 @@ impl Egress {
         reorder: bool,
         departures: rtrb::Consumer<Departure>,
     ) -> Egress {
-        Egress { line, counters, reorder: reorder.then(Reorder::new), departures }
+        Egress { line, counters, reorder: reorder.then(Reorder::new), departures, refused_bytes: 0 }
     }
 
     /// Hands every frame due at `now` (up to [`EGRESS_BURST`]) to `tx`, then flushes it (also
@@ -501,8 +503,27 @@ impl Egress {
         if n > 0 || self.counters.port_tx_queued.get() > 0 {
             tx.flush()?;
             self.counters.port_tx_queued.set(tx.queued() as u64);
+            self.take_refused(tx.refused(false));
         }
         Ok(n)
+    }
+
+    /// Takes frames the port refused (see [`TxPort::refused`]) back out of what was counted
+    /// as sent, and counts them by class.
+    #[inline]
+    pub fn take_refused(&mut self, r: pathem_io::TxRefused) {
+        if r.total() == self.counters.tx_refused() {
+            return;
+        }
+        let c = &self.counters;
+        let new = r.total().saturating_sub(c.tx_refused());
+        // Refusals first, sends second: a reader in between sees the frame in neither.
+        for (counter, &frames) in c.port_tx_errors.iter().zip(&r.frames) {
+            counter.set(frames);
+        }
+        c.tx_packets.sub(new);
+        c.tx_bytes.sub(r.bytes.saturating_sub(self.refused_bytes));
+        self.refused_bytes = r.bytes;
     }
 
     #[inline(always)]

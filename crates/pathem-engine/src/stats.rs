@@ -22,6 +22,11 @@ impl Counter {
     pub fn inc(&self) {
         self.add(1)
     }
+    /// Takes `n` back (frames counted too early). Only the counter's single writer may call this.
+    #[inline]
+    pub fn sub(&self, n: u64) {
+        self.0.store(self.0.load(Ordering::Relaxed).saturating_sub(n), Ordering::Relaxed);
+    }
     pub fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
@@ -40,7 +45,10 @@ impl Counter {
 /// took it), then `dropped` by reason, or `written` into the delay line (with duplicates) and
 /// later `tx_packets` (handed to the transmit port), of which `port_tx_queued` still wait in
 /// the port's ring. Frames in the delay line are `written − tx_packets`: counted on both
-/// sides, so `rx + duplicated = tx + dropped + in flight` is a check, not a definition.
+/// sides, so `rx + duplicated = tx + dropped + tx errors + in flight` is a check, not a
+/// definition. A frame the transmitting port refused (the kernel said no) is taken back out of
+/// `tx_packets` and counted in `port_tx_errors` by class. Frames are counted as the path sees
+/// them: a GSO super-frame the port cut counts as its wire frames.
 #[derive(Debug, Default)]
 pub struct Counters {
     pub rx_packets: Counter,
@@ -70,6 +78,14 @@ pub struct Counters {
     pub port_rx_dropped: Counter,
     /// Written by egress (a gauge): frames handed to the transmit port that still wait there.
     pub port_tx_queued: Counter,
+    /// Written by egress (totals read from the port): frames the transmitting port's kernel
+    /// or NIC refused, by [`TxErrorClass`].
+    pub port_tx_errors: [Counter; TxErrorClass::ALL.len()],
+    /// Written by the receiving side (totals read from the port): GSO super-frames cut, the
+    /// wire frames made of them, partial checksums completed.
+    pub gso_frames: Counter,
+    pub gso_segments: Counter,
+    pub csum_completed: Counter,
     /// Written by ingress once per round (gauges): frames and bytes in the link's queue (where
     /// the link counts them: it has a queue limit), bytes in use in the delay line.
     pub queue_frames: Counter,
@@ -161,10 +177,17 @@ pub struct LateStats {
     pub max_ns: u64,
 }
 
+pub use pathem_io::port::TxErrorClass;
+
 impl Counters {
     #[inline(always)]
     pub fn drop(&self, reason: DropReason) {
         self.dropped[reason as usize].inc();
+    }
+
+    /// Frames handed to the transmit port and refused there (all classes).
+    pub fn tx_refused(&self) -> u64 {
+        self.port_tx_errors.iter().map(Counter::get).sum()
     }
 
     /// A consistent-enough copy for reports (each value is exact; they are read one by one).
@@ -183,6 +206,7 @@ impl Counters {
                 ber: d(DropReason::Ber),
                 delay_line: d(DropReason::DelayLine),
                 oversize: d(DropReason::Oversize),
+                offload: d(DropReason::Offload),
                 aqm_drop: d(DropReason::Aqm),
                 overlimit: d(DropReason::Overlimit),
             },
@@ -202,11 +226,23 @@ impl Counters {
                 .written
                 .get()
                 .saturating_sub(self.written_dropped.get())
+                .saturating_sub(self.tx_refused())
                 .saturating_sub(self.tx_packets.get()),
             aqm_mark: self.aqm_marked.get(),
             sojourn: self.sojourn.snapshot(),
             port_rx_dropped: self.port_rx_dropped.get(),
             port_tx_queued: self.port_tx_queued.get(),
+            port_tx_errors: PortTxErrors {
+                too_large: self.port_tx_errors[TxErrorClass::TooLarge as usize].get(),
+                no_buffer: self.port_tx_errors[TxErrorClass::NoBuffer as usize].get(),
+                down: self.port_tx_errors[TxErrorClass::Down as usize].get(),
+                other: self.port_tx_errors[TxErrorClass::Other as usize].get(),
+            },
+            offload: OffloadStats {
+                gso_frames: self.gso_frames.get(),
+                gso_segments: self.gso_segments.get(),
+                csum_completed: self.csum_completed.get(),
+            },
             queue_frames: self.queue_frames.get(),
             queue_bytes: self.queue_bytes.get(),
             delay_line_used: self.delay_line_used.get(),
@@ -228,6 +264,38 @@ pub struct Dropped {
     pub aqm_drop: u64,
     /// Dropped at the queue discipline's hard limit (`--aqm`).
     pub overlimit: u64,
+    /// Frames the receiving port could not make wire frames of (a super-frame it cannot cut).
+    #[serde(default)]
+    pub offload: u64,
+}
+
+/// Frames the transmitting port's kernel or NIC refused, by class (the errno it gave).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortTxErrors {
+    /// Longer than the interface takes (EMSGSIZE).
+    pub too_large: u64,
+    /// The kernel had no memory for it (ENOMEM).
+    pub no_buffer: u64,
+    /// The interface was down or gone (ENETDOWN, ENXIO, ENODEV).
+    pub down: u64,
+    /// Any other refusal (the NIC's own transmit errors, for DPDK ports).
+    pub other: u64,
+}
+
+impl PortTxErrors {
+    pub fn total(&self) -> u64 {
+        self.too_large + self.no_buffer + self.down + self.other
+    }
+}
+
+/// What the receiving port did to frames a local sender left to the hardware.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OffloadStats {
+    /// GSO super-frames cut into wire frames, and the wire frames made of them.
+    pub gso_frames: u64,
+    pub gso_segments: u64,
+    /// Partial checksums completed (outside super-frames).
+    pub csum_completed: u64,
 }
 
 impl Dropped {
@@ -240,6 +308,7 @@ impl Dropped {
             + self.oversize
             + self.aqm_drop
             + self.overlimit
+            + self.offload
     }
 }
 
@@ -273,6 +342,12 @@ pub struct Stats {
     pub port_rx_dropped: u64,
     /// Of `tx_packets`, frames still waiting in the transmit port for the kernel or NIC.
     pub port_tx_queued: u64,
+    /// Frames the transmit port refused (not in `tx_packets`), by class.
+    #[serde(default)]
+    pub port_tx_errors: PortTxErrors,
+    /// What the receiving port did to frames a local sender left to the hardware.
+    #[serde(default)]
+    pub offload: OffloadStats,
     /// Frames and bytes in the link's queue (with a queue limit; 0 otherwise).
     pub queue_frames: u64,
     pub queue_bytes: u64,
@@ -282,10 +357,12 @@ pub struct Stats {
 }
 
 impl Stats {
-    /// True when every frame pathem took is accounted for: forwarded, dropped by a reason, or
-    /// in the delay line (`rx + duplicated = tx + dropped + in flight`).
+    /// True when every frame pathem took is accounted for: forwarded, dropped by a reason,
+    /// refused by the transmitting port, or in the delay line (`rx + duplicated = tx + dropped
+    /// + tx errors + in flight`).
     pub fn balances(&self) -> bool {
-        self.rx_packets + self.duplicated == self.tx_packets + self.dropped.total() + self.in_flight
+        self.rx_packets + self.duplicated
+            == self.tx_packets + self.dropped.total() + self.port_tx_errors.total() + self.in_flight
     }
 }
 
@@ -299,7 +376,7 @@ mod tests {
         for (i, r) in DropReason::ALL.into_iter().enumerate() {
             c.dropped[r as usize].add(i as u64 + 1);
         }
-        c.rx_packets.add(41);
+        c.rx_packets.add(50);
         let s = c.snapshot();
         assert_eq!(
             s.dropped,
@@ -311,14 +388,21 @@ mod tests {
                 aqm_drop: 5,
                 overlimit: 6,
                 delay_line: 7,
-                oversize: 8
+                oversize: 8,
+                offload: 9,
             }
         );
         assert_eq!(s.in_flight, 0);
-        assert!(!s.balances(), "41 received, 36 dropped, 5 missing");
+        assert!(!s.balances(), "50 received, 45 dropped, 5 missing");
         c.written.add(5);
         c.tx_packets.add(3);
         assert!(c.snapshot().balances() && c.snapshot().in_flight == 2);
+        // The port refuses one of the three: counted as refused, no longer as sent.
+        c.port_tx_errors[TxErrorClass::TooLarge as usize].set(1);
+        c.tx_packets.sub(1);
+        let s2 = c.snapshot();
+        assert!(s2.balances() && s2.in_flight == 2 && s2.tx_packets == 2, "{s2:?}");
+        assert_eq!(s2.port_tx_errors.too_large, 1);
         assert_eq!(s.late, LateStats::default());
         let json = serde_json::to_value(&s).unwrap();
         for r in DropReason::ALL {
@@ -326,6 +410,12 @@ mod tests {
         }
         for key in ["in_flight", "port_rx_dropped", "port_tx_queued"] {
             assert!(json[key].is_u64(), "{key}");
+        }
+        for key in ["too_large", "no_buffer", "down", "other"] {
+            assert!(json["port_tx_errors"][key].is_u64(), "{key}");
+        }
+        for key in ["gso_frames", "gso_segments", "csum_completed"] {
+            assert!(json["offload"][key].is_u64(), "{key}");
         }
     }
 }

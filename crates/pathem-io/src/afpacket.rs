@@ -21,7 +21,7 @@
 use crate::iface::failure;
 use crate::kstamp::{cmsg_time, monotonic_now, realtime_offset};
 use crate::offload::VnetRequest;
-use crate::port::{FallbackStamps, PollAt, RxFrame, RxPort, TxPort};
+use crate::port::{FallbackStamps, PollAt, RxFrame, RxPort, TxErrorClass, TxPort, TxRefused};
 use crate::Error;
 use pathem_model::Nanos;
 use std::mem::{size_of, zeroed};
@@ -431,8 +431,10 @@ pub struct AfPacketTx {
     iovecs: Box<[libc::iovec]>,
     msgs: Box<[libc::mmsghdr]>,
     queued: usize,
-    /// Frames the interface refused (it was down, say) and that were dropped.
-    pub errors: u64,
+    /// Frames the kernel refused (too large, the interface down, ...), by class.
+    refused: TxRefused,
+    /// The interface's MTU when opened.
+    mtu: Option<u32>,
 }
 
 // SAFETY: as for AfPacketRx: the pointers refer only to this struct's own boxed buffers.
@@ -456,8 +458,14 @@ impl AfPacketTx {
             iovecs: (0..BURST).map(|_| unsafe { zeroed() }).collect(),
             msgs: (0..BURST).map(|_| unsafe { zeroed() }).collect(),
             queued: 0,
-            errors: 0,
+            refused: TxRefused::default(),
+            mtu: crate::iface::mtu(ifname),
         })
+    }
+
+    /// The longest frame the interface sends: its MTU, the Ethernet header and a VLAN tag.
+    pub fn max_frame(&self) -> Option<usize> {
+        self.mtu.map(|m| m as usize + 14 + 4)
     }
 }
 
@@ -479,6 +487,10 @@ impl TxPort for AfPacketTx {
         self.queued
     }
 
+    fn refused(&mut self, _fresh: bool) -> TxRefused {
+        self.refused
+    }
+
     fn flush(&mut self) -> Result<(), Error> {
         let mut start = 0;
         while start < self.queued {
@@ -495,18 +507,29 @@ impl TxPort for AfPacketTx {
             // SAFETY: the n headers point at iovecs into self.bufs with in-bounds lengths.
             let sent = unsafe { libc::sendmmsg(self.fd.as_raw_fd(), self.msgs.as_mut_ptr(), n as u32, 0) };
             if sent < 0 {
-                let e = last_os_error();
-                match e.raw_os_error() {
-                    Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => {
+                let errno = last_os_error().raw_os_error().unwrap_or(0);
+                match errno {
+                    libc::EAGAIN | libc::ENOBUFS | libc::EINTR => {
                         // The device queue is full: keep the rest for the next flush.
                         self.compact(start);
                         return Ok(());
                     }
-                    _ => {
-                        // Down or gone: drop what is queued and carry on; it may come back.
-                        self.errors += n as u64;
-                        break;
-                    }
+                    _ => match TxErrorClass::of_errno(errno) {
+                        // Down or gone: what is queued cannot leave; it may come back later.
+                        TxErrorClass::Down => {
+                            for i in start..self.queued {
+                                self.refused.add(TxErrorClass::Down, errno, self.lens[i]);
+                            }
+                            break;
+                        }
+                        // sendmmsg fails on the batch's first frame only: that one is refused,
+                        // the others go on.
+                        class => {
+                            self.refused.add(class, errno, self.lens[start]);
+                            start += 1;
+                            continue;
+                        }
+                    },
                 }
             }
             start += sent.max(1) as usize;

@@ -15,7 +15,7 @@
 //! at once.
 
 use crate::iface::failure as fail;
-use crate::port::{FallbackStamps, PollAt, RxFrame, RxPort, TxPort};
+use crate::port::{FallbackStamps, PollAt, RxFrame, RxPort, TxErrorClass, TxPort, TxRefused};
 use crate::Error;
 use pathem_model::Nanos;
 use std::mem::size_of;
@@ -311,6 +311,43 @@ fn steer(ifname: &str, ifindex: u32, xsk: RawFd) -> Result<Steering, Error> {
     Err(fail(ifname, &format!("cannot attach the XDP program{hint}"), e, "CAP_NET_ADMIN"))
 }
 
+/// An XDP program that passes every frame on, attached to an interface for as long as this
+/// lives (a BPF link: gone with the process, even after SIGKILL).
+///
+/// On a veth, a native XDP program makes the kernel stop segmentation offload on the peer
+/// (`veth_fix_features`): a local sender's stack then cuts its super-frames in software before
+/// they cross, and the interface delivers wire frames. Ports that cannot cut super-frames
+/// themselves (DPDK's `net_af_packet`, whose ring slots would truncate them) use this.
+pub struct PassThrough {
+    _prog: OwnedFd,
+    _link: OwnedFd,
+}
+
+/// Attaches a pass-through XDP program to `ifname` in native mode (see [`PassThrough`]).
+pub fn pass_through(ifname: &str) -> Result<PassThrough, Error> {
+    let ifindex = crate::afpacket::ifindex(ifname)? as u32;
+    let code = [insn(0xb7, 0, 0, 0, 2), insn(0x95, 0, 0, 0, 0)].concat(); // r0 = XDP_PASS; exit
+    let license = b"GPL\0";
+    let mut attr = [0u8; 128];
+    put_u32(&mut attr, 0, BPF_PROG_TYPE_XDP);
+    put_u32(&mut attr, 4, (code.len() / 8) as u32);
+    put_u64(&mut attr, 8, code.as_ptr() as u64);
+    put_u64(&mut attr, 16, license.as_ptr() as u64);
+    attr[48..56].copy_from_slice(b"pathem\0\0");
+    let prog = owned(
+        bpf(BPF_PROG_LOAD, &mut attr)
+            .map_err(|e| fail(ifname, "cannot load the pass-through XDP program", e, "CAP_BPF"))?,
+    );
+    let mut attr = [0u8; 64];
+    put_u32(&mut attr, 0, prog.as_raw_fd() as u32);
+    put_u32(&mut attr, 4, ifindex);
+    put_u32(&mut attr, 8, BPF_XDP);
+    put_u32(&mut attr, 12, XDP_FLAGS_DRV_MODE);
+    let link = bpf(BPF_LINK_CREATE, &mut attr)
+        .map_err(|e| fail(ifname, "cannot attach the pass-through XDP program", e, "CAP_NET_ADMIN"))?;
+    Ok(PassThrough { _prog: prog, _link: owned(link) })
+}
+
 /// A ring shared with the kernel.
 struct Ring {
     _map: Mmap,
@@ -438,6 +475,24 @@ impl Socket {
     }
 }
 
+/// The socket's XDP_STATISTICS, where the kernel gives them.
+fn statistics(fd: RawFd) -> Option<XdpStatistics> {
+    let mut st = XdpStatistics::default();
+    let mut len = size_of::<XdpStatistics>() as libc::socklen_t;
+    // SAFETY: `st` is a live XdpStatistics and `len` its size; the kernel writes at most that
+    // (older kernels fewer fields, which stay zero).
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            SOL_XDP,
+            XDP_STATISTICS,
+            &mut st as *mut XdpStatistics as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    (rc == 0).then_some(st)
+}
+
 /// The receiving half.
 pub struct XdpRx {
     sock: Arc<Socket>,
@@ -456,8 +511,11 @@ pub struct XdpTx {
     comp: Ring,
     free: Vec<u64>,
     queued: u32,
-    /// Frames the interface refused (it was down, say) and that were dropped.
-    pub errors: u64,
+    /// Frames the kernel dropped from the transmit ring (`tx_invalid_descs`), read when a
+    /// kick fails. A kick refused while the interface is down leaves the frames in the ring,
+    /// sent once it is back (or reported as still queued at the end): they are not refused.
+    refused: TxRefused,
+    mtu: Option<u32>,
 }
 
 // SAFETY: each half touches only its own two rings and its own part of the UMEM (receive
@@ -622,7 +680,15 @@ pub fn open(ifname: &str) -> Result<(XdpRx, XdpTx, String), Error> {
             more: false,
             offload: Default::default(),
         },
-        XdpTx { sock, tx, comp, free, queued: 0, errors: 0 },
+        XdpTx {
+            sock,
+            tx,
+            comp,
+            free,
+            queued: 0,
+            refused: TxRefused::default(),
+            mtu: crate::iface::mtu(ifname),
+        },
         mode,
     ))
 }
@@ -696,22 +762,7 @@ impl RxPort for XdpRx {
     /// Frames the socket lost: no fill-ring buffer for them (`rx_dropped`), a full receive ring
     /// (`rx_ring_full`), or descriptors the kernel could not use (`rx_invalid_descs`).
     fn kernel_drops(&mut self) -> u64 {
-        let mut st = XdpStatistics::default();
-        let mut len = size_of::<XdpStatistics>() as libc::socklen_t;
-        // SAFETY: `st` is a live XdpStatistics and `len` its size; the kernel writes at most
-        // that (older kernels fewer fields, which stay zero).
-        let rc = unsafe {
-            libc::getsockopt(
-                self.sock.fd.as_raw_fd(),
-                SOL_XDP,
-                XDP_STATISTICS,
-                &mut st as *mut XdpStatistics as *mut libc::c_void,
-                &mut len,
-            )
-        };
-        if rc != 0 {
-            return 0;
-        }
+        let Some(st) = statistics(self.sock.fd.as_raw_fd()) else { return 0 };
         st.rx_dropped + st.rx_ring_full + st.rx_invalid_descs
     }
 
@@ -721,6 +772,22 @@ impl RxPort for XdpRx {
 }
 
 impl XdpTx {
+    /// The longest frame the interface sends: its MTU, the Ethernet header and a VLAN tag.
+    pub fn max_frame(&self) -> Option<usize> {
+        self.mtu.map(|m| m as usize + 14 + 4)
+    }
+
+    /// Reads the descriptors the kernel dropped from the transmit ring.
+    fn read_refused(&mut self) {
+        if let Some(st) = statistics(self.sock.fd.as_raw_fd()) {
+            let other = TxErrorClass::Other as usize;
+            if st.tx_invalid_descs > self.refused.frames[other] {
+                self.refused.frames[other] = st.tx_invalid_descs;
+                self.refused.errno[TxErrorClass::Other as usize] = 0;
+            }
+        }
+    }
+
     /// Takes back transmit frames the kernel has finished with.
     fn reclaim(&mut self) {
         let cons = self.comp.consumer().load(Ordering::Relaxed);
@@ -757,6 +824,13 @@ impl TxPort for XdpTx {
         true
     }
 
+    fn refused(&mut self, fresh: bool) -> TxRefused {
+        if fresh {
+            self.read_refused();
+        }
+        self.refused
+    }
+
     fn queued(&self) -> usize {
         let prod = self.tx.producer().load(Ordering::Relaxed);
         let cons = self.tx.consumer().load(Ordering::Acquire);
@@ -783,7 +857,7 @@ impl TxPort for XdpTx {
                 match e.raw_os_error() {
                     Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) | Some(libc::EINTR) => {}
                     _ => {
-                        self.errors += 1;
+                        self.read_refused();
                         break;
                     }
                 }

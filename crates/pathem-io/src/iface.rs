@@ -137,6 +137,13 @@ fn recover_stale(ifname: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// The interface's driver (`veth`, `ixgbe`, ...), as `ethtool -i` names it.
+pub fn driver(ifname: &str) -> Option<String> {
+    let out = std::process::Command::new("ethtool").args(["-i", ifname]).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines().find_map(|l| l.strip_prefix("driver:")).map(|d| d.trim().to_string())
+}
+
 /// Turns off receive aggregation on `ifname` (and, with `segmentation`, the offloads that make
 /// the interface hand over frames larger than its MTU), returning what to restore.
 pub fn disable_offloads(ifname: &str, segmentation: bool) -> Result<SavedOffloads, Error> {

@@ -26,7 +26,7 @@ pub mod pcap;
 pub mod port;
 pub mod udp;
 
-pub use port::{PollAt, RxFrame, RxPort, TxPort};
+pub use port::{PollAt, RxFrame, RxPort, TxErrorClass, TxPort, TxRefused};
 
 use std::path::PathBuf;
 

@@ -182,23 +182,15 @@ impl LiveRx {
 }
 
 impl LiveTx {
-    /// The longest frame this port can send, where it is shorter than what it was opened for
-    /// (a DPDK device's mbufs): the runtime carries no longer frames towards it.
+    /// The longest frame this port can send (its interface's MTU with the Ethernet header and
+    /// a VLAN tag; a DPDK device's mbufs): the runtime drops longer frames at ingress, as
+    /// `oversize`, rather than have the kernel refuse them.
     pub fn max_frame(&self) -> Option<usize> {
         match self {
+            LiveTx::Packet(p) => p.max_frame(),
+            LiveTx::Xdp(x) => x.max_frame(),
             #[cfg(feature = "dpdk")]
             LiveTx::Dpdk(d) => Some(d.max_frame()),
-            _ => None,
-        }
-    }
-
-    /// Frames the interface refused.
-    pub fn errors(&self) -> u64 {
-        match self {
-            LiveTx::Packet(p) => p.errors,
-            LiveTx::Xdp(x) => x.errors,
-            #[cfg(feature = "dpdk")]
-            LiveTx::Dpdk(d) => d.errors(),
         }
     }
 }
@@ -263,6 +255,14 @@ impl TxPort for LiveTx {
             LiveTx::Xdp(x) => x.queued(),
             #[cfg(feature = "dpdk")]
             LiveTx::Dpdk(d) => d.queued(),
+        }
+    }
+    fn refused(&mut self, fresh: bool) -> crate::port::TxRefused {
+        match self {
+            LiveTx::Packet(p) => p.refused(fresh),
+            LiveTx::Xdp(x) => x.refused(fresh),
+            #[cfg(feature = "dpdk")]
+            LiveTx::Dpdk(d) => d.refused(fresh),
         }
     }
 }

@@ -434,6 +434,38 @@ pub fn segment(frame: &mut [u8], gso: Gso, mut f: impl FnMut(&[u8])) -> Result<u
     Ok(count)
 }
 
+/// An Ethernet + IPv4 + TCP frame (a VLAN tag if asked) with `payload` bytes and a complete
+/// TCP checksum, for tests and benchmarks.
+pub fn example_tcp4(payload: usize, vlan: bool) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1];
+    if vlan {
+        f.extend_from_slice(&[0x81, 0x00, 0x00, 0x07]);
+    }
+    f.extend_from_slice(&[0x08, 0x00]);
+    let l3 = f.len();
+    let total = (20 + 20 + payload).min(usize::from(u16::MAX)) as u16;
+    f.extend_from_slice(&[0x45, 0, 0, 0, 0x12, 0x34, 0x40, 0, 64, TCP, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+    put16(&mut f, l3 + 2, total);
+    let c = !fold(sum(&f[l3..l3 + 20], 0));
+    put16(&mut f, l3 + 10, c);
+    f.extend_from_slice(&[0x9c, 0x40, 0x14, 0x51, 0, 0, 0x10, 0, 0, 0, 0, 1, 0x50, 0x18, 0xff, 0xff]);
+    f.extend_from_slice(&[0, 0, 0, 0]);
+    f.extend((0..usize::from(total) - 40).map(|i| (i * 7 + 3) as u8));
+    if let Some(at) = layout(&f) {
+        write_checksum(&mut f, &at, at.end, 16);
+    }
+    f
+}
+
+/// Leaves the frame's TCP or UDP checksum partial, as a sender handing it to the hardware does
+/// (the field holds the pseudo-header sum), for tests and benchmarks.
+pub fn leave_partial(f: &mut [u8]) {
+    let Some(at) = layout(f) else { return };
+    let Some(off) = field(at.proto).filter(|_| at.proto != SCTP) else { return };
+    let ps = pseudo(f, &at, at.end - at.l4);
+    put16(f, at.l4 + off, fold(ps));
+}
+
 /// CRC32c (Castagnoli), as SCTP's checksum.
 fn crc32c(data: &[u8]) -> u32 {
     const TABLE: [u32; 256] = {
@@ -462,35 +494,7 @@ fn crc32c(data: &[u8]) -> u32 {
 mod tests {
     use super::*;
 
-    /// An Ethernet + IPv4 + TCP frame with `payload` bytes, the TCP checksum complete.
-    pub(crate) fn tcp4(payload: usize, vlan: bool) -> Vec<u8> {
-        let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1];
-        if vlan {
-            f.extend_from_slice(&[0x81, 0x00, 0x00, 0x07]);
-        }
-        f.extend_from_slice(&[0x08, 0x00]);
-        let l3 = f.len();
-        let total = (20 + 20 + payload) as u16;
-        f.extend_from_slice(&[0x45, 0, 0, 0, 0x12, 0x34, 0x40, 0, 64, TCP, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
-        put16(&mut f, l3 + 2, total);
-        let c = !fold(sum(&f[l3..l3 + 20], 0));
-        put16(&mut f, l3 + 10, c);
-        f.extend_from_slice(&[0x9c, 0x40, 0x14, 0x51, 0, 0, 0x10, 0, 0, 0, 0, 1, 0x50, 0x18, 0xff, 0xff]);
-        f.extend_from_slice(&[0, 0, 0, 0]);
-        f.extend((0..payload).map(|i| (i * 7 + 3) as u8));
-        let at = layout(&f).unwrap();
-        let end = at.end;
-        write_checksum(&mut f, &at, end, 16);
-        f
-    }
-
-    /// Makes the transport checksum partial, as a sender leaving it to the hardware would.
-    fn make_partial(f: &mut [u8]) {
-        let at = layout(f).unwrap();
-        let off = field(at.proto).unwrap();
-        let ps = pseudo(f, &at, at.end - at.l4);
-        put16(f, at.l4 + off, fold(ps));
-    }
+    use super::{example_tcp4 as tcp4, leave_partial as make_partial};
 
     #[test]
     fn a_partial_checksum_is_completed_and_a_valid_or_corrupt_one_kept() {

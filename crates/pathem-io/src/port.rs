@@ -71,6 +71,95 @@ pub trait RxPort {
     }
 }
 
+/// Why the kernel or NIC refused a frame handed to a transmitting port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxErrorClass {
+    /// Longer than the interface takes (EMSGSIZE).
+    TooLarge,
+    /// No memory for it (ENOMEM).
+    NoBuffer,
+    /// The interface was down or gone (ENETDOWN, ENXIO, ENODEV).
+    Down,
+    /// Anything else.
+    Other,
+}
+
+impl TxErrorClass {
+    pub const ALL: [TxErrorClass; 4] =
+        [TxErrorClass::TooLarge, TxErrorClass::NoBuffer, TxErrorClass::Down, TxErrorClass::Other];
+
+    /// The name in statistics and JSON output.
+    pub const fn name(self) -> &'static str {
+        match self {
+            TxErrorClass::TooLarge => "too_large",
+            TxErrorClass::NoBuffer => "no_buffer",
+            TxErrorClass::Down => "down",
+            TxErrorClass::Other => "other",
+        }
+    }
+
+    /// The class of a refusal by its errno.
+    pub fn of_errno(errno: i32) -> TxErrorClass {
+        match errno {
+            libc::EMSGSIZE => TxErrorClass::TooLarge,
+            libc::ENOMEM => TxErrorClass::NoBuffer,
+            libc::ENETDOWN | libc::ENXIO | libc::ENODEV => TxErrorClass::Down,
+            _ => TxErrorClass::Other,
+        }
+    }
+}
+
+/// Frames a transmitting port accepted from `send` and the kernel or NIC then refused, since
+/// the port was opened: never sent, whatever `send` said.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TxRefused {
+    /// Frames by [`TxErrorClass`], in its order.
+    pub frames: [u64; 4],
+    /// Their bytes.
+    pub bytes: u64,
+    /// The errno of each class's last refusal (0 when the NIC gave none).
+    pub errno: [i32; 4],
+}
+
+impl TxRefused {
+    /// Counts one refused frame of `len` bytes.
+    pub fn add(&mut self, class: TxErrorClass, errno: i32, len: usize) {
+        self.frames[class as usize] += 1;
+        self.bytes += len as u64;
+        self.errno[class as usize] = errno;
+    }
+
+    pub fn total(&self) -> u64 {
+        self.frames.iter().sum()
+    }
+
+    /// One line per class with refusals, naming the port `name` (with its MTU, where known)
+    /// and the kernel's words: `3 frames too large for s1 (MTU 1500): Message too long (os
+    /// error 90)`.
+    pub fn describe(&self, name: &str, mtu: Option<u32>) -> Vec<String> {
+        let mtu = mtu.map(|m| format!(" (MTU {m})")).unwrap_or_default();
+        TxErrorClass::ALL
+            .into_iter()
+            .filter(|&c| self.frames[c as usize] > 0)
+            .map(|c| {
+                let n = self.frames[c as usize];
+                let why = match self.errno[c as usize] {
+                    0 => "the device's transmit errors".to_string(),
+                    e => std::io::Error::from_raw_os_error(e).to_string(),
+                };
+                match c {
+                    TxErrorClass::TooLarge => format!("{n} frames too large for {name}{mtu}: {why}"),
+                    TxErrorClass::NoBuffer => {
+                        format!("{n} frames not sent, no kernel memory for them on {name}: {why}")
+                    }
+                    TxErrorClass::Down => format!("{n} frames not sent, {name} was down: {why}"),
+                    TxErrorClass::Other => format!("{n} frames refused by {name}: {why}"),
+                }
+            })
+            .collect()
+    }
+}
+
 /// The transmitting half of a port.
 pub trait TxPort {
     /// Queues one frame for transmission; `release` is the instant the engine released it.
@@ -87,6 +176,15 @@ pub trait TxPort {
     /// not on their way. The engine flushes again while any are left.
     fn queued(&self) -> usize {
         0
+    }
+
+    /// Frames [`send`](Self::send) accepted that the kernel or NIC refused, since the port was
+    /// opened. The engine asks after every flush and takes them back out of what it counted
+    /// as sent. A port whose count costs a system call may answer from a copy up to 10 ms old
+    /// unless `fresh` (asked once, at the end).
+    fn refused(&mut self, fresh: bool) -> TxRefused {
+        let _ = fresh;
+        TxRefused::default()
     }
 }
 

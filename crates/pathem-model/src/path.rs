@@ -45,12 +45,16 @@ pub enum DropReason {
     Overlimit,
     /// The engine's delay line had no room for it.
     DelayLine,
-    /// Longer than the largest frame the engine was configured to carry.
+    /// Longer than the largest frame the engine was configured to carry, or than the
+    /// transmitting port's MTU allows.
     Oversize,
+    /// A frame the receiving port could not make wire frames of: a GSO super-frame of a kind
+    /// it cannot cut, or whose headers lie about its length (never forwarded half-built).
+    Offload,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 8] = [
+    pub const ALL: [DropReason; 9] = [
         DropReason::Loss,
         DropReason::Queue,
         DropReason::Police,
@@ -59,6 +63,7 @@ impl DropReason {
         DropReason::Overlimit,
         DropReason::DelayLine,
         DropReason::Oversize,
+        DropReason::Offload,
     ];
 
     /// The name used in statistics and JSON output.
@@ -72,6 +77,7 @@ impl DropReason {
             DropReason::Overlimit => "overlimit",
             DropReason::DelayLine => "delay_line",
             DropReason::Oversize => "oversize",
+            DropReason::Offload => "offload",
         }
     }
 }

@@ -64,6 +64,68 @@ pub fn engine_alone(path: &PathConfig, packets: u64, size: usize, seed: u64) -> 
 }
 
 /// The median (the mean of the middle two for an even count).
+/// What the ports' offload work costs per frame, in ns (see [`offload_costs`]).
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct OffloadCosts {
+    /// Frame size (Ethernet header to the end of the payload).
+    pub size: usize,
+    /// The copy every frame costs anyway (into the delay line): the old path.
+    pub copy_ns: f64,
+    /// The copy plus the pseudo-header rule on a frame whose checksum is complete: what every
+    /// AF_XDP and DPDK frame pays now.
+    pub check_ns: f64,
+    /// The copy plus completing a partial checksum (AF_XDP, DPDK, AF_PACKET outside GSO).
+    pub complete_ns: f64,
+    /// The copy plus cutting a 64 KB TCP super-frame into frames of this size, per frame.
+    pub segment_ns: f64,
+}
+
+/// Times the per-frame work of [`pathem_io::offload`] on frames of `size` bytes, `frames`
+/// times each, next to the copy every frame costs anyway.
+pub fn offload_costs(size: usize, frames: u64) -> OffloadCosts {
+    use pathem_io::offload::{example_tcp4, leave_partial, segment, Gso, GsoKind};
+    use std::hint::black_box;
+    let payload = size.saturating_sub(54).max(1);
+    let complete = example_tcp4(payload, false);
+    let mut partial = complete.clone();
+    leave_partial(&mut partial);
+    let mut line = vec![0u8; complete.len()];
+    let time = |f: &mut dyn FnMut()| {
+        let start = std::time::Instant::now();
+        for _ in 0..frames {
+            f();
+        }
+        start.elapsed().as_nanos() as f64 / frames as f64
+    };
+    let copy_ns = time(&mut || line.copy_from_slice(black_box(&complete)));
+    let mut frame = complete.clone();
+    let check_ns = time(&mut || {
+        black_box(pathem_io::offload::complete_if_partial(black_box(&mut frame)));
+        line.copy_from_slice(&frame);
+    });
+    let mut frame = partial.clone();
+    let complete_ns = time(&mut || {
+        frame.copy_from_slice(&partial);
+        black_box(pathem_io::offload::complete_if_partial(black_box(&mut frame)));
+        line.copy_from_slice(&frame);
+    });
+    // A super-frame as large as a GSO frame gets, cut into frames of `size`.
+    let mss = payload as u16;
+    let big = example_tcp4((65_535 - 40) / payload * payload, false);
+    let mut buf = big.clone();
+    let per_super = big.len().div_ceil(payload) as u64;
+    let rounds = (frames / per_super).max(1);
+    let start = std::time::Instant::now();
+    let mut cut = 0u64;
+    for _ in 0..rounds {
+        buf.copy_from_slice(&big);
+        let gso = Gso { kind: GsoKind::TcpV4, size: mss };
+        cut += segment(black_box(&mut buf), gso, |s| line[..s.len()].copy_from_slice(s)).unwrap_or(0) as u64;
+    }
+    let segment_ns = start.elapsed().as_nanos() as f64 / cut.max(1) as f64;
+    OffloadCosts { size, copy_ns, check_ns, complete_ns, segment_ns }
+}
+
 pub fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
@@ -266,7 +328,7 @@ pub fn live_run(
             }
             tx.flush()?;
         }
-        Ok((sent - tx.errors - tx.queued() as u64, (monotonic_now() - start).as_secs_f64()))
+        Ok((sent - tx.refused(true).total() - tx.queued() as u64, (monotonic_now() - start).as_secs_f64()))
     });
     let (sent, took) = gen.join().map_err(|_| Error::Panicked("generator"))??;
     std::thread::sleep(std::time::Duration::from_millis(50));

@@ -19,6 +19,7 @@ use pathem_engine::{
 };
 use pathem_io::iface::{self, SavedOffloads};
 use pathem_io::live::{self, LiveRx, LiveTx, PortOptions};
+use pathem_io::TxPort;
 use pathem_model::rng::direction_seed;
 use pathem_model::{Nanos, PathConfig};
 use std::os::fd::RawFd;
@@ -77,9 +78,11 @@ pub struct Started {
 pub struct Final {
     pub ab: Stats,
     pub ba: Option<Stats>,
-    /// Receive and transmit errors (an interface that was down for a while).
+    /// Receive errors (an interface that was down for a while).
     pub rx_errors: u64,
-    pub tx_errors: u64,
+    /// Frames each transmitting port refused, by class, with its name and MTU (a line each
+    /// class from [`pathem_io::TxRefused::describe`]).
+    pub tx_refused: Vec<(String, Option<u32>, pathem_io::TxRefused)>,
     /// DPDK ports closed at the end, with the mbufs their pools still had in use (zero).
     pub closed: Vec<pathem_io::dpdk::Closed>,
 }
@@ -348,10 +351,18 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
         None => None,
     };
     let rx_errors = ab.input.rx.errors() + ba.as_ref().map_or(0, |p| p.input.rx.errors());
-    let tx_errors = ab.output.tx.errors() + ba.as_ref().map_or(0, |p| p.output.tx.errors());
+    let mut tx_refused = Vec::new();
+    let outputs = [(&spec.b, Some(&mut ab)), (&spec.a, ba.as_mut())];
+    for (port, pipe) in outputs {
+        if let Some(p) = pipe {
+            let mtu = pathem_io::live::kernel_iface(port).and_then(|i| pathem_io::iface::mtu(&i));
+            let name = pathem_io::live::parse(port).map_or(port.as_str(), |(_, n)| n).to_string();
+            tx_refused.push((name, mtu, p.output.tx.refused(true)));
+        }
+    }
     // Closing the ports (a DPDK port closes when both its halves are gone) before the offloads
     // are put back.
     drop((ab, ba));
     drop(offloads);
-    Ok(Final { ab: final_ab, ba: final_ba, rx_errors, tx_errors, closed: pathem_io::dpdk::closed() })
+    Ok(Final { ab: final_ab, ba: final_ba, rx_errors, tx_refused, closed: pathem_io::dpdk::closed() })
 }

@@ -15,7 +15,11 @@
 //! `pathem_aqm_marked_frames_total` (the queue discipline's CE marks), the histograms
 //! `pathem_lateness_seconds` and `pathem_sojourn_seconds` (time in the queue discipline's
 //! queue, `--aqm`), and `pathem_path_info{direction,path}` = 1. Drop reasons include
-//! `aqm_drop` and `overlimit` (the queue discipline's control law and hard limit).
+//! `aqm_drop` and `overlimit` (the queue discipline's control law and hard limit) and
+//! `offload` (a super-frame the port could not cut). `pathem_port_tx_errors_total{class}`
+//! counts frames the transmitting port refused (`too_large`, `no_buffer`, `down`, `other`);
+//! `pathem_gso_frames_total`, `pathem_gso_segments_total` and
+//! `pathem_checksums_completed_total` what the receiving port did to a local sender's frames.
 
 use crate::Error;
 use pathem_engine::{Control, Counters};
@@ -49,7 +53,7 @@ impl Collector for LinkCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let snaps: Vec<(&'static str, pathem_engine::Stats)> =
             self.0.iter().map(|e| (e.direction, e.counters.snapshot())).collect();
-        let counters: [(&str, &str, Read); 9] = [
+        let counters: [(&str, &str, Read); 12] = [
             ("pathem_rx_frames", "Frames pathem took from the receiving port", |s| s.rx_packets),
             ("pathem_rx_bytes", "Bytes pathem took from the receiving port", |s| s.rx_bytes),
             ("pathem_tx_frames", "Frames handed to the transmitting port", |s| s.tx_packets),
@@ -60,6 +64,13 @@ impl Collector for LinkCollector {
             ("pathem_aqm_marked_frames", "Frames the queue discipline CE-marked", |s| s.aqm_mark),
             ("pathem_reorder_clamped_frames", "Frames held back so none overtook another", |s| {
                 s.reorder_clamped
+            }),
+            ("pathem_gso_frames", "GSO super-frames the receiving port cut into wire frames", |s| {
+                s.offload.gso_frames
+            }),
+            ("pathem_gso_segments", "Wire frames cut from GSO super-frames", |s| s.offload.gso_segments),
+            ("pathem_checksums_completed", "Partial checksums the receiving port completed", |s| {
+                s.offload.csum_completed
             }),
         ];
         for (name, help, read) in counters {
@@ -85,10 +96,30 @@ impl Collector for LinkCollector {
                 (DropReason::Overlimit.name(), s.dropped.overlimit),
                 (DropReason::DelayLine.name(), s.dropped.delay_line),
                 (DropReason::Oversize.name(), s.dropped.oversize),
+                (DropReason::Offload.name(), s.dropped.offload),
                 ("port", s.port_rx_dropped),
             ];
             for (reason, v) in by {
                 m.encode_family(&[("direction", *d), ("reason", reason)])?
+                    .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
+            }
+        }
+        let mut m = encoder.encode_descriptor(
+            "pathem_port_tx_errors",
+            "Frames the transmitting port's kernel or NIC refused (not counted as sent), by class",
+            None,
+            MetricType::Counter,
+        )?;
+        for (d, s) in &snaps {
+            let e = &s.port_tx_errors;
+            let by = [
+                ("too_large", e.too_large),
+                ("no_buffer", e.no_buffer),
+                ("down", e.down),
+                ("other", e.other),
+            ];
+            for (class, v) in by {
+                m.encode_family(&[("direction", *d), ("class", class)])?
                     .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
             }
         }

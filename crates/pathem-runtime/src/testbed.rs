@@ -7,8 +7,9 @@
 //! ```
 //! [`Bed::through`] makes the three namespaces above (gen, mid, sink) with 10.201.0.1 on g0
 //! and 10.201.0.2 on s0; [`Bed::direct`] joins gen and sink with one veth pair (g0 — s0), the
-//! machine's own floor. The ends that originate traffic hand out wire-sized frames with
-//! complete checksums (TSO, GSO, GRO and checksum offload off), as a NIC would deliver them.
+//! machine's own floor. Every interface keeps the kernel's defaults, as a user's containers
+//! do: checksum offload, TSO and GSO on (the ends hand pathem partial checksums and
+//! super-frames, which its ports turn into wire frames), MTU 1500, IPv6 on.
 
 use crate::Error;
 use std::process::{Command, Output};
@@ -75,12 +76,6 @@ pub fn bed_ports(kind: &str) -> Result<(String, String), Error> {
     }
 }
 
-/// Turns off the offloads that would hand out frames larger than the wire's, on `dev` in `ns`.
-pub fn wire_frames(ns: &str, dev: &str) {
-    let off = ["tso", "off", "gso", "off", "gro", "off", "tx", "off"];
-    quiet("ip", &[&["netns", "exec", ns, "ethtool", "-K", dev][..], &off].concat());
-}
-
 /// Namespaces joined by veth pairs; deleted on drop (which deletes their interfaces).
 #[derive(Debug)]
 pub struct Bed {
@@ -131,7 +126,6 @@ impl Bed {
         for (n, d, a) in [(g, "g0", GEN_IP), (s, "s0", SINK_IP)] {
             ip(&["-n", n, "addr", "add", &format!("{a}/24"), "dev", d])?;
             ip(&["-n", n, "link", "set", d, "up"])?;
-            wire_frames(n, d);
         }
         Ok(())
     }
@@ -246,14 +240,8 @@ impl ShellBed {
         }
         ip(&["link", "set", &gw_if, "up"])?;
         ip(&["-n", &ns, "route", "add", "default", "via", &gw.to_string()])?;
-        // The ends that originate traffic must hand pathem wire-sized frames with full checksums.
-        let off = ["tso", "off", "gso", "off", "gro", "off", "tx", "off"];
-        let _ = quiet("ip", &[&["netns", "exec", &ns, "ethtool", "-K", "eth0"][..], &off].concat());
-        let _ = quiet("ethtool", &[&["-K", &gw_if][..], &off].concat());
-        for dev in ["pa", "pb"] {
-            let _ =
-                quiet("ip", &["netns", "exec", &link_ns, "ethtool", "-K", dev, "gro", "off", "lro", "off"]);
-        }
+        // The command's eth0 and the gateway keep the kernel's offloads (pathem's ports turn
+        // what they hand over into wire frames); the link's ports lose GRO with the run.
         let _ = std::fs::write("/proc/sys/net/ipv4/ip_forward", "1");
         let subnet = format!("{base}/30");
         let table = format!("pathem{pid}");

@@ -44,6 +44,12 @@ pub struct BenchArgs {
     /// one's cost per frame and its ratio to drop-tail in the same round.
     #[arg(long, conflicts_with_all = ["split", "live", "hiccups"])]
     pub disciplines: bool,
+    /// Measure what the ports do to frames a local sender left to the hardware, per frame at
+    /// each of --sizes, next to the copy every frame costs anyway: the pseudo-header check
+    /// every AF_XDP and DPDK frame pays, completing a partial checksum, cutting a 64 KB
+    /// super-frame.
+    #[arg(long, conflicts_with_all = ["split", "live", "hiccups", "disciplines"])]
+    pub offloads: bool,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -131,6 +137,9 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
     let path = args.path.to_config().map_err(usage)?;
     if args.split {
         return split(&path, &args);
+    }
+    if args.offloads {
+        return offloads(&args);
     }
     if args.disciplines {
         return disciplines(&path, &args);
@@ -268,6 +277,51 @@ fn disciplines(path: &PathConfig, args: &BenchArgs) -> anyhow::Result<()> {
         );
     }
     println!("  (medians; ratio: median over rounds of the cost over drop-tail's in the same round)");
+    Ok(())
+}
+
+/// `bench --offloads`: the ports' offload work per frame, medians over the rounds.
+fn offloads(args: &BenchArgs) -> anyhow::Result<()> {
+    if let Some(cpu) = args.core {
+        pathem_io::host::pin_to_cpu(cpu).map_err(|e| anyhow::anyhow!(e))?;
+    }
+    let frames = args.packets.min(2_000_000);
+    let mut rows = Vec::new();
+    for &size in &args.sizes {
+        if !(64..=9000).contains(&size) {
+            return Err(usage(format!("--sizes {size}: accepted: 64 to 9000 bytes with --offloads")));
+        }
+        let runs: Vec<_> =
+            (0..args.runs.max(1)).map(|_| pathem_runtime::bench::offload_costs(size, frames)).collect();
+        let m = |f: fn(&pathem_runtime::bench::OffloadCosts) -> f64| {
+            median(&runs.iter().map(f).collect::<Vec<_>>())
+        };
+        rows.push(pathem_runtime::bench::OffloadCosts {
+            size,
+            copy_ns: m(|r| r.copy_ns),
+            check_ns: m(|r| r.check_ns),
+            complete_ns: m(|r| r.complete_ns),
+            segment_ns: m(|r| r.segment_ns),
+        });
+    }
+    if args.json {
+        println!("{}", serde_json::json!({ "frames": frames, "runs": args.runs, "offloads": rows }));
+        return Ok(());
+    }
+    println!(
+        "pathem bench --offloads: {frames} frames per measure, {} rounds, medians, ns per frame",
+        args.runs
+    );
+    println!(
+        "  {:>6}  {:>10}  {:>16}  {:>18}  {:>16}",
+        "size", "copy (old)", "+ checksum rule", "+ complete partial", "cut from 64 KB"
+    );
+    for r in rows {
+        println!(
+            "  {:>4} B  {:>10.1}  {:>16.1}  {:>18.1}  {:>16.1}",
+            r.size, r.copy_ns, r.check_ns, r.complete_ns, r.segment_ns
+        );
+    }
     Ok(())
 }
 

@@ -38,7 +38,7 @@ pub fn summary(input: &Path, output: &Path, r: &ReplayReport) -> String {
     let _ = writeln!(out, "  forwarded  {:>10} frames  {:>12}", s.tx_packets, bytes(s.tx_bytes));
     let _ = writeln!(
         out,
-        "  dropped    {:>10} frames  ({:.3}%): loss {}, queue {}, police {}, ber {}, delay_line {}, oversize {}",
+        "  dropped    {:>10} frames  ({:.3}%): loss {}, queue {}, police {}, ber {}, delay_line {}, oversize {}, offload {}",
         d.total(),
         pct(d.total()),
         d.loss,
@@ -46,7 +46,8 @@ pub fn summary(input: &Path, output: &Path, r: &ReplayReport) -> String {
         d.police,
         d.ber,
         d.delay_line,
-        d.oversize
+        d.oversize,
+        d.offload
     );
     if let Some(aqm) = aqm_summary(s) {
         let _ = writeln!(out, "  aqm        {aqm}");

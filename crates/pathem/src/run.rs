@@ -126,7 +126,7 @@ struct Report<'a> {
 pub fn line(name: &str, s: &Stats) -> String {
     let d = &s.dropped;
     let mut text = format!(
-        "{name}: port drops {} rx {} tx {} (in port {}) dropped {} (loss {}, queue {}, police {}, ber {}, delay_line {}, oversize {}) dup {} corrupt {} ecn {} clamped {} in-flight {}; late p50 {:.1} p99.9 {:.1} max {:.1} us",
+        "{name}: port drops {} rx {} tx {} (in port {}) dropped {} (loss {}, queue {}, police {}, ber {}, delay_line {}, oversize {}, offload {}) dup {} corrupt {} ecn {} clamped {} in-flight {}; late p50 {:.1} p99.9 {:.1} max {:.1} us",
         s.port_rx_dropped,
         s.rx_packets,
         s.tx_packets,
@@ -138,6 +138,7 @@ pub fn line(name: &str, s: &Stats) -> String {
         d.ber,
         d.delay_line,
         d.oversize,
+        d.offload,
         s.duplicated,
         s.corrupted,
         s.ecn_marked,
@@ -149,6 +150,20 @@ pub fn line(name: &str, s: &Stats) -> String {
     );
     if let Some(aqm) = crate::report::aqm_summary(s) {
         text.push_str(&format!("; aqm {aqm}"));
+    }
+    let e = &s.port_tx_errors;
+    if e.total() > 0 {
+        text.push_str(&format!(
+            "; tx errors too large {}, no buffer {}, down {}, other {}",
+            e.too_large, e.no_buffer, e.down, e.other
+        ));
+    }
+    let o = &s.offload;
+    if o.gso_frames + o.csum_completed > 0 {
+        text.push_str(&format!(
+            "; offload: {} super-frames cut into {}, {} checksums completed",
+            o.gso_frames, o.gso_segments, o.csum_completed
+        ));
     }
     text
 }
@@ -446,11 +461,13 @@ fn announce(s: &Started, ab: &PathConfig, ba: &PathConfig, one_way: bool, seed: 
 
 /// What `run` says when the link has stopped.
 fn report_end(end: &Final) {
-    if end.rx_errors + end.tx_errors > 0 {
-        eprintln!(
-            "pathem: {} receive and {} transmit errors (an interface was down for a while)",
-            end.rx_errors, end.tx_errors
-        );
+    if end.rx_errors > 0 {
+        eprintln!("pathem: {} receive errors (an interface was down for a while)", end.rx_errors);
+    }
+    for (name, mtu, refused) in &end.tx_refused {
+        for line in refused.describe(name, *mtu) {
+            eprintln!("pathem: {line}");
+        }
     }
     let in_flight = end.ab.in_flight + end.ba.as_ref().map_or(0, |s| s.in_flight);
     let queued = end.ab.port_tx_queued + end.ba.as_ref().map_or(0, |s| s.port_tx_queued);

@@ -2,7 +2,8 @@
 //!
 //! Each test builds its own namespaces (named after the test process and a counter) and
 //! removes them when it ends, whatever happens. Traffic stays inside those namespaces. The
-//! tests need root and iproute2, ethtool, iperf3 and ping (scripts/test.sh installs them).
+//! tests need root and iproute2, ethtool, iperf3, ping and tcpdump (scripts/test.sh installs
+//! them). The ends keep the kernel's defaults (offloads on, MTU 1500, IPv6 on), as users' do.
 //! They run one at a time (rates and delays are measured on a 2-core machine) under this
 //! file's own harness, which reports a test that cannot run as SKIPPED with the reason, never
 //! as passed, and ends with `live: N passed, N failed, N skipped`. With PATHEM_REQUIRE_LIVE=1
@@ -33,7 +34,7 @@ fn cannot_run() -> Option<String> {
     if !nix::unistd::geteuid().is_root() {
         return Some("not root (they build network namespaces; run scripts/test.sh as root)".into());
     }
-    let missing: Vec<&str> = ["ip", "ethtool", "iperf3", "ping", "nstat"]
+    let missing: Vec<&str> = ["ip", "ethtool", "iperf3", "ping", "nstat", "tcpdump"]
         .into_iter()
         .filter(|t| {
             !Command::new("sh")
@@ -77,6 +78,7 @@ fn main() {
         ("a_change_takes_effect_at_once", a_change_takes_effect_at_once),
         ("aqm_keeps_the_rtt_under_load_short", aqm_keeps_the_rtt_under_load_short),
         ("segmentation_matches_the_kernels", segmentation_matches_the_kernels),
+        ("frames_are_taken_as_the_kernel_hands_them", frames_are_taken_as_the_kernel_hands_them),
         ("dpdk_sigint_balances_and_returns_every_mbuf", dpdk_sigint_balances_and_returns_every_mbuf),
         ("dpdk_bad_arguments_are_refused_with_one_line", dpdk_bad_arguments_are_refused_with_one_line),
     ];
@@ -287,14 +289,19 @@ impl Topo {
 
     /// iperf3 from gen to sink (or back with `reverse`); returns its JSON report.
     fn iperf(&self, args: &[&str], reverse: bool) -> serde_json::Value {
+        self.iperf_to(SINK_IP, args, reverse)
+    }
+
+    /// iperf3 from gen to the sink's address `to` (IPv4 or IPv6).
+    fn iperf_to(&self, to: &str, args: &[&str], reverse: bool) -> serde_json::Value {
         let mut server = Command::new("ip")
-            .args(["netns", "exec", &self.sink, "iperf3", "-s", "-1", "-B", SINK_IP])
+            .args(["netns", "exec", &self.sink, "iperf3", "-s", "-1", "-B", to])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("iperf3 server");
         std::thread::sleep(Duration::from_millis(300));
-        let mut all = vec!["iperf3", "-c", SINK_IP, "-J", "--connect-timeout", "3000"];
+        let mut all = vec!["iperf3", "-c", to, "-J", "--connect-timeout", "3000"];
         if reverse {
             all.push("-R");
         }
@@ -1395,4 +1402,116 @@ fn segmentation_matches_the_kernels() {
     if let Ok(path) = std::env::var("PATHEM_WRITE_GSO_FIXTURE") {
         std::fs::write(&path, fixture).expect("the fixture");
     }
+}
+
+/// The sink's IPv6 address on s0 (the generator's is fd00:201::1).
+const SINK_IP6: &str = "fd00:201::2";
+
+/// TCP goodput of an iperf3 report, in Mbit/s.
+fn mbps(report: &serde_json::Value) -> f64 {
+    report["end"]["sum_received"]["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6
+}
+
+/// Every port kind between ends with the kernel's default offloads (checksum offload, TSO and
+/// GSO on, MTU 1500, IPv6 on), as a user's containers have them: TCP over IPv4 and IPv6
+/// through a free path, UDP whose checksums the sender left partial arriving complete (checked
+/// in a capture on the receiver), and TCP through a 100 Mbit/s link with a queue of 20 wire
+/// frames with ping alongside. Nothing is refused by a transmitting port.
+fn frames_are_taken_as_the_kernel_hands_them() {
+    let mut all = kinds();
+    if cfg!(feature = "dpdk") {
+        all.push("dpdk-xdp");
+    }
+    for kind in all {
+        let mut t = Topo::new();
+        must(&["ip", "-n", &t.gen, "addr", "add", "fd00:201::1/64", "dev", "g0", "nodad"]);
+        must(&["ip", "-n", &t.sink, "addr", "add", &format!("{SINK_IP6}/64"), "dev", "s0", "nodad"]);
+        let offloads = String::from_utf8_lossy(&t.exec(&t.gen, &["ethtool", "-k", "g0"]).stdout).into_owned();
+        for feature in
+            ["tx-checksumming: on", "tcp-segmentation-offload: on", "generic-segmentation-offload: on"]
+        {
+            assert!(offloads.contains(feature), "the bed keeps the kernel's {feature}");
+        }
+
+        t.start_with(kind, &["--json"]);
+        let v4 = mbps(&t.iperf(&["-t", "3"], false));
+        let v6 = mbps(&t.iperf_to(SINK_IP6, &["-t", "3"], false));
+        // UDP with partial checksums (the sender's offload is on), captured on the receiver.
+        let dir = tempfile::tempdir().unwrap();
+        let cap = dir.path().join("udp.pcap");
+        let cap_s = cap.to_str().unwrap().to_string();
+        let mut dump = Command::new("ip")
+            .args([
+                "netns", "exec", &t.sink, "tcpdump", "-i", "s0", "-Q", "in", "-w", &cap_s, "-U", "-n", "udp",
+                "and", "port", "5201",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("tcpdump");
+        std::thread::sleep(Duration::from_millis(700));
+        let udp = t.iperf(&["-u", "-b", "20M", "-l", "1200", "-t", "2"], false);
+        std::thread::sleep(Duration::from_millis(300));
+        let _ =
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(dump.id() as i32), nix::sys::signal::SIGINT);
+        let _ = dump.wait();
+        let s = t.stop_json();
+        let (frames, bad) = udp_checksums(&cap);
+        let a = &s["a_to_b"];
+        println!(
+            "  {kind}: TCP {v4:.0} Mbit/s (IPv6 {v6:.0}), UDP {frames} frames captured, {bad} bad checksums; \
+             {} super-frames cut into {}, {} checksums completed",
+            a["offload"]["gso_frames"], a["offload"]["gso_segments"], a["offload"]["csum_completed"]
+        );
+        assert!(udp["end"]["sum"]["packets"].as_u64().unwrap_or(0) > 0, "{kind}: iperf3 -u sent nothing");
+        assert!(frames > 1000 && bad == 0, "{kind}: {bad} of {frames} UDP frames with a bad checksum");
+        assert!(v4 >= 200.0 && v6 >= 200.0, "{kind}: TCP {v4:.0} Mbit/s, IPv6 {v6:.0} Mbit/s");
+        for dir in ["a_to_b", "b_to_a"] {
+            let e = &s[dir]["port_tx_errors"];
+            let refused: u64 = e.as_object().unwrap().values().filter_map(|v| v.as_u64()).sum();
+            assert_eq!(refused, 0, "{kind} {dir}: frames refused: {e}");
+            assert_eq!(s[dir]["dropped"]["offload"], 0, "{kind} {dir}");
+            let d = &s[dir];
+            let dropped: u64 = d["dropped"].as_object().unwrap().values().filter_map(|v| v.as_u64()).sum();
+            assert_eq!(
+                d["rx_packets"].as_u64().unwrap() + d["duplicated"].as_u64().unwrap(),
+                d["tx_packets"].as_u64().unwrap() + dropped + refused + d["in_flight"].as_u64().unwrap(),
+                "{kind} {dir}: {d}"
+            );
+        }
+
+        // A queue of 20 wire frames, not of 20 super-frames.
+        t.start_with(kind, &["--a-to-b", "--rate 100mbit --queue 20pkt", "--json"]);
+        let gen = t.gen.clone();
+        let pinger = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(1500));
+            let out =
+                sh(&["ip", "netns", "exec", &gen, "ping", "-n", "-q", "-c", "20", "-i", "0.1", SINK_IP]);
+            ping_rtts(&out)
+        });
+        let shaped = mbps(&t.iperf(&["-t", "5"], false));
+        let rtt = pinger.join().unwrap();
+        let s = t.stop_json();
+        println!(
+            "  {kind}: through 100mbit/20pkt TCP {shaped:.1} Mbit/s, ping avg {:.2} max {:.2} ms, queue drops {}",
+            rtt[1], rtt[2], s["a_to_b"]["dropped"]["queue"]
+        );
+        assert!((85.0..=100.0).contains(&shaped), "{kind}: TCP {shaped:.1} Mbit/s through 100mbit/20pkt");
+        assert!(rtt[2] < 12.0, "{kind}: ping max {} ms alongside", rtt[2]);
+    }
+}
+
+/// UDP frames in a capture, and how many of them carry a checksum that does not verify.
+fn udp_checksums(path: &std::path::Path) -> (u64, u64) {
+    let file = std::fs::File::open(path).expect("the capture");
+    let mut reader = pcap_file::pcap::PcapReader::new(file).expect("a pcap capture");
+    let (mut frames, mut bad) = (0, 0);
+    while let Some(p) = reader.next_packet() {
+        let p = p.expect("a whole capture");
+        if let Some(ok) = pathem_io::offload::checksum_ok(&p.data) {
+            frames += 1;
+            bad += u64::from(!ok);
+        }
+    }
+    (frames, bad)
 }

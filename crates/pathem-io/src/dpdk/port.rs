@@ -244,6 +244,9 @@ struct Port {
     xdp_sockets: Vec<RawFd>,
     /// net_af_packet's socket, whose kernel ring drops pathem reads.
     ring_socket: Option<RawFd>,
+    /// net_af_packet on a veth: the XDP program that stops the peer's segmentation offload,
+    /// or why it could not be attached.
+    whole_frames: Option<Result<crate::afxdp::PassThrough, Error>>,
 }
 
 // SAFETY: the port id and pool pointer are handles into DPDK's shared memory; ethdev allows
@@ -396,6 +399,9 @@ pub struct DpdkTx {
     /// Longest frame an mbuf holds.
     max_frame: usize,
     registered: bool,
+    /// The device's transmit errors as last read, and when.
+    refused: crate::port::TxRefused,
+    refused_at: Nanos,
 }
 
 // SAFETY: the queued mbufs belong to this half alone until the device takes them; the port's
@@ -411,6 +417,12 @@ pub fn open(
     eal: Option<&str>,
 ) -> Result<(DpdkRx, DpdkTx, String), Error> {
     init(eal, std::slice::from_ref(dev))?;
+    // A virtual device on a kernel interface sends through that interface, whose MTU is the
+    // user's: frames longer than it are not asked for (nor the MTU raised to carry them).
+    let max_frame = match dev.kernel_iface().and_then(crate::iface::mtu) {
+        Some(mtu) => max_frame.min(mtu as usize + 18),
+        None => max_frame,
+    };
     // A virtual device on an interface whose AF_XDP queue was released a moment ago may find
     // it still taken (the kernel frees it from a work queue): such a start is tried again.
     let mut tries = 0;
@@ -440,8 +452,15 @@ pub fn open(
         },
         false => (Stamps::Software, format!("software receive stamps per burst, corrected at {speed_mbps} Mbit/s")),
     };
+    let whole = match &port.whole_frames {
+        None => String::new(),
+        Some(Ok(_)) => ", the veth peer segments its own super-frames (pass-through XDP program)".into(),
+        Some(Err(e)) => format!(
+            "; a local sender's super-frames will be truncated ({e}): use afpacket: or net_af_xdp on this veth"
+        ),
+    };
     let how = format!(
-        "DPDK {driver} (port {id}, {} rx / {} tx descriptors, {} mbufs of {} B, {stamp_words})",
+        "DPDK {driver} (port {id}, {} rx / {} tx descriptors, {} mbufs of {} B, {stamp_words}{whole})",
         info.rx_desc, info.tx_desc, info.pool_size, info.data_room
     );
     let bounce_each = max_frame.max(1);
@@ -468,6 +487,8 @@ pub fn open(
         len: 0,
         max_frame: info.data_room as usize,
         registered: false,
+        refused: Default::default(),
+        refused_at: Nanos::ZERO,
     };
     Ok((rx, tx, how))
 }
@@ -515,6 +536,15 @@ fn start(spec: &str, dev: &Device, max_frame: usize) -> Result<(Arc<Port>, PortI
         }
         _ => None,
     };
+    // net_af_packet reads frames into ring slots of about 2 KB: a super-frame from a local
+    // sender on a veth peer would be truncated. A pass-through XDP program on the veth makes
+    // the peer's stack segment them itself (frames a NIC receives are wire frames already).
+    let whole_frames = match (driver.as_str(), dev.kernel_iface()) {
+        ("net_af_packet", Some(i)) if crate::iface::driver(i).as_deref() == Some("veth") => {
+            Some(crate::afxdp::pass_through(i))
+        }
+        _ => None,
+    };
     // From here the port is closed (and its pool freed) when dropped, also on failure.
     let port = Arc::new(Port {
         id,
@@ -526,6 +556,7 @@ fn start(spec: &str, dev: &Device, max_frame: usize) -> Result<(Arc<Port>, PortI
         driver,
         xdp_sockets: opened.iter().filter(|s| s.1 == libc::AF_XDP).map(|s| s.0).collect(),
         ring_socket,
+        whole_frames,
     });
     if r != 0 {
         // SAFETY: `why` is null or points at one of the shim's static strings.
@@ -749,8 +780,8 @@ impl RxPort for DpdkRx {
 }
 
 impl DpdkTx {
-    /// Frames the device failed to send since start.
-    pub fn errors(&self) -> u64 {
+    /// Frames the device failed to send since start (its `oerrors`).
+    fn errors(&self) -> u64 {
         self.port.stats()[5]
     }
 
@@ -762,6 +793,22 @@ impl DpdkTx {
 }
 
 impl TxPort for DpdkTx {
+    /// The device's transmit errors (`oerrors`): frames `rte_eth_tx_burst` took and the device
+    /// then failed to send. Reading them is a driver call, so they are read every 10 ms.
+    fn refused(&mut self, fresh: bool) -> crate::port::TxRefused {
+        let now = monotonic_now();
+        if fresh || now.saturating_sub(self.refused_at) >= Nanos::from_millis(10) {
+            self.refused_at = now;
+            let other = crate::port::TxErrorClass::Other;
+            let errors = self.errors();
+            if errors > self.refused.frames[other as usize] {
+                self.refused.frames[other as usize] = errors;
+                self.refused.errno[other as usize] = 0;
+            }
+        }
+        self.refused
+    }
+
     #[inline]
     fn send(&mut self, _release: Nanos, _wire_len: u32, data: &[u8]) -> bool {
         if self.len == TX_QUEUE {

@@ -56,6 +56,9 @@ struct pathem_rx {
 const char *pathem_dpdk_strerror(int e) { return rte_strerror(e); }
 
 /* EAL initialisation; logs go to standard error (DPDK's default is standard output). */
+/* Ports whose promiscuity pathem turned on. */
+static uint8_t promisc_set[RTE_MAX_ETHPORTS];
+
 int pathem_dpdk_eal_init(int argc, char **argv)
 {
     rte_openlog_stream(stderr);
@@ -198,7 +201,10 @@ int pathem_dpdk_port_start(uint16_t port, uint32_t n_mbufs, uint32_t max_frame,
         *why = "rte_eth_dev_start";
         return r;
     }
-    (void)rte_eth_promiscuous_enable(port);
+    /* Promiscuous for the run; turned off again at close where it was off (a virtual device
+     * on a kernel interface changes that interface's flags). */
+    if (rte_eth_promiscuous_get(port) == 0 && rte_eth_promiscuous_enable(port) == 0)
+        promisc_set[port] = 1;
 
     struct rte_eth_link link;
     memset(&link, 0, sizeof(link));
@@ -207,9 +213,13 @@ int pathem_dpdk_port_start(uint16_t port, uint32_t n_mbufs, uint32_t max_frame,
     return 0;
 }
 
-/* Stops and closes the port. */
+/* Stops and closes the port, turning off the promiscuity it turned on. */
 void pathem_dpdk_port_close(uint16_t port)
 {
+    if (port < RTE_MAX_ETHPORTS && promisc_set[port]) {
+        (void)rte_eth_promiscuous_disable(port);
+        promisc_set[port] = 0;
+    }
     (void)rte_eth_dev_stop(port);
     (void)rte_eth_dev_close(port);
 }
