@@ -198,19 +198,30 @@ fn layout(frame: &[u8]) -> Option<Layout> {
 
 /// One's-complement sum (RFC 1071) of `data` read as big-endian 16-bit words, added to `acc`,
 /// not yet folded. A trailing odd byte counts as its word's high byte.
-fn sum(data: &[u8], mut acc: u64) -> u64 {
-    let mut words = data.chunks_exact(4);
+///
+/// The sum is order-independent (RFC 1071 §2): it adds 64-bit little-endian words with
+/// end-around carry (2^64 ≡ 2^32 ≡ 1 modulo 2^16 − 1), folds, and swaps the two bytes to the
+/// big-endian result: one addition per 8 bytes.
+#[inline]
+fn sum(data: &[u8], acc: u64) -> u64 {
+    let mut s: u64 = 0;
+    let mut carries: u64 = 0;
+    let mut words = data.chunks_exact(8);
     for w in &mut words {
-        acc += u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+        let (r, o) = s.overflowing_add(u64::from_le_bytes(w.try_into().expect("8 bytes")));
+        s = r;
+        carries += u64::from(o);
     }
     let rest = words.remainder();
-    if rest.len() >= 2 {
-        acc += u64::from(be16(rest, 0));
+    let mut tail = [0u8; 8];
+    tail[..rest.len()].copy_from_slice(rest);
+    let (r, o) = s.overflowing_add(u64::from_le_bytes(tail));
+    carries += u64::from(o);
+    let mut x = (r & 0xffff_ffff) + (r >> 32) + carries;
+    while x > 0xffff {
+        x = (x & 0xffff) + (x >> 16);
     }
-    if rest.len() % 2 == 1 {
-        acc += u64::from(rest[rest.len() - 1]) << 8;
-    }
-    acc
+    acc + u64::from((x as u16).swap_bytes())
 }
 
 /// Folds a sum to 16 bits (1..=0xffff for a non-zero sum, as the kernel's `csum_fold`).
@@ -310,10 +321,18 @@ pub fn complete_if_partial(frame: &mut [u8]) -> bool {
         return false;
     }
     // Cold from here: one frame in 65 536 of those with a complete checksum gets here too.
-    if fold(sum(&frame[at.l4..at.end], ps)) == 0xffff {
+    // One pass: with the pseudo-header sum in the field, the segment's sum T is what the
+    // checksum covers (pseudo-header included), so it verifies if T + ps folds to all ones,
+    // and its complete value is !T.
+    let t = sum(&frame[at.l4..at.end], 0);
+    if fold(t + ps) == 0xffff {
         return false;
     }
-    write_checksum(frame, &at, at.end, off);
+    let mut c = !fold(t);
+    if c == 0 && at.proto == UDP {
+        c = 0xffff;
+    }
+    put16(frame, at.l4 + off, c);
     true
 }
 
@@ -614,6 +633,24 @@ mod tests {
             cases += 1;
         }
         assert_eq!(cases, 9);
+    }
+
+    #[test]
+    fn the_wide_sum_is_the_plain_one() {
+        let plain = |d: &[u8]| -> u16 {
+            let mut a: u64 =
+                d.chunks(2).map(|c| u64::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum();
+            while a > 0xffff {
+                a = (a & 0xffff) + (a >> 16);
+            }
+            a as u16
+        };
+        let data: Vec<u8> = (0..3001u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        for len in [0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1499, 1500, 3001] {
+            assert_eq!(fold(sum(&data[..len], 0)), plain(&data[..len]), "{len} bytes");
+        }
+        let ones = vec![0xffu8; 4096];
+        assert_eq!(fold(sum(&ones, 0)), 0xffff);
     }
 
     #[test]
