@@ -263,3 +263,38 @@ pub fn traces(data: &[u8]) {
         exercise(&PathConfig { delay, ..PathConfig::default() });
     }
 }
+
+/// Bytes as a live port receives them: a virtio-net header and a frame. Whatever they say,
+/// the port's offload work never panics; a super-frame is cut whole or not at all, each
+/// segment no longer than the headers and one segment size and with a checksum that verifies;
+/// a checksum the pseudo-header rule completes verifies afterwards.
+pub fn offload(data: &[u8]) {
+    use pathem_io::offload::{
+        checksum_ok, complete_at, complete_if_partial, segment, vnet_request, VnetRequest, MAX_HEADER,
+        VNET_HDR_LEN,
+    };
+    let Some((hdr, frame)) = data.split_first_chunk::<VNET_HDR_LEN>() else { return };
+    let mut buf = frame.to_vec();
+    match vnet_request(hdr) {
+        Ok(VnetRequest::Segment(gso)) => {
+            let mut seen = 0;
+            let cut = segment(&mut buf, gso, |s| {
+                seen += 1;
+                assert!(s.len() <= MAX_HEADER + usize::from(gso.size) && s.len() <= frame.len());
+                assert_eq!(checksum_ok(s), Some(true), "a segment with a bad checksum");
+            });
+            match cut {
+                Ok(n) => assert_eq!(n, seen),
+                Err(_) => assert_eq!(seen, 0, "a refused super-frame was half handed over"),
+            }
+        }
+        Ok(VnetRequest::Checksum { start, offset }) => {
+            let _ = complete_at(&mut buf, start.into(), offset.into());
+        }
+        Ok(VnetRequest::None) | Err(_) => {}
+    }
+    let mut f = frame.to_vec();
+    if complete_if_partial(&mut f) {
+        assert_eq!(checksum_ok(&f), Some(true), "a completed checksum that does not verify");
+    }
+}

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 secs="${1:-10}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(units specs config traces pcap)
+[ ${#targets[@]} -gt 0 ] || targets=(units specs config traces pcap offload)
 
 skip() {
     echo "fuzz: SKIPPED: $1" >&2

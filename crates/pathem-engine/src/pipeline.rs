@@ -707,6 +707,47 @@ mod tests {
         assert!(s.balances() && s.in_flight == 0, "{s:?}");
     }
 
+    /// Arrivals whose port also refused some frames it could not make wire frames of.
+    struct Refusing(Arrivals, u64);
+
+    impl RxPort for Refusing {
+        fn recv_burst<F: FnMut(RxFrame<'_>)>(
+            &mut self,
+            now: Nanos,
+            max: usize,
+            f: F,
+        ) -> Result<usize, pathem_io::Error> {
+            self.0.recv_burst(now, max, f)
+        }
+        fn poll_at(&self) -> PollAt {
+            self.0.poll_at()
+        }
+        fn offload(&self) -> pathem_io::offload::OffloadCounts {
+            pathem_io::offload::OffloadCounts {
+                gso_frames: 2,
+                gso_segments: 9,
+                csum_completed: 4,
+                refused: self.1,
+            }
+        }
+    }
+
+    #[test]
+    fn frames_a_port_could_not_cut_count_as_received_and_dropped() {
+        let engine = EngineConfig { offline: true, ..EngineConfig::default() };
+        let port = Refusing(Arrivals::new((1..=10).map(|i| Nanos(i * 1_000))), 3);
+        let mut p = Pipeline::new(port, MemSink::default(), &PathConfig::default(), 1, &engine).unwrap();
+        let mut clock = crate::VirtualClock::starting_at(Nanos(0));
+        run(&mut [&mut p], &mut clock, &AtomicBool::new(false)).unwrap();
+        let s = p.finish(Nanos::from_secs(1), std::time::Duration::ZERO).unwrap();
+        assert_eq!((s.rx_packets, s.tx_packets, s.dropped.offload), (13, 10, 3));
+        assert_eq!((s.offload.gso_frames, s.offload.gso_segments, s.offload.csum_completed), (2, 9, 4));
+        assert!(s.balances(), "{s:?}");
+        // Read again: nothing counted twice.
+        let s = p.finish(Nanos::from_secs(2), std::time::Duration::ZERO).unwrap();
+        assert_eq!((s.rx_packets, s.dropped.offload), (13, 3));
+    }
+
     #[test]
     fn without_busy_polling_an_idle_pipeline_may_sleep() {
         let mut p = pipeline(Nanos::ZERO);

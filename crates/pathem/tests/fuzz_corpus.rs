@@ -50,3 +50,8 @@ fn config_inputs() {
 fn trace_inputs() {
     replay("traces", harness::traces);
 }
+
+#[test]
+fn offload_inputs() {
+    replay("offload", harness::offload);
+}
