@@ -79,6 +79,7 @@ fn main() {
         ("aqm_keeps_the_rtt_under_load_short", aqm_keeps_the_rtt_under_load_short),
         ("segmentation_matches_the_kernels", segmentation_matches_the_kernels),
         ("frames_are_taken_as_the_kernel_hands_them", frames_are_taken_as_the_kernel_hands_them),
+        ("frames_that_cannot_leave_are_counted_by_reason", frames_that_cannot_leave_are_counted_by_reason),
         ("dpdk_sigint_balances_and_returns_every_mbuf", dpdk_sigint_balances_and_returns_every_mbuf),
         ("dpdk_bad_arguments_are_refused_with_one_line", dpdk_bad_arguments_are_refused_with_one_line),
     ];
@@ -585,7 +586,7 @@ fn shell_adds_the_delay_both_ways_and_cleans_up() {
 fn an_interface_that_goes_down_and_up_is_resumed() {
     for kind in ["afpacket", "afxdp"] {
         let mut t = Topo::new();
-        t.start_with(kind, &["--delay", "1ms"]);
+        t.start_with(kind, &["--delay", "1ms", "--json"]);
         assert!(t.rtt(3).0 < 5.0);
         t.exec(&t.mid, &["ip", "link", "set", "pb", "down"]);
         let out = t.exec(&t.gen, &["ping", "-c", "2", "-i", "0.2", "-W", "1", SINK_IP]);
@@ -610,7 +611,74 @@ fn an_interface_that_goes_down_and_up_is_resumed() {
             mins.last().copied().flatten().is_some_and(|m| m < 5.0),
             "{kind}: forwarding resumed: {mins:?}"
         );
-        assert!(t.stop().unwrap().success(), "{kind}: pathem kept running");
+        let s = t.stop_json();
+        let a = &s["a_to_b"];
+        let down = a["port_tx_errors"]["down"].as_u64().unwrap();
+        let lines = t.stderr.lock().unwrap().join("\n");
+        println!("  {kind}: {down} frames refused while pb was down");
+        if kind == "afpacket" {
+            // The kernel refused them: not sent, counted as such, and said so at exit.
+            assert!(down >= 2, "{kind}: {a}");
+            assert!(lines.contains("frames not sent, pb was down: Network is down"), "{lines}");
+        }
+        // AF_XDP's ring keeps them (a kick cannot hand them over): they leave once pb is up.
+        assert!(!lines.contains("transmit errors"), "{lines}");
+        let dropped: u64 = a["dropped"].as_object().unwrap().values().filter_map(|v| v.as_u64()).sum();
+        assert_eq!(
+            a["rx_packets"].as_u64().unwrap() + a["duplicated"].as_u64().unwrap(),
+            a["tx_packets"].as_u64().unwrap() + dropped + down + a["in_flight"].as_u64().unwrap(),
+            "{kind}: {a}"
+        );
+    }
+}
+
+/// What cannot leave is counted by its reason, never as sent: a super-frame whose IP header
+/// lies about its length is dropped whole (`offload`), and a frame longer than the output's
+/// MTU is dropped before the path (`oversize`) rather than refused by the kernel.
+fn frames_that_cannot_leave_are_counted_by_reason() {
+    for kind in ["afpacket", "afxdp"] {
+        let mut t = Topo::new();
+        must(&["ip", "-n", &t.mid, "link", "set", "pb", "mtu", "1000"]);
+        t.start_with(kind, &["--json"]);
+        let out = t.exec(&t.gen, &["ping", "-n", "-c", "3", "-i", "0.2", "-W", "1", "-s", "1200", SINK_IP]);
+        assert!(!out.status.success(), "{kind}: 1242-byte frames cannot leave through an MTU of 1000");
+        if kind == "afpacket" {
+            // A local sender's super-frame (g0 keeps TSO on) whose IP header says it is 100
+            // bytes shorter than it is, then a good one.
+            let gen = t.gen.clone();
+            in_ns(&gen, move || {
+                let tx = pathem_io::afpacket::RawSocket::open("g0", true).expect("g0");
+                for lie in [true, false] {
+                    let mut frame = super_frame(false, false, false, 2000, 0x18);
+                    let hdr = vnet_header(&frame, 1, 900, false);
+                    if lie {
+                        let total = u16::from_be_bytes([frame[16], frame[17]]) - 100;
+                        frame[16..18].copy_from_slice(&total.to_be_bytes());
+                    }
+                    tx.send(&[&hdr[..], &frame].concat()).expect("send");
+                }
+            })
+            .join()
+            .unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let s = t.stop_json();
+        let a = &s["a_to_b"];
+        println!("  {kind}: dropped {}, tx errors {}", a["dropped"], a["port_tx_errors"]);
+        assert!(a["dropped"]["oversize"].as_u64().unwrap() >= 3, "{kind}: {a}");
+        let refused: u64 = a["port_tx_errors"].as_object().unwrap().values().filter_map(|v| v.as_u64()).sum();
+        assert_eq!(refused, 0, "{kind}: {a}");
+        if kind == "afpacket" {
+            assert_eq!(a["dropped"]["offload"], 1, "{kind}: the lying super-frame: {a}");
+            assert_eq!(a["offload"]["gso_frames"], 1, "{kind}: the good one was cut: {a}");
+            assert_eq!(a["offload"]["gso_segments"], 3, "{kind}: 2000 bytes in 900-byte segments: {a}");
+        }
+        let dropped: u64 = a["dropped"].as_object().unwrap().values().filter_map(|v| v.as_u64()).sum();
+        assert_eq!(
+            a["rx_packets"].as_u64().unwrap() + a["duplicated"].as_u64().unwrap(),
+            a["tx_packets"].as_u64().unwrap() + dropped + a["in_flight"].as_u64().unwrap(),
+            "{kind}: {a}"
+        );
     }
 }
 
