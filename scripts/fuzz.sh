@@ -7,6 +7,9 @@
 # PATHEM_REQUIRE_FUZZ=1, when it fails. A crash leaves its input in fuzz/artifacts/TARGET/ and
 # fails the run: copy it into fuzz/regressions/TARGET/ once fixed, where the test suite replays
 # it on stable Rust forever after.
+# New inputs the fuzzer finds go to a temporary directory, so a run leaves the work tree as it
+# found it; PATHEM_FUZZ_KEEP=1 writes them into fuzz/corpus/TARGET/ instead (to grow the kept
+# corpus on purpose, then `cargo fuzz cmin` and commit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-10}"
@@ -28,12 +31,17 @@ command -v cargo-fuzz >/dev/null 2>&1 ||
     skip "cargo-fuzz is not installed and cannot be installed"
 
 cargo +nightly fuzz build >/dev/null 2>&1 || cargo +nightly fuzz build
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
 for t in "${targets[@]}"; do
     mkdir -p "fuzz/corpus/$t" "fuzz/regressions/$t"
     echo "fuzz: $t for ${secs}s"
     log="$(mktemp)"
-    # Corpus first (it grows), then the regressions as seeds.
-    if ! cargo +nightly fuzz run "$t" "fuzz/corpus/$t" "fuzz/regressions/$t" -- \
+    # libFuzzer adds what it finds to the first directory; the others only seed it.
+    grown="$scratch/$t"
+    mkdir -p "$grown"
+    if [ "${PATHEM_FUZZ_KEEP:-0}" = 1 ]; then grown="fuzz/corpus/$t"; fi
+    if ! cargo +nightly fuzz run "$t" "$grown" "fuzz/corpus/$t" "fuzz/regressions/$t" -- \
         -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 >"$log" 2>&1; then
         grep -E "panicked|ERROR|SUMMARY|Test unit written" "$log" >&2 || tail -20 "$log" >&2
         echo "fuzz: $t FAILED: see fuzz/artifacts/$t/" >&2

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every pathem test, with DPDK ports built in (--features dpdk): unit, statistical,
+# Runs every pathem test, with DPDK ports built in (--features dpdk): formatting, clippy and
+# rustdoc with warnings as errors, unit, statistical,
 # end-to-end through pcap captures, live in network namespaces (through DPDK virtual devices
 # too), the fuzz corpora; checks that the default build stays pure Rust; then the delay line
 # under Miri and each fuzz target briefly.
@@ -25,7 +26,15 @@ if [ "$(id -u)" = 0 ]; then
     export PATHEM_REQUIRE_LIVE=1
 fi
 
+# What the work tree looks like now: the run must leave it so (captures, corpora and logs go
+# to temporary directories or ignored paths).
+before="$(git status --porcelain 2>/dev/null || true)"
+
 cargo fmt --all -- --check
+# Lints and docs with warnings as errors, in both builds.
+cargo clippy --workspace --all-targets --locked --profile test -- -D warnings 2>&1
+cargo clippy --workspace --all-targets --locked --profile test --features dpdk -- -D warnings 2>&1
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --locked --features dpdk 2>&1
 # The default build needs no C library: build it, and test the DPDK module's plain-Rust part
 # (device strings, EAL arguments, clock fit, the message of a build without DPDK) in it.
 cargo build --workspace --locked --profile test 2>&1
@@ -45,3 +54,10 @@ fi
 
 # Every parser fuzzed for a few seconds: a regression that the corpora miss may still show.
 bash scripts/fuzz.sh "${PATHEM_FUZZ_SECONDS:-10}"
+
+after="$(git status --porcelain 2>/dev/null || true)"
+if [ "$before" != "$after" ]; then
+    echo "scripts/test.sh: the run changed the work tree:" >&2
+    diff <(echo "$before") <(echo "$after") >&2 || true
+    exit 1
+fi

@@ -7,7 +7,7 @@
 //! direction and the transmit half the other, even on different threads.
 //!
 //! The XDP program that steers the interface's frames into the socket is five instructions,
-//! assembled here (its source is the comment on [`redirect_program`]); it needs no libxdp or
+//! assembled here (its source is the comment on `redirect_program`); it needs no libxdp or
 //! libbpf. It is attached through a BPF link, which the kernel removes when the link's file
 //! descriptor closes: on exit, on a crash, even after SIGKILL, no stale program stays behind.
 //! Native (driver) mode is tried first, then generic mode; zero-copy first, then copy mode.

@@ -1,7 +1,7 @@
 //! The kernel's clocks and the timestamps it attaches to received and sent datagrams.
 //!
 //! Live ports and the probe share one time base, CLOCK_MONOTONIC. The kernel stamps datagrams
-//! on CLOCK_REALTIME; [`realtime_offset`] moves them across.
+//! on CLOCK_REALTIME; `realtime_offset` moves them across.
 
 use pathem_model::Nanos;
 use std::mem::zeroed;

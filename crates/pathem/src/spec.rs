@@ -96,9 +96,16 @@ pub struct PathSpec {
     #[serde(default)]
     pub reorder: bool,
 
-    /// Loss: P (1% or 0.01), random:P, ge:p=P,r=R[,loss-bad=X][,loss-good=Y], ge:loss=P,burst=B,
-    /// gi:p13=P[,p31=..,p32=..,p23=..,p14=..], trace:FILE.
-    #[arg(long, value_name = "SPEC", help_heading = "Loss", allow_hyphen_values = true)]
+    /// The loss model: random, Gilbert-Elliott, 4-state or a trace (the help text gives the
+    /// syntax; clap shows `help`, rustdoc this line).
+    #[arg(
+        long,
+        value_name = "SPEC",
+        help_heading = "Loss",
+        allow_hyphen_values = true,
+        help = "Loss: P (1% or 0.01), random:P, ge:p=P,r=R[,loss-bad=X][,loss-good=Y], ge:loss=P,burst=B, \
+                gi:p13=P[,p31=..,p32=..,p23=..,p14=..], trace:FILE"
+    )]
     pub loss: Option<LossSpec>,
 
     /// Bit error rate: a frame with a bit error is dropped (counted as `ber`), e.g. 1e-6.
@@ -135,8 +142,13 @@ pub struct PathSpec {
     #[arg(long, value_name = "SPEC", help_heading = "Link")]
     pub police: Option<PolicerConfig>,
 
-    /// Transmit in slots MIN[,MAX][,packets=N][,bytes=SIZE] (NetEm slot), e.g. 800us,1ms,packets=32.
-    #[arg(long, value_name = "SPEC", help_heading = "Link")]
+    /// Transmit in slots (NetEm's `slot`); the help text gives the syntax.
+    #[arg(
+        long,
+        value_name = "SPEC",
+        help_heading = "Link",
+        help = "Transmit in slots MIN[,MAX][,packets=N][,bytes=SIZE] (NetEm slot), e.g. 800us,1ms,packets=32"
+    )]
     pub slot: Option<SlotConfig>,
 
     /// Duplicate a frame with this probability (the copy follows it), e.g. 0.1%.

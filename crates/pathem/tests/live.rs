@@ -1054,23 +1054,31 @@ fn stages_on_two_cpus_forward_everything() {
     assert!(s["a_to_b"]["sojourn"]["max_ns"].as_u64().unwrap() > 0, "{s}");
 }
 
+/// `ctl set` takes effect at once: datagrams sent after it returns see the new delay, and no
+/// datagram with the old delay was sent after one with the new delay.
+///
+/// The one-way delay is the sink's kernel receive stamp minus the sender's stamp. On a busy
+/// two-core machine the sender can lose its CPU between stamping a datagram and sending it
+/// (this test once failed so: an old-delay datagram stamped before a deschedule looked 15 ms
+/// slower and passed for a new-delay one). So the sender notes its clock after each send too,
+/// and only datagrams sent within 1 ms of their stamp count; and the bands leave 10 ms of
+/// margin for pathem's own hiccups: old < 20 ms, new ≥ 29.5 ms (a delay never shrinks).
 fn a_change_takes_effect_at_once() {
     let mut t = Topo::new();
     let name = format!("t{}e{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
     t.start_with("afpacket", &["--delay", "10ms", "--name", &name]);
-    // The sink notes each datagram's one-way delay (both ends read CLOCK_MONOTONIC).
+    // The sink notes each datagram's number and receive stamp (both ends read CLOCK_MONOTONIC).
     let (ready_tx, ready_rx) = mpsc::channel();
     let sink = in_ns(&t.sink, move || {
         let sock = pathem_io::udp::TimestampedUdp::bind(format!("{SINK_IP}:9998").parse().unwrap()).unwrap();
         sock.socket().set_read_timeout(Some(Duration::from_millis(10))).unwrap();
         ready_tx.send(()).unwrap();
         let mut buf = [0u8; 64];
-        let mut seen: Vec<(u64, u64)> = Vec::new();
+        let mut seen: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
         let end = std::time::Instant::now() + Duration::from_secs(3);
         while std::time::Instant::now() < end {
             if let Ok(r) = sock.recv_nowait(&mut buf) {
-                let sent = u64::from_be_bytes(buf[..8].try_into().unwrap());
-                seen.push((sent, r.at.as_nanos()));
+                seen.insert(u64::from_be_bytes(buf[..8].try_into().unwrap()), r.at.as_nanos());
             } else {
                 std::thread::sleep(Duration::from_micros(200));
             }
@@ -1081,39 +1089,50 @@ fn a_change_takes_effect_at_once() {
     let sender = in_ns(&t.gen, move || {
         let sock = std::net::UdpSocket::bind((GEN_IP, 0)).unwrap();
         let end = std::time::Instant::now() + Duration::from_millis(2500);
+        let mut sent = Vec::new();
+        let mut seq = 0u64;
         while std::time::Instant::now() < end {
-            let now = monotonic_now().as_nanos();
-            let _ = sock.send_to(&now.to_be_bytes(), (SINK_IP, 9998));
-            let until = now + 50_000;
-            while monotonic_now().as_nanos() < until {
+            let before = monotonic_now().as_nanos();
+            let _ = sock.send_to(&seq.to_be_bytes(), (SINK_IP, 9998));
+            let after = monotonic_now().as_nanos();
+            sent.push((seq, before, after));
+            seq += 1;
+            while monotonic_now().as_nanos() < before + 50_000 {
                 std::hint::spin_loop();
             }
         }
+        sent
     });
     std::thread::sleep(Duration::from_millis(1000));
     let asked = monotonic_now().as_nanos();
     let out = ctl(&[&name, "set", "--delay", "30ms"]);
     let answered = monotonic_now().as_nanos();
-    assert!(out.status.success());
-    sender.join().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let sent = sender.join().unwrap();
     let seen = sink.join().unwrap();
-    // The first datagram that was delayed 30 ms (both directions of ping are not involved).
-    let first = seen
+    // (sent at, one-way delay) of the datagrams that left within 1 ms of their stamp.
+    let delays: Vec<(u64, u64)> = sent
         .iter()
-        .filter(|(s, r)| r - s > 25_000_000)
-        .map(|(s, _)| *s)
-        .min()
-        .expect("the change took effect");
-    let last_old = seen.iter().filter(|(s, r)| r - s < 15_000_000).map(|(s, _)| *s).max().unwrap();
+        .filter(|(_, before, after)| after - before < 1_000_000)
+        .filter_map(|(seq, before, _)| seen.get(seq).map(|&r| (*before, r.saturating_sub(*before))))
+        .collect();
+    let first_new = delays.iter().filter(|(_, d)| *d >= 29_500_000).map(|(s, _)| *s).min();
+    let first_new = first_new.expect("the change took effect");
+    let last_old = delays.iter().filter(|(_, d)| *d < 20_000_000).map(|(s, _)| *s).max().expect("old delays");
     eprintln!(
-        "ctl set: `pathem ctl` ran {:.2} ms; the first frame with the new delay was sent {:.2} ms after it was started ({:.2} ms after it returned); the last with the old, {:.2} ms after",
+        "ctl set: `pathem ctl` ran {:.2} ms; the first datagram with the new delay was sent {:.2} ms after it was started ({:.2} ms after it returned); the last with the old, {:.2} ms after; {} of {} datagrams counted",
         (answered - asked) as f64 / 1e6,
-        (first as f64 - asked as f64) / 1e6,
-        (first as f64 - answered as f64) / 1e6,
-        (last_old as f64 - asked as f64) / 1e6
+        (first_new as f64 - asked as f64) / 1e6,
+        (first_new as f64 - answered as f64) / 1e6,
+        (last_old as f64 - asked as f64) / 1e6,
+        delays.len(),
+        sent.len()
     );
-    assert!(first < answered + 50_000_000, "applied by the next frames");
-    assert!(last_old < first, "no old delay after the new one");
+    assert!(first_new < answered + 50_000_000, "applied by the next datagrams");
+    assert!(last_old < first_new, "no old delay after the new one");
+    // Everything sent 5 ms after `ctl` returned has the new delay.
+    let late_old = delays.iter().filter(|(s, d)| *s > answered + 5_000_000 && *d < 29_500_000).count();
+    assert_eq!(late_old, 0, "datagrams sent after the change with less than the new delay");
 }
 
 fn dpdk_sigint_balances_and_returns_every_mbuf() {

@@ -1,6 +1,6 @@
 //! DPDK ports: `dpdk:PCI`, `dpdk:PORT_ID` or `dpdk:VDEV` (`dpdk:net_af_xdp0,iface=eth1`).
 //!
-//! The ports themselves ([`port`]) exist only with the `dpdk` cargo feature, which compiles a
+//! The ports themselves (`port`) exist only with the `dpdk` cargo feature, which compiles a
 //! small C shim against the machine's DPDK. What is here is plain Rust and always built, so a
 //! `dpdk:` port is checked the same way with or without the feature, and one built without it
 //! says how to get it:
