@@ -7,21 +7,23 @@
 //!             copy frame + release time, once           records)      never early
 //! ```
 //! One enqueue and one dequeue per frame: ingress computes everything, egress only compares
-//! times. A [`pipeline::Pipeline`] is one direction; [`pipeline::run`] polls pipelines on one
+//! times. A [`pipeline::Pipeline`] is one direction; [`scheduler::run`] polls pipelines on one
 //! thread with one clock read per round, virtual (offline) or real (live).
 
 pub mod clock;
 pub mod control;
 pub mod delay_line;
 pub mod pipeline;
+pub mod scheduler;
 pub mod stage;
 pub mod stats;
+pub mod task;
 pub mod wait;
 
 pub use clock::{Clock, VirtualClock};
 pub use control::{ChangeError, Control, Schedule};
-pub use pipeline::{
-    delay_line_size, delay_line_sizing, run, EngineConfig, Error, Next, Pipeline, Sizing, Task,
-};
+pub use pipeline::{delay_line_size, delay_line_sizing, EngineConfig, Pipeline, Sizing};
+pub use scheduler::run;
 pub use stats::{Counters, Stats};
+pub use task::{Error, Next, Task};
 pub use wait::{monotonic_now, MonotonicClock, Waiter, DEFAULT_BUSY_POLL};

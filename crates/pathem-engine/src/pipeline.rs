@@ -1,15 +1,11 @@
-//! A direction as a task, and the loop that runs tasks on one thread.
-//!
-//! [`Pipeline`] joins a receive port, the two stages and a transmit port. [`run`] polls its
-//! tasks, each time with one `now` read from the clock, and then waits until the earliest
-//! instant any task asked for. With a virtual clock that is a discrete-event simulation; with
-//! a real clock the same loop forwards live traffic. Offline and live drive the same code.
+//! A direction as a task: [`Pipeline`] joins a receive port, the two stages and a transmit
+//! port, and [`crate::scheduler::run`] polls it, offline and live alike.
 
-use crate::clock::Clock;
 use crate::control::{Control, Inbox, Schedule, Timeline};
-use crate::delay_line::{delay_line, growing_delay_line, record_size, AllocError};
+use crate::delay_line::{delay_line, growing_delay_line, record_size};
 use crate::stage::{Egress, Ingress};
 use crate::stats::Counters;
+use crate::task::{Error, Next, Task};
 use pathem_io::{PollAt, RxPort, TxPort};
 use pathem_model::link::ETHERNET_OVERHEAD;
 use pathem_model::units::{QueueLimit, Rate};
@@ -19,56 +15,6 @@ use std::sync::Arc;
 
 /// Frames taken from a receive port in one poll.
 pub const RX_BURST: usize = 32;
-
-/// A failure that stops the engine.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// A port failed (a capture could not be read or written).
-    #[error(transparent)]
-    Port(#[from] pathem_io::Error),
-    /// A path or engine setting is outside its range.
-    #[error(transparent)]
-    Config(#[from] pathem_model::limits::RangeError),
-    /// The delay line could not be allocated.
-    #[error(transparent)]
-    DelayLine(#[from] AllocError),
-}
-
-/// What a task asks of the scheduler after a poll.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Next {
-    /// Poll again at once: work is waiting.
-    Now,
-    /// Poll again at this instant.
-    At(Nanos),
-    /// Poll again without sleeping (traffic is flowing); the next release, if one is waiting.
-    Busy(Option<Nanos>),
-    /// Poll again soon; when is not known (live ports).
-    Soon,
-    /// Done: nothing will ever come.
-    Ended,
-}
-
-impl Next {
-    fn earliest(self, other: Next) -> Next {
-        use Next::*;
-        match (self, other) {
-            (Now, _) | (_, Now) => Now,
-            (Busy(a), Busy(b)) => Busy(a.into_iter().chain(b).min()),
-            (Busy(a), At(b)) | (At(b), Busy(a)) => Busy(Some(a.map_or(b, |a| a.min(b)))),
-            (Busy(a), _) | (_, Busy(a)) => Busy(a),
-            (At(a), At(b)) => At(a.min(b)),
-            (At(a), _) | (_, At(a)) => At(a),
-            (Soon, _) | (_, Soon) => Soon,
-            (Ended, Ended) => Ended,
-        }
-    }
-}
-
-/// Something the scheduler polls.
-pub trait Task {
-    fn poll(&mut self, now: Nanos) -> Result<Next, Error>;
-}
 
 /// How the engine sizes and bounds a direction.
 #[derive(Clone, Debug)]
@@ -485,26 +431,10 @@ impl<T: TxPort> Task for Output<T> {
     }
 }
 
-/// Polls `tasks` on this thread until all have ended or `stop` is set, waiting between rounds
-/// as [`crate::wait`] says.
-pub fn run(tasks: &mut [&mut dyn Task], clock: &mut dyn Clock, stop: &AtomicBool) -> Result<(), Error> {
-    let mut pacer = crate::wait::Pacer::default();
-    while !stop.load(Ordering::Relaxed) {
-        let now = clock.now();
-        let mut next = Next::Ended;
-        for t in tasks.iter_mut() {
-            next = next.earliest(t.poll(now)?);
-        }
-        if !pacer.wait(next, now, clock) {
-            return Ok(());
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scheduler::run;
     use pathem_io::mem::MemSink;
     use pathem_io::RxFrame;
 

@@ -15,7 +15,7 @@
 //! Offline runs use a [`crate::VirtualClock`], to which waiting is a jump.
 
 use crate::clock::Clock;
-use crate::pipeline::Next;
+use crate::task::Next;
 use pathem_model::Nanos;
 use std::os::fd::RawFd;
 
