@@ -6,7 +6,7 @@
 //! parser accepts its input, the result is also used (a path built and run, a trace sampled),
 //! so what a parser lets through is exercised too.
 
-use pathem_engine::{run, EngineConfig, Pipeline, VirtualClock};
+use pathem_engine::EngineConfig;
 use pathem_io::mem::MemSink;
 use pathem_io::pcap::PcapSource;
 use pathem_model::delay::{Delay, DelayConfig, DelayTrace};
@@ -17,7 +17,6 @@ use pathem_model::police::PolicerConfig;
 use pathem_model::slot::SlotConfig;
 use pathem_model::units::{parse_duration, Probability, QueueLimit, Rate, Size};
 use pathem_model::{FrameMeta, Nanos, Path, PathConfig, Rng};
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 /// Runs `path` over a few frames, checking that every frame is accounted for.
@@ -60,14 +59,12 @@ pub fn pcap(data: &[u8]) {
         },
     ];
     let path = &paths[data.len() % paths.len()];
-    let engine = EngineConfig { offline: true, buffer: Some(1 << 20), ..EngineConfig::default() };
-    let start = src.peek_arrival().unwrap_or(Nanos::ZERO);
-    let Ok(mut pipe) = Pipeline::new(src, MemSink::default(), path, 1, &engine) else { return };
-    let mut clock = VirtualClock::starting_at(start);
-    if run(&mut [&mut pipe], &mut clock, &AtomicBool::new(false)).is_err() {
+    let engine = EngineConfig { buffer: Some(1 << 20), ..EngineConfig::default() };
+    // The offline runtime `pathem replay` runs, into a counting sink.
+    let Ok(done) = pathem_runtime::replay::replay(src, MemSink::default(), path, None, 1, &engine) else {
         return;
-    }
-    let s = pipe.counters().snapshot();
+    };
+    let s = done.stats;
     assert_eq!(
         s.rx_packets + s.duplicated,
         s.tx_packets + s.dropped.total(),

@@ -11,13 +11,14 @@
 //!                           put the offloads back, return the final counters
 //! ```
 //! The wait policy of every live loop is `pathem_engine::wait`; the namespaces the commands
-//! and tests build are [`testbed`].
+//! and tests build are [`testbed`]. Offline, [`replay`] runs the same engine in virtual time.
 
 pub mod bench;
 pub mod control;
 pub mod hiccups;
 pub mod link;
 pub mod metrics;
+pub mod replay;
 pub mod testbed;
 pub mod validate;
 

@@ -1,7 +1,5 @@
-//! `pathem replay`: offline emulation of one direction, in virtual time.
-//!
-//! Frame i of IN arrives at its capture timestamp; the virtual clock jumps from event to event
-//! (arrivals and releases), so the result is exact and independent of the machine's speed.
+//! `pathem replay`: offline emulation of one direction, in virtual time
+//! ([`pathem_runtime::replay`]); this file reads the flags and prints the summary.
 
 use crate::config::{self, ConfigFile};
 use crate::report;
@@ -9,14 +7,11 @@ use crate::spec::PathSpec;
 use crate::usage;
 use anyhow::Context;
 use clap::Args;
-use pathem_engine::{run, EngineConfig, Pipeline, Schedule, Stats, VirtualClock};
-use pathem_io::pcap::{PcapSink, PcapSource};
-use pathem_model::rng::direction_seed;
+use pathem_engine::{EngineConfig, Schedule};
 use pathem_model::units::Size;
-use pathem_model::{Nanos, PathConfig};
-use serde::Serialize;
+use pathem_model::PathConfig;
+pub use pathem_runtime::replay::ReplayReport;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 
 #[derive(Args, Debug, Clone)]
 pub struct ReplayArgs {
@@ -47,20 +42,6 @@ pub struct ReplayArgs {
     /// Longest frame carried, 1 to 65536 bytes; longer ones are dropped and counted as `oversize`.
     #[arg(long, value_name = "BYTES", default_value_t = 65_535)]
     pub max_frame: usize,
-}
-
-/// What a replay did, as written by `--stats`.
-#[derive(Serialize, Debug, Clone)]
-pub struct ReplayReport {
-    pub seed: u64,
-    pub path: String,
-    /// Most bytes the delay line may hold (it grows with what is in flight, up to this).
-    pub delay_line_bytes: usize,
-    pub input_backwards_timestamps: u64,
-    /// The process's peak resident memory (VmHWM), where the system reports it.
-    pub peak_memory_bytes: Option<u64>,
-    #[serde(flatten)]
-    pub stats: Stats,
 }
 
 /// A seed for runs that did not ask for one.
@@ -102,29 +83,8 @@ pub fn replay(args: &ReplayArgs) -> anyhow::Result<ReplayReport> {
         offline: true,
         ..EngineConfig::default()
     };
-    engine.validate().map_err(usage)?;
-    let src = PcapSource::open(&args.input)?;
-    let start = src.peek_arrival().unwrap_or(Nanos::ZERO);
-    let sink = PcapSink::create(&args.output, src.snaplen())?;
-    let mut pipe =
-        Pipeline::new(src, sink, &path, direction_seed(seed, 0), &engine).map_err(crate::engine_error)?;
-    if let Some(s) = schedule {
-        pipe.follow(s, start);
-    }
-    let mut clock = VirtualClock::starting_at(start);
-    run(&mut [&mut pipe], &mut clock, &AtomicBool::new(false))?;
-    let stats = pipe.counters().snapshot();
-    let delay_line_bytes = pipe.delay_line_capacity();
-    let (src, sink) = pipe.into_ports();
-    sink.commit()?;
-    Ok(ReplayReport {
-        seed,
-        path: path.to_string(),
-        delay_line_bytes,
-        input_backwards_timestamps: src.backwards_timestamps(),
-        peak_memory_bytes: pathem_io::proc_kb("/proc/self/status", "VmHWM"),
-        stats,
-    })
+    pathem_runtime::replay::replay_file(&args.input, &args.output, &path, schedule, seed, &engine)
+        .map_err(crate::run::runtime_error)
 }
 
 pub fn main(args: ReplayArgs) -> anyhow::Result<()> {

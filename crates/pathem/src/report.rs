@@ -1,6 +1,6 @@
 //! Human-readable summaries.
 
-use crate::replay::ReplayReport;
+use pathem_runtime::replay::ReplayReport;
 use std::fmt::Write;
 use std::path::Path;
 
