@@ -24,6 +24,16 @@ pub mod validate;
 
 pub use link::{Final, Link, LinkSpec, Started};
 
+/// A seed for runs that did not ask for one.
+pub fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos(),
+    );
+    h.finish()
+}
+
 /// Accepts connections on a non-blocking listener until `stop`, handing each to `answer`;
 /// between connections it waits in `ppoll` on the listener (at most 100 ms, to see `stop`).
 /// The control socket and the metrics endpoint both serve this way.

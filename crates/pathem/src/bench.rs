@@ -92,12 +92,12 @@ struct BenchReport {
 
 /// One run of the engine alone on one thread.
 fn measure(path: &PathConfig, args: &BenchArgs) -> anyhow::Result<(f64, Stats)> {
-    engine_alone(path, args.packets, args.size, args.seed).map_err(crate::run::runtime_error)
+    engine_alone(path, args.packets, args.size, args.seed).map_err(crate::runtime_error)
 }
 
 /// One run with the engine split over CPUs 0 and 1.
 fn measure_split(path: &PathConfig, args: &BenchArgs) -> anyhow::Result<(f64, Stats)> {
-    engine_split(path, args.packets, args.size, args.seed).map_err(crate::run::runtime_error)
+    engine_split(path, args.packets, args.size, args.seed).map_err(crate::runtime_error)
 }
 
 pub fn main(args: BenchArgs) -> anyhow::Result<()> {

@@ -65,8 +65,7 @@ pub fn main(
             let mut runs = vec![Vec::new(); modes.len()];
             for round in 0..rounds {
                 for (m, (mode, path)) in modes.iter().enumerate() {
-                    let r =
-                        live_run(&bed, kind, size, mode, path, secs).map_err(crate::run::runtime_error)?;
+                    let r = live_run(&bed, kind, size, mode, path, secs).map_err(crate::runtime_error)?;
                     runs[m].push(r);
                 }
                 if !json {

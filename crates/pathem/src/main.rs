@@ -87,6 +87,16 @@ pub fn engine_error(e: pathem_engine::Error) -> anyhow::Error {
     }
 }
 
+/// A runtime error as the command line reports it: settings the engine or the machine
+/// refuses are bad usage (exit 2); a port or bed that fails is a failed run (exit 1).
+pub fn runtime_error(e: pathem_runtime::Error) -> anyhow::Error {
+    match e {
+        pathem_runtime::Error::Engine(e) => engine_error(e),
+        pathem_runtime::Error::Cores(_) => usage(e),
+        e => e.into(),
+    }
+}
+
 fn main() -> ExitCode {
     pathem_io::default_sigpipe();
     let cli = match Cli::try_parse() {

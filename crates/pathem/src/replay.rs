@@ -44,16 +44,6 @@ pub struct ReplayArgs {
     pub max_frame: usize,
 }
 
-/// A seed for runs that did not ask for one.
-pub fn random_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos(),
-    );
-    h.finish()
-}
-
 /// The a→b path of a replay: the config file's table with the flags on top, and the schedule
 /// of changes to it, if any.
 pub fn resolve(args: &ReplayArgs) -> anyhow::Result<(ConfigFile, PathConfig, Option<Schedule>)> {
@@ -76,7 +66,7 @@ pub fn resolve(args: &ReplayArgs) -> anyhow::Result<(ConfigFile, PathConfig, Opt
 /// Runs a replay and returns its report; OUT exists only if this returns `Ok`.
 pub fn replay(args: &ReplayArgs) -> anyhow::Result<ReplayReport> {
     let (file, path, schedule) = resolve(args)?;
-    let seed = args.seed.or(file.seed).unwrap_or_else(random_seed);
+    let seed = args.seed.or(file.seed).unwrap_or_else(pathem_runtime::random_seed);
     let engine = EngineConfig {
         buffer: args.buffer.or(file.buffer).map(|s| usize::try_from(s.0).unwrap_or(usize::MAX)),
         max_frame: args.max_frame,
@@ -84,7 +74,7 @@ pub fn replay(args: &ReplayArgs) -> anyhow::Result<ReplayReport> {
         ..EngineConfig::default()
     };
     pathem_runtime::replay::replay_file(&args.input, &args.output, &path, schedule, seed, &engine)
-        .map_err(crate::run::runtime_error)
+        .map_err(crate::runtime_error)
 }
 
 pub fn main(args: ReplayArgs) -> anyhow::Result<()> {

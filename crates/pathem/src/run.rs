@@ -189,16 +189,6 @@ pub fn parse_cores(text: &Option<String>) -> anyhow::Result<Vec<usize>> {
     Ok(cores)
 }
 
-/// A runtime error as the command line reports it: settings the engine or the machine
-/// refuses are bad usage (exit 2); a port or bed that fails is a failed run (exit 1).
-pub fn runtime_error(e: pathem_runtime::Error) -> anyhow::Error {
-    match e {
-        pathem_runtime::Error::Engine(e) => crate::engine_error(e),
-        pathem_runtime::Error::Cores(_) => usage(e),
-        e => e.into(),
-    }
-}
-
 /// The live-only settings against their documented ranges.
 fn check_ranges(args: &RunArgs) -> anyhow::Result<()> {
     use crate::within;
@@ -268,7 +258,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
             ia.unwrap_or_else(|| a.clone())
         )));
     }
-    let seed = args.seed.or(file.seed).unwrap_or_else(crate::replay::random_seed);
+    let seed = args.seed.or(file.seed).unwrap_or_else(pathem_runtime::random_seed);
     let spec = LinkSpec {
         a,
         b,
@@ -294,7 +284,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| format!("{}-{}", port_interface(&args.port_a), port_interface(&args.port_b)));
     pathem_runtime::control::check_free(&name).map_err(usage)?;
     let specs = (ab_spec, ba_spec);
-    let link = Link::start(spec).map_err(runtime_error)?;
+    let link = Link::start(spec).map_err(crate::runtime_error)?;
     let _control = serve(&link, name.clone(), seed, specs).map_err(usage)?;
     let _metrics = match metrics_addr {
         Some(addr) => Some(metrics(&link, addr).map_err(usage)?),
@@ -336,7 +326,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
             }
         });
     }
-    let end = link.wait().map_err(runtime_error)?;
+    let end = link.wait().map_err(crate::runtime_error)?;
     let seconds = (monotonic_now() - started).as_secs_f64();
     reporter.print("final", seconds, end.ab.clone(), end.ba.clone());
     report_end(&end);

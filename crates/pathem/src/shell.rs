@@ -73,7 +73,7 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
         file.b_to_a.overridden_by(&args.path).overridden_by(&direction_spec("downlink", &args.downlink)?),
     );
     let (up, down) = (specs.0.to_config().map_err(usage)?, specs.1.to_config().map_err(usage)?);
-    let seed = args.seed.or(file.seed).unwrap_or_else(crate::replay::random_seed);
+    let seed = args.seed.or(file.seed).unwrap_or_else(pathem_runtime::random_seed);
     let name = args.name.clone().unwrap_or_else(|| format!("shell-{}", std::process::id()));
     pathem_runtime::control::check_free(&name).map_err(usage)?;
     let metrics_addr =
@@ -104,7 +104,7 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
         schedule_ab: None,
         schedule_ba: None,
     };
-    let link = Link::start(spec).map_err(crate::run::runtime_error)?;
+    let link = Link::start(spec).map_err(crate::runtime_error)?;
     let control = crate::run::serve(&link, name, seed, specs).map_err(usage)?;
     let metrics = match metrics_addr {
         Some(addr) => Some(crate::run::metrics(&link, addr).map_err(usage)?),
@@ -125,7 +125,7 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot run {}", args.command[0]));
     drop(metrics);
     drop(control);
-    let end = link.stop().map_err(crate::run::runtime_error)?;
+    let end = link.stop().map_err(crate::runtime_error)?;
     if args.verbose {
         eprintln!("pathem shell: uplink {}", serde_json::to_string(&end.ab)?);
         if let Some(d) = &end.ba {

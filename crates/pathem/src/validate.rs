@@ -66,8 +66,7 @@ pub fn main(args: ValidateArgs) -> anyhow::Result<()> {
         return target(&args, &b);
     }
     // The machine's own noise floor: the same probe over a direct veth pair, no pathem.
-    let floor =
-        validate::noise_floor(secs, &args.out.join("noise-floor")).map_err(crate::run::runtime_error)?;
+    let floor = validate::noise_floor(secs, &args.out.join("noise-floor")).map_err(crate::runtime_error)?;
 
     let mut cases: Vec<(&str, &str, f64, usize, Option<&str>)> = vec![
         ("transparent", "", 10_000.0, 64, None),
@@ -105,7 +104,7 @@ pub fn main(args: ValidateArgs) -> anyhow::Result<()> {
         };
         let dir = args.out.join(name.replace(' ', "-"));
         let report =
-            validate::run_case(&b, &args.port, &case, secs, base, &dir).map_err(crate::run::runtime_error)?;
+            validate::run_case(&b, &args.port, &case, secs, base, &dir).map_err(crate::runtime_error)?;
         let (s, checks) = (&report.summary, &report.checks);
         if case.path.is_transparent() {
             base = Some((s.delay_us.mean, s.delay_std_us));
@@ -136,7 +135,7 @@ pub fn main(args: ValidateArgs) -> anyhow::Result<()> {
     let tcp = match args.quick {
         true => None,
         false => {
-            let t = validate::tcp_vs_mathis(&b, &args.port, secs).map_err(crate::run::runtime_error)?;
+            let t = validate::tcp_vs_mathis(&b, &args.port, secs).map_err(crate::runtime_error)?;
             let (g, m) = (t["goodput_bps"].as_f64().unwrap_or(0.0), t["mathis_bps"].as_f64().unwrap_or(1.0));
             println!(
                 "  TCP Reno through --delay 10ms --loss 0.5%: goodput {:.2} Mbit/s, Mathis estimate MSS/RTT·1.22/√p = {:.2} Mbit/s (ratio {:.2})",
@@ -178,9 +177,7 @@ fn target(args: &ValidateArgs, b: &Bed) -> anyhow::Result<()> {
     );
     let mut runs: Vec<TargetRun> = Vec::new();
     for run in 0..RUNS {
-        runs.extend(
-            validate::target_round(b, &direct, run, secs, &args.out).map_err(crate::run::runtime_error)?,
-        );
+        runs.extend(validate::target_round(b, &direct, run, secs, &args.out).map_err(crate::runtime_error)?);
         eprintln!("pathem validate: run {} of {RUNS} done", run + 1);
     }
     let of = |case: &str, f: &dyn Fn(&TargetRun) -> f64| -> f64 {
