@@ -10,17 +10,15 @@
 //!  Link::stop()          ── stop receiving, send what is due, drain the ports,
 //!                           put the offloads back, return the final counters
 //! ```
-//! The wait policy of every live loop is `pathem_engine::wait`; the namespaces the commands
-//! and tests build are [`testbed`]. Offline, [`replay`] runs the same engine in virtual time.
+//! The wait policy of every live loop is `pathem_engine::wait`; the shell's namespaces are
+//! [`netns`]. Offline, [`replay`] runs the same engine in virtual time. What measures pathem
+//! (the test bed, validate, the benchmarks) is the lab's (`pathem-lab`), never linked here.
 
-pub mod bench;
 pub mod control;
-pub mod hiccups;
 pub mod link;
 pub mod metrics;
+pub mod netns;
 pub mod replay;
-pub mod testbed;
-pub mod validate;
 
 pub use link::{Final, Link, LinkSpec, Started};
 

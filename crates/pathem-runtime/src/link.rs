@@ -12,7 +12,7 @@
 //! handler, then [`Link::wait`]) stops receiving, sends what is due, gives the transmit ports
 //! a moment to hand over what they hold, puts the offloads back and returns the final counters.
 
-use crate::testbed::enter;
+use crate::netns::enter;
 use crate::Error;
 use pathem_engine::{
     delay_line_sizing, run, Control, Counters, EngineConfig, MonotonicClock, Pipeline, Schedule, Stats, Task,

@@ -9,9 +9,9 @@ use crate::spec::PathSpec;
 use crate::usage;
 use clap::Args;
 use pathem_engine::Stats;
+pub use pathem_lab::bench::median;
+use pathem_lab::bench::{engine_alone, engine_split};
 use pathem_model::PathConfig;
-pub use pathem_runtime::bench::median;
-use pathem_runtime::bench::{engine_alone, engine_split};
 use serde::Serialize;
 
 #[derive(Args, Debug)]
@@ -107,9 +107,8 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
     }
     if !args.live.is_empty() {
         for k in &args.live {
-            pathem_runtime::testbed::bed_ports(k).map_err(|_| {
-                usage(format!("--live {k}: accepted: {}", pathem_runtime::testbed::PORT_KINDS))
-            })?;
+            pathem_lab::testbed::bed_ports(k)
+                .map_err(|_| usage(format!("--live {k}: accepted: {}", pathem_lab::testbed::PORT_KINDS)))?;
         }
         if args.sizes.iter().any(|&s| !(60..=1514).contains(&s)) {
             return Err(usage("--sizes: accepted: frame sizes from 60 to 1514 bytes"));
@@ -292,11 +291,10 @@ fn offloads(args: &BenchArgs) -> anyhow::Result<()> {
             return Err(usage(format!("--sizes {size}: accepted: 64 to 9000 bytes with --offloads")));
         }
         let runs: Vec<_> =
-            (0..args.runs.max(1)).map(|_| pathem_runtime::bench::offload_costs(size, frames)).collect();
-        let m = |f: fn(&pathem_runtime::bench::OffloadCosts) -> f64| {
-            median(&runs.iter().map(f).collect::<Vec<_>>())
-        };
-        rows.push(pathem_runtime::bench::OffloadCosts {
+            (0..args.runs.max(1)).map(|_| pathem_lab::bench::offload_costs(size, frames)).collect();
+        let m =
+            |f: fn(&pathem_lab::bench::OffloadCosts) -> f64| median(&runs.iter().map(f).collect::<Vec<_>>());
+        rows.push(pathem_lab::bench::OffloadCosts {
             size,
             copy_ns: m(|r| r.copy_ns),
             check_ns: m(|r| r.check_ns),

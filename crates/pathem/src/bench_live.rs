@@ -3,14 +3,14 @@
 //! ```text
 //!   gen: g0 ──veth── pa  [pathem, namespace mid]  pb ──veth── s0 :sink
 //! ```
-//! The runs themselves are `pathem_runtime::bench::live_run`; this runs them in rounds (every
+//! The runs themselves are `pathem_lab::bench::live_run`; this runs them in rounds (every
 //! mode once per round, back to back) and prints medians, with each mode's rate as a ratio of
 //! the raw port loop's and, for DPDK ports, of dpdk-testpmd's on the same virtual devices,
 //! both taken within the round and then the median over rounds.
 
+use pathem_lab::bench::{live_run, median};
+use pathem_lab::testbed::Bed;
 use pathem_model::{Nanos, PathConfig};
-use pathem_runtime::bench::{live_run, median};
-use pathem_runtime::testbed::Bed;
 use serde::Serialize;
 
 #[derive(Serialize)]

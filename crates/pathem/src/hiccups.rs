@@ -1,6 +1,6 @@
-//! `pathem bench --hiccups`: prints what `pathem_runtime::hiccups` measures.
+//! `pathem bench --hiccups`: prints what `pathem_lab::hiccups` measures.
 
-use pathem_runtime::hiccups::{describe, measure};
+use pathem_lab::hiccups::{describe, measure};
 
 /// Prints the hiccups of `seconds` (already checked by `bench`).
 pub fn main(seconds: f64, json: bool) -> anyhow::Result<()> {

@@ -25,7 +25,7 @@ use anyhow::Context;
 use clap::Args;
 use pathem_engine::{EngineConfig, DEFAULT_BUSY_POLL};
 use pathem_io::live::PortOptions;
-use pathem_runtime::testbed::ShellBed;
+use pathem_runtime::netns::ShellBed;
 use pathem_runtime::{Link, LinkSpec};
 use std::path::PathBuf;
 use std::process::Command;

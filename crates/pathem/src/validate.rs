@@ -12,9 +12,9 @@ use crate::spec::PathSpec;
 use crate::usage;
 use anyhow::Context;
 use clap::{Args, Parser};
+use pathem_lab::testbed::Bed;
+use pathem_lab::validate::{self, Case, TargetRun};
 use pathem_model::PathConfig;
-use pathem_runtime::testbed::Bed;
-use pathem_runtime::validate::{self, Case, TargetRun};
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -227,10 +227,10 @@ fn target(args: &ValidateArgs, b: &Bed) -> anyhow::Result<()> {
             );
         }
     }
-    let hiccups = pathem_runtime::hiccups::measure(secs.min(5.0));
+    let hiccups = pathem_lab::hiccups::measure(secs.min(5.0));
     println!("  what bounds the tail: a busy-polling thread on each CPU, measured right after");
     for h in &hiccups {
-        println!("    {}", pathem_runtime::hiccups::describe(h));
+        println!("    {}", pathem_lab::hiccups::describe(h));
     }
     println!(
         "  a frame due while pathem's CPU is away leaves when it comes back; at 100 kpps a gap of G us delays about G/10 frames"

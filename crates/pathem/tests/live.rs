@@ -23,10 +23,10 @@ use std::time::Duration;
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
 const PATHEM: &str = env!("CARGO_BIN_EXE_pathem");
-use pathem_runtime::testbed::{Bed, GEN_IP, SINK_IP};
+use pathem_lab::testbed::{Bed, GEN_IP, SINK_IP};
 
 fn rx_packets(ns: &str, dev: &str) -> u64 {
-    pathem_runtime::testbed::rx_packets(ns, dev).expect("the interface's counter")
+    pathem_lab::testbed::rx_packets(ns, dev).expect("the interface's counter")
 }
 
 /// Why the live tests cannot run here, if they cannot.
@@ -172,7 +172,7 @@ fn kinds() -> Vec<&'static str> {
 fn ports(kind: &str) -> (String, String) {
     match kind {
         "dpdk-xdp" => ("dpdk:net_af_xdp0,iface=pa".into(), "afxdp:pb".into()),
-        _ => pathem_runtime::testbed::bed_ports(kind).expect("a port kind of the bed"),
+        _ => pathem_lab::testbed::bed_ports(kind).expect("a port kind of the bed"),
     }
 }
 

@@ -43,7 +43,7 @@ fn steal_ticks() -> Vec<u64> {
 }
 
 fn spin(cpu: usize, seconds: f64) -> CpuHiccups {
-    let pinned = crate::link::pin(cpu).is_ok();
+    let pinned = pathem_runtime::link::pin(cpu).is_ok();
     let start = monotonic_now();
     let end = start + Nanos((seconds * 1e9) as u64);
     let mut counts = [0u64; THRESHOLDS_US.len()];

@@ -1,23 +1,10 @@
-//! Network namespaces joined by veth pairs: the one test bed that `shell`, `validate`, the
-//! benchmarks and the live tests build, and that removes itself when dropped, whatever
-//! happened.
-//!
-//! ```text
-//!   {tag}g: g0 ──veth── pa  [{tag}m: pathem's ports]  pb ──veth── s0 :{tag}s
-//! ```
-//! [`Bed::through`] makes the three namespaces above (gen, mid, sink) with 10.201.0.1 on g0
-//! and 10.201.0.2 on s0; [`Bed::direct`] joins gen and sink with one veth pair (g0 — s0), the
-//! machine's own floor. Every interface keeps the kernel's defaults, as a user's containers
-//! do: checksum offload, TSO and GSO on (the ends hand pathem partial checksums and
-//! super-frames, which its ports turn into wire frames), MTU 1500, IPv6 on.
+//! Network namespaces pathem builds for its users: `pathem shell`'s (the command's namespace
+//! behind an emulated link, with NAT to the host), and the helpers every namespace builder
+//! uses (`ip`, entering a namespace). The test bed of the lab (`pathem_lab::testbed`) is
+//! built with the same helpers.
 
 use crate::Error;
-use std::process::{Command, Output};
-
-/// The generator's address on g0.
-pub const GEN_IP: &str = "10.201.0.1";
-/// The sink's address on s0.
-pub const SINK_IP: &str = "10.201.0.2";
+use std::process::Command;
 
 /// Runs `ip ARGS`, failing with its error message.
 pub fn ip(args: &[&str]) -> Result<(), Error> {
@@ -45,112 +32,6 @@ pub fn quiet(cmd: &str, args: &[&str]) -> bool {
 pub fn enter(name: &str) -> Result<(), Error> {
     pathem_io::host::enter_netns(name).map_err(Error::Bed)
 }
-
-/// The receive counter of interface `dev` in namespace `ns` (what the kernel counted).
-pub fn rx_packets(ns: &str, dev: &str) -> Result<u64, Error> {
-    let out = Command::new("ip")
-        .args(["-n", ns, "-s", "-j", "link", "show", dev])
-        .output()
-        .map_err(|e| Error::Bed(format!("cannot run `ip` ({e}); install iproute2")))?;
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .map_err(|e| Error::Bed(format!("ip -s link show {dev} in {ns}: {e}")))?;
-    v[0]["stats64"]["rx"]["packets"]
-        .as_u64()
-        .ok_or_else(|| Error::Bed(format!("ip -s link show {dev} in {ns}: no receive counter")))
-}
-
-/// The port kinds a bed's forwarder can use, for `bench --live` and the tests.
-pub const PORT_KINDS: &str = "afpacket, afxdp, dpdk (net_af_packet virtual devices)";
-
-/// pathem's two ports on a [`Bed::through`]'s `pa` and `pb` for a kind (see [`PORT_KINDS`]).
-pub fn bed_ports(kind: &str) -> Result<(String, String), Error> {
-    match kind {
-        "afpacket" | "afxdp" => Ok((format!("{kind}:pa"), format!("{kind}:pb"))),
-        // A ring of 2048 frames, like the AF_PACKET port's buffer (~1300): a burst of a
-        // thousand frames fits while the forwarder is off its CPU for a moment.
-        "dpdk" => Ok((
-            "dpdk:net_af_packet0,iface=pa,framecnt=2048".into(),
-            "dpdk:net_af_packet1,iface=pb,framecnt=2048".into(),
-        )),
-        _ => Err(Error::Bed(format!("port kind `{kind}`: accepted: {PORT_KINDS}"))),
-    }
-}
-
-/// Namespaces joined by veth pairs; deleted on drop (which deletes their interfaces).
-#[derive(Debug)]
-pub struct Bed {
-    pub gen: String,
-    /// The forwarder's namespace, with ports `pa` (towards gen) and `pb` (towards sink);
-    /// `None` for a direct bed.
-    pub mid: Option<String>,
-    pub sink: String,
-}
-
-impl Bed {
-    /// gen — mid — sink, named `{tag}g`, `{tag}m`, `{tag}s` (the tag makes them unique).
-    pub fn through(tag: &str) -> Result<Bed, Error> {
-        let bed = Bed { gen: format!("{tag}g"), mid: Some(format!("{tag}m")), sink: format!("{tag}s") };
-        bed.make()?;
-        Ok(bed)
-    }
-
-    /// gen — sink joined by one veth pair (g0 — s0), with the same addresses.
-    pub fn direct(tag: &str) -> Result<Bed, Error> {
-        let bed = Bed { gen: format!("{tag}g"), mid: None, sink: format!("{tag}s") };
-        bed.make()?;
-        Ok(bed)
-    }
-
-    /// The forwarder's namespace (a bed made by [`Bed::through`]).
-    pub fn mid(&self) -> &str {
-        self.mid.as_deref().expect("a bed with a forwarder's namespace")
-    }
-
-    fn make(&self) -> Result<(), Error> {
-        let (g, s) = (&self.gen, &self.sink);
-        for n in [Some(g), self.mid.as_ref(), Some(s)].into_iter().flatten() {
-            ip(&["netns", "add", n]).map_err(|e| {
-                Error::Bed(format!("cannot create a network namespace (needs root or CAP_SYS_ADMIN): {e}"))
-            })?;
-            ip(&["-n", n, "link", "set", "lo", "up"])?;
-        }
-        match &self.mid {
-            Some(m) => {
-                ip(&["link", "add", "g0", "netns", g, "type", "veth", "peer", "name", "pa", "netns", m])?;
-                ip(&["link", "add", "s0", "netns", s, "type", "veth", "peer", "name", "pb", "netns", m])?;
-                ip(&["-n", m, "link", "set", "pa", "up"])?;
-                ip(&["-n", m, "link", "set", "pb", "up"])?;
-            }
-            None => ip(&["link", "add", "g0", "netns", g, "type", "veth", "peer", "name", "s0", "netns", s])?,
-        }
-        for (n, d, a) in [(g, "g0", GEN_IP), (s, "s0", SINK_IP)] {
-            ip(&["-n", n, "addr", "add", &format!("{a}/24"), "dev", d])?;
-            ip(&["-n", n, "link", "set", d, "up"])?;
-        }
-        Ok(())
-    }
-
-    /// Runs `cmd` inside namespace `ns`.
-    pub fn exec(&self, ns: &str, cmd: &[&str]) -> std::io::Result<Output> {
-        Command::new("ip").args(["netns", "exec", ns]).args(cmd).output()
-    }
-
-    /// Resolves the sink's address from gen (ARP through whatever joins them), so that the
-    /// first frames measured do not wait for it.
-    pub fn warm_up(&self) {
-        let _ = self.exec(&self.gen, &["ping", "-c", "1", "-W", "2", SINK_IP]);
-    }
-}
-
-impl Drop for Bed {
-    fn drop(&mut self) {
-        for n in [Some(&self.gen), self.mid.as_ref(), Some(&self.sink)].into_iter().flatten() {
-            let _ = ip(&["netns", "del", n]);
-        }
-    }
-}
-
-// ---- the shell's namespaces -------------------------------------------------------------
 
 use std::net::Ipv4Addr;
 

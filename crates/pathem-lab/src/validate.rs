@@ -3,13 +3,13 @@
 //! line chooses the cases and prints the reports.
 
 use crate::testbed::{Bed, SINK_IP};
-use crate::{Error, Link, LinkSpec};
 use pathem_engine::{EngineConfig, Stats, DEFAULT_BUSY_POLL};
 use pathem_io::live::PortOptions;
 use pathem_model::loss::LossConfig;
 use pathem_model::{Nanos, PathConfig};
 use pathem_probe::session::{self, Plan, ProbeRate};
 use pathem_probe::{analyse, plot, Pattern, Summary};
+use pathem_runtime::{Error, Link, LinkSpec};
 use serde::Serialize;
 use std::path::Path;
 use std::process::Command;

@@ -6,9 +6,7 @@
 //! starts, next to pathem's raw port loop (no engine), and for DPDK ports next to DPDK's own
 //! forwarder (`dpdk-testpmd --forward-mode=io`) on the same virtual devices, as references.
 
-use crate::link::pin;
-use crate::testbed::{bed_ports, enter, rx_packets, Bed};
-use crate::{Error, Link, LinkSpec};
+use crate::testbed::{bed_ports, rx_packets, Bed};
 use pathem_engine::{
     monotonic_now, run, Clock, EngineConfig, MonotonicClock, Next, Pipeline, Stats, Task, DEFAULT_BUSY_POLL,
 };
@@ -19,6 +17,9 @@ use pathem_io::{RxPort, TxPort};
 use pathem_model::rng::direction_seed;
 use pathem_model::units::Rate;
 use pathem_model::{Nanos, PathConfig};
+use pathem_runtime::link::pin;
+use pathem_runtime::netns::enter;
+use pathem_runtime::{Error, Link, LinkSpec};
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
