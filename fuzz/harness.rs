@@ -208,16 +208,16 @@ pub fn specs(data: &[u8]) {
 /// paths (files they name are read, and fail).
 pub fn config(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
-    if let Ok(file) = pathem::config::parse(text) {
+    if let Ok(file) = pathem_spec::file::parse(text) {
         for spec in [&file.a_to_b, &file.b_to_a] {
             if let Ok(path) = spec.to_config() {
                 exercise(&path);
             }
         }
     }
-    let base = pathem::spec::PathSpec::default();
-    if let Ok(s) = pathem::schedule::parse(text, &base, std::path::Path::new("/nonexistent")) {
-        if let Ok(schedule) = pathem::schedule::to_schedule(&s, std::path::Path::new("fuzz")) {
+    let base = pathem_spec::PathSpec::default();
+    if let Ok(s) = pathem_spec::schedule::parse(text, &base, std::path::Path::new("/nonexistent")) {
+        if let Ok(schedule) = pathem_spec::schedule::to_schedule(&s, std::path::Path::new("fuzz")) {
             for (_, path) in schedule.steps() {
                 exercise(path);
             }

@@ -63,11 +63,17 @@ impl Control {
     /// Hands `config` to the pipeline, which applies it before its next frame. Nothing changes
     /// when it is refused.
     pub fn set(&self, config: PathConfig) -> Result<(), ChangeError> {
+        self.check(&config)?;
+        self.tx.send(Arc::new(config)).map_err(|_| ChangeError::Stopped)
+    }
+
+    /// Whether `set` would take `config` (to check several directions before changing any).
+    pub fn check(&self, config: &PathConfig) -> Result<(), ChangeError> {
         config.validate()?;
         if config.reorder != self.current().reorder {
             return Err(ChangeError::Reorder);
         }
-        self.tx.send(Arc::new(config)).map_err(|_| ChangeError::Stopped)
+        Ok(())
     }
 
     /// The configuration in effect (the last one the pipeline applied).

@@ -162,7 +162,7 @@ impl Server {
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
             .name("pathem-control".into())
-            .spawn(move || serve(listener, served, stop2))
+            .spawn(move || answer_all(listener, served, stop2))
             .map_err(|e| fail("thread", e))?;
         Ok(Server { path, stop, thread: Some(thread) })
     }
@@ -182,7 +182,7 @@ impl Drop for Server {
     }
 }
 
-fn serve(listener: UnixListener, served: Served, stop: Arc<AtomicBool>) {
+fn answer_all(listener: UnixListener, served: Served, stop: Arc<AtomicBool>) {
     let fd = std::os::fd::AsRawFd::as_raw_fd(&listener);
     crate::accept_loop(
         fd,
@@ -247,4 +247,49 @@ pub fn list() -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+/// Serves `link`'s control socket as `name`: `show` reads its counters; `set` parses the words
+/// of `ctl set` ([`pathem_spec::change::Change`]) on top of each direction's current spec
+/// (`specs`, what the link started with), checks both directions, then changes both or
+/// neither.
+pub fn serve(
+    link: &crate::Link,
+    name: String,
+    seed: u64,
+    specs: (pathem_spec::PathSpec, pathem_spec::PathSpec),
+) -> Result<Server, Error> {
+    let (cab, cba) = link.controls();
+    let controls = (cab.clone(), cba.cloned());
+    let (kab, kba) = link.counters();
+    let current = std::sync::Mutex::new(specs);
+    let to = controls.clone();
+    let setter: Setter = Box::new(move |words: &[String]| {
+        let change = pathem_spec::change::Change::parse(words)?;
+        let mut specs = current.lock().unwrap_or_else(|e| e.into_inner());
+        let (ab, ba) = change.apply(&specs);
+        let (ab_cfg, ba_cfg) =
+            (ab.to_config().map_err(|e| e.to_string())?, ba.to_config().map_err(|e| e.to_string())?);
+        for (c, cfg) in [(Some(&to.0), &ab_cfg), (to.1.as_ref(), &ba_cfg)] {
+            if let Some(c) = c {
+                c.check(cfg).map_err(|e| e.to_string())?;
+            }
+        }
+        to.0.set(ab_cfg).map_err(|e| e.to_string())?;
+        if let Some(c) = &to.1 {
+            c.set(ba_cfg).map_err(|e| e.to_string())?;
+        }
+        *specs = (ab, ba);
+        Ok(())
+    });
+    Server::start(Served {
+        name,
+        seed,
+        port_a: link.started.name_a.clone(),
+        port_b: link.started.name_b.clone(),
+        controls,
+        counters: (kab.clone(), kba.cloned()),
+        setter,
+        since: link.since,
+    })
 }

@@ -267,6 +267,17 @@ fn answer(stream: std::net::TcpStream, directions: &[Exported]) -> std::io::Resu
     )
 }
 
+/// Serves `link`'s metrics on `addr`, per direction.
+pub fn serve(link: &crate::Link, addr: SocketAddr) -> Result<Metrics, Error> {
+    let (kab, kba) = link.counters();
+    let (cab, cba) = link.controls();
+    let mut dirs = vec![Exported { direction: "a_to_b", counters: kab.clone(), control: cab.clone() }];
+    if let (Some(k), Some(c)) = (kba, cba) {
+        dirs.push(Exported { direction: "b_to_a", counters: k.clone(), control: c.clone() });
+    }
+    Metrics::serve(addr, dirs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

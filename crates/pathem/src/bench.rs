@@ -5,13 +5,13 @@
 //! are reported with their ratio. The time counted is busy time: the wall time of a run minus
 //! the time the engine slept waiting for the last delayed frames to fall due.
 
-use crate::spec::PathSpec;
 use crate::usage;
 use clap::Args;
 use pathem_engine::Stats;
 pub use pathem_lab::bench::median;
 use pathem_lab::bench::{engine_alone, engine_split};
 use pathem_model::PathConfig;
+use pathem_spec::PathSpec;
 use serde::Serialize;
 
 #[derive(Args, Debug)]

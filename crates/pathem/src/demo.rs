@@ -7,12 +7,12 @@
 
 use crate::replay::{replay, ReplayArgs};
 use crate::report;
-use crate::spec::PathSpec;
 use anyhow::Context;
 use clap::Args;
 use pathem_io::mem::udp_frame;
 use pathem_io::pcap::{read_capture, write_capture};
 use pathem_model::Nanos;
+use pathem_spec::PathSpec;
 use std::collections::HashMap;
 use std::path::PathBuf;
 

@@ -16,7 +16,6 @@ mod shell;
 mod validate;
 
 use clap::{Parser, Subcommand};
-use pathem::{config, spec};
 use std::process::ExitCode;
 
 /// pathem — a software network path emulator.

@@ -1,9 +1,7 @@
 //! `pathem replay`: offline emulation of one direction, in virtual time
 //! ([`pathem_runtime::replay`]); this file reads the flags and prints the summary.
 
-use crate::config::{self, ConfigFile};
 use crate::report;
-use crate::spec::PathSpec;
 use crate::usage;
 use anyhow::Context;
 use clap::Args;
@@ -11,6 +9,8 @@ use pathem_engine::{EngineConfig, Schedule};
 use pathem_model::units::Size;
 use pathem_model::PathConfig;
 pub use pathem_runtime::replay::ReplayReport;
+use pathem_spec::file::{self as config, ConfigFile};
+use pathem_spec::PathSpec;
 use std::path::PathBuf;
 
 #[derive(Args, Debug, Clone)]
@@ -55,8 +55,8 @@ pub fn resolve(args: &ReplayArgs) -> anyhow::Result<(ConfigFile, PathConfig, Opt
     let path = spec.to_config().map_err(usage)?;
     let schedule = match &args.schedule {
         Some(f) => {
-            let s = pathem::schedule::load(f, &spec).map_err(usage)?;
-            Some(pathem::schedule::to_schedule(&s, f).map_err(usage)?)
+            let s = pathem_spec::schedule::load(f, &spec).map_err(usage)?;
+            Some(pathem_spec::schedule::to_schedule(&s, f).map_err(usage)?)
         }
         None => None,
     };

@@ -4,8 +4,6 @@
 //! This module parses the flags and prints; the link itself is `pathem_runtime::Link`, the
 //! same one `shell`, `validate` and `bench --live` run. SIGINT or SIGTERM stops it.
 
-use crate::config::{self, ConfigFile};
-use crate::spec::PathSpec;
 use crate::usage;
 use anyhow::Context;
 use clap::Args;
@@ -15,6 +13,8 @@ use pathem_io::live::{self, PortOptions};
 use pathem_model::units::{Duration, Size};
 use pathem_model::PathConfig;
 use pathem_runtime::{Final, Link, LinkSpec, Started};
+use pathem_spec::file::{self as config, ConfigFile};
+use pathem_spec::PathSpec;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -97,8 +97,7 @@ pub struct RunArgs {
 }
 
 pub fn direction_spec(flag: &str, text: &Option<String>) -> anyhow::Result<PathSpec> {
-    let Some(text) = text else { return Ok(PathSpec::default()) };
-    PathSpec::from_flags(text).map_err(|e| usage(format!("--{flag} \"{text}\": {e}")))
+    pathem_spec::change::direction(flag, text.as_deref()).map_err(usage)
 }
 
 /// Checks a port named on the command line: its type, and that the interface it reads (a
@@ -215,8 +214,8 @@ fn paths(args: &RunArgs, file: &ConfigFile) -> anyhow::Result<(Direction, Direct
     let ba = file.b_to_a.overridden_by(&args.path).overridden_by(&direction_spec("b-to-a", &args.b_to_a)?);
     let schedule = |spec: &PathSpec| -> anyhow::Result<Option<pathem_engine::Schedule>> {
         let Some(f) = &args.schedule else { return Ok(None) };
-        let s = pathem::schedule::load(f, spec).map_err(usage)?;
-        Ok(Some(pathem::schedule::to_schedule(&s, f).map_err(usage)?))
+        let s = pathem_spec::schedule::load(f, spec).map_err(usage)?;
+        Ok(Some(pathem_spec::schedule::to_schedule(&s, f).map_err(usage)?))
     };
     let (ab_cfg, ab_sched) = (ab.to_config().map_err(usage)?, schedule(&ab)?);
     let (ba_cfg, ba_sched) = (ba.to_config().map_err(usage)?, schedule(&ba)?);
@@ -285,9 +284,9 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
     pathem_runtime::control::check_free(&name).map_err(usage)?;
     let specs = (ab_spec, ba_spec);
     let link = Link::start(spec).map_err(crate::runtime_error)?;
-    let _control = serve(&link, name.clone(), seed, specs).map_err(usage)?;
+    let _control = pathem_runtime::control::serve(&link, name.clone(), seed, specs).map_err(usage)?;
     let _metrics = match metrics_addr {
-        Some(addr) => Some(metrics(&link, addr).map_err(usage)?),
+        Some(addr) => Some(pathem_runtime::metrics::serve(&link, addr).map_err(usage)?),
         None => None,
     };
     announce(&link.started, &ab, &ba, args.one_way, seed);
@@ -344,86 +343,6 @@ fn port_interface(spec: &str) -> String {
         Ok((_, name)) => name.to_string(),
         Err(_) => String::new(),
     }
-}
-
-/// The words of `ctl set`: flags for both directions, and per direction.
-#[derive(clap::Parser, Debug)]
-#[command(no_binary_name = true)]
-struct SetWords {
-    #[command(flatten)]
-    path: PathSpec,
-    #[arg(long, allow_hyphen_values = true)]
-    a_to_b: Option<String>,
-    #[arg(long, allow_hyphen_values = true)]
-    b_to_a: Option<String>,
-}
-
-/// Listens on the control socket of `link`: `show` reads its counters, `set` parses flags as
-/// `run` does, on top of each direction's current flags, checks both directions, then
-/// changes both (or neither).
-pub fn serve(
-    link: &Link,
-    name: String,
-    seed: u64,
-    specs: (PathSpec, PathSpec),
-) -> Result<pathem_runtime::control::Server, pathem_runtime::Error> {
-    let (cab, cba) = link.controls();
-    let controls = (cab.clone(), cba.cloned());
-    let (kab, kba) = link.counters();
-    let current = std::sync::Mutex::new(specs);
-    let setter_controls = controls.clone();
-    let setter: pathem_runtime::control::Setter = Box::new(move |words: &[String]| {
-        let set = <SetWords as clap::Parser>::try_parse_from(words).map_err(|e| {
-            let text = e.render().to_string();
-            text.lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("bad flags")
-                .trim_start_matches("error: ")
-                .to_string()
-        })?;
-        let per = |flag: &str, text: &Option<String>| direction_spec(flag, text).map_err(|e| e.to_string());
-        let mut specs = current.lock().unwrap_or_else(|e| e.into_inner());
-        let ab = specs.0.overridden_by(&set.path).overridden_by(&per("a-to-b", &set.a_to_b)?);
-        let ba = specs.1.overridden_by(&set.path).overridden_by(&per("b-to-a", &set.b_to_a)?);
-        let (ab_cfg, ba_cfg) =
-            (ab.to_config().map_err(|e| e.to_string())?, ba.to_config().map_err(|e| e.to_string())?);
-        for (c, cfg) in [(Some(&setter_controls.0), &ab_cfg), (setter_controls.1.as_ref(), &ba_cfg)] {
-            if c.is_some_and(|c| c.current().reorder != cfg.reorder) {
-                return Err(pathem_engine::ChangeError::Reorder.to_string());
-            }
-        }
-        setter_controls.0.set(ab_cfg).map_err(|e| e.to_string())?;
-        if let Some(c) = &setter_controls.1 {
-            c.set(ba_cfg).map_err(|e| e.to_string())?;
-        }
-        *specs = (ab, ba);
-        Ok(())
-    });
-    pathem_runtime::control::Server::start(pathem_runtime::control::Served {
-        name,
-        seed,
-        port_a: link.started.name_a.clone(),
-        port_b: link.started.name_b.clone(),
-        controls,
-        counters: (kab.clone(), kba.cloned()),
-        setter,
-        since: link.since,
-    })
-}
-
-/// Serves `link`'s metrics on `addr`.
-pub fn metrics(
-    link: &Link,
-    addr: std::net::SocketAddr,
-) -> Result<pathem_runtime::metrics::Metrics, pathem_runtime::Error> {
-    use pathem_runtime::metrics::Exported;
-    let (kab, kba) = link.counters();
-    let (cab, cba) = link.controls();
-    let mut dirs = vec![Exported { direction: "a_to_b", counters: kab.clone(), control: cab.clone() }];
-    if let (Some(k), Some(c)) = (kba, cba) {
-        dirs.push(Exported { direction: "b_to_a", counters: k.clone(), control: c.clone() });
-    }
-    pathem_runtime::metrics::Metrics::serve(addr, dirs)
 }
 
 /// What `run` says when the link is up.

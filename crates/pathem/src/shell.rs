@@ -17,9 +17,7 @@
 //! shell's namespace. Everything is removed when the command exits, and pathem exits with
 //! the command's status.
 
-use crate::config::{self, ConfigFile};
 use crate::run::direction_spec;
-use crate::spec::PathSpec;
 use crate::usage;
 use anyhow::Context;
 use clap::Args;
@@ -27,6 +25,8 @@ use pathem_engine::{EngineConfig, DEFAULT_BUSY_POLL};
 use pathem_io::live::PortOptions;
 use pathem_runtime::netns::ShellBed;
 use pathem_runtime::{Link, LinkSpec};
+use pathem_spec::file::{self as config, ConfigFile};
+use pathem_spec::PathSpec;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::AtomicBool;
@@ -105,9 +105,9 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
         schedule_ba: None,
     };
     let link = Link::start(spec).map_err(crate::runtime_error)?;
-    let control = crate::run::serve(&link, name, seed, specs).map_err(usage)?;
+    let control = pathem_runtime::control::serve(&link, name, seed, specs).map_err(usage)?;
     let metrics = match metrics_addr {
-        Some(addr) => Some(crate::run::metrics(&link, addr).map_err(usage)?),
+        Some(addr) => Some(pathem_runtime::metrics::serve(&link, addr).map_err(usage)?),
         None => None,
     };
     // Ctrl-C belongs to the command: the shell ends when the command does.

@@ -8,13 +8,13 @@
 //! et al. estimate MSS/RTT · 1.22/√p.
 
 use crate::bench::median;
-use crate::spec::PathSpec;
 use crate::usage;
 use anyhow::Context;
 use clap::{Args, Parser};
 use pathem_lab::testbed::Bed;
 use pathem_lab::validate::{self, Case, TargetRun};
 use pathem_model::PathConfig;
+use pathem_spec::PathSpec;
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]

@@ -13,7 +13,7 @@
 //! `repeat T` starts the schedule again every T. Every line is checked before anything runs:
 //! a bad one is refused with its line number.
 
-use crate::spec::PathSpec;
+use crate::path::PathSpec;
 use pathem_model::limits::MAX_TRACE_SPAN;
 use pathem_model::units::parse_duration;
 use pathem_model::Nanos;

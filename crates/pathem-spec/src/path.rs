@@ -213,11 +213,9 @@ impl PathSpec {
     /// Parses impairment flags written in one string; the error is clap's first line.
     pub fn from_flags(text: &str) -> Result<PathSpec, String> {
         let words: Vec<&str> = text.split_whitespace().collect();
-        <FlagWords as clap::Parser>::try_parse_from(&words).map(|f| f.path).map_err(|e| {
-            let rendered = e.render().to_string();
-            let line = rendered.lines().find(|l| !l.trim().is_empty()).unwrap_or("bad flags");
-            line.trim_start_matches("error: ").to_string()
-        })
+        <FlagWords as clap::Parser>::try_parse_from(&words)
+            .map(|f| f.path)
+            .map_err(|e| crate::change::first_line(&e))
     }
 
     /// `self` with every field that `over` sets replaced by `over`'s value (switches add up).

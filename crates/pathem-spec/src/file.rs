@@ -12,7 +12,7 @@
 //! delay = "10ms"
 //! ```
 
-use crate::spec::PathSpec;
+use crate::path::PathSpec;
 use pathem_model::units::Size;
 use serde::Deserialize;
 use std::path::Path;

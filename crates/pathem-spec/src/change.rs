@@ -1,0 +1,86 @@
+//! A change of a running link, in the words of `pathem ctl NAME set`: flags for both
+//! directions, and `--a-to-b "FLAGS"` / `--b-to-a "FLAGS"` for one. The same per-direction
+//! strings serve `run` and `shell` at start ([`direction`]).
+
+use crate::path::PathSpec;
+
+/// The words of `ctl set`.
+#[derive(clap::Parser, Debug)]
+#[command(no_binary_name = true)]
+struct SetWords {
+    #[command(flatten)]
+    path: PathSpec,
+    #[arg(long, allow_hyphen_values = true)]
+    a_to_b: Option<String>,
+    #[arg(long, allow_hyphen_values = true)]
+    b_to_a: Option<String>,
+}
+
+/// What `ctl set` asks: flags for both directions, then each direction's own.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Change {
+    pub both: PathSpec,
+    pub a_to_b: PathSpec,
+    pub b_to_a: PathSpec,
+}
+
+impl Change {
+    /// Parses the words of `ctl set`; the error is one line naming what is wrong.
+    pub fn parse(words: &[String]) -> Result<Change, String> {
+        let set = <SetWords as clap::Parser>::try_parse_from(words).map_err(|e| first_line(&e))?;
+        Ok(Change {
+            both: set.path,
+            a_to_b: direction("a-to-b", set.a_to_b.as_deref())?,
+            b_to_a: direction("b-to-a", set.b_to_a.as_deref())?,
+        })
+    }
+
+    /// The two directions after the change: each one's current spec with the common flags on
+    /// top, then its own.
+    pub fn apply(&self, current: &(PathSpec, PathSpec)) -> (PathSpec, PathSpec) {
+        (
+            current.0.overridden_by(&self.both).overridden_by(&self.a_to_b),
+            current.1.overridden_by(&self.both).overridden_by(&self.b_to_a),
+        )
+    }
+}
+
+/// One direction's flags given as a string (`--a-to-b "--delay 10ms --loss 1%"`): nothing
+/// when absent; the error names the flag and the string.
+pub fn direction(flag: &str, text: Option<&str>) -> Result<PathSpec, String> {
+    let Some(text) = text else { return Ok(PathSpec::default()) };
+    PathSpec::from_flags(text).map_err(|e| format!("--{flag} \"{text}\": {e}"))
+}
+
+/// The first line of clap's message, without its `error: ` prefix.
+pub(crate) fn first_line(e: &clap::Error) -> String {
+    let rendered = e.render().to_string();
+    let line = rendered.lines().find(|l| !l.trim().is_empty()).unwrap_or("bad flags");
+    line.trim_start_matches("error: ").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pathem_model::Nanos;
+
+    fn words(text: &str) -> Vec<String> {
+        text.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn common_flags_then_each_directions_own() {
+        let current =
+            (PathSpec::from_flags("--delay 5ms").unwrap(), PathSpec::from_flags("--loss 1%").unwrap());
+        let mut w = words("--rate 10mbit --a-to-b");
+        w.push("--delay 20ms".into());
+        let (ab, ba) = Change::parse(&w).unwrap().apply(&current);
+        assert_eq!(ab.delay.unwrap().0, Nanos::from_millis(20));
+        assert!(ab.rate.is_some() && ba.rate.is_some());
+        assert_eq!(ba.loss, current.1.loss);
+        assert!(Change::parse(&words("--frobnicate")).unwrap_err().contains("--frobnicate"));
+        let mut w = words("--a-to-b");
+        w.push("--delay 1x".into());
+        assert!(Change::parse(&w).unwrap_err().starts_with("--a-to-b \"--delay 1x\""));
+    }
+}
