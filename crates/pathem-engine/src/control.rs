@@ -22,9 +22,6 @@ pub enum ChangeError {
     /// A value outside its range (the same checks as at start).
     #[error(transparent)]
     Range(#[from] RangeError),
-    /// Reordering is a property of how a pipeline releases frames, fixed at start.
-    #[error("--reorder cannot change while running (restart with or without it)")]
-    Reorder,
     /// The pipeline has stopped.
     #[error("the path is no longer running")]
     Stopped,
@@ -70,9 +67,6 @@ impl Control {
     /// Whether `set` would take `config` (to check several directions before changing any).
     pub fn check(&self, config: &PathConfig) -> Result<(), ChangeError> {
         config.validate()?;
-        if config.reorder != self.current().reorder {
-            return Err(ChangeError::Reorder);
-        }
         Ok(())
     }
 

@@ -179,6 +179,7 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
         let (decide, decided) = crate::stage::departures();
         counters.delay_line_capacity.set(writer.limit() as u64);
         let done = Arc::new(AtomicBool::new(false));
+        let reorder_on = Arc::new(AtomicBool::new(path.reorder));
         let ingress = Ingress::new(
             Path::new(path),
             Rng::seeded(seed),
@@ -187,7 +188,7 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
             engine.max_frame,
             decide,
         )
-        .with_options(path.ecn, path.reorder);
+        .with_options(path.ecn, path.reorder, reorder_on.clone());
         Ok(Pipeline {
             input: Input {
                 rx,
@@ -204,7 +205,7 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
             },
             output: Output {
                 tx,
-                egress: Egress::new(reader, counters.clone(), path.reorder, decided),
+                egress: Egress::new(reader, counters.clone(), reorder_on, decided),
                 counters,
                 done,
             },

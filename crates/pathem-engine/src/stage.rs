@@ -32,6 +32,7 @@ use pathem_model::path::Extra;
 use pathem_model::{DropReason, FrameMeta, Nanos, Path, PathConfig, Rng, Verdict};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// What egress is to do with an undecided record, once the discipline has decided.
@@ -71,8 +72,10 @@ pub struct Ingress {
     max_frame: usize,
     ecn: bool,
     reorder: bool,
-    /// Release time of the last frame written: later frames are never released before it
-    /// unless reordering was asked for.
+    /// Tells egress that reordering is on (set before the first frame written under it).
+    reorder_on: Arc<AtomicBool>,
+    /// The latest release time written: later frames are never released before it unless
+    /// reordering is on (kept while it is, so that turning it off clamps from there).
     last_release: Nanos,
     /// Decisions for egress, and those that did not fit its queue yet.
     departures: rtrb::Producer<Departure>,
@@ -100,6 +103,7 @@ impl Ingress {
             max_frame,
             ecn: false,
             reorder: false,
+            reorder_on: Arc::new(AtomicBool::new(false)),
             last_release: Nanos::ZERO,
             departures,
             held: VecDeque::new(),
@@ -108,11 +112,24 @@ impl Ingress {
         }
     }
 
-    /// Turns on ECN inspection (for `--ecn`) and reordering (for `--reorder`).
-    pub fn with_options(mut self, ecn: bool, reorder: bool) -> Ingress {
+    /// Turns on ECN inspection (for `--ecn`) and reordering (for `--reorder`); `reorder_on`
+    /// is shared with the direction's egress, which releases by each frame's own time once it
+    /// is set.
+    pub fn with_options(mut self, ecn: bool, reorder: bool, reorder_on: Arc<AtomicBool>) -> Ingress {
         self.ecn = ecn;
-        self.reorder = reorder;
+        self.reorder_on = reorder_on;
+        self.set_reorder(reorder);
         self
+    }
+
+    /// Reordering on or off from the next frame. Turned on, egress is told before a frame is
+    /// written unclamped; turned off, releases are clamped again from the latest one written
+    /// (egress keeps releasing by time, which in-order frames need no more than that).
+    fn set_reorder(&mut self, reorder: bool) {
+        if reorder {
+            self.reorder_on.store(true, Ordering::Release);
+        }
+        self.reorder = reorder;
     }
 
     /// Applies a new configuration at `now`, between two frames; the models keep what state
@@ -121,6 +138,7 @@ impl Ingress {
         self.advance(now);
         self.path.reconfigure(config, now);
         self.ecn = config.ecn;
+        self.set_reorder(config.reorder);
         let pending = self.path.take_pending();
         for d in pending {
             self.decided(d);
@@ -378,8 +396,10 @@ impl Ingress {
 pub struct Egress {
     line: Reader,
     counters: Arc<Counters>,
-    /// The heap of reorder mode; also taken for good on the first undecided record.
+    /// The heap of reorder mode; taken for good on the first undecided record, or once
+    /// ingress says reordering is on.
     reorder: Option<Reorder>,
+    reorder_on: Arc<AtomicBool>,
     departures: rtrb::Consumer<Departure>,
     /// Bytes of the frames the port refused, as last taken back from `tx_bytes`.
     refused_bytes: u64,
@@ -483,10 +503,11 @@ impl Egress {
     pub fn new(
         line: Reader,
         counters: Arc<Counters>,
-        reorder: bool,
+        reorder_on: Arc<AtomicBool>,
         departures: rtrb::Consumer<Departure>,
     ) -> Egress {
-        Egress { line, counters, reorder: reorder.then(Reorder::new), departures, refused_bytes: 0 }
+        let reorder = reorder_on.load(Ordering::Acquire).then(Reorder::new);
+        Egress { line, counters, reorder, reorder_on, departures, refused_bytes: 0 }
     }
 
     /// Hands every frame due at `now` (up to [`EGRESS_BURST`]) to `tx`, then flushes it (also
@@ -494,6 +515,10 @@ impl Egress {
     #[inline(always)]
     pub fn release<T: TxPort>(&mut self, now: Nanos, tx: &mut T) -> Result<usize, pathem_io::Error> {
         let mut n = 0;
+        if self.reorder.is_none() && self.reorder_on.load(Ordering::Acquire) {
+            // Reordering was turned on: release by time from here on, for good.
+            self.reorder = Some(Reorder::new());
+        }
         if self.reorder.is_none() {
             n = self.release_in_order(now, tx);
         }

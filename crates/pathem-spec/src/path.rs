@@ -92,9 +92,13 @@ pub struct PathSpec {
     pub delay_trace: Option<PathBuf>,
 
     /// Let frames overtake each other when their delays say so (default: never reorder).
-    #[arg(long, help_heading = "Delay")]
+    #[arg(long, help_heading = "Delay", overrides_with = "no_reorder")]
     #[serde(default)]
     pub reorder: bool,
+    /// Keep frames in order (turns --reorder off: on a running link, a schedule line, ctl set).
+    #[arg(long, help_heading = "Delay", overrides_with = "reorder")]
+    #[serde(skip)]
+    pub no_reorder: bool,
 
     /// The loss model: random, Gilbert-Elliott, 4-state or a trace (the help text gives the
     /// syntax; clap shows `help`, rustdoc this line).
@@ -160,9 +164,14 @@ pub struct PathSpec {
     pub corrupt: Option<Probability>,
 
     /// CE-mark ECN-capable IPv4/IPv6 frames instead of dropping them on queue (and --aqm) and loss drops.
-    #[arg(long, help_heading = "Other")]
+    #[arg(long, help_heading = "Other", overrides_with = "no_ecn")]
     #[serde(default)]
     pub ecn: bool,
+    /// Drop ECN-capable frames like the others (turns --ecn off: on a running link, a schedule
+    /// line, ctl set).
+    #[arg(long, help_heading = "Other", overrides_with = "ecn")]
+    #[serde(skip)]
+    pub no_ecn: bool,
 }
 
 /// A setting that makes no sense as given, or a file it names that cannot be used.
@@ -218,10 +227,14 @@ impl PathSpec {
             .map_err(|e| crate::change::first_line(&e))
     }
 
-    /// `self` with every field that `over` sets replaced by `over`'s value (switches add up).
+    /// `self` with every field that `over` sets replaced by `over`'s value; a switch is turned
+    /// on by `--reorder`/`--ecn` and off by `--no-reorder`/`--no-ecn`, and kept otherwise.
     pub fn overridden_by(&self, over: &PathSpec) -> PathSpec {
         fn pick<T: Clone>(over: &Option<T>, base: &Option<T>) -> Option<T> {
             over.clone().or_else(|| base.clone())
+        }
+        fn switch(on: bool, off: bool, base: bool) -> bool {
+            (base || on) && !off
         }
         PathSpec {
             delay: pick(&over.delay, &self.delay),
@@ -229,7 +242,8 @@ impl PathSpec {
             delay_dist: pick(&over.delay_dist, &self.delay_dist),
             delay_half_life: pick(&over.delay_half_life, &self.delay_half_life),
             delay_trace: pick(&over.delay_trace, &self.delay_trace),
-            reorder: over.reorder || self.reorder,
+            reorder: switch(over.reorder, over.no_reorder, self.reorder),
+            no_reorder: false,
             loss: pick(&over.loss, &self.loss),
             ber: pick(&over.ber, &self.ber),
             rate: pick(&over.rate, &self.rate),
@@ -242,7 +256,8 @@ impl PathSpec {
             slot: pick(&over.slot, &self.slot),
             duplicate: pick(&over.duplicate, &self.duplicate),
             corrupt: pick(&over.corrupt, &self.corrupt),
-            ecn: over.ecn || self.ecn,
+            ecn: switch(over.ecn, over.no_ecn, self.ecn),
+            no_ecn: false,
         }
     }
 
@@ -422,6 +437,21 @@ mod tests {
             };
             assert!(e.contains(says), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn switches_turn_on_and_off() {
+        let on = PathSpec::from_flags("--ecn --reorder --delay 1ms").unwrap();
+        assert!(on.ecn && on.reorder);
+        let off = on.overridden_by(&PathSpec::from_flags("--no-ecn").unwrap());
+        assert!(!off.ecn && off.reorder, "--no-ecn turns only ECN off");
+        let off = off.overridden_by(&PathSpec::from_flags("--no-reorder").unwrap());
+        assert!(!off.reorder && off.delay.is_some());
+        let kept = off.overridden_by(&PathSpec::from_flags("--loss 1%").unwrap());
+        assert!(!kept.ecn && !kept.reorder);
+        // The last of the two wins, as for any flag given twice.
+        assert!(PathSpec::from_flags("--ecn --no-ecn").unwrap().no_ecn);
+        assert!(PathSpec::from_flags("--no-ecn --ecn").unwrap().ecn);
     }
 
     #[test]

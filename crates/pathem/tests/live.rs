@@ -888,7 +888,6 @@ fn ctl_steers_a_running_link_and_shows_it() {
     for (args, says) in [
         (vec![name.as_str(), "set", "--delay", "10q"], "unknown unit"),
         (vec![name.as_str(), "set", "--loss", "150%"], "above 100%"),
-        (vec![name.as_str(), "set", "--reorder"], "--reorder cannot change"),
         (vec![name.as_str(), "set"], "accepted"),
         (vec![name.as_str(), "frobnicate"], "accepted: show, set"),
         (vec!["no-such-link", "show"], "no running pathem"),
@@ -902,6 +901,18 @@ fn ctl_steers_a_running_link_and_shows_it() {
     }
     let v: serde_json::Value = serde_json::from_slice(&ctl(&[&name, "show", "--json"]).stdout).unwrap();
     assert!(!v["a_to_b"]["path"].as_str().unwrap().contains("loss"), "a refused set changed nothing: {v}");
+    // Switches turn on and off live, like any field.
+    let path_of = |name: &str| {
+        let v: serde_json::Value = serde_json::from_slice(&ctl(&[name, "show", "--json"]).stdout).unwrap();
+        v["a_to_b"]["path"].as_str().unwrap().to_string()
+    };
+    assert!(ctl(&[&name, "set", "--reorder", "--ecn", "--jitter", "1ms"]).status.success());
+    let on = path_of(&name);
+    assert!(on.contains("reorder") && on.contains("ecn"), "{on}");
+    assert!(t.rtt(5).0 > 0.0, "forwarding with reordering on");
+    assert!(ctl(&[&name, "set", "--no-reorder", "--no-ecn"]).status.success());
+    let off = path_of(&name);
+    assert!(!off.contains("reorder") && !off.contains("ecn") && off.contains("jitter"), "{off}");
     // A second instance cannot take the name; another name works side by side.
     let t2 = Topo::new();
     let taken =

@@ -414,6 +414,54 @@ fn demo_runs_and_reports() {
     assert!(text.contains("one-way delay") && text.contains("loss after the link"), "{text}");
 }
 
+/// `--reorder` and `--ecn` change on a running path like any field: a schedule turns
+/// reordering on for the middle third and off again; frames overtake each other only there,
+/// and every frame leaves, at its own time while reordering and in order before and after.
+#[test]
+fn reordering_turns_on_and_off_while_running() {
+    let d = Dir::new();
+    // A frame every 100 us for 60 ms, starting at 1 s; the delay varies by up to 4 ms.
+    let frames = cbr(600, 100, Nanos::from_micros(100));
+    write_capture(&d.path("in.pcap"), frames.clone()).unwrap();
+    std::fs::write(d.path("s.txt"), "20ms --reorder --ecn\n40ms --no-reorder --no-ecn\n").unwrap();
+    let st = d.path("s.json");
+    ok(&replay(
+        &d.path("in.pcap"),
+        &d.path("out.pcap"),
+        &[
+            "--delay",
+            "5ms",
+            "--jitter",
+            "2ms",
+            "--seed",
+            "3",
+            "--schedule",
+            &d.s("s.txt"),
+            "--stats",
+            st.to_str().unwrap(),
+        ],
+    ));
+    let out = read_capture(&d.path("out.pcap")).unwrap();
+    assert_eq!(out.len(), 600, "every frame leaves");
+    // Where each frame was sent, by its sequence number.
+    let order: Vec<u64> = out.iter().map(|(_, _, f)| seq(f)).collect();
+    // Frames of one third, in the order they left: how many left before one that came earlier.
+    let overtaking = |from: u64, to: u64| {
+        let third: Vec<u64> = order.iter().copied().filter(|s| (from..to).contains(s)).collect();
+        third.windows(2).filter(|w| w[1] < w[0]).count()
+    };
+    // Frames arrive every 100 us from the start: 200 before 20 ms, 200 until 40 ms.
+    let (before, during, after) = (overtaking(0, 200), overtaking(200, 400), overtaking(400, 600));
+    assert_eq!(before, 0, "no reordering among frames before it is turned on");
+    assert!(during > 20, "frames overtake each other while it is on: {during}");
+    assert_eq!(after, 0, "none among frames after it is turned off");
+    let times: Vec<Nanos> = out.iter().map(|(t, _, _)| *t).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "the capture is in wire order");
+    let s = stats(&st);
+    assert!(s["reordered"].as_u64().unwrap() > 20, "{s}");
+    assert!(s["reorder_clamped"].as_u64().unwrap() > 0, "{s}");
+}
+
 #[test]
 fn a_schedule_changes_the_path_exactly_at_its_times() {
     let d = Dir::new();
