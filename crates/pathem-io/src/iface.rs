@@ -41,9 +41,27 @@ pub fn is_up(ifname: &str) -> bool {
         .is_some_and(|f| f & 1 != 0)
 }
 
-/// The interface's MTU.
+/// The interface's MTU, asked of the calling thread's network namespace (`SIOCGIFMTU`):
+/// `/sys/class/net` shows the namespace sysfs was mounted in, which a thread that entered
+/// another one with `setns` (the shell's link) does not see.
 pub fn mtu(ifname: &str) -> Option<u32> {
-    sys(ifname, "mtu")?.parse().ok()
+    let name = ifname.as_bytes();
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains(&0) {
+        return None;
+    }
+    // struct ifreq: the name, then a union whose int is the MTU.
+    let mut ifr = [0u8; 40];
+    ifr[..name.len()].copy_from_slice(name);
+    // SAFETY: a plain socket(2) call; the result is checked and closed below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: `ifr` is 40 bytes, the size of struct ifreq, and outlives the call.
+    let rc = unsafe { libc::ioctl(fd, libc::SIOCGIFMTU, ifr.as_mut_ptr()) };
+    // SAFETY: `fd` was opened above and is closed once.
+    unsafe { libc::close(fd) };
+    (rc == 0).then(|| i32::from_ne_bytes([ifr[16], ifr[17], ifr[18], ifr[19]]) as u32)
 }
 
 /// The interface's link speed in bit/s, when the driver reports one.
@@ -228,6 +246,13 @@ pub(crate) fn failure(ifname: &str, what: &str, err: std::io::Error, capability:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_loopbacks_mtu_is_read_and_a_missing_interface_has_none() {
+        assert!(mtu("lo").is_some_and(|m| m >= 1500));
+        assert_eq!(mtu("no-such-if0"), None);
+        assert_eq!(mtu(""), None);
+    }
 
     #[test]
     fn parses_ethtool_output() {

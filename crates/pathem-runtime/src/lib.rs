@@ -19,8 +19,10 @@ pub mod link;
 pub mod metrics;
 pub mod netns;
 pub mod replay;
+pub mod session;
 
 pub use link::{Final, Link, LinkSpec, Started};
+pub use session::Session;
 
 /// A seed for runs that did not ask for one.
 pub fn random_seed() -> u64 {
@@ -64,6 +66,9 @@ pub enum Error {
     /// A CPU to run on that cannot be used.
     #[error("{0}")]
     Cores(String),
+    /// Ports that cannot be used together (the same interface twice, one that is down).
+    #[error("{0}")]
+    Ports(String),
     /// The control socket, or a request to a running link.
     #[error("{0}")]
     Control(String),

@@ -91,7 +91,9 @@ pub fn engine_error(e: pathem_engine::Error) -> anyhow::Error {
 pub fn runtime_error(e: pathem_runtime::Error) -> anyhow::Error {
     match e {
         pathem_runtime::Error::Engine(e) => engine_error(e),
-        pathem_runtime::Error::Cores(_) => usage(e),
+        pathem_runtime::Error::Cores(_)
+        | pathem_runtime::Error::Ports(_)
+        | pathem_runtime::Error::Control(_) => usage(e),
         e => e.into(),
     }
 }

@@ -7,17 +7,16 @@
 use crate::usage;
 use anyhow::Context;
 use clap::Args;
-use pathem_engine::{monotonic_now, Counters, EngineConfig, Stats};
+use pathem_engine::{Counters, EngineConfig, Stats};
 use pathem_io::iface;
 use pathem_io::live::{self, PortOptions};
 use pathem_model::units::{Duration, Size};
 use pathem_model::PathConfig;
-use pathem_runtime::{Final, Link, LinkSpec, Started};
+use pathem_runtime::{Final, LinkSpec, Session, Started};
 use pathem_spec::file::{self as config, ConfigFile};
 use pathem_spec::PathSpec;
 use serde::Serialize;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 #[derive(Args, Debug, Clone)]
@@ -100,19 +99,6 @@ pub fn direction_spec(flag: &str, text: &Option<String>) -> anyhow::Result<PathS
     pathem_spec::change::direction(flag, text.as_deref()).map_err(usage)
 }
 
-/// Checks a port named on the command line: its type, and that the interface it reads (a
-/// DPDK virtual device's `iface=` too) exists and is up.
-fn port_name(spec: &str) -> anyhow::Result<String> {
-    live::parse(spec).map_err(usage)?;
-    let Some(name) = live::kernel_iface(spec) else { return Ok(spec.to_string()) };
-    let name = name.as_str();
-    iface::check_exists(name).map_err(usage)?;
-    if !iface::is_up(name) {
-        return Err(usage(format!("interface {name} is down; bring it up with `ip link set {name} up`")));
-    }
-    Ok(spec.to_string())
-}
-
 #[derive(Serialize)]
 struct Report<'a> {
     event: &'a str,
@@ -167,27 +153,6 @@ pub fn line(name: &str, s: &Stats) -> String {
     text
 }
 
-pub fn parse_cores(text: &Option<String>) -> anyhow::Result<Vec<usize>> {
-    let Some(t) = text else { return Ok(Vec::new()) };
-    let cores: Result<Vec<usize>, _> = t.split(',').map(|c| c.trim().parse::<usize>()).collect();
-    let cores = cores
-        .map_err(|_| usage(format!("--cores {t}: accepted: CPU numbers separated by commas, e.g. 0,1")))?;
-    let online = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let mut distinct = cores.clone();
-    distinct.sort_unstable();
-    distinct.dedup();
-    if !matches!(cores.len(), 1 | 2 | 4)
-        || distinct.len() != cores.len()
-        || cores.iter().any(|&c| c >= online)
-    {
-        return Err(usage(format!(
-            "--cores {t}: accepted: one, two or four different CPUs of the {online} (0..{}); pathem never runs more busy threads than CPUs",
-            online - 1
-        )));
-    }
-    Ok(cores)
-}
-
 /// The live-only settings against their documented ranges.
 fn check_ranges(args: &RunArgs) -> anyhow::Result<()> {
     use crate::within;
@@ -234,7 +199,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
         None => ConfigFile::default(),
     };
     let ((ab_spec, ab, schedule_ab), (ba_spec, ba, schedule_ba)) = paths(&args, &file)?;
-    let cores = parse_cores(&args.cores)?;
+    let cores = pathem_runtime::session::parse_cores(args.cores.as_deref()).map_err(usage)?;
     if let Some(eal) = args.eal.as_ref().or(file.eal.as_ref()) {
         pathem_io::dpdk::split_eal(eal).map_err(usage)?;
     }
@@ -248,19 +213,11 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
         offline: false,
     };
     engine.validate().map_err(usage)?;
-    let a = port_name(&args.port_a)?;
-    let b = port_name(&args.port_b)?;
-    let (ia, ib) = (live::kernel_iface(&a), live::kernel_iface(&b));
-    if port_interface(&a) == port_interface(&b) || (ia.is_some() && ia == ib) {
-        return Err(usage(format!(
-            "both ports are {}: pathem forwards between two different interfaces",
-            ia.unwrap_or_else(|| a.clone())
-        )));
-    }
+    pathem_runtime::session::check_ports(&args.port_a, &args.port_b).map_err(usage)?;
     let seed = args.seed.or(file.seed).unwrap_or_else(pathem_runtime::random_seed);
     let spec = LinkSpec {
-        a,
-        b,
+        a: args.port_a.clone(),
+        b: args.port_b.clone(),
         ab: ab.clone(),
         ba: ba.clone(),
         one_way: args.one_way,
@@ -280,69 +237,39 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
     let name = args
         .name
         .clone()
-        .unwrap_or_else(|| format!("{}-{}", port_interface(&args.port_a), port_interface(&args.port_b)));
-    pathem_runtime::control::check_free(&name).map_err(usage)?;
-    let specs = (ab_spec, ba_spec);
-    let link = Link::start(spec).map_err(crate::runtime_error)?;
-    let _control = pathem_runtime::control::serve(&link, name.clone(), seed, specs).map_err(usage)?;
-    let _metrics = match metrics_addr {
-        Some(addr) => Some(pathem_runtime::metrics::serve(&link, addr).map_err(usage)?),
-        None => None,
-    };
-    announce(&link.started, &ab, &ba, args.one_way, seed);
-    eprintln!("pathem:   control: pathem ctl {name} show|set (socket {})", _control.path().display());
-    if let Some(m) = &_metrics {
-        eprintln!("pathem:   metrics: http://{}/metrics", m.addr);
+        .unwrap_or_else(|| pathem_runtime::session::default_name(&args.port_a, &args.port_b));
+    let session =
+        Session::start(spec, name, (ab_spec, ba_spec), metrics_addr).map_err(crate::runtime_error)?;
+    announce(&session.link.started, &ab, &ba, args.one_way, seed);
+    eprintln!(
+        "pathem:   control: pathem ctl {} show|set (socket {})",
+        session.name,
+        session.control_path().display()
+    );
+    if let Some(addr) = session.metrics_addr() {
+        eprintln!("pathem:   metrics: http://{addr}/metrics");
     }
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, link.stopper()).context("cannot install signal handlers")?;
+        signal_hook::flag::register(sig, session.link.stopper()).context("cannot install signal handlers")?;
     }
-    let started = monotonic_now();
     if let Some(d) = args.duration {
-        let stop = link.stopper();
-        std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_nanos(d.0.as_nanos()));
-            stop.store(true, Ordering::Relaxed);
-        });
+        session.stop_after(d.0);
     }
-    let (ab_counters, ba_counters) = link.counters();
+    let (ab_counters, ba_counters) = session.link.counters();
     let reporter = Reporter {
         json: args.json,
-        a: link.started.name_a.clone(),
-        b: link.started.name_b.clone(),
+        a: session.link.started.name_a.clone(),
+        b: session.link.started.name_b.clone(),
         counters: (ab_counters.clone(), ba_counters.cloned()),
     };
     if let Some(every) = args.stats_interval {
-        let (stop, reporter) = (link.stopper(), reporter.clone());
-        std::thread::spawn(move || {
-            let every = std::time::Duration::from_nanos(every.0.as_nanos());
-            loop {
-                std::thread::sleep(every);
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                reporter.live("interval", (monotonic_now() - started).as_secs_f64());
-            }
-        });
+        let reporter = reporter.clone();
+        session.every(every.0, move |seconds| reporter.live("interval", seconds));
     }
-    let end = link.wait().map_err(crate::runtime_error)?;
-    let seconds = (monotonic_now() - started).as_secs_f64();
+    let (end, seconds) = session.wait().map_err(crate::runtime_error)?;
     reporter.print("final", seconds, end.ab.clone(), end.ba.clone());
     report_end(&end);
     Ok(())
-}
-
-/// The interface or device a port spec names, as a control socket's name takes it: a DPDK
-/// device by its name (`net_af_xdp0`), PCI address (`0000_3b_00.0`) or port id (`dpdk3`).
-fn port_interface(spec: &str) -> String {
-    match live::parse(spec) {
-        Ok(("dpdk", dev)) => match dev.split(',').next().unwrap_or(dev) {
-            id if id.bytes().all(|b| b.is_ascii_digit()) => format!("dpdk{id}"),
-            name => name.replace(':', "_"),
-        },
-        Ok((_, name)) => name.to_string(),
-        Err(_) => String::new(),
-    }
 }
 
 /// What `run` says when the link is up.

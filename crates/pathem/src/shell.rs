@@ -24,7 +24,7 @@ use clap::Args;
 use pathem_engine::{EngineConfig, DEFAULT_BUSY_POLL};
 use pathem_io::live::PortOptions;
 use pathem_runtime::netns::ShellBed;
-use pathem_runtime::{Link, LinkSpec};
+use pathem_runtime::{LinkSpec, Session};
 use pathem_spec::file::{self as config, ConfigFile};
 use pathem_spec::PathSpec;
 use std::path::PathBuf;
@@ -75,7 +75,6 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
     let (up, down) = (specs.0.to_config().map_err(usage)?, specs.1.to_config().map_err(usage)?);
     let seed = args.seed.or(file.seed).unwrap_or_else(pathem_runtime::random_seed);
     let name = args.name.clone().unwrap_or_else(|| format!("shell-{}", std::process::id()));
-    pathem_runtime::control::check_free(&name).map_err(usage)?;
     let metrics_addr =
         args.metrics.as_deref().map(pathem_runtime::metrics::parse_addr).transpose().map_err(usage)?;
     let bed = ShellBed::build(std::process::id()).map_err(usage)?;
@@ -95,7 +94,9 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
         ba: down,
         one_way: false,
         seed,
-        engine: EngineConfig { max_frame: 9216, busy_poll: DEFAULT_BUSY_POLL, ..EngineConfig::default() },
+        // The longest frame is the ports' MTU's (Link::start bounds it by the transmitting
+        // interface), not a number of the shell's.
+        engine: EngineConfig { busy_poll: DEFAULT_BUSY_POLL, ..EngineConfig::default() },
         ports: PortOptions::default(),
         cores: Vec::new(),
         // pathem's ports live in the link namespace; so do its sockets.
@@ -104,12 +105,7 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
         schedule_ab: None,
         schedule_ba: None,
     };
-    let link = Link::start(spec).map_err(crate::runtime_error)?;
-    let control = pathem_runtime::control::serve(&link, name, seed, specs).map_err(usage)?;
-    let metrics = match metrics_addr {
-        Some(addr) => Some(pathem_runtime::metrics::serve(&link, addr).map_err(usage)?),
-        None => None,
-    };
+    let session = Session::start(spec, name, specs, metrics_addr).map_err(crate::runtime_error)?;
     // Ctrl-C belongs to the command: the shell ends when the command does.
     let interrupted = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGQUIT] {
@@ -120,12 +116,10 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
         .args(&args.command)
         .env("PATHEM_SHELL", &bed.ns)
         .env("PATHEM_GATEWAY", bed.gateway.to_string())
-        .env("PATHEM_NAME", control.path().file_stem().unwrap_or_default())
+        .env("PATHEM_NAME", &session.name)
         .status()
         .with_context(|| format!("cannot run {}", args.command[0]));
-    drop(metrics);
-    drop(control);
-    let end = link.stop().map_err(crate::runtime_error)?;
+    let end = session.stop().map_err(crate::runtime_error)?;
     if args.verbose {
         eprintln!("pathem shell: uplink {}", serde_json::to_string(&end.ab)?);
         if let Some(d) = &end.ba {
