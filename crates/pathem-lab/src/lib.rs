@@ -12,5 +12,6 @@
 
 pub mod bench;
 pub mod hiccups;
+pub mod rounds;
 pub mod testbed;
 pub mod validate;

@@ -1,18 +1,10 @@
-//! `pathem bench`: the engine alone, synthetic frames in and out of memory, real clock.
-//!
-//! Each round runs the configured path and, right after, the same frames with no impairment,
-//! so the two are compared on the same machine in the same state; the medians over the rounds
-//! are reported with their ratio. The time counted is busy time: the wall time of a run minus
-//! the time the engine slept waiting for the last delayed frames to fall due.
+//! `pathem bench`: reads the flags, runs the lab's rounds (`pathem_lab::rounds`: every
+//! variant once per round, back to back; medians and ratios within rounds) and prints them.
 
 use crate::usage;
 use clap::Args;
-use pathem_engine::Stats;
-pub use pathem_lab::bench::median;
-use pathem_lab::bench::{engine_alone, engine_split};
-use pathem_model::PathConfig;
+use pathem_lab::rounds::{self, Plan};
 use pathem_spec::PathSpec;
-use serde::Serialize;
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -70,41 +62,18 @@ pub struct BenchArgs {
     pub seconds: f64,
 }
 
-#[derive(Serialize, Debug)]
-struct BenchReport {
-    packets: u64,
-    size: usize,
-    runs: usize,
-    path: String,
-    mpps: f64,
-    ns_per_packet: f64,
-    baseline_mpps: f64,
-    baseline_ns_per_packet: f64,
-    /// Median over rounds of (cost with the path / cost without it in the same round): pairs
-    /// runs made back to back, so the machine's slow swings cancel out.
-    ratio: f64,
-    /// Median cost with the path over median cost without it.
-    ratio_of_medians: f64,
-    ns_per_packet_runs: Vec<f64>,
-    baseline_ns_per_packet_runs: Vec<f64>,
-    last_run: Stats,
-}
-
-/// One run of the engine alone on one thread.
-fn measure(path: &PathConfig, args: &BenchArgs) -> anyhow::Result<(f64, Stats)> {
-    engine_alone(path, args.packets, args.size, args.seed).map_err(crate::runtime_error)
-}
-
-/// One run with the engine split over CPUs 0 and 1.
-fn measure_split(path: &PathConfig, args: &BenchArgs) -> anyhow::Result<(f64, Stats)> {
-    engine_split(path, args.packets, args.size, args.seed).map_err(crate::runtime_error)
-}
-
 pub fn main(args: BenchArgs) -> anyhow::Result<()> {
     if args.hiccups {
         crate::within("--seconds", args.seconds, 0.001..=3600.0, "above 0, up to 3600")?;
         return crate::hiccups::main(args.seconds, args.json);
     }
+    // Rounds print a line each on stderr unless the output is JSON.
+    let json = args.json;
+    let progress = move |line: String| {
+        if !json {
+            eprintln!("  {line}");
+        }
+    };
     if !args.live.is_empty() {
         for k in &args.live {
             pathem_lab::testbed::bed_ports(k)
@@ -115,193 +84,94 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
         }
         crate::within("--seconds", args.seconds, 0.001..=3600.0, "above 0, up to 3600")?;
         crate::within("--runs", args.runs, 1..=1000, "1 to 1000")?;
-        return crate::bench_live::main(
-            &args.live,
-            &args.sizes,
-            args.seconds,
-            args.runs,
-            args.split,
-            args.json,
-        );
+        return live(&args, progress);
     }
     crate::within("--packets", args.packets, 1..=1_000_000_000_000, "1 to 10^12")?;
     crate::within("--runs", args.runs, 1..=1000, "1 to 1000")?;
     crate::within("--size", args.size, 14..=65_536, "14 to 65536 bytes")?;
     if let Some(cpu) = args.core {
-        let mut set = nix::sched::CpuSet::new();
-        set.set(cpu).map_err(|_| usage(format!("--core {cpu}: no such CPU")))?;
-        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
-            .map_err(|e| usage(format!("--core {cpu}: cannot pin to it ({e})")))?;
+        pathem_runtime::link::pin(cpu).map_err(|e| usage(format!("--core {cpu}: {e}")))?;
     }
     let path = args.path.to_config().map_err(usage)?;
-    if args.split {
-        return split(&path, &args);
-    }
+    let plan = Plan { packets: args.packets, size: args.size, runs: args.runs, seed: args.seed };
     if args.offloads {
         return offloads(&args);
     }
-    if args.disciplines {
-        return disciplines(&path, &args);
-    }
-    let baseline = PathConfig::default();
-    let mut with = Vec::new();
-    let mut without = Vec::new();
-    let mut last = Stats::default();
-    for round in 0..args.runs {
-        let (ns, stats) = measure(&path, &args)?;
-        with.push(ns);
-        last = stats;
-        without.push(measure(&baseline, &args)?.0);
-        if !args.json {
-            eprintln!(
-                "  round {}: {:.1} ns/frame with the path, {:.1} without",
-                round + 1,
-                with[round],
-                without[round]
-            );
+    if args.split {
+        let r = rounds::split(&path, plan, progress).map_err(crate::runtime_error)?;
+        if json {
+            println!("{}", serde_json::to_string(&r)?);
+            return Ok(());
         }
-    }
-    let (m, b) = (median(&with), median(&without));
-    let report = BenchReport {
-        packets: args.packets,
-        size: args.size,
-        runs: args.runs,
-        path: path.to_string(),
-        mpps: 1e3 / m,
-        ns_per_packet: m,
-        baseline_mpps: 1e3 / b,
-        baseline_ns_per_packet: b,
-        ratio: median(&with.iter().zip(&without).map(|(w, b)| w / b).collect::<Vec<_>>()),
-        ratio_of_medians: m / b,
-        ns_per_packet_runs: with,
-        baseline_ns_per_packet_runs: without,
-        last_run: last,
-    };
-    if args.json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else {
         println!(
-            "pathem bench: {} frames of {} B per run, {} rounds, one thread",
-            report.packets, report.size, report.runs
+            "pathem bench --split: {} frames of {} B per run, {} rounds",
+            args.packets, args.size, args.runs
         );
-        println!("  path      {}", report.path);
-        println!(
-            "  with path       {:>7.1} ns/frame  {:>7.2} Mpps (median)",
-            report.ns_per_packet, report.mpps
-        );
-        println!(
-            "  no impairment   {:>7.1} ns/frame  {:>7.2} Mpps (median)",
-            report.baseline_ns_per_packet, report.baseline_mpps
-        );
-        println!(
-            "  ratio           {:>7.2} (median of paired rounds; of medians {:.2})",
-            report.ratio, report.ratio_of_medians
-        );
-        let d = &report.last_run.dropped;
-        println!(
-            "  last run: forwarded {}, dropped loss {} queue {} delay_line {}",
-            report.last_run.tx_packets, d.loss, d.queue, d.delay_line
-        );
-    }
-    Ok(())
-}
-
-/// One queue discipline as `bench --disciplines` measured it.
-#[derive(Serialize, Debug)]
-struct DisciplineCost {
-    aqm: &'static str,
-    ns_per_packet: f64,
-    /// Median over rounds of its cost over drop-tail's in the same round.
-    ratio_to_droptail: f64,
-    runs: Vec<f64>,
-    last_run_tx: u64,
-    last_run_dropped: u64,
-}
-
-/// `bench --disciplines`: the path with each queue discipline (drop-tail first), every round,
-/// as ratios to drop-tail in the same round.
-fn disciplines(path: &PathConfig, args: &BenchArgs) -> anyhow::Result<()> {
-    use pathem_model::aqm::AqmConfig;
-    if path.link.is_none() {
-        return Err(usage(
-            "--disciplines needs --rate or --rate-trace: a queue discipline needs a bottleneck",
-        ));
-    }
-    let mut ns: Vec<Vec<f64>> = vec![Vec::new(); AqmConfig::KINDS.len()];
-    let mut last = Vec::new();
-    for round in 0..args.runs {
-        last.clear();
-        for (k, kind) in AqmConfig::KINDS.iter().enumerate() {
-            let aqm = kind.parse().map_err(usage)?;
-            let (cost, stats) = measure(&PathConfig { aqm, ..path.clone() }, args)?;
-            ns[k].push(cost);
-            last.push(stats);
-        }
-        if !args.json {
-            let each: Vec<String> =
-                AqmConfig::KINDS.iter().zip(&ns).map(|(k, v)| format!("{k} {:.1}", v[round])).collect();
-            eprintln!("  round {}: ns/frame {}", round + 1, each.join(", "));
-        }
-    }
-    let rows: Vec<DisciplineCost> = AqmConfig::KINDS
-        .iter()
-        .zip(&ns)
-        .zip(&last)
-        .map(|((&aqm, v), stats)| DisciplineCost {
-            aqm,
-            ns_per_packet: median(v),
-            ratio_to_droptail: median(&v.iter().zip(&ns[0]).map(|(a, b)| a / b).collect::<Vec<_>>()),
-            runs: v.clone(),
-            last_run_tx: stats.tx_packets,
-            last_run_dropped: stats.dropped.total(),
-        })
-        .collect();
-    if args.json {
-        println!(
-            "{}",
-            serde_json::json!({ "path": path.to_string(), "packets": args.packets, "size": args.size, "disciplines": rows })
-        );
+        println!("  path            {path}");
+        let (m1, m2) = (r.one_thread_ns_per_packet, r.split_ns_per_packet);
+        println!("  one thread      {m1:>7.1} ns/frame  {:>7.2} Mpps (median)", 1e3 / m1);
+        println!("  split over two  {m2:>7.1} ns/frame  {:>7.2} Mpps (median)", 1e3 / m2);
+        println!("  ratio           {:>7.2} (split / one thread, median of paired rounds)", r.ratio);
         return Ok(());
     }
-    println!(
-        "pathem bench --disciplines: {} frames of {} B per run, {} rounds, one thread",
-        args.packets, args.size, args.runs
-    );
-    println!("  path  {path}");
-    println!("  {:>9}  {:>9}  {:>8}  {:>10}  {:>10}", "aqm", "ns/frame", "ratio", "sent", "dropped");
-    for r in &rows {
+    if args.disciplines {
+        if path.link.is_none() {
+            return Err(usage(
+                "--disciplines needs --rate or --rate-trace: a queue discipline needs a bottleneck",
+            ));
+        }
+        let rows = rounds::disciplines(&path, plan, progress).map_err(crate::runtime_error)?;
+        if json {
+            let v = serde_json::json!({ "path": path.to_string(), "packets": args.packets, "size": args.size, "disciplines": rows });
+            println!("{v}");
+            return Ok(());
+        }
         println!(
-            "  {:>9}  {:>9.1}  {:>8.2}  {:>10}  {:>10}",
-            r.aqm, r.ns_per_packet, r.ratio_to_droptail, r.last_run_tx, r.last_run_dropped
+            "pathem bench --disciplines: {} frames of {} B per run, {} rounds, one thread",
+            args.packets, args.size, args.runs
         );
+        println!("  path  {path}");
+        println!("  {:>9}  {:>9}  {:>8}  {:>10}  {:>10}", "aqm", "ns/frame", "ratio", "sent", "dropped");
+        for r in &rows {
+            println!(
+                "  {:>9}  {:>9.1}  {:>8.2}  {:>10}  {:>10}",
+                r.aqm, r.ns_per_packet, r.ratio_to_droptail, r.last_run_tx, r.last_run_dropped
+            );
+        }
+        println!("  (medians; ratio: median over rounds of the cost over drop-tail's in the same round)");
+        return Ok(());
     }
-    println!("  (medians; ratio: median over rounds of the cost over drop-tail's in the same round)");
+    let r = rounds::engine(&path, plan, progress).map_err(crate::runtime_error)?;
+    if json {
+        println!("{}", serde_json::to_string(&r)?);
+        return Ok(());
+    }
+    println!("pathem bench: {} frames of {} B per run, {} rounds, one thread", r.packets, r.size, r.runs);
+    println!("  path      {}", r.path);
+    println!("  with path       {:>7.1} ns/frame  {:>7.2} Mpps (median)", r.ns_per_packet, r.mpps);
+    println!(
+        "  no impairment   {:>7.1} ns/frame  {:>7.2} Mpps (median)",
+        r.baseline_ns_per_packet, r.baseline_mpps
+    );
+    println!(
+        "  ratio           {:>7.2} (median of paired rounds; of medians {:.2})",
+        r.ratio, r.ratio_of_medians
+    );
+    let d = &r.last_run.dropped;
+    println!(
+        "  last run: forwarded {}, dropped loss {} queue {} delay_line {}",
+        r.last_run.tx_packets, d.loss, d.queue, d.delay_line
+    );
     Ok(())
 }
 
-/// `bench --offloads`: the ports' offload work per frame, medians over the rounds.
+/// `bench --offloads`: the ports' offload work per frame.
 fn offloads(args: &BenchArgs) -> anyhow::Result<()> {
-    if let Some(cpu) = args.core {
-        pathem_io::host::pin_to_cpu(cpu).map_err(|e| anyhow::anyhow!(e))?;
+    if let Some(&size) = args.sizes.iter().find(|s| !(64..=9000).contains(*s)) {
+        return Err(usage(format!("--sizes {size}: accepted: 64 to 9000 bytes with --offloads")));
     }
     let frames = args.packets.min(2_000_000);
-    let mut rows = Vec::new();
-    for &size in &args.sizes {
-        if !(64..=9000).contains(&size) {
-            return Err(usage(format!("--sizes {size}: accepted: 64 to 9000 bytes with --offloads")));
-        }
-        let runs: Vec<_> =
-            (0..args.runs.max(1)).map(|_| pathem_lab::bench::offload_costs(size, frames)).collect();
-        let m =
-            |f: fn(&pathem_lab::bench::OffloadCosts) -> f64| median(&runs.iter().map(f).collect::<Vec<_>>());
-        rows.push(pathem_lab::bench::OffloadCosts {
-            size,
-            copy_ns: m(|r| r.copy_ns),
-            check_ns: m(|r| r.check_ns),
-            complete_ns: m(|r| r.complete_ns),
-            segment_ns: m(|r| r.segment_ns),
-        });
-    }
+    let rows = rounds::offloads(&args.sizes, frames, args.runs);
     if args.json {
         println!("{}", serde_json::json!({ "frames": frames, "runs": args.runs, "offloads": rows }));
         return Ok(());
@@ -323,46 +193,39 @@ fn offloads(args: &BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `bench --split`: the path on one thread and split over two, alternating, same round.
-fn split(path: &PathConfig, args: &BenchArgs) -> anyhow::Result<()> {
-    if std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) < 2 {
-        return Err(usage("--split needs two CPUs"));
-    }
-    let (mut one, mut two) = (Vec::new(), Vec::new());
-    for round in 0..args.runs {
-        pathem_runtime::link::pin(0).map_err(usage)?;
-        one.push(measure(path, args)?.0);
-        let (ns, stats) = measure_split(path, args)?;
-        two.push(ns);
-        if stats.tx_packets + stats.dropped.total() != args.packets {
-            anyhow::bail!("split run lost track of frames: {stats:?}");
+/// `bench --live KINDS`: forwarding rates through the lab's bed, a row per mode.
+fn live(args: &BenchArgs, progress: impl FnMut(String)) -> anyhow::Result<()> {
+    let json = args.json;
+    let print = |row: &rounds::LiveRow| {
+        if json {
+            return;
         }
-        if !args.json {
-            eprintln!(
-                "  round {}: {:.1} ns/frame on one thread, {:.1} split over two",
-                round + 1,
-                one[round],
-                two[round]
-            );
-        }
+        let pct = |r: Option<f64>, of: &str| r.map(|r| format!("  {:>5.1}% of {of}", 100.0 * r));
+        println!(
+            "{:<9} {:>5} B  {:<9} offered {:>6.3} Mpps  forwarded {:>6.3} Mpps{}{}",
+            row.port,
+            row.size,
+            row.mode,
+            row.offered_mpps,
+            row.forwarded_mpps,
+            pct(row.of_raw, "the raw port loop").unwrap_or_default(),
+            pct(row.of_testpmd, "testpmd").unwrap_or_default(),
+        );
+    };
+    let rows = rounds::live(&args.live, &args.sizes, args.seconds, args.runs, args.split, progress, print)
+        .map_err(crate::runtime_error)?;
+    if json {
+        println!("{}", serde_json::to_string(&rows)?);
+        return Ok(());
     }
-    let (m1, m2) = (median(&one), median(&two));
-    let ratio = median(&one.iter().zip(&two).map(|(a, b)| b / a).collect::<Vec<_>>());
-    if args.json {
-        println!(
-            "{}",
-            serde_json::json!({ "path": path.to_string(), "one_thread_ns_per_packet": m1, "split_ns_per_packet": m2,
-                "one_thread_runs": one, "split_runs": two, "ratio": ratio })
-        );
-    } else {
-        println!(
-            "pathem bench --split: {} frames of {} B per run, {} rounds",
-            args.packets, args.size, args.runs
-        );
-        println!("  path            {path}");
-        println!("  one thread      {m1:>7.1} ns/frame  {:>7.2} Mpps (median)", 1e3 / m1);
-        println!("  split over two  {m2:>7.1} ns/frame  {:>7.2} Mpps (median)", 1e3 / m2);
-        println!("  ratio           {ratio:>7.2} (split / one thread, median of paired rounds)");
+    println!("medians of {} rounds; ratios are taken within each round, then the median", args.runs);
+    println!("impaired = delay 1ms, loss 1% (a loss shows as 1% less forwarded), rate 10gbit");
+    println!("the generator runs on CPU 0, the forwarder on CPU 1");
+    if args.live.iter().any(|k| k.starts_with("dpdk")) {
+        println!("testpmd = dpdk-testpmd --forward-mode=io on the same virtual devices (DPDK's own forwarder, no copy)");
+    }
+    if args.split {
+        println!("split = impaired, one way, its input and output stages on CPUs 0 and 1 (the generator shares them)");
     }
     Ok(())
 }

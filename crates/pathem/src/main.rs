@@ -4,7 +4,6 @@
 //! a value or a config key that pathem does not accept). Every error is one line on stderr.
 
 mod bench;
-mod bench_live;
 mod ctl;
 mod demo;
 mod hiccups;

@@ -7,10 +7,10 @@
 //! report go to `--out`. A TCP run (iperf3) through delay and loss is compared with the Mathis
 //! et al. estimate MSS/RTT · 1.22/√p.
 
-use crate::bench::median;
 use crate::usage;
 use anyhow::Context;
 use clap::{Args, Parser};
+use pathem_lab::bench::median;
 use pathem_lab::testbed::Bed;
 use pathem_lab::validate::{self, Case, TargetRun};
 use pathem_model::PathConfig;

@@ -1,0 +1,291 @@
+//! The benchmarks in rounds, as `pathem bench` reports them: each round runs every variant
+//! once, back to back, so the machine's slow swings hit them alike; a variant's cost is the
+//! median over rounds, and a ratio is taken within each round and then the median over rounds.
+//! Each function returns a report (serialisable as `--json` prints it) and calls `progress`
+//! with a line per round.
+
+use crate::bench::{engine_alone, engine_split, live_run, median, offload_costs, OffloadCosts};
+use crate::testbed::Bed;
+use pathem_engine::Stats;
+use pathem_model::aqm::AqmConfig;
+use pathem_model::{Nanos, PathConfig};
+use pathem_runtime::Error;
+use serde::Serialize;
+
+/// How the engine-alone benchmarks run.
+#[derive(Clone, Copy, Debug)]
+pub struct Plan {
+    pub packets: u64,
+    pub size: usize,
+    pub runs: usize,
+    pub seed: u64,
+}
+
+/// The median over rounds of `a[i] / b[i]`.
+fn paired(a: &[f64], b: &[f64]) -> f64 {
+    median(&a.iter().zip(b).map(|(a, b)| a / b).collect::<Vec<_>>())
+}
+
+/// `bench`: the path against no impairment, one thread.
+#[derive(Serialize, Debug)]
+pub struct EngineReport {
+    pub packets: u64,
+    pub size: usize,
+    pub runs: usize,
+    pub path: String,
+    pub mpps: f64,
+    pub ns_per_packet: f64,
+    pub baseline_mpps: f64,
+    pub baseline_ns_per_packet: f64,
+    /// Median over rounds of (cost with the path / cost without it in the same round).
+    pub ratio: f64,
+    /// Median cost with the path over median cost without it.
+    pub ratio_of_medians: f64,
+    pub ns_per_packet_runs: Vec<f64>,
+    pub baseline_ns_per_packet_runs: Vec<f64>,
+    pub last_run: Stats,
+}
+
+pub fn engine(
+    path: &PathConfig,
+    plan: Plan,
+    mut progress: impl FnMut(String),
+) -> Result<EngineReport, Error> {
+    let (mut with, mut without, mut last) = (Vec::new(), Vec::new(), Stats::default());
+    for round in 0..plan.runs {
+        let (ns, stats) = engine_alone(path, plan.packets, plan.size, plan.seed)?;
+        with.push(ns);
+        last = stats;
+        without.push(engine_alone(&PathConfig::default(), plan.packets, plan.size, plan.seed)?.0);
+        progress(format!(
+            "round {}: {:.1} ns/frame with the path, {:.1} without",
+            round + 1,
+            with[round],
+            without[round]
+        ));
+    }
+    let (m, b) = (median(&with), median(&without));
+    Ok(EngineReport {
+        packets: plan.packets,
+        size: plan.size,
+        runs: plan.runs,
+        path: path.to_string(),
+        mpps: 1e3 / m,
+        ns_per_packet: m,
+        baseline_mpps: 1e3 / b,
+        baseline_ns_per_packet: b,
+        ratio: paired(&with, &without),
+        ratio_of_medians: m / b,
+        ns_per_packet_runs: with,
+        baseline_ns_per_packet_runs: without,
+        last_run: last,
+    })
+}
+
+/// One queue discipline as `bench --disciplines` measured it.
+#[derive(Serialize, Debug)]
+pub struct DisciplineCost {
+    pub aqm: &'static str,
+    pub ns_per_packet: f64,
+    /// Median over rounds of its cost over drop-tail's in the same round.
+    pub ratio_to_droptail: f64,
+    pub runs: Vec<f64>,
+    pub last_run_tx: u64,
+    pub last_run_dropped: u64,
+}
+
+/// `bench --disciplines`: the path (it has a bottleneck) with each queue discipline, drop-tail
+/// first, every round.
+pub fn disciplines(
+    path: &PathConfig,
+    plan: Plan,
+    mut progress: impl FnMut(String),
+) -> Result<Vec<DisciplineCost>, Error> {
+    let kinds = AqmConfig::KINDS;
+    let mut ns: Vec<Vec<f64>> = vec![Vec::new(); kinds.len()];
+    let mut last = Vec::new();
+    for round in 0..plan.runs {
+        last.clear();
+        for (k, kind) in kinds.iter().enumerate() {
+            let aqm = kind.parse().map_err(|e| Error::Measure(format!("{kind}: {e}")))?;
+            let (cost, stats) =
+                engine_alone(&PathConfig { aqm, ..path.clone() }, plan.packets, plan.size, plan.seed)?;
+            ns[k].push(cost);
+            last.push(stats);
+        }
+        let each: Vec<String> = kinds.iter().zip(&ns).map(|(k, v)| format!("{k} {:.1}", v[round])).collect();
+        progress(format!("round {}: ns/frame {}", round + 1, each.join(", ")));
+    }
+    Ok(kinds
+        .iter()
+        .zip(&ns)
+        .zip(&last)
+        .map(|((&aqm, v), stats)| DisciplineCost {
+            aqm,
+            ns_per_packet: median(v),
+            ratio_to_droptail: paired(v, &ns[0]),
+            runs: v.clone(),
+            last_run_tx: stats.tx_packets,
+            last_run_dropped: stats.dropped.total(),
+        })
+        .collect())
+}
+
+/// `bench --split`: one direction on one thread against the same split over CPUs 0 and 1.
+#[derive(Serialize, Debug)]
+pub struct SplitReport {
+    pub path: String,
+    pub one_thread_ns_per_packet: f64,
+    pub split_ns_per_packet: f64,
+    pub one_thread_runs: Vec<f64>,
+    pub split_runs: Vec<f64>,
+    /// Median over rounds of split / one thread.
+    pub ratio: f64,
+}
+
+pub fn split(path: &PathConfig, plan: Plan, mut progress: impl FnMut(String)) -> Result<SplitReport, Error> {
+    if std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) < 2 {
+        return Err(Error::Cores("--split needs two CPUs".into()));
+    }
+    let (mut one, mut two) = (Vec::new(), Vec::new());
+    for round in 0..plan.runs {
+        pathem_runtime::link::pin(0)?;
+        one.push(engine_alone(path, plan.packets, plan.size, plan.seed)?.0);
+        let (ns, stats) = engine_split(path, plan.packets, plan.size, plan.seed)?;
+        two.push(ns);
+        if stats.tx_packets + stats.dropped.total() != plan.packets {
+            return Err(Error::Measure(format!("a split run lost track of frames: {stats:?}")));
+        }
+        progress(format!(
+            "round {}: {:.1} ns/frame on one thread, {:.1} split over two",
+            round + 1,
+            one[round],
+            two[round]
+        ));
+    }
+    Ok(SplitReport {
+        path: path.to_string(),
+        one_thread_ns_per_packet: median(&one),
+        split_ns_per_packet: median(&two),
+        ratio: paired(&two, &one),
+        one_thread_runs: one,
+        split_runs: two,
+    })
+}
+
+/// `bench --offloads`: the ports' offload work per frame at each size, medians over rounds.
+pub fn offloads(sizes: &[usize], frames: u64, runs: usize) -> Vec<OffloadCosts> {
+    sizes
+        .iter()
+        .map(|&size| {
+            let all: Vec<OffloadCosts> = (0..runs.max(1)).map(|_| offload_costs(size, frames)).collect();
+            let m = |f: fn(&OffloadCosts) -> f64| median(&all.iter().map(f).collect::<Vec<_>>());
+            OffloadCosts {
+                size,
+                copy_ns: m(|r| r.copy_ns),
+                check_ns: m(|r| r.check_ns),
+                complete_ns: m(|r| r.complete_ns),
+                segment_ns: m(|r| r.segment_ns),
+            }
+        })
+        .collect()
+}
+
+/// One mode of one port kind and frame size, as `bench --live` measured it.
+#[derive(Serialize, Debug)]
+pub struct LiveRow {
+    pub port: String,
+    pub size: usize,
+    pub mode: &'static str,
+    /// Medians over the rounds.
+    pub offered_mpps: f64,
+    pub forwarded_mpps: f64,
+    /// Forwarded rate over the bypass run's of the same round, median over rounds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub of_raw: Option<f64>,
+    /// DPDK kinds: forwarded rate over dpdk-testpmd's of the same round, median over rounds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub of_testpmd: Option<f64>,
+    /// Every round's forwarded rate.
+    pub rounds_mpps: Vec<f64>,
+}
+
+/// The impaired mode of `bench --live`: delay 1 ms, loss 1%, rate 10 Gbit/s.
+pub fn live_impairment() -> PathConfig {
+    PathConfig {
+        link: Some(pathem_model::link::LinkConfig::rate(pathem_model::units::Rate(10_000_000_000))),
+        loss: Some(pathem_model::loss::LossConfig::Random(
+            pathem_model::units::Probability::new(0.01).expect("1% is a probability"),
+        )),
+        delay: pathem_model::delay::DelayConfig::constant(Nanos::from_millis(1)),
+        ..PathConfig::default()
+    }
+}
+
+/// `bench --live`: each port kind and frame size in every mode (testpmd for DPDK kinds, the
+/// raw port loop, the engine, the impaired path, and split if asked), `rounds` times, on a bed
+/// made for it; `row` is called with each row as it is done.
+pub fn live(
+    kinds: &[String],
+    sizes: &[usize],
+    secs: f64,
+    rounds: usize,
+    split: bool,
+    mut progress: impl FnMut(String),
+    mut row: impl FnMut(&LiveRow),
+) -> Result<Vec<LiveRow>, Error> {
+    let bed = Bed::through(&format!("pb{}", std::process::id()))?;
+    let impaired = live_impairment();
+    let mut rows = Vec::new();
+    for kind in kinds {
+        let mut modes = vec![
+            ("bypass", PathConfig::default()),
+            ("engine", PathConfig::default()),
+            ("impaired", impaired.clone()),
+        ];
+        if split {
+            modes.push(("split", impaired.clone()));
+        }
+        if kind.starts_with("dpdk") {
+            modes.insert(0, ("testpmd", PathConfig::default()));
+        }
+        for &size in sizes {
+            // [mode][round] = (offered, forwarded)
+            let mut runs = vec![Vec::new(); modes.len()];
+            for round in 0..rounds {
+                for (m, (mode, path)) in modes.iter().enumerate() {
+                    runs[m].push(live_run(&bed, kind, size, mode, path, secs)?);
+                }
+                let each: Vec<String> = modes
+                    .iter()
+                    .zip(&runs)
+                    .map(|((mode, _), r)| format!("{mode} {:.3}", r[round].1))
+                    .collect();
+                progress(format!("{kind} {size} B round {}: {} Mpps", round + 1, each.join(", ")));
+            }
+            let column = |name: &str| modes.iter().position(|(m, _)| *m == name);
+            let ratio = |m: usize, reference: Option<usize>| {
+                reference.map(|r| {
+                    let (a, b): (Vec<f64>, Vec<f64>) =
+                        runs[m].iter().zip(&runs[r]).map(|(a, b)| (a.1, b.1)).unzip();
+                    paired(&a, &b)
+                })
+            };
+            for (m, (mode, _)) in modes.iter().enumerate() {
+                let r = LiveRow {
+                    port: kind.clone(),
+                    size,
+                    mode,
+                    offered_mpps: median(&runs[m].iter().map(|r| r.0).collect::<Vec<_>>()),
+                    forwarded_mpps: median(&runs[m].iter().map(|r| r.1).collect::<Vec<_>>()),
+                    of_raw: if *mode == "testpmd" { None } else { ratio(m, column("bypass")) },
+                    of_testpmd: ratio(m, column("testpmd")).filter(|_| *mode != "testpmd"),
+                    rounds_mpps: runs[m].iter().map(|r| r.1).collect(),
+                };
+                row(&r);
+                rows.push(r);
+            }
+        }
+    }
+    Ok(rows)
+}
