@@ -372,3 +372,171 @@ mod tests {
         assert!(!mean_delay_check(10e6, 2e6, Some(Nanos::from_millis(5)), 5000.0, 3.0, 10_600.0).pass);
     }
 }
+
+/// The paths `pathem validate` checks: (name, flags, probe rate, frame size, loss to expect).
+/// `quick` keeps the first four (what CI runs).
+pub fn matrix(quick: bool) -> Result<Vec<Case>, Error> {
+    let mut rows: Vec<(&str, &str, f64, usize, Option<&str>)> = vec![
+        ("transparent", "", 10_000.0, 64, None),
+        ("constant delay", "--delay 10ms", 10_000.0, 64, None),
+        ("random loss", "--loss 1%", 10_000.0, 64, Some("1%")),
+        ("rate and queue", "--rate 20mbit --queue 100pkt", 4_000.0, 1000, None),
+    ];
+    if !quick {
+        rows.extend([
+            ("normal jitter", "--delay 10ms --jitter 2ms --delay-dist normal --reorder", 5_000.0, 64, None),
+            (
+                "correlated delay",
+                "--delay 10ms --jitter 2ms --delay-dist normal --delay-half-life 5ms --reorder",
+                5_000.0,
+                64,
+                None,
+            ),
+            ("Gilbert-Elliott loss", "--loss ge:loss=2%,burst=4", 10_000.0, 64, Some("ge:loss=2%,burst=4")),
+            ("4-state loss", "--loss gi:p13=1%,p31=50%", 10_000.0, 64, None),
+            ("policer", "--police 10mbit,burst=20KB", 2_000.0, 1000, None),
+            (
+                "combined",
+                "--delay 20ms --jitter 1ms --delay-dist normal --reorder --loss 1% --rate 50mbit --queue 300pkt",
+                3_000.0,
+                500,
+                Some("1%"),
+            ),
+        ]);
+    }
+    let bad = |e: String| Error::Measure(format!("validate's own matrix: {e}"));
+    rows.into_iter()
+        .map(|(name, flags, pps, size, loss)| {
+            let spec = pathem_spec::PathSpec::from_flags(flags).map_err(bad)?;
+            Ok(Case {
+                name: name.into(),
+                flags: flags.into(),
+                path: spec.to_config().map_err(|e| bad(e.to_string()))?,
+                pps,
+                size,
+                expect_loss: loss
+                    .map(|l| l.parse())
+                    .transpose()
+                    .map_err(|e: pathem_model::units::UnitError| bad(e.to_string()))?,
+            })
+        })
+        .collect()
+}
+
+/// What `pathem validate` found, as it writes `validate.json`.
+#[derive(Serialize, Debug)]
+pub struct MatrixReport {
+    pub port: String,
+    pub noise_floor: Summary,
+    pub cases: Vec<CaseReport>,
+    pub tcp: Option<serde_json::Value>,
+    pub all_pass: bool,
+}
+
+/// Runs the matrix through `kind` ports: the machine's noise floor first (a direct veth), then
+/// each case (`done` is told of each as it ends), then TCP against Mathis unless `quick`; the
+/// report is also written to `out/validate.json`.
+pub fn run_matrix(
+    b: &Bed,
+    kind: &str,
+    secs: f64,
+    quick: bool,
+    out: &Path,
+    floor_done: impl FnOnce(&Summary),
+    mut done: impl FnMut(&Case, &CaseReport),
+) -> Result<MatrixReport, Error> {
+    let noise_floor = noise_floor(secs, &out.join("noise-floor"))?;
+    floor_done(&noise_floor);
+    let mut cases = Vec::new();
+    let mut base: Option<(f64, f64)> = None;
+    for case in matrix(quick)? {
+        let dir = out.join(case.name.replace(' ', "-"));
+        let report = run_case(b, kind, &case, secs, base, &dir)?;
+        if case.path.is_transparent() {
+            base = Some((report.summary.delay_us.mean, report.summary.delay_std_us));
+        }
+        done(&case, &report);
+        cases.push(report);
+    }
+    let tcp = if quick { None } else { Some(tcp_vs_mathis(b, kind, secs)?) };
+    let all_pass = cases.iter().all(|r| r.checks.iter().all(|c| c.pass));
+    let report = MatrixReport { port: kind.into(), noise_floor, cases, tcp, all_pass };
+    write_json(&out.join("validate.json"), &report)?;
+    Ok(report)
+}
+
+/// Writes `value` as pretty JSON to `file`.
+pub fn write_json(file: &Path, value: &impl Serialize) -> Result<(), Error> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| Error::Measure(e.to_string()))?;
+    std::fs::write(file, text + "\n")
+        .map_err(|e| Error::Measure(format!("cannot write {}: {e}", file.display())))
+}
+
+/// The latency benchmark's table: per case (`direct CBR`, `afxdp bursts`, ...), the medians
+/// over the runs and, for pathem's cases, what it adds over the direct run of the same
+/// pattern in the same round.
+#[derive(Serialize, Debug)]
+pub struct TargetRow {
+    pub case: String,
+    pub deviation_median_us: f64,
+    pub deviation_p99_us: f64,
+    pub deviation_p99_9_us: f64,
+    pub gaps_kept_within_2us: f64,
+    /// pathem's cases: added deviation at the median and p99.9, and its lateness p50/p99.9.
+    pub adds_median_us: Option<f64>,
+    pub adds_p99_9_us: Option<f64>,
+    pub late_p50_us: Option<f64>,
+    pub late_p99_9_us: Option<f64>,
+}
+
+/// `validate --target`: `runs` rounds of [`target_round`], the table of medians, and the
+/// machine's hiccups measured right after; written to `out/target.json`.
+pub fn target(
+    b: &Bed,
+    direct: &Bed,
+    runs: usize,
+    secs: f64,
+    out: &Path,
+    mut round_done: impl FnMut(usize),
+) -> Result<(Vec<TargetRow>, Vec<crate::hiccups::CpuHiccups>), Error> {
+    let mut all: Vec<TargetRun> = Vec::new();
+    for run in 0..runs {
+        all.extend(target_round(b, direct, run, secs, out)?);
+        round_done(run);
+    }
+    let of = |case: &str, f: &dyn Fn(&TargetRun) -> f64| -> f64 {
+        crate::bench::median(&all.iter().filter(|r| r.case == case).map(f).collect::<Vec<_>>())
+    };
+    let adds = |case: &str, pattern: &str, f: &dyn Fn(&TargetRun) -> f64| -> f64 {
+        let direct = format!("direct {pattern}");
+        crate::bench::median(
+            &(0..runs)
+                .filter_map(|i| {
+                    let at = |c: &str| all.iter().find(|r| r.case == c && r.run == i);
+                    Some(f(at(case)?) - f(at(&direct)?))
+                })
+                .collect::<Vec<_>>(),
+        )
+    };
+    let mut rows = Vec::new();
+    for (pattern, _) in TARGET_PATTERNS {
+        for kind in ["direct", "afxdp", "afpacket"] {
+            let case = format!("{kind} {pattern}");
+            let pathem = kind != "direct";
+            rows.push(TargetRow {
+                deviation_median_us: of(&case, &|r| r.deviation_median_us),
+                deviation_p99_us: of(&case, &|r| r.deviation_p99_us),
+                deviation_p99_9_us: of(&case, &|r| r.deviation_p99_9_us),
+                gaps_kept_within_2us: of(&case, &|r| r.gaps_kept_within_2us),
+                adds_median_us: pathem.then(|| adds(&case, pattern, &|r| r.deviation_median_us)),
+                adds_p99_9_us: pathem.then(|| adds(&case, pattern, &|r| r.deviation_p99_9_us)),
+                late_p50_us: pathem.then(|| of(&case, &|r| r.late_p50_us.unwrap_or(f64::NAN))),
+                late_p99_9_us: pathem.then(|| of(&case, &|r| r.late_p99_9_us.unwrap_or(f64::NAN))),
+                case,
+            });
+        }
+    }
+    let hiccups = crate::hiccups::measure(secs.min(5.0));
+    write_json(&out.join("target.json"), &serde_json::json!({ "target": all, "hiccups": hiccups }))?;
+    Ok((rows, hiccups))
+}
