@@ -632,7 +632,10 @@ mod tests {
         run(&mut [&mut p], &mut clock, &AtomicBool::new(false)).unwrap();
         let s = p.finish(Nanos::from_secs(1), std::time::Duration::ZERO).unwrap();
         let (_, port) = p.into_ports();
-        assert_eq!((s.rx_packets, s.tx_packets, s.port_tx_errors.too_large), (300, 200, 100));
+        assert_eq!(
+            (s.rx_packets, s.tx_packets, s.port_tx_errors.get(pathem_io::TxErrorClass::TooLarge)),
+            (300, 200, 100)
+        );
         assert_eq!(s.tx_packets, port.sent);
         assert_eq!(s.tx_bytes, 200 * 64);
         assert!(s.balances() && s.in_flight == 0, "{s:?}");
@@ -671,12 +674,15 @@ mod tests {
         let mut clock = crate::VirtualClock::starting_at(Nanos(0));
         run(&mut [&mut p], &mut clock, &AtomicBool::new(false)).unwrap();
         let s = p.finish(Nanos::from_secs(1), std::time::Duration::ZERO).unwrap();
-        assert_eq!((s.rx_packets, s.tx_packets, s.dropped.offload), (13, 10, 3));
+        assert_eq!(
+            (s.rx_packets, s.tx_packets, s.dropped.get(pathem_model::DropReason::Offload)),
+            (13, 10, 3)
+        );
         assert_eq!((s.offload.gso_frames, s.offload.gso_segments, s.offload.csum_completed), (2, 9, 4));
         assert!(s.balances(), "{s:?}");
         // Read again: nothing counted twice.
         let s = p.finish(Nanos::from_secs(2), std::time::Duration::ZERO).unwrap();
-        assert_eq!((s.rx_packets, s.dropped.offload), (13, 3));
+        assert_eq!((s.rx_packets, s.dropped.get(pathem_model::DropReason::Offload)), (13, 3));
     }
 
     #[test]

@@ -27,7 +27,7 @@ use crate::delay_line::{Reader, Slot, Writer, UNDECIDED};
 use crate::stats::Counters;
 use pathem_io::{RxFrame, TxPort};
 use pathem_model::aqm::{AqmDrop, Bottleneck, Decision, Entry};
-use pathem_model::frame::{ecn_capable, ecn_codepoint, flow_hash, mark_ce};
+use pathem_model::frame::{ecn_capable, ecn_codepoint, flip_bit, flow_hash, mark_ce};
 use pathem_model::path::Extra;
 use pathem_model::{DropReason, FrameMeta, Nanos, Path, PathConfig, Rng, Verdict};
 use std::cmp::Reverse;
@@ -360,7 +360,7 @@ impl Ingress {
                 mark_ce(bytes);
             }
             if let Some(bit) = extra.corrupt_bit {
-                bytes[(bit / 8) as usize] ^= 0x80 >> (bit % 8);
+                flip_bit(bytes, bit);
             }
         };
         if !self.line.push(release, frame.wire_len, frame.data, edit) {
@@ -688,8 +688,6 @@ fn apply(data: &mut [u8], edit: Edit) {
         mark_ce(data);
     }
     if let Some(bit) = edit.corrupt_bit {
-        if let Some(b) = data.get_mut((bit / 8) as usize) {
-            *b ^= 0x80 >> (bit % 8);
-        }
+        flip_bit(data, bit);
     }
 }

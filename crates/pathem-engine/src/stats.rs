@@ -192,24 +192,13 @@ impl Counters {
 
     /// A consistent-enough copy for reports (each value is exact; they are read one by one).
     pub fn snapshot(&self) -> Stats {
-        let d = |r: DropReason| self.dropped[r as usize].get();
         let clamped = self.reorder_clamped.get();
         Stats {
             rx_packets: self.rx_packets.get(),
             rx_bytes: self.rx_bytes.get(),
             tx_packets: self.tx_packets.get(),
             tx_bytes: self.tx_bytes.get(),
-            dropped: Dropped {
-                loss: d(DropReason::Loss),
-                queue: d(DropReason::Queue),
-                police: d(DropReason::Police),
-                ber: d(DropReason::Ber),
-                delay_line: d(DropReason::DelayLine),
-                oversize: d(DropReason::Oversize),
-                offload: d(DropReason::Offload),
-                aqm_drop: d(DropReason::Aqm),
-                overlimit: d(DropReason::Overlimit),
-            },
+            dropped: Dropped(std::array::from_fn(|i| self.dropped[i].get())),
             duplicated: self.duplicated.get(),
             corrupted: self.corrupted.get(),
             reorder_clamped: clamped,
@@ -232,12 +221,7 @@ impl Counters {
             sojourn: self.sojourn.snapshot(),
             port_rx_dropped: self.port_rx_dropped.get(),
             port_tx_queued: self.port_tx_queued.get(),
-            port_tx_errors: PortTxErrors {
-                too_large: self.port_tx_errors[TxErrorClass::TooLarge as usize].get(),
-                no_buffer: self.port_tx_errors[TxErrorClass::NoBuffer as usize].get(),
-                down: self.port_tx_errors[TxErrorClass::Down as usize].get(),
-                other: self.port_tx_errors[TxErrorClass::Other as usize].get(),
-            },
+            port_tx_errors: PortTxErrors(std::array::from_fn(|i| self.port_tx_errors[i].get())),
             offload: OffloadStats {
                 gso_frames: self.gso_frames.get(),
                 gso_segments: self.gso_segments.get(),
@@ -251,40 +235,105 @@ impl Counters {
     }
 }
 
-/// Frames dropped, by reason.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Dropped {
-    pub loss: u64,
-    pub queue: u64,
-    pub police: u64,
-    pub ber: u64,
-    pub delay_line: u64,
-    pub oversize: u64,
-    /// Dropped by the queue discipline's control law (`--aqm`).
-    pub aqm_drop: u64,
-    /// Dropped at the queue discipline's hard limit (`--aqm`).
-    pub overlimit: u64,
-    /// Frames the receiving port could not make wire frames of (a super-frame it cannot cut).
-    #[serde(default)]
-    pub offload: u64,
+/// Frames dropped, one count per [`DropReason`] (the one table of reasons: counters, JSON,
+/// Prometheus and the text lines all read it), serialised as a map from each reason's name,
+/// `{"loss": 3, "queue": 0, ...}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Dropped([u64; DropReason::ALL.len()]);
+
+impl Dropped {
+    /// Frames dropped for `reason`.
+    pub fn get(&self, reason: DropReason) -> u64 {
+        self.0[reason as usize]
+    }
+
+    /// Every reason with its count, in [`DropReason::ALL`]'s order.
+    pub fn iter(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
+        DropReason::ALL.into_iter().map(|r| (r, self.get(r)))
+    }
+
+    /// The counts as `name count` pairs joined by commas (`loss 3, queue 0, ...`).
+    pub fn describe(&self) -> String {
+        self.iter().map(|(r, n)| format!("{} {n}", r.name())).collect::<Vec<_>>().join(", ")
+    }
 }
 
-/// Frames the transmitting port's kernel or NIC refused, by class (the errno it gave).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PortTxErrors {
-    /// Longer than the interface takes (EMSGSIZE).
-    pub too_large: u64,
-    /// The kernel had no memory for it (ENOMEM).
-    pub no_buffer: u64,
-    /// The interface was down or gone (ENETDOWN, ENXIO, ENODEV).
-    pub down: u64,
-    /// Any other refusal (the NIC's own transmit errors, for DPDK ports).
-    pub other: u64,
+impl Serialize for Dropped {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(DropReason::ALL.len()))?;
+        for (r, n) in self.iter() {
+            m.serialize_entry(r.name(), &n)?;
+        }
+        m.end()
+    }
 }
+
+impl<'de> Deserialize<'de> for Dropped {
+    /// Reasons by name; a reason an older report did not have counts 0.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let by_name = std::collections::BTreeMap::<String, u64>::deserialize(d)?;
+        let mut out = Dropped::default();
+        for (name, n) in by_name {
+            let r = DropReason::ALL
+                .into_iter()
+                .find(|r| r.name() == name)
+                .ok_or_else(|| serde::de::Error::custom(format!("unknown drop reason `{name}`")))?;
+            out.0[r as usize] = n;
+        }
+        Ok(out)
+    }
+}
+
+/// Frames the transmitting port's kernel or NIC refused, one count per [`TxErrorClass`]
+/// (`too_large`: EMSGSIZE; `no_buffer`: ENOMEM; `down`: ENETDOWN, ENXIO, ENODEV; `other`: any
+/// other refusal, and a DPDK device's own transmit errors), serialised as a map by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PortTxErrors([u64; TxErrorClass::ALL.len()]);
 
 impl PortTxErrors {
+    pub fn get(&self, class: TxErrorClass) -> u64 {
+        self.0[class as usize]
+    }
+
     pub fn total(&self) -> u64 {
-        self.too_large + self.no_buffer + self.down + self.other
+        self.0.iter().sum()
+    }
+
+    /// Every class with its count, in [`TxErrorClass::ALL`]'s order.
+    pub fn iter(&self) -> impl Iterator<Item = (TxErrorClass, u64)> + '_ {
+        TxErrorClass::ALL.into_iter().map(|c| (c, self.get(c)))
+    }
+
+    /// The counts as `name count` pairs joined by commas.
+    pub fn describe(&self) -> String {
+        self.iter().map(|(c, n)| format!("{} {n}", c.name())).collect::<Vec<_>>().join(", ")
+    }
+}
+
+impl Serialize for PortTxErrors {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(TxErrorClass::ALL.len()))?;
+        for (c, n) in self.iter() {
+            m.serialize_entry(c.name(), &n)?;
+        }
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for PortTxErrors {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let by_name = std::collections::BTreeMap::<String, u64>::deserialize(d)?;
+        let mut out = PortTxErrors::default();
+        for (name, n) in by_name {
+            let c = TxErrorClass::ALL
+                .into_iter()
+                .find(|c| c.name() == name)
+                .ok_or_else(|| serde::de::Error::custom(format!("unknown transmit error class `{name}`")))?;
+            out.0[c as usize] = n;
+        }
+        Ok(out)
     }
 }
 
@@ -300,15 +349,7 @@ pub struct OffloadStats {
 
 impl Dropped {
     pub fn total(&self) -> u64 {
-        self.loss
-            + self.queue
-            + self.police
-            + self.ber
-            + self.delay_line
-            + self.oversize
-            + self.aqm_drop
-            + self.overlimit
-            + self.offload
+        self.0.iter().sum()
     }
 }
 
@@ -378,20 +419,13 @@ mod tests {
         }
         c.rx_packets.add(50);
         let s = c.snapshot();
-        assert_eq!(
-            s.dropped,
-            Dropped {
-                loss: 1,
-                queue: 2,
-                police: 3,
-                ber: 4,
-                aqm_drop: 5,
-                overlimit: 6,
-                delay_line: 7,
-                oversize: 8,
-                offload: 9,
-            }
-        );
+        for (i, (r, n)) in s.dropped.iter().enumerate() {
+            assert_eq!((r, n), (DropReason::ALL[i], i as u64 + 1));
+        }
+        let json = serde_json::to_value(&s.dropped).unwrap();
+        assert_eq!(json["loss"], 1);
+        assert_eq!(serde_json::from_value::<Dropped>(json).unwrap(), s.dropped, "round trip");
+        assert!(serde_json::from_str::<Dropped>("{\"frobnicated\": 1}").is_err());
         assert_eq!(s.in_flight, 0);
         assert!(!s.balances(), "50 received, 45 dropped, 5 missing");
         c.written.add(5);
@@ -402,7 +436,7 @@ mod tests {
         c.tx_packets.sub(1);
         let s2 = c.snapshot();
         assert!(s2.balances() && s2.in_flight == 2 && s2.tx_packets == 2, "{s2:?}");
-        assert_eq!(s2.port_tx_errors.too_large, 1);
+        assert_eq!(s2.port_tx_errors.get(TxErrorClass::TooLarge), 1);
         assert_eq!(s.late, LateStats::default());
         let json = serde_json::to_value(&s).unwrap();
         for r in DropReason::ALL {

@@ -2,7 +2,7 @@
 //! on one thread or split over two, and live forwarding on a veth bed.
 //!
 //! The engine runs are what `run` runs, minus the ports: in-memory frames through the real
-//! stages with the real clock. The live runs go through [`crate::Link`], the very link `run`
+//! stages with the real clock. The live runs go through [`pathem_runtime::Link`], the very link `run`
 //! starts, next to pathem's raw port loop (no engine), and for DPDK ports next to DPDK's own
 //! forwarder (`dpdk-testpmd --forward-mode=io`) on the same virtual devices, as references.
 

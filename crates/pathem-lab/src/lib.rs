@@ -4,7 +4,7 @@
 //! - [`testbed`]: the one namespace test bed (gen — mid — sink over veth, or gen — sink);
 //! - [`validate`]: the probe through the bed, checked against the path's own models;
 //! - [`hiccups`]: how often a busy thread loses its CPU here (the floor of any timing);
-//! - [`bench`]: the benchmarks' loops: the engine alone, split over two threads, the ports'
+//! - [`mod@bench`]: the benchmarks' loops: the engine alone, split over two threads, the ports'
 //!   offload work, and live forwarding through the bed next to `dpdk-testpmd`.
 //!
 //! Every live measurement starts a [`pathem_runtime::Link`], so what is measured is the loop

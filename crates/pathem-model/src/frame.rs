@@ -73,6 +73,15 @@ pub fn ecn_capable(frame: &[u8]) -> bool {
     matches!(ecn_bits(frame), Some((_, _, b)) if b != 0)
 }
 
+/// Flips bit `bit` of the frame (bit 0 is the first byte's most significant), as `--corrupt`
+/// and bit errors do; a bit past the frame's end changes nothing.
+#[inline]
+pub fn flip_bit(frame: &mut [u8], bit: u32) {
+    if let Some(b) = frame.get_mut((bit / 8) as usize) {
+        *b ^= 0x80 >> (bit % 8);
+    }
+}
+
 /// Sets the CE codepoint of an ECN-capable frame, updating the IPv4 header checksum
 /// incrementally (RFC 1624). Returns false, changing nothing, for other frames.
 pub fn mark_ce(frame: &mut [u8]) -> bool {

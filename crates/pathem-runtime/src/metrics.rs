@@ -23,7 +23,6 @@
 
 use crate::Error;
 use pathem_engine::{Control, Counters};
-use pathem_model::DropReason;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
@@ -87,18 +86,7 @@ impl Collector for LinkCollector {
             MetricType::Counter,
         )?;
         for (d, s) in &snaps {
-            let by = [
-                (DropReason::Loss.name(), s.dropped.loss),
-                (DropReason::Queue.name(), s.dropped.queue),
-                (DropReason::Police.name(), s.dropped.police),
-                (DropReason::Ber.name(), s.dropped.ber),
-                (DropReason::Aqm.name(), s.dropped.aqm_drop),
-                (DropReason::Overlimit.name(), s.dropped.overlimit),
-                (DropReason::DelayLine.name(), s.dropped.delay_line),
-                (DropReason::Oversize.name(), s.dropped.oversize),
-                (DropReason::Offload.name(), s.dropped.offload),
-                ("port", s.port_rx_dropped),
-            ];
+            let by = s.dropped.iter().map(|(r, n)| (r.name(), n)).chain([("port", s.port_rx_dropped)]);
             for (reason, v) in by {
                 m.encode_family(&[("direction", *d), ("reason", reason)])?
                     .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
@@ -111,13 +99,7 @@ impl Collector for LinkCollector {
             MetricType::Counter,
         )?;
         for (d, s) in &snaps {
-            let e = &s.port_tx_errors;
-            let by = [
-                ("too_large", e.too_large),
-                ("no_buffer", e.no_buffer),
-                ("down", e.down),
-                ("other", e.other),
-            ];
+            let by = s.port_tx_errors.iter().map(|(c, n)| (c.name(), n));
             for (class, v) in by {
                 m.encode_family(&[("direction", *d), ("class", class)])?
                     .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
@@ -281,6 +263,7 @@ pub fn serve(link: &crate::Link, addr: SocketAddr) -> Result<Metrics, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pathem_model::DropReason;
 
     #[test]
     fn a_scrape_shows_every_counter_per_direction() {

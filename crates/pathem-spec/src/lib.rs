@@ -6,7 +6,7 @@
 //! names), into the models' [`pathem_model::PathConfig`].
 //!
 //! - [`path`]: one direction's spec, the per-direction strings (`--a-to-b "..."`);
-//! - [`file`]: the `--config FILE.toml` file;
+//! - [`mod@file`]: the `--config FILE.toml` file;
 //! - [`schedule`]: `--schedule FILE`, changes at set times;
 //! - [`change`]: the words of `ctl set`, applied to both directions or neither.
 

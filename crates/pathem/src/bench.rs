@@ -157,11 +157,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
         "  ratio           {:>7.2} (median of paired rounds; of medians {:.2})",
         r.ratio, r.ratio_of_medians
     );
-    let d = &r.last_run.dropped;
-    println!(
-        "  last run: forwarded {}, dropped loss {} queue {} delay_line {}",
-        r.last_run.tx_packets, d.loss, d.queue, d.delay_line
-    );
+    println!("  last run: forwarded {}, dropped {}", r.last_run.tx_packets, r.last_run.dropped.describe());
     Ok(())
 }
 

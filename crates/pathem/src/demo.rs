@@ -11,6 +11,7 @@ use anyhow::Context;
 use clap::Args;
 use pathem_io::mem::udp_frame;
 use pathem_io::pcap::{read_capture, write_capture};
+use pathem_model::DropReason;
 use pathem_model::Nanos;
 use pathem_spec::PathSpec;
 use std::collections::HashMap;
@@ -98,12 +99,12 @@ pub fn main(args: DemoArgs) -> anyhow::Result<()> {
         fmt_ms(q(1.0))
     );
     println!("    (20 ms propagation + transmission at 20 Mbit/s + waiting in the 64 KB queue)");
-    let kept_by_link = r.stats.rx_packets - r.stats.dropped.queue;
+    let kept_by_link = r.stats.rx_packets - r.stats.dropped.get(DropReason::Queue);
     println!(
         "  loss after the link: {} of {} frames = {:.2}% (configured 1%)",
-        r.stats.dropped.loss,
+        r.stats.dropped.get(DropReason::Loss),
         kept_by_link,
-        100.0 * r.stats.dropped.loss as f64 / kept_by_link.max(1) as f64
+        100.0 * r.stats.dropped.get(DropReason::Loss) as f64 / kept_by_link.max(1) as f64
     );
     if args.dir.is_some() {
         println!("  files in {}: in.pcap, out.pcap, stats.json", dir.display());

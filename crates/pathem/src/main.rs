@@ -2,6 +2,10 @@
 //!
 //! Exit codes: 0 success, 1 a run failed (unreadable capture, I/O error), 2 bad usage (a flag,
 //! a value or a config key that pathem does not accept). Every error is one line on stderr.
+//!
+//! The doc comments of the flags are clap's help text, where `[a_to_b]` is a table's name,
+//! not a link.
+#![allow(rustdoc::broken_intra_doc_links)]
 
 mod bench;
 mod ctl;

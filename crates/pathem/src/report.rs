@@ -1,5 +1,6 @@
 //! Human-readable summaries.
 
+use pathem_model::DropReason;
 use pathem_runtime::replay::ReplayReport;
 use std::fmt::Write;
 use std::path::Path;
@@ -36,19 +37,8 @@ pub fn summary(input: &Path, output: &Path, r: &ReplayReport) -> String {
     let _ = writeln!(out, "  path       {}", r.path);
     let _ = writeln!(out, "  received   {:>10} frames  {:>12}", s.rx_packets, bytes(s.rx_bytes));
     let _ = writeln!(out, "  forwarded  {:>10} frames  {:>12}", s.tx_packets, bytes(s.tx_bytes));
-    let _ = writeln!(
-        out,
-        "  dropped    {:>10} frames  ({:.3}%): loss {}, queue {}, police {}, ber {}, delay_line {}, oversize {}, offload {}",
-        d.total(),
-        pct(d.total()),
-        d.loss,
-        d.queue,
-        d.police,
-        d.ber,
-        d.delay_line,
-        d.oversize,
-        d.offload
-    );
+    let _ =
+        writeln!(out, "  dropped    {:>10} frames  ({:.3}%): {}", d.total(), pct(d.total()), d.describe());
     if let Some(aqm) = aqm_summary(s) {
         let _ = writeln!(out, "  aqm        {aqm}");
     }
@@ -86,12 +76,12 @@ pub fn summary(input: &Path, output: &Path, r: &ReplayReport) -> String {
 /// What the queue discipline did, in one line, when one ran (`--aqm`): drops by reason,
 /// marks, and the sojourn percentiles (upper bounds of log2 buckets).
 pub fn aqm_summary(s: &pathem_engine::Stats) -> Option<String> {
-    let d = &s.dropped;
-    (d.aqm_drop + d.overlimit + s.aqm_mark > 0 || s.sojourn.max_ns > 0).then(|| {
+    let (aqm_drop, overlimit) = (s.dropped.get(DropReason::Aqm), s.dropped.get(DropReason::Overlimit));
+    (aqm_drop + overlimit + s.aqm_mark > 0 || s.sojourn.max_ns > 0).then(|| {
         format!(
             "drop {}, overlimit {}, mark {}; sojourn p50 ≤ {:.3} ms, p99 ≤ {:.3} ms, max {:.3} ms",
-            d.aqm_drop,
-            d.overlimit,
+            aqm_drop,
+            overlimit,
             s.aqm_mark,
             s.sojourn.p50_ns as f64 / 1e6,
             s.sojourn.p99_ns as f64 / 1e6,

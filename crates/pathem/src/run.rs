@@ -111,19 +111,13 @@ struct Report<'a> {
 pub fn line(name: &str, s: &Stats) -> String {
     let d = &s.dropped;
     let mut text = format!(
-        "{name}: port drops {} rx {} tx {} (in port {}) dropped {} (loss {}, queue {}, police {}, ber {}, delay_line {}, oversize {}, offload {}) dup {} corrupt {} ecn {} clamped {} in-flight {}; late p50 {:.1} p99.9 {:.1} max {:.1} us",
+        "{name}: port drops {} rx {} tx {} (in port {}) dropped {} ({}) dup {} corrupt {} ecn {} clamped {} in-flight {}; late p50 {:.1} p99.9 {:.1} max {:.1} us",
         s.port_rx_dropped,
         s.rx_packets,
         s.tx_packets,
         s.port_tx_queued,
         d.total(),
-        d.loss,
-        d.queue,
-        d.police,
-        d.ber,
-        d.delay_line,
-        d.oversize,
-        d.offload,
+        d.describe(),
         s.duplicated,
         s.corrupted,
         s.ecn_marked,
@@ -138,10 +132,7 @@ pub fn line(name: &str, s: &Stats) -> String {
     }
     let e = &s.port_tx_errors;
     if e.total() > 0 {
-        text.push_str(&format!(
-            "; tx errors too large {}, no buffer {}, down {}, other {}",
-            e.too_large, e.no_buffer, e.down, e.other
-        ));
+        text.push_str(&format!("; tx errors {}", e.describe()));
     }
     let o = &s.offload;
     if o.gso_frames + o.csum_completed > 0 {
