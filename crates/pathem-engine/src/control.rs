@@ -64,6 +64,21 @@ impl Control {
         self.tx.send(Arc::new(config)).map_err(|_| ChangeError::Stopped)
     }
 
+    /// Waits until the pipeline has applied `config` (it does between two rounds, within
+    /// [`crate::wait::MAX_IDLE_WAIT`] when idle), for at most `limit`; true once it has.
+    pub fn applied(&self, config: &PathConfig, limit: std::time::Duration) -> bool {
+        let until = std::time::Instant::now() + limit;
+        loop {
+            if self.current() == *config {
+                return true;
+            }
+            if std::time::Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+
     /// Whether `set` would take `config` (to check several directions before changing any).
     pub fn check(&self, config: &PathConfig) -> Result<(), ChangeError> {
         config.validate()?;

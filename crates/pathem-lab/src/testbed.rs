@@ -12,7 +12,8 @@
 
 use pathem_runtime::netns::ip;
 use pathem_runtime::Error;
-use std::process::{Command, Output};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Output, Stdio};
 
 /// The generator's address on g0.
 pub const GEN_IP: &str = "10.201.0.1";
@@ -112,6 +113,69 @@ impl Bed {
     /// first frames measured do not wait for it.
     pub fn warm_up(&self) {
         let _ = self.exec(&self.gen, &["ping", "-c", "1", "-W", "2", SINK_IP]);
+    }
+}
+
+impl Bed {
+    /// iperf3 from gen to the sink's address `to` (IPv4 or IPv6) with the client's `args`: a
+    /// one-test server on the sink, started first; returns the client's JSON report.
+    pub fn iperf3(&self, to: &str, args: &[&str]) -> Result<serde_json::Value, Error> {
+        self.iperf3_start(to, args)?.wait()
+    }
+
+    /// The same, running in the background (ping alongside, say) until [`Iperf3::wait`].
+    pub fn iperf3_start(&self, to: &str, args: &[&str]) -> Result<Iperf3, Error> {
+        let spawn = |ns: &str, words: &[&str], out: Stdio| {
+            Command::new("ip")
+                .args(["netns", "exec", ns])
+                .args(words)
+                .stdout(out)
+                .stderr(Stdio::null())
+                .process_group(0)
+                .spawn()
+                .map_err(|e| Error::Bed(format!("cannot run iperf3 ({e}); install it")))
+        };
+        let server = Group(spawn(&self.sink, &["iperf3", "-s", "-1", "-B", to], Stdio::null())?);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let words = [&["iperf3", "-c", to, "-J", "--connect-timeout", "3000"][..], args].concat();
+        let client = Group(spawn(&self.gen, &words, Stdio::piped())?);
+        Ok(Iperf3 { server, client })
+    }
+}
+
+/// A child process and its process group (`ip netns exec` and what it runs), killed together
+/// when dropped.
+struct Group(Child);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(self.0.id() as i32),
+                nix::sys::signal::SIGKILL,
+            );
+        }
+        let _ = self.0.wait();
+    }
+}
+
+/// An iperf3 test under way (see [`Bed::iperf3_start`]); its processes are killed if dropped.
+pub struct Iperf3 {
+    server: Group,
+    client: Group,
+}
+
+impl Iperf3 {
+    /// Waits for the client and returns its JSON report (iperf3's own `error` when it failed).
+    pub fn wait(mut self) -> Result<serde_json::Value, Error> {
+        let mut text = String::new();
+        if let Some(mut out) = self.client.0.stdout.take() {
+            let _ = std::io::Read::read_to_string(&mut out, &mut text);
+        }
+        let _ = self.client.0.wait();
+        drop(self.server);
+        serde_json::from_str(&text)
+            .map_err(|e| Error::Measure(format!("iperf3 gave no report ({e}): {text}")))
     }
 }
 

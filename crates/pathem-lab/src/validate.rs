@@ -12,7 +12,6 @@ use pathem_probe::{analyse, plot, Pattern, Summary};
 use pathem_runtime::{Error, Link, LinkSpec};
 use serde::Serialize;
 use std::path::Path;
-use std::process::Command;
 
 /// One observed quantity against what was configured.
 #[derive(Serialize, Debug, Clone)]
@@ -259,37 +258,12 @@ pub fn tcp_vs_mathis(b: &Bed, kind: &str, secs: f64) -> Result<serde_json::Value
         ..PathConfig::default()
     };
     let fwd = forwarder(b, kind, path)?;
-    let mut server = Command::new("ip")
-        .args(["netns", "exec", &b.sink, "iperf3", "-s", "-1", "-B", SINK_IP])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map_err(|e| Error::Measure(format!("cannot run iperf3 ({e}); install it")))?;
-    std::thread::sleep(std::time::Duration::from_millis(300));
     let t = format!("{}", secs.max(3.0).round() as u64 * 2);
-    let out = Command::new("ip")
-        // Mathis et al. model Reno; loss-agnostic controls such as BBR would not follow it.
-        .args([
-            "netns",
-            "exec",
-            &b.gen,
-            "iperf3",
-            "-c",
-            SINK_IP,
-            "-J",
-            "-C",
-            "reno",
-            "-t",
-            &t,
-            "--connect-timeout",
-            "3000",
-        ])
-        .output()
-        .map_err(|e| Error::Measure(format!("cannot run iperf3: {e}")))?;
-    let _ = server.kill();
-    let _ = server.wait();
+    // Mathis et al. model Reno; loss-agnostic controls such as BBR would not follow it.
+    let v = b.iperf3(SINK_IP, &["-C", "reno", "-t", &t]);
     fwd.stop()?;
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let v = v?;
+
     let goodput = v["end"]["sum_received"]["bits_per_second"].as_f64().unwrap_or(0.0);
     let rtt = 2.0 * delay_ms / 1e3;
     let mathis = 1448.0 * 8.0 / rtt * 1.22 / p.sqrt();

@@ -378,6 +378,22 @@ impl BitErrors {
     }
 }
 
+/// Lengths of the runs of consecutive losses in a loss pattern (`true` = lost), a run still
+/// open at the end included: what burst statistics are computed from.
+pub fn burst_lengths(lost: &[bool]) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut run = 0;
+    for &l in lost.iter().chain([false].iter()) {
+        if l {
+            run += 1;
+        } else if run > 0 {
+            out.push(run);
+            run = 0;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -386,21 +402,6 @@ mod tests {
         let mut loss = Loss::new(config);
         let mut rng = Rng::seeded(seed);
         (0..n).map(|_| loss.lose(&mut rng)).collect()
-    }
-
-    /// Lengths of the runs of consecutive losses.
-    fn bursts(lost: &[bool]) -> Vec<usize> {
-        let mut out = Vec::new();
-        let mut run = 0;
-        for &l in lost {
-            if l {
-                run += 1;
-            } else if run > 0 {
-                out.push(run);
-                run = 0;
-            }
-        }
-        out
     }
 
     fn rate(lost: &[bool]) -> f64 {
@@ -434,7 +435,7 @@ mod tests {
             let lost = run(&cfg, 20_000_000, seed);
             let got = rate(&lost);
             assert!((got / 0.01 - 1.0).abs() < 0.02, "r={r}: loss rate {got}");
-            let b = bursts(&lost);
+            let b = burst_lengths(&lost);
             let mean = b.iter().sum::<usize>() as f64 / b.len() as f64;
             assert!((mean / burst - 1.0).abs() < 0.02, "r={r}: mean burst {mean} vs {burst}");
             // Histogram against r(1−r)^(n−1): each of the first bins within 4σ (binomial).
@@ -465,7 +466,7 @@ mod tests {
         assert!((cfg.loss_rate() - want).abs() < 1e-12);
         let lost = run(&cfg, 10_000_000, 11);
         assert!((rate(&lost) / want - 1.0).abs() < 0.02, "rate {}", rate(&lost));
-        let b = bursts(&lost);
+        let b = burst_lengths(&lost);
         let mean = b.iter().sum::<usize>() as f64 / b.len() as f64;
         assert!((mean / cfg.mean_burst() - 1.0).abs() < 0.02, "mean burst {mean} vs {}", cfg.mean_burst());
     }

@@ -275,11 +275,17 @@ pub fn serve(
                 c.check(cfg).map_err(|e| e.to_string())?;
             }
         }
-        to.0.set(ab_cfg).map_err(|e| e.to_string())?;
+        to.0.set(ab_cfg.clone()).map_err(|e| e.to_string())?;
         if let Some(c) = &to.1 {
-            c.set(ba_cfg).map_err(|e| e.to_string())?;
+            c.set(ba_cfg.clone()).map_err(|e| e.to_string())?;
         }
         *specs = (ab, ba);
+        // `set` answers once the change is in effect, so a `show` right after sees it.
+        let limit = std::time::Duration::from_secs(1);
+        let done = to.0.applied(&ab_cfg, limit) && to.1.as_ref().is_none_or(|c| c.applied(&ba_cfg, limit));
+        if !done {
+            return Err("the change was sent but the link has not applied it within 1 s".into());
+        }
         Ok(())
     });
     Server::start(Served {

@@ -293,25 +293,11 @@ impl Topo {
         self.iperf_to(SINK_IP, args, reverse)
     }
 
-    /// iperf3 from gen to the sink's address `to` (IPv4 or IPv6).
+    /// iperf3 from gen to the sink's address `to` (IPv4 or IPv6), through the bed's helper.
     fn iperf_to(&self, to: &str, args: &[&str], reverse: bool) -> serde_json::Value {
-        let mut server = Command::new("ip")
-            .args(["netns", "exec", &self.sink, "iperf3", "-s", "-1", "-B", to])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("iperf3 server");
-        std::thread::sleep(Duration::from_millis(300));
-        let mut all = vec!["iperf3", "-c", to, "-J", "--connect-timeout", "3000"];
-        if reverse {
-            all.push("-R");
-        }
-        all.extend_from_slice(args);
-        let out = self.exec(&self.gen, &all);
-        let _ = server.kill();
-        let _ = server.wait();
-        serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("iperf3 {args:?}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+        let all = [args, if reverse { &["-R"][..] } else { &[][..] }].concat();
+        let bed = self.bed.as_ref().expect("the bed");
+        bed.iperf3(to, &all).unwrap_or_else(|e| panic!("iperf3 {args:?}: {e}"))
     }
 }
 
@@ -1227,29 +1213,15 @@ fn ping_rtts(out: &Output) -> Vec<f64> {
 /// Ping's RTT (avg, max in ms) from gen to sink while iperf3 sends TCP (CUBIC) from gen to
 /// sink with `streams` flows for 7 s; and each flow's goodput in bit/s.
 fn rtt_under_load(t: &Topo, streams: u32) -> ((f64, f64), Vec<f64>) {
-    let mut server = Command::new("ip")
-        .args(["netns", "exec", &t.sink, "iperf3", "-s", "-1", "-B", SINK_IP])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("iperf3 server");
-    std::thread::sleep(Duration::from_millis(300));
-    let client = Command::new("ip")
-        .args(["netns", "exec", &t.gen, "iperf3", "-c", SINK_IP, "-J", "-t", "7", "-C", "cubic"])
-        .args(["-P", &streams.to_string(), "--connect-timeout", "3000"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("iperf3 client");
+    let bed = t.bed.as_ref().expect("the bed");
+    let run = bed
+        .iperf3_start(SINK_IP, &["-t", "7", "-C", "cubic", "-P", &streams.to_string()])
+        .expect("iperf3 starts");
     // Let the flows fill what queue they can, then measure for 3 s.
     std::thread::sleep(Duration::from_secs(3));
     let out = t.exec(&t.gen, &["ping", "-n", "-q", "-c", "30", "-i", "0.1", "-W", "2", SINK_IP]);
     let nums = ping_rtts(&out);
-    let report = client.wait_with_output().expect("iperf3 client ends");
-    let _ = server.kill();
-    let _ = server.wait();
-    let v: serde_json::Value = serde_json::from_slice(&report.stdout)
-        .unwrap_or_else(|e| panic!("iperf3: {e}: {}", String::from_utf8_lossy(&report.stdout)));
+    let v = run.wait().unwrap_or_else(|e| panic!("iperf3: {e}"));
     let flows = v["end"]["streams"]
         .as_array()
         .map(|s| s.iter().filter_map(|x| x["receiver"]["bits_per_second"].as_f64()).collect())

@@ -48,17 +48,7 @@ pub fn seq(frame: &[u8]) -> u64 {
     u64::from_be_bytes(frame[42..50].try_into().unwrap())
 }
 
-/// Lengths of the runs of `true` (loss bursts) in a loss pattern.
+/// Lengths of the runs of `true` (loss bursts) in a loss pattern: the model's own measure.
 pub fn bursts(lost: &[bool]) -> Vec<usize> {
-    let mut out = Vec::new();
-    let mut run = 0;
-    for &l in lost.iter().chain([false].iter()) {
-        if l {
-            run += 1;
-        } else if run > 0 {
-            out.push(run);
-            run = 0;
-        }
-    }
-    out
+    pathem_model::loss::burst_lengths(lost)
 }
