@@ -3,10 +3,13 @@
 //! Every `run` and `shell` listens on `/run/pathem/NAME.sock`, a Unix socket of mode 0600
 //! owned by whoever started pathem. A name taken by a live instance is refused; a socket
 //! left by a killed one (nobody answers on it) is replaced; the socket is removed when the
-//! link stops. The protocol is one JSON object per line each way:
-//! `{"cmd":"show"}` answers the link's state; `{"cmd":"set","args":[…]}` hands the words of
-//! `ctl set` to the link's [`Setter`] (the command line's, which parses flags as `run` does)
-//! and answers `{"ok":true}` or `{"ok":false,"error":"…"}`. The data path is not involved:
+//! link stops. The protocol is one JSON object per line each way, typed on both ends by the
+//! same serde types ([`Request`], [`Reply`]) and versioned ([`PROTOCOL`], in every message):
+//! `{"version":1,"cmd":"show"}` answers the link's [`State`]; `{"version":1,"cmd":"set",
+//! "args":[…]}` hands the words of `ctl set` to the link's [`Setter`] (the one spec parser:
+//! flags as `run` takes them) and answers once the change is in effect, or refused with one
+//! line. A message of another version (an older or newer pathem) gets a line saying which
+//! versions meet, never a parse failure. The data path is not involved:
 //! `show` reads single-writer counters and what the controls last reported, `set` goes through
 //! each pipeline's `Control`.
 
@@ -58,12 +61,46 @@ pub fn socket_path(name: &str) -> PathBuf {
     Path::new(SOCKET_DIR).join(format!("{name}.sock"))
 }
 
+/// The version of the control protocol this pathem speaks.
+pub const PROTOCOL: u32 = 1;
+
+/// A request, as the client sends it and the server reads it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(tag = "cmd", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Request {
+    /// The link's state.
+    Show,
+    /// The words of `ctl set`, for the link's [`Setter`].
+    Set { args: Vec<String> },
+}
+
+/// An answer, as the server sends it and the client reads it.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[serde(tag = "reply", rename_all = "lowercase")]
+pub enum Reply {
+    State(Box<State>),
+    /// The change is in effect.
+    Changed,
+    /// Refused, with one line for the user.
+    Refused {
+        error: String,
+    },
+}
+
+/// A message of either kind with the protocol's version.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct Message<T> {
+    pub version: u32,
+    #[serde(flatten)]
+    pub body: T,
+}
+
 /// One direction as `show` reports it.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct DirectionState {
     /// The path in effect, in words.
     pub path: String,
-    pub stats: serde_json::Value,
+    pub stats: pathem_engine::Stats,
 }
 
 /// What `show` answers.
@@ -93,10 +130,8 @@ pub struct Served {
 
 impl Served {
     fn state(&self) -> State {
-        let dir = |c: &Control, k: &Counters| DirectionState {
-            path: c.current().to_string(),
-            stats: serde_json::to_value(k.snapshot()).unwrap_or_default(),
-        };
+        let dir =
+            |c: &Control, k: &Counters| DirectionState { path: c.current().to_string(), stats: k.snapshot() };
         State {
             name: self.name.clone(),
             pid: std::process::id(),
@@ -113,29 +148,42 @@ impl Served {
     }
 }
 
-/// A request the control socket understands.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Command {
-    Show,
-    /// The words of `ctl set`, for the link's [`Setter`].
-    Set(Vec<String>),
+/// The version a message says it speaks (0: older than versions, or no message at all).
+fn version_of(line: &str) -> u32 {
+    serde_json::from_str::<serde_json::Value>(line)
+        .ok()
+        .and_then(|v| v.get("version")?.as_u64())
+        .map_or(0, |v| v.min(u64::from(u32::MAX)) as u32)
+}
+
+/// What to say when the two ends speak different versions.
+fn other_version(theirs: u32, who: &str) -> String {
+    format!(
+        "{who} speaks control protocol {theirs} and this pathem {PROTOCOL}: use the pathem that started the link for `pathem ctl`"
+    )
 }
 
 /// Parses one request line; the error is the one-line answer.
-pub fn parse_request(line: &str) -> Result<Command, String> {
-    let r: Request = serde_json::from_str(line).map_err(|e| format!("not a request: {e}"))?;
-    match r.cmd.as_str() {
-        "show" => Ok(Command::Show),
-        "set" => Ok(Command::Set(r.args)),
-        other => Err(format!("unknown command `{other}`; accepted: show, set")),
+pub fn parse_request(line: &str) -> Result<Request, String> {
+    match version_of(line) {
+        PROTOCOL => {}
+        0 if serde_json::from_str::<serde_json::Value>(line).is_err() => {
+            return Err("not a request: a JSON object per line is expected".into())
+        }
+        v => return Err(other_version(v, "the client")),
     }
+    serde_json::from_str::<Message<Request>>(line).map(|m| m.body).map_err(|e| {
+        let e = e.to_string();
+        match e.contains("unknown variant") {
+            true => format!("{}; accepted: show, set", e.split(", expected").next().unwrap_or(&e)),
+            false => format!("not a request: {e}"),
+        }
+    })
 }
 
-#[derive(Deserialize)]
-struct Request {
-    cmd: String,
-    #[serde(default)]
-    args: Vec<String>,
+/// The line of a reply (with the protocol's version).
+fn reply_line(body: Reply) -> String {
+    serde_json::to_string(&Message { version: PROTOCOL, body }).unwrap_or_default()
 }
 
 /// A listening control socket; removed when dropped.
@@ -201,19 +249,19 @@ fn answer(stream: UnixStream, served: &Served) -> std::io::Result<()> {
     // One request of at most 64 KiB: a client cannot make the server hold more.
     BufReader::new(std::io::Read::take(&stream, 64 << 10)).read_line(&mut line)?;
     let reply = match parse_request(&line) {
-        Ok(Command::Show) => serde_json::json!({ "ok": true, "state": served.state() }),
-        Ok(Command::Set(args)) => match (served.setter)(&args) {
-            Ok(()) => serde_json::json!({ "ok": true }),
-            Err(e) => serde_json::json!({ "ok": false, "error": e }),
+        Ok(Request::Show) => Reply::State(Box::new(served.state())),
+        Ok(Request::Set { args }) => match (served.setter)(&args) {
+            Ok(()) => Reply::Changed,
+            Err(error) => Reply::Refused { error },
         },
-        Err(e) => serde_json::json!({ "ok": false, "error": e }),
+        Err(error) => Reply::Refused { error },
     };
     let mut w = &stream;
-    writeln!(w, "{reply}")
+    writeln!(w, "{}", reply_line(reply))
 }
 
 /// Sends one request to the link called `name` and returns its answer.
-pub fn request(name: &str, cmd: &str, args: &[String]) -> Result<serde_json::Value, Error> {
+pub fn request(name: &str, req: Request) -> Result<Reply, Error> {
     check_name(name)?;
     let path = socket_path(name);
     let mut stream = UnixStream::connect(&path).map_err(|e| {
@@ -228,13 +276,18 @@ pub fn request(name: &str, cmd: &str, args: &[String]) -> Result<serde_json::Val
         })
     })?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
-    let req = serde_json::json!({ "cmd": cmd, "args": args });
+    let req = serde_json::to_string(&Message { version: PROTOCOL, body: req }).unwrap_or_default();
     writeln!(stream, "{req}").map_err(|e| Error::Control(format!("{}: {e}", path.display())))?;
     let mut line = String::new();
     BufReader::new(&stream)
         .read_line(&mut line)
         .map_err(|e| Error::Control(format!("{name} did not answer: {e}")))?;
-    serde_json::from_str(&line).map_err(|e| Error::Control(format!("{name} answered nonsense: {e}")))
+    match version_of(&line) {
+        PROTOCOL => serde_json::from_str::<Message<Reply>>(&line)
+            .map(|m| m.body)
+            .map_err(|e| Error::Control(format!("{name} answered what this pathem cannot read: {e}"))),
+        v => Err(Error::Control(other_version(v, name))),
+    }
 }
 
 /// The names of the running links (whose sockets answer).
@@ -298,4 +351,41 @@ pub fn serve(
         setter,
         since: link.since,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_typed_and_versioned() {
+        let set = Request::Set { args: vec!["--delay".into(), "5ms".into()] };
+        let line = serde_json::to_string(&Message { version: PROTOCOL, body: set.clone() }).unwrap();
+        assert_eq!(line, r#"{"version":1,"cmd":"set","args":["--delay","5ms"]}"#);
+        assert_eq!(parse_request(&line), Ok(set));
+        assert_eq!(parse_request(r#"{"version":1,"cmd":"show"}"#), Ok(Request::Show));
+        // An older client (no version) and a newer one are told which versions meet.
+        let e = parse_request(r#"{"cmd":"show"}"#).unwrap_err();
+        assert!(e.contains("control protocol 0") && e.contains("this pathem 1"), "{e}");
+        let e = parse_request(r#"{"version":7,"cmd":"show"}"#).unwrap_err();
+        assert!(e.contains("control protocol 7"), "{e}");
+        let e = parse_request(r#"{"version":1,"cmd":"frobnicate"}"#).unwrap_err();
+        assert!(e.contains("frobnicate") && e.contains("accepted: show, set"), "{e}");
+        assert!(parse_request("not json").unwrap_err().contains("JSON object"));
+        assert!(parse_request(r#"{"version":1,"cmd":"set"}"#).unwrap_err().starts_with("not a request"));
+    }
+
+    #[test]
+    fn replies_round_trip() {
+        let line = reply_line(Reply::Refused { error: "--loss 150%: above 100%".into() });
+        assert_eq!(version_of(&line), PROTOCOL);
+        match serde_json::from_str::<Message<Reply>>(&line).unwrap().body {
+            Reply::Refused { error } => assert_eq!(error, "--loss 150%: above 100%"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            serde_json::from_str::<Message<Reply>>(&reply_line(Reply::Changed)).unwrap().body,
+            Reply::Changed
+        ));
+    }
 }

@@ -11,8 +11,7 @@
 use crate::run::line;
 use crate::usage;
 use clap::Args;
-use pathem_engine::Stats;
-use pathem_runtime::control::{self, State};
+use pathem_runtime::control::{self, Reply, Request, State};
 
 #[derive(Args, Debug)]
 pub struct CtlArgs {
@@ -40,14 +39,11 @@ fn fail(e: pathem_runtime::Error) -> anyhow::Error {
 pub fn main(args: CtlArgs) -> anyhow::Result<()> {
     if args.target == "list" {
         for name in control::list() {
-            match control::request(&name, "show", &[])
-                .ok()
-                .and_then(|v| serde_json::from_value::<State>(v["state"].clone()).ok())
-            {
-                Some(s) => {
+            match control::request(&name, Request::Show) {
+                Ok(Reply::State(s)) => {
                     println!("{name}\tpid {}\t{} <-> {}\tup {:.0} s", s.pid, s.port_a, s.port_b, s.uptime_s)
                 }
-                None => println!("{name}"),
+                _ => println!("{name}"),
             }
         }
         return Ok(());
@@ -62,17 +58,22 @@ pub fn main(args: CtlArgs) -> anyhow::Result<()> {
                     args.flags.join(" ")
                 )));
             }
-            let v = control::request(&args.target, "show", &[]).map_err(fail)?;
+            let s: Box<State> = match control::request(&args.target, Request::Show).map_err(fail)? {
+                Reply::State(s) => s,
+                Reply::Refused { error } => return Err(anyhow::anyhow!("ctl {} show: {error}", args.target)),
+                Reply::Changed => {
+                    return Err(anyhow::anyhow!("ctl {} show: an answer to another request", args.target))
+                }
+            };
             if args.json {
-                println!("{}", v["state"]);
+                println!("{}", serde_json::to_string(&s)?);
                 return Ok(());
             }
-            let s: State = serde_json::from_value(v["state"].clone())?;
             println!("{} (pid {}, up {:.1} s, seed {})", s.name, s.pid, s.uptime_s, s.seed);
             let show = |from: &str, to: &str, d: &control::DirectionState| -> anyhow::Result<()> {
-                let st: Stats = serde_json::from_value(d.stats.clone())?;
+                let st = &d.stats;
                 println!("  {from} -> {to}: {}", d.path);
-                println!("    {}", line("counters", &st));
+                println!("    {}", line("counters", st));
                 println!(
                     "    link queue {} frames / {} B; delay line {} of {} B",
                     st.queue_frames, st.queue_bytes, st.delay_line_used, st.delay_line_capacity
@@ -92,12 +93,15 @@ pub fn main(args: CtlArgs) -> anyhow::Result<()> {
                     args.target
                 )));
             }
-            let v = control::request(&args.target, "set", &args.flags).map_err(fail)?;
-            if v["ok"] == true {
-                eprintln!("pathem: {}: changed", args.target);
-                Ok(())
-            } else {
-                Err(usage(format!("ctl {} set: {}", args.target, v["error"].as_str().unwrap_or("refused"))))
+            match control::request(&args.target, Request::Set { args: args.flags.clone() }).map_err(fail)? {
+                Reply::Changed => {
+                    eprintln!("pathem: {}: changed", args.target);
+                    Ok(())
+                }
+                Reply::Refused { error } => Err(usage(format!("ctl {} set: {error}", args.target))),
+                Reply::State(_) => {
+                    Err(anyhow::anyhow!("ctl {} set: an answer to another request", args.target))
+                }
             }
         }
         Some(other) => Err(usage(format!("ctl {} {other}: accepted: show, set", args.target))),

@@ -887,6 +887,18 @@ fn ctl_steers_a_running_link_and_shows_it() {
     }
     let v: serde_json::Value = serde_json::from_slice(&ctl(&[&name, "show", "--json"]).stdout).unwrap();
     assert!(!v["a_to_b"]["path"].as_str().unwrap().contains("loss"), "a refused set changed nothing: {v}");
+    // A client of another protocol version (an older pathem sends no version) gets a line
+    // saying so, not a parse failure.
+    {
+        use std::io::Write;
+        let mut sock = std::os::unix::net::UnixStream::connect(format!("/run/pathem/{name}.sock")).unwrap();
+        writeln!(sock, r#"{{"cmd":"show"}}"#).unwrap();
+        let mut answer = String::new();
+        BufReader::new(&sock).read_line(&mut answer).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!((v["version"].as_u64(), v["reply"].as_str()), (Some(1), Some("refused")), "{v}");
+        assert!(v["error"].as_str().unwrap().contains("control protocol 0"), "{v}");
+    }
     // Switches turn on and off live, like any field.
     let path_of = |name: &str| {
         let v: serde_json::Value = serde_json::from_slice(&ctl(&[name, "show", "--json"]).stdout).unwrap();
