@@ -381,7 +381,7 @@ pub fn matrix(quick: bool) -> Result<Vec<Case>, Error> {
     let bad = |e: String| Error::Measure(format!("validate's own matrix: {e}"));
     rows.into_iter()
         .map(|(name, flags, pps, size, loss)| {
-            let spec = pathem_spec::PathSpec::from_flags(flags).map_err(bad)?;
+            let spec = pathem_spec::PathSpec::from_flags(flags).map_err(|e| bad(e.to_string()))?;
             Ok(Case {
                 name: name.into(),
                 flags: flags.into(),

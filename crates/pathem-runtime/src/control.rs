@@ -318,7 +318,7 @@ pub fn serve(
     let current = std::sync::Mutex::new(specs);
     let to = controls.clone();
     let setter: Setter = Box::new(move |words: &[String]| {
-        let change = pathem_spec::change::Change::parse(words)?;
+        let change = pathem_spec::change::Change::parse(words).map_err(|e| e.to_string())?;
         let mut specs = current.lock().unwrap_or_else(|e| e.into_inner());
         let (ab, ba) = change.apply(&specs);
         let (ab_cfg, ba_cfg) =

@@ -2,7 +2,7 @@
 //! directions, and `--a-to-b "FLAGS"` / `--b-to-a "FLAGS"` for one. The same per-direction
 //! strings serve `run` and `shell` at start ([`direction`]).
 
-use crate::path::PathSpec;
+use crate::path::{PathSpec, SpecError};
 
 /// The words of `ctl set`.
 #[derive(clap::Parser, Debug)]
@@ -26,8 +26,9 @@ pub struct Change {
 
 impl Change {
     /// Parses the words of `ctl set`; the error is one line naming what is wrong.
-    pub fn parse(words: &[String]) -> Result<Change, String> {
-        let set = <SetWords as clap::Parser>::try_parse_from(words).map_err(|e| first_line(&e))?;
+    pub fn parse(words: &[String]) -> Result<Change, SpecError> {
+        let set = <SetWords as clap::Parser>::try_parse_from(words)
+            .map_err(|e| SpecError::Flags(first_line(&e)))?;
         Ok(Change {
             both: set.path,
             a_to_b: direction("a-to-b", set.a_to_b.as_deref())?,
@@ -47,9 +48,13 @@ impl Change {
 
 /// One direction's flags given as a string (`--a-to-b "--delay 10ms --loss 1%"`): nothing
 /// when absent; the error names the flag and the string.
-pub fn direction(flag: &str, text: Option<&str>) -> Result<PathSpec, String> {
+pub fn direction(flag: &str, text: Option<&str>) -> Result<PathSpec, SpecError> {
     let Some(text) = text else { return Ok(PathSpec::default()) };
-    PathSpec::from_flags(text).map_err(|e| format!("--{flag} \"{text}\": {e}"))
+    PathSpec::from_flags(text).map_err(|e| SpecError::Direction {
+        flag: flag.into(),
+        text: text.into(),
+        reason: Box::new(e),
+    })
 }
 
 /// The first line of clap's message, without its `error: ` prefix.
@@ -78,9 +83,9 @@ mod tests {
         assert_eq!(ab.delay.unwrap().0, Nanos::from_millis(20));
         assert!(ab.rate.is_some() && ba.rate.is_some());
         assert_eq!(ba.loss, current.1.loss);
-        assert!(Change::parse(&words("--frobnicate")).unwrap_err().contains("--frobnicate"));
+        assert!(Change::parse(&words("--frobnicate")).unwrap_err().to_string().contains("--frobnicate"));
         let mut w = words("--a-to-b");
         w.push("--delay 1x".into());
-        assert!(Change::parse(&w).unwrap_err().starts_with("--a-to-b \"--delay 1x\""));
+        assert!(Change::parse(&w).unwrap_err().to_string().starts_with("--a-to-b \"--delay 1x\""));
     }
 }

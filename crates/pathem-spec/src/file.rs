@@ -12,7 +12,7 @@
 //! delay = "10ms"
 //! ```
 
-use crate::path::PathSpec;
+use crate::path::{PathSpec, SpecError};
 use pathem_model::units::Size;
 use serde::Deserialize;
 use std::path::Path;
@@ -32,10 +32,11 @@ pub struct ConfigFile {
 }
 
 /// Reads and checks a config file; the error is one line: `FILE:LINE: what is wrong`.
-pub fn load(path: &Path) -> Result<ConfigFile, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
-    let file = parse(&text).map_err(|(line, msg)| format!("config {}:{line}: {msg}", path.display()))?;
+pub fn load(path: &Path) -> Result<ConfigFile, SpecError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| SpecError::ConfigUnreadable { path: path.into(), reason: e.to_string() })?;
+    let file =
+        parse(&text).map_err(|(line, message)| SpecError::Config { path: path.into(), line, message })?;
     // Trace files named in the config are found next to it.
     let dir = path.parent().unwrap_or(Path::new("."));
     Ok(ConfigFile { a_to_b: file.a_to_b.relative_to(dir), b_to_a: file.b_to_a.relative_to(dir), ..file })

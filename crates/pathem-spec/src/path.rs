@@ -187,6 +187,24 @@ pub enum SpecError {
     File { flag: &'static str, path: PathBuf, reason: String },
     #[error(transparent)]
     Range(#[from] pathem_model::limits::RangeError),
+    /// Flags given in a string that clap refused (its first line).
+    #[error("{0}")]
+    Flags(String),
+    /// One direction's flags (`--a-to-b "..."`) that could not be used.
+    #[error("--{flag} \"{text}\": {reason}")]
+    Direction { flag: String, text: String, reason: Box<SpecError> },
+    /// A config file that could not be read.
+    #[error("cannot read config {}: {reason}", path.display())]
+    ConfigUnreadable { path: PathBuf, reason: String },
+    /// A config file with a bad line.
+    #[error("config {}:{line}: {message}", path.display())]
+    Config { path: PathBuf, line: usize, message: String },
+    /// A schedule file that could not be read.
+    #[error("--schedule {}: cannot read it: {reason}", path.display())]
+    ScheduleUnreadable { path: PathBuf, reason: String },
+    /// A schedule file with a bad line.
+    #[error("schedule {}: {error}", path.display())]
+    Schedule { path: PathBuf, error: crate::schedule::ScheduleError },
 }
 
 fn read(flag: &'static str, path: &Path) -> Result<String, SpecError> {
@@ -220,11 +238,11 @@ struct FlagWords {
 
 impl PathSpec {
     /// Parses impairment flags written in one string; the error is clap's first line.
-    pub fn from_flags(text: &str) -> Result<PathSpec, String> {
+    pub fn from_flags(text: &str) -> Result<PathSpec, SpecError> {
         let words: Vec<&str> = text.split_whitespace().collect();
         <FlagWords as clap::Parser>::try_parse_from(&words)
             .map(|f| f.path)
-            .map_err(|e| crate::change::first_line(&e))
+            .map_err(|e| SpecError::Flags(crate::change::first_line(&e)))
     }
 
     /// `self` with every field that `over` sets replaced by `over`'s value; a switch is turned

@@ -13,11 +13,23 @@
 //! `repeat T` starts the schedule again every T. Every line is checked before anything runs:
 //! a bad one is refused with its line number.
 
-use crate::path::PathSpec;
+use crate::path::{PathSpec, SpecError};
 use pathem_model::limits::MAX_TRACE_SPAN;
 use pathem_model::units::parse_duration;
 use pathem_model::Nanos;
 use std::path::Path;
+
+/// What is wrong with a schedule's text.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ScheduleError {
+    /// A line that cannot be used, with its 1-based number.
+    #[error("line {line}: {reason}")]
+    Line { line: usize, reason: String },
+    #[error("holds no TIME FLAGS line")]
+    Empty,
+    #[error("repeat {period}: accepted: after the last time ({last}), up to 1 day")]
+    Period { period: Nanos, last: Nanos },
+}
 
 /// A schedule as written: each step's full flags (earlier lines folded in), and the period.
 #[derive(Clone, Debug, PartialEq)]
@@ -28,7 +40,7 @@ pub struct ScheduleSpec {
 
 /// Parses a schedule whose first step builds on `base`; file names in flags are taken
 /// relative to `dir`. Errors are `line N: what is wrong`.
-pub fn parse(text: &str, base: &PathSpec, dir: &Path) -> Result<ScheduleSpec, String> {
+pub fn parse(text: &str, base: &PathSpec, dir: &Path) -> Result<ScheduleSpec, ScheduleError> {
     let mut steps: Vec<(Nanos, usize, PathSpec)> = Vec::new();
     let mut period = None;
     let mut current = base.clone();
@@ -40,55 +52,60 @@ pub fn parse(text: &str, base: &PathSpec, dir: &Path) -> Result<ScheduleSpec, St
         }
         let (time, flags) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
         if time == "repeat" {
-            let p = parse_duration(flags.trim()).map_err(|e| format!("line {n}: repeat {e}"))?;
+            let p = parse_duration(flags.trim()).map_err(|e| at(n, format!("repeat {e}")))?;
             period = Some(p);
             continue;
         }
         if period.is_some() {
-            return Err(format!("line {n}: a step after `repeat` (put `repeat` last)"));
+            return Err(at(n, "a step after `repeat` (put `repeat` last)".into()));
         }
-        let at = parse_duration(time).map_err(|e| format!("line {n}: {e}"))?;
-        if at > MAX_TRACE_SPAN {
-            return Err(format!("line {n}: {at} is past the longest schedule, 1 day"));
+        let when = parse_duration(time).map_err(|e| at(n, e.to_string()))?;
+        if when > MAX_TRACE_SPAN {
+            return Err(at(n, format!("{when} is past the longest schedule, 1 day")));
         }
         if let Some((last, _, _)) = steps.last() {
-            if at <= *last {
-                return Err(format!("line {n}: time {at} is not after the previous line's {last}"));
+            if when <= *last {
+                return Err(at(n, format!("time {when} is not after the previous line's {last}")));
             }
         }
         if flags.trim().is_empty() {
-            return Err(format!("line {n}: `{line}` needs TIME FLAGS, e.g. 10s --delay 20ms"));
+            return Err(at(n, format!("`{line}` needs TIME FLAGS, e.g. 10s --delay 20ms")));
         }
-        let change = PathSpec::from_flags(flags).map_err(|e| format!("line {n}: {e}"))?.relative_to(dir);
+        let change = PathSpec::from_flags(flags).map_err(|e| at(n, e.to_string()))?.relative_to(dir);
         current = current.overridden_by(&change);
-        steps.push((at, n, current.clone()));
+        steps.push((when, n, current.clone()));
     }
     if steps.is_empty() {
-        return Err("holds no TIME FLAGS line".into());
+        return Err(ScheduleError::Empty);
     }
     if let (Some(p), Some((last, _, _))) = (period, steps.last()) {
         if p <= *last || p > MAX_TRACE_SPAN {
-            return Err(format!("repeat {p}: accepted: after the last time ({last}), up to 1 day"));
+            return Err(ScheduleError::Period { period: p, last: *last });
         }
     }
     Ok(ScheduleSpec { steps, period })
 }
 
+fn at(line: usize, reason: String) -> ScheduleError {
+    ScheduleError::Line { line, reason }
+}
+
 /// Reads and parses a schedule file; errors are `schedule FILE:LINE: …`.
-pub fn load(file: &Path, base: &PathSpec) -> Result<ScheduleSpec, String> {
+pub fn load(file: &Path, base: &PathSpec) -> Result<ScheduleSpec, SpecError> {
     let text = std::fs::read_to_string(file)
-        .map_err(|e| format!("--schedule {}: cannot read it: {e}", file.display()))?;
+        .map_err(|e| SpecError::ScheduleUnreadable { path: file.into(), reason: e.to_string() })?;
     let dir = file.parent().unwrap_or(Path::new("."));
-    parse(&text, base, dir).map_err(|e| format!("schedule {}: {e}", file.display()))
+    parse(&text, base, dir).map_err(|error| SpecError::Schedule { path: file.into(), error })
 }
 
 /// The engine's schedule for one direction: each step's flags made into a checked path.
-pub fn to_schedule(spec: &ScheduleSpec, file: &Path) -> Result<pathem_engine::Schedule, String> {
+pub fn to_schedule(spec: &ScheduleSpec, file: &Path) -> Result<pathem_engine::Schedule, SpecError> {
     let mut steps = Vec::new();
-    for (at, line, flags) in &spec.steps {
-        let config =
-            flags.to_config().map_err(|e| format!("schedule {}: line {line}: {e}", file.display()))?;
-        steps.push((*at, config));
+    for (when, line, flags) in &spec.steps {
+        let config = flags
+            .to_config()
+            .map_err(|e| SpecError::Schedule { path: file.into(), error: at(*line, e.to_string()) })?;
+        steps.push((*when, config));
     }
     Ok(pathem_engine::Schedule::new(steps, spec.period))
 }
@@ -131,12 +148,12 @@ mod tests {
             ("0s --delay 1ms\nrepeat 2s\n3s --delay 2ms\n", "line 3: a step after `repeat`"),
             ("90000s --delay 1ms\n", "line 1: 90000s is past"),
         ] {
-            let e = parse(text, &base, Path::new(".")).unwrap_err();
+            let e = parse(text, &base, Path::new(".")).unwrap_err().to_string();
             assert!(e.contains(says), "{text:?}: {e}");
         }
         // Checked as paths too: out of range on line 2.
         let s = parse("0s --delay 1ms\n5s --delay 2h\n", &base, Path::new(".")).unwrap();
-        let e = to_schedule(&s, Path::new("f")).unwrap_err();
+        let e = to_schedule(&s, Path::new("f")).unwrap_err().to_string();
         assert!(e.contains("line 2") && e.contains("--delay 7200s is out of range"), "{e}");
     }
 }

@@ -43,7 +43,9 @@ impl FromStr for RedConfig {
         let mut kv = KeyValues::parse(s, body, RED_ACCEPTED)?;
         let d = RedConfig::default();
         let min = kv.get::<Size>("min")?.map_or(d.min, |v| v.0);
-        let max = kv.get::<Size>("max")?.map_or(if min == d.min { d.max } else { 3 * min }, |v| v.0);
+        // Without a max, three times min (saturating: a min past the range is refused below).
+        let max =
+            kv.get::<Size>("max")?.map_or(if min == d.min { d.max } else { min.saturating_mul(3) }, |v| v.0);
         let max_p = kv.get::<Probability>("max-p")?.map_or(d.max_p, Probability::get);
         let weight = kv.get::<Number>("weight")?.map_or(d.weight, |n| n.0);
         let gentle = kv.get::<super::OnOff>("gentle")?.map_or(d.gentle, |g| g.0);
@@ -136,5 +138,9 @@ mod tests {
         for bad in ["red,min=0", "red,min=10kB,max=5kB", "red,weight=2", "red,max-p=0", "redx", "red,foo=1"] {
             assert!(bad.parse::<RedConfig>().is_err(), "{bad}");
         }
+        // A min so large that three times it overflows is refused, not wrapped (found by the
+        // specs fuzzer).
+        let e = "red,min=7777777777777777777".parse::<RedConfig>().unwrap_err().to_string();
+        assert!(e.contains("needs 0 < min < max ≤ 1TiB"), "{e}");
     }
 }
