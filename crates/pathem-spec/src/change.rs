@@ -2,7 +2,8 @@
 //! directions, and `--a-to-b "FLAGS"` / `--b-to-a "FLAGS"` for one. The same per-direction
 //! strings serve `run` and `shell` at start ([`direction`]).
 
-use crate::path::{PathSpec, SpecError};
+use crate::error::{first_line, SpecError};
+use crate::path::PathSpec;
 
 /// The words of `ctl set`.
 #[derive(clap::Parser, Debug)]
@@ -55,13 +56,6 @@ pub fn direction(flag: &str, text: Option<&str>) -> Result<PathSpec, SpecError> 
         text: text.into(),
         reason: Box::new(e),
     })
-}
-
-/// The first line of clap's message, without its `error: ` prefix.
-pub(crate) fn first_line(e: &clap::Error) -> String {
-    let rendered = e.render().to_string();
-    let line = rendered.lines().find(|l| !l.trim().is_empty()).unwrap_or("bad flags");
-    line.trim_start_matches("error: ").to_string()
 }
 
 #[cfg(test)]

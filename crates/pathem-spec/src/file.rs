@@ -12,7 +12,8 @@
 //! delay = "10ms"
 //! ```
 
-use crate::path::{PathSpec, SpecError};
+use crate::error::SpecError;
+use crate::path::PathSpec;
 use pathem_model::units::Size;
 use serde::Deserialize;
 use std::path::Path;

@@ -8,11 +8,14 @@
 //! - [`path`]: one direction's spec, the per-direction strings (`--a-to-b "..."`);
 //! - [`mod@file`]: the `--config FILE.toml` file;
 //! - [`schedule`]: `--schedule FILE`, changes at set times;
-//! - [`change`]: the words of `ctl set`, applied to both directions or neither.
+//! - [`change`]: the words of `ctl set`, applied to both directions or neither;
+//! - [`error`]: what can be wrong with any of them.
 
 pub mod change;
+pub mod error;
 pub mod file;
 pub mod path;
 pub mod schedule;
 
-pub use path::{PathSpec, SpecError};
+pub use error::{ScheduleError, SpecError};
+pub use path::PathSpec;

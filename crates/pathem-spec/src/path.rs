@@ -6,6 +6,7 @@
 //! Files named by specs (loss, delay and rate traces, delay tables) are read here, so the
 //! models stay free of I/O.
 
+use crate::error::SpecError;
 use clap::Args;
 use pathem_model::aqm::AqmConfig;
 use pathem_model::delay::{DelayConfig, DelayTrace};
@@ -174,39 +175,6 @@ pub struct PathSpec {
     pub no_ecn: bool,
 }
 
-/// A setting that makes no sense as given, or a file it names that cannot be used.
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum SpecError {
-    #[error("--{0} needs --rate or --rate-trace: without a bottleneck nothing ever waits in the link")]
-    NeedsRate(&'static str),
-    #[error("--{0} and --{1} cannot be used together: {2}")]
-    Conflict(&'static str, &'static str, &'static str),
-    #[error("--{0} needs --jitter: it shapes the delay's variation")]
-    NeedsJitter(&'static str),
-    #[error("--{flag} {}: {reason}", path.display())]
-    File { flag: &'static str, path: PathBuf, reason: String },
-    #[error(transparent)]
-    Range(#[from] pathem_model::limits::RangeError),
-    /// Flags given in a string that clap refused (its first line).
-    #[error("{0}")]
-    Flags(String),
-    /// One direction's flags (`--a-to-b "..."`) that could not be used.
-    #[error("--{flag} \"{text}\": {reason}")]
-    Direction { flag: String, text: String, reason: Box<SpecError> },
-    /// A config file that could not be read.
-    #[error("cannot read config {}: {reason}", path.display())]
-    ConfigUnreadable { path: PathBuf, reason: String },
-    /// A config file with a bad line.
-    #[error("config {}:{line}: {message}", path.display())]
-    Config { path: PathBuf, line: usize, message: String },
-    /// A schedule file that could not be read.
-    #[error("--schedule {}: cannot read it: {reason}", path.display())]
-    ScheduleUnreadable { path: PathBuf, reason: String },
-    /// A schedule file with a bad line.
-    #[error("schedule {}: {error}", path.display())]
-    Schedule { path: PathBuf, error: crate::schedule::ScheduleError },
-}
-
 fn read(flag: &'static str, path: &Path) -> Result<String, SpecError> {
     std::fs::read_to_string(path).map_err(|e| SpecError::File {
         flag,
@@ -242,7 +210,7 @@ impl PathSpec {
         let words: Vec<&str> = text.split_whitespace().collect();
         <FlagWords as clap::Parser>::try_parse_from(&words)
             .map(|f| f.path)
-            .map_err(|e| SpecError::Flags(crate::change::first_line(&e)))
+            .map_err(|e| SpecError::Flags(crate::error::first_line(&e)))
     }
 
     /// `self` with every field that `over` sets replaced by `over`'s value; a switch is turned

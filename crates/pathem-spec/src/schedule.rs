@@ -13,23 +13,12 @@
 //! `repeat T` starts the schedule again every T. Every line is checked before anything runs:
 //! a bad one is refused with its line number.
 
-use crate::path::{PathSpec, SpecError};
+use crate::error::{ScheduleError, SpecError};
+use crate::path::PathSpec;
 use pathem_model::limits::MAX_TRACE_SPAN;
 use pathem_model::units::parse_duration;
 use pathem_model::Nanos;
 use std::path::Path;
-
-/// What is wrong with a schedule's text.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum ScheduleError {
-    /// A line that cannot be used, with its 1-based number.
-    #[error("line {line}: {reason}")]
-    Line { line: usize, reason: String },
-    #[error("holds no TIME FLAGS line")]
-    Empty,
-    #[error("repeat {period}: accepted: after the last time ({last}), up to 1 day")]
-    Period { period: Nanos, last: Nanos },
-}
 
 /// A schedule as written: each step's full flags (earlier lines folded in), and the period.
 #[derive(Clone, Debug, PartialEq)]

@@ -1,0 +1,58 @@
+//! What can be wrong with what a user asked, in every form it comes: one enum for the spec
+//! library ([`SpecError`]), the per-line errors of a schedule ([`ScheduleError`]), and the
+//! line of clap's that a flags string gets.
+
+use pathem_model::Nanos;
+use std::path::PathBuf;
+
+/// A setting that makes no sense as given, or a file it names that cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum SpecError {
+    #[error("--{0} needs --rate or --rate-trace: without a bottleneck nothing ever waits in the link")]
+    NeedsRate(&'static str),
+    #[error("--{0} and --{1} cannot be used together: {2}")]
+    Conflict(&'static str, &'static str, &'static str),
+    #[error("--{0} needs --jitter: it shapes the delay's variation")]
+    NeedsJitter(&'static str),
+    #[error("--{flag} {}: {reason}", path.display())]
+    File { flag: &'static str, path: PathBuf, reason: String },
+    #[error(transparent)]
+    Range(#[from] pathem_model::limits::RangeError),
+    /// Flags given in a string that clap refused (its first line).
+    #[error("{0}")]
+    Flags(String),
+    /// One direction's flags (`--a-to-b "..."`) that could not be used.
+    #[error("--{flag} \"{text}\": {reason}")]
+    Direction { flag: String, text: String, reason: Box<SpecError> },
+    /// A config file that could not be read.
+    #[error("cannot read config {}: {reason}", path.display())]
+    ConfigUnreadable { path: PathBuf, reason: String },
+    /// A config file with a bad line.
+    #[error("config {}:{line}: {message}", path.display())]
+    Config { path: PathBuf, line: usize, message: String },
+    /// A schedule file that could not be read.
+    #[error("--schedule {}: cannot read it: {reason}", path.display())]
+    ScheduleUnreadable { path: PathBuf, reason: String },
+    /// A schedule file with a bad line.
+    #[error("schedule {}: {error}", path.display())]
+    Schedule { path: PathBuf, error: ScheduleError },
+}
+
+/// What is wrong with a schedule's text.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ScheduleError {
+    /// A line that cannot be used, with its 1-based number.
+    #[error("line {line}: {reason}")]
+    Line { line: usize, reason: String },
+    #[error("holds no TIME FLAGS line")]
+    Empty,
+    #[error("repeat {period}: accepted: after the last time ({last}), up to 1 day")]
+    Period { period: Nanos, last: Nanos },
+}
+
+/// The first line of clap's message, without its `error: ` prefix.
+pub(crate) fn first_line(e: &clap::Error) -> String {
+    let rendered = e.render().to_string();
+    let line = rendered.lines().find(|l| !l.trim().is_empty()).unwrap_or("bad flags");
+    line.trim_start_matches("error: ").to_string()
+}
