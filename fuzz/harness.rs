@@ -107,7 +107,10 @@ fn dpdk_words(text: &str) {
                 assert!(name.starts_with("net_") && devargs.starts_with(name.as_str()))
             }
         }
-        let _ = pathem_io::live::kernel_iface(&format!("dpdk:{text}"));
+        let written = format!("dpdk:{text}");
+        let port: pathem_io::live::PortSpec = written.parse().expect("a device dpdk::parse takes is a port");
+        assert_eq!(port.to_string(), written, "a port is written back as given");
+        let _ = port.kernel_iface();
     }
     if let Ok(words) = split_eal(text) {
         assert!(words.iter().all(|w| !w.is_empty() && !w.contains(char::is_whitespace)));

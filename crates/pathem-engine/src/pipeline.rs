@@ -53,7 +53,7 @@ impl Default for EngineConfig {
         EngineConfig {
             buffer: None,
             max_frame: 65_535,
-            line_rate: Rate(10_000_000_000),
+            line_rate: pathem_model::units::DEFAULT_LINE_RATE,
             busy_poll: Nanos::ZERO,
             offline: false,
         }

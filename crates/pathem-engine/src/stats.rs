@@ -405,6 +405,60 @@ impl Stats {
         self.rx_packets + self.duplicated
             == self.tx_packets + self.dropped.total() + self.port_tx_errors.total() + self.in_flight
     }
+
+    /// The counters on one line, as `run`'s periodic report and `ctl show` print them, named
+    /// `name` (`pa->pb`).
+    pub fn line(&self, name: &str) -> String {
+        let d = &self.dropped;
+        let us = |ns: u64| ns as f64 / 1e3;
+        let mut text = format!(
+            "{name}: port drops {} rx {} tx {} (in port {}) dropped {} ({}) dup {} corrupt {} ecn {} clamped {} in-flight {}; late p50 {:.1} p99.9 {:.1} max {:.1} us",
+            self.port_rx_dropped,
+            self.rx_packets,
+            self.tx_packets,
+            self.port_tx_queued,
+            d.total(),
+            d.describe(),
+            self.duplicated,
+            self.corrupted,
+            self.ecn_marked,
+            self.reorder_clamped,
+            self.in_flight,
+            us(self.late.p50_ns),
+            us(self.late.p99_9_ns),
+            us(self.late.max_ns)
+        );
+        if let Some(aqm) = self.aqm_line() {
+            text.push_str(&format!("; aqm {aqm}"));
+        }
+        if self.port_tx_errors.total() > 0 {
+            text.push_str(&format!("; tx errors {}", self.port_tx_errors.describe()));
+        }
+        let o = &self.offload;
+        if o.gso_frames + o.csum_completed > 0 {
+            text.push_str(&format!(
+                "; offload: {} super-frames cut into {}, {} checksums completed",
+                o.gso_frames, o.gso_segments, o.csum_completed
+            ));
+        }
+        text
+    }
+
+    /// What the queue discipline did, in one line, when one ran (`--aqm`): drops by reason,
+    /// marks, and the sojourn percentiles (upper bounds of log2 buckets).
+    pub fn aqm_line(&self) -> Option<String> {
+        let (aqm, overlimit) = (self.dropped.get(DropReason::Aqm), self.dropped.get(DropReason::Overlimit));
+        let ms = |ns: u64| ns as f64 / 1e6;
+        (aqm + overlimit + self.aqm_mark > 0 || self.sojourn.max_ns > 0).then(|| {
+            format!(
+                "drop {aqm}, overlimit {overlimit}, mark {}; sojourn p50 ≤ {:.3} ms, p99 ≤ {:.3} ms, max {:.3} ms",
+                self.aqm_mark,
+                ms(self.sojourn.p50_ns),
+                ms(self.sojourn.p99_ns),
+                ms(self.sojourn.max_ns)
+            )
+        })
+    }
 }
 
 #[cfg(test)]

@@ -18,6 +18,14 @@ pub enum Error {
     DelayLine(#[from] AllocError),
 }
 
+impl Error {
+    /// True for a setting the user gave (out of range, or a delay line larger than the
+    /// machine can hold), rather than a port that failed.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, Error::Config(_) | Error::DelayLine(_))
+    }
+}
+
 /// What a task asks of the scheduler after a poll.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Next {

@@ -239,7 +239,7 @@ impl AfPacketRx {
             msgs: (0..BURST).map(|_| unsafe { zeroed() }).collect(),
             realtime_offset: 0,
             offset_at: Nanos::ZERO,
-            line_rate: crate::iface::speed_bps(ifname).unwrap_or(10_000_000_000),
+            line_rate: crate::iface::line_rate_bps(ifname),
             last_arrival: Nanos::ZERO,
             more: false,
             vnet,

@@ -675,7 +675,7 @@ pub fn open(ifname: &str) -> Result<(XdpRx, XdpTx, String), Error> {
             sock: sock.clone(),
             rx,
             fill,
-            line_rate: crate::iface::speed_bps(ifname).unwrap_or(10_000_000_000),
+            line_rate: crate::iface::line_rate_bps(ifname),
             last_arrival: Nanos::ZERO,
             more: false,
             offload: Default::default(),

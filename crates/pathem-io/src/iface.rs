@@ -70,6 +70,14 @@ pub fn speed_bps(ifname: &str) -> Option<u64> {
     (mbit > 0).then_some(mbit as u64 * 1_000_000)
 }
 
+/// The interface's line rate in bit/s: its speed, or [`DEFAULT_LINE_RATE`] when the driver
+/// reports none (a veth).
+///
+/// [`DEFAULT_LINE_RATE`]: pathem_model::units::DEFAULT_LINE_RATE
+pub fn line_rate_bps(ifname: &str) -> u64 {
+    speed_bps(ifname).unwrap_or(pathem_model::units::DEFAULT_LINE_RATE.0)
+}
+
 /// Offloads that merge or split frames, by ethtool's long names.
 const AGGREGATION: [&str; 2] = ["generic-receive-offload", "large-receive-offload"];
 const SEGMENTATION: [&str; 3] =

@@ -38,26 +38,74 @@ pub struct Opened {
     pub how: String,
 }
 
-/// Splits `afxdp:IF` / `afpacket:IF` / `IF` / `dpdk:DEV` into (kind, interface or device).
-pub fn parse(spec: &str) -> Result<(&str, &str), Error> {
-    let (kind, name) = spec.split_once(':').unwrap_or(("", spec));
-    match kind {
-        "" | "afxdp" | "afpacket" => Ok((kind, name)),
-        "dpdk" => crate::dpdk::parse(name).map(|_| (kind, name)),
-        _ => Err(Error::Interface {
-            name: spec.into(),
-            reason: format!("unknown port type `{kind}`; accepted: afxdp:IF, afpacket:IF, IF or dpdk:DEV"),
-        }),
+/// A live port as the user names it: `afxdp:IF`, `afpacket:IF`, a bare `IF`, or `dpdk:DEV`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PortSpec {
+    /// A kernel interface: AF_XDP where it works, else AF_PACKET.
+    Auto(String),
+    AfXdp(String),
+    AfPacket(String),
+    /// A DPDK device, as written after `dpdk:` (a PCI address, a port id, or a virtual device
+    /// with its arguments) and as parsed.
+    Dpdk {
+        text: String,
+        device: crate::dpdk::Device,
+    },
+}
+
+impl std::str::FromStr for PortSpec {
+    type Err = Error;
+    fn from_str(spec: &str) -> Result<PortSpec, Error> {
+        let (kind, name) = spec.split_once(':').unwrap_or(("", spec));
+        let iface = |f: fn(String) -> PortSpec| match name.is_empty() {
+            true => Err(Error::Interface {
+                name: spec.into(),
+                reason: "names no interface; accepted: afxdp:IF, afpacket:IF, IF or dpdk:DEV".into(),
+            }),
+            false => Ok(f(name.into())),
+        };
+        match kind {
+            "" => iface(PortSpec::Auto),
+            "afxdp" => iface(PortSpec::AfXdp),
+            "afpacket" => iface(PortSpec::AfPacket),
+            "dpdk" => Ok(PortSpec::Dpdk { text: name.into(), device: crate::dpdk::parse(name)? }),
+            _ => Err(Error::Interface {
+                name: spec.into(),
+                reason: format!(
+                    "unknown port type `{kind}`; accepted: afxdp:IF, afpacket:IF, IF or dpdk:DEV"
+                ),
+            }),
+        }
     }
 }
 
-/// The kernel interface a port reads, if any: the interface of `afxdp:`/`afpacket:`/bare
-/// ports, the `iface=` of a DPDK virtual device on one (`dpdk:net_af_xdp0,iface=eth1`); none
-/// for a NIC bound to DPDK.
-pub fn kernel_iface(spec: &str) -> Option<String> {
-    match parse(spec).ok()? {
-        ("dpdk", dev) => crate::dpdk::parse(dev).ok()?.kernel_iface().map(str::to_string),
-        (_, name) => Some(name.to_string()),
+impl std::fmt::Display for PortSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PortSpec::Auto(i) => f.write_str(i),
+            PortSpec::AfXdp(i) => write!(f, "afxdp:{i}"),
+            PortSpec::AfPacket(i) => write!(f, "afpacket:{i}"),
+            PortSpec::Dpdk { text, .. } => write!(f, "dpdk:{text}"),
+        }
+    }
+}
+
+impl PortSpec {
+    /// The kernel interface the port reads, if any: its interface, or a DPDK virtual device's
+    /// `iface=`.
+    pub fn kernel_iface(&self) -> Option<&str> {
+        match self {
+            PortSpec::Auto(i) | PortSpec::AfXdp(i) | PortSpec::AfPacket(i) => Some(i),
+            PortSpec::Dpdk { device, .. } => device.kernel_iface(),
+        }
+    }
+
+    /// The interface or device, as written (`pa`, `net_af_xdp0,iface=pa`).
+    pub fn name(&self) -> &str {
+        match self {
+            PortSpec::Auto(i) | PortSpec::AfXdp(i) | PortSpec::AfPacket(i) => i,
+            PortSpec::Dpdk { text, .. } => text,
+        }
     }
 }
 
@@ -81,13 +129,14 @@ impl Default for PortOptions {
 /// Prepares the ports of one run before any is opened: DPDK's EAL is initialised once per
 /// process, for all its devices together. Returns what pathem added to the EAL's arguments,
 /// in words (nothing without DPDK ports).
-pub fn prepare(specs: &[&str], options: &PortOptions) -> Result<Vec<String>, Error> {
-    let mut devices = Vec::new();
-    for spec in specs {
-        if let ("dpdk", dev) = parse(spec)? {
-            devices.push(crate::dpdk::parse(dev)?);
-        }
-    }
+pub fn prepare(specs: &[&PortSpec], options: &PortOptions) -> Result<Vec<String>, Error> {
+    let devices: Vec<crate::dpdk::Device> = specs
+        .iter()
+        .filter_map(|s| match s {
+            PortSpec::Dpdk { device, .. } => Some(device.clone()),
+            _ => None,
+        })
+        .collect();
     if devices.is_empty() {
         return Ok(Vec::new());
     }
@@ -96,16 +145,16 @@ pub fn prepare(specs: &[&str], options: &PortOptions) -> Result<Vec<String>, Err
     #[cfg(not(feature = "dpdk"))]
     {
         let _ = options;
-        Err(crate::dpdk::unavailable(specs.iter().find(|s| s.starts_with("dpdk:")).map_or("", |s| &s[5..])))
+        Err(crate::dpdk::unavailable(devices[0].port_name().unwrap_or("a port id")))
     }
 }
 
 /// Opens the port `spec`.
-pub fn open(spec: &str, options: &PortOptions) -> Result<Opened, Error> {
-    let (kind, name) = parse(spec)?;
+pub fn open(spec: &PortSpec, options: &PortOptions) -> Result<Opened, Error> {
     let max_frame = options.max_frame;
-    if kind == "dpdk" {
-        return open_dpdk(name, options);
+    let name = spec.name();
+    if let PortSpec::Dpdk { text, device } = spec {
+        return open_dpdk(text, device, options);
     }
     let xdp_fits = iface::mtu(name).is_none_or(|m| m as usize + 14 <= afxdp::MAX_FRAME);
     let packet = |how: String| -> Result<Opened, Error> {
@@ -116,16 +165,16 @@ pub fn open(spec: &str, options: &PortOptions) -> Result<Opened, Error> {
             how,
         })
     };
-    match kind {
-        "afpacket" => packet("AF_PACKET".into()),
-        "afxdp" if !xdp_fits => Err(Error::Interface {
+    match spec {
+        PortSpec::AfPacket(_) => packet("AF_PACKET".into()),
+        PortSpec::AfXdp(_) if !xdp_fits => Err(Error::Interface {
             name: name.into(),
             reason: format!(
                 "its MTU is larger than AF_XDP frames ({} B); use afpacket:{name}",
                 afxdp::MAX_FRAME
             ),
         }),
-        "afxdp" => {
+        PortSpec::AfXdp(_) => {
             let (rx, tx, mode) = afxdp::open(name)?;
             Ok(Opened {
                 rx: LiveRx::Xdp(rx),
@@ -148,14 +197,13 @@ pub fn open(spec: &str, options: &PortOptions) -> Result<Opened, Error> {
 }
 
 #[cfg(feature = "dpdk")]
-fn open_dpdk(dev: &str, options: &PortOptions) -> Result<Opened, Error> {
-    let device = crate::dpdk::parse(dev)?;
-    let (rx, tx, how) = crate::dpdk::open(dev, &device, options.max_frame, options.eal.as_deref())?;
+fn open_dpdk(dev: &str, device: &crate::dpdk::Device, options: &PortOptions) -> Result<Opened, Error> {
+    let (rx, tx, how) = crate::dpdk::open(dev, device, options.max_frame, options.eal.as_deref())?;
     Ok(Opened { rx: LiveRx::Dpdk(rx), tx: LiveTx::Dpdk(tx), ifname: dev.into(), how })
 }
 
 #[cfg(not(feature = "dpdk"))]
-fn open_dpdk(dev: &str, _options: &PortOptions) -> Result<Opened, Error> {
+fn open_dpdk(dev: &str, _device: &crate::dpdk::Device, _options: &PortOptions) -> Result<Opened, Error> {
     Err(crate::dpdk::unavailable(dev))
 }
 
@@ -271,21 +319,32 @@ impl TxPort for LiveTx {
 mod tests {
     use super::*;
 
+    fn port(s: &str) -> PortSpec {
+        s.parse().unwrap()
+    }
+
     #[test]
-    fn dpdk_ports_are_checked_before_anything_opens() {
-        assert!(parse("dpdk:eth0").unwrap_err().to_string().contains("accepted"));
-        assert_eq!(kernel_iface("dpdk:net_af_packet0,iface=pa").as_deref(), Some("pa"));
-        assert_eq!(kernel_iface("dpdk:0000:3b:00.0"), None);
-        assert_eq!(kernel_iface("afxdp:eth1").as_deref(), Some("eth1"));
-        assert!(prepare(&["afpacket:a", "b"], &PortOptions::default()).unwrap().is_empty());
+    fn ports_are_checked_before_anything_opens() {
+        assert!("dpdk:eth0".parse::<PortSpec>().unwrap_err().to_string().contains("accepted"));
+        assert!("frob:eth0".parse::<PortSpec>().unwrap_err().to_string().contains("accepted"));
+        assert!("afxdp:".parse::<PortSpec>().is_err());
+        assert_eq!(port("dpdk:net_af_packet0,iface=pa").kernel_iface(), Some("pa"));
+        assert_eq!(port("dpdk:0000:3b:00.0").kernel_iface(), None);
+        assert_eq!(port("afxdp:eth1").kernel_iface(), Some("eth1"));
+        assert_eq!(port("eth1"), PortSpec::Auto("eth1".into()));
+        for text in ["afxdp:eth1", "afpacket:eth1", "eth1", "dpdk:net_af_packet0,iface=pa"] {
+            assert_eq!(port(text).to_string(), text, "written back as given");
+        }
+        assert!(prepare(&[&port("afpacket:a"), &port("b")], &PortOptions::default()).unwrap().is_empty());
     }
 
     #[cfg(not(feature = "dpdk"))]
     #[test]
     fn without_the_feature_a_dpdk_port_says_how_to_get_it() {
-        let e = prepare(&["dpdk:net_ring0", "pb"], &PortOptions::default()).unwrap_err().to_string();
+        let ring = port("dpdk:net_ring0");
+        let e = prepare(&[&ring, &port("pb")], &PortOptions::default()).unwrap_err().to_string();
         assert!(e.contains("--features dpdk"), "{e}");
-        let e = open("dpdk:net_ring0", &PortOptions::default()).err().unwrap().to_string();
+        let e = open(&ring, &PortOptions::default()).err().unwrap().to_string();
         assert!(e.contains("--features dpdk"), "{e}");
     }
 }

@@ -7,11 +7,12 @@
 //! forwarder (`dpdk-testpmd --forward-mode=io`) on the same virtual devices, as references.
 
 use crate::testbed::{bed_ports, rx_packets, Bed};
+use crate::Error;
 use pathem_engine::{
     monotonic_now, run, Clock, EngineConfig, MonotonicClock, Next, Pipeline, Stats, Task, DEFAULT_BUSY_POLL,
 };
 use pathem_io::afpacket::AfPacketTx;
-use pathem_io::live::{self, LiveRx, LiveTx, PortOptions};
+use pathem_io::live::{self, LiveRx, LiveTx, PortOptions, PortSpec};
 use pathem_io::mem::{udp_frame, MemSink, MemSource, Pace};
 use pathem_io::{RxPort, TxPort};
 use pathem_model::rng::direction_seed;
@@ -19,7 +20,7 @@ use pathem_model::units::Rate;
 use pathem_model::{Nanos, PathConfig};
 use pathem_runtime::link::pin;
 use pathem_runtime::netns::enter;
-use pathem_runtime::{Error, Link, LinkSpec};
+use pathem_runtime::{Link, LinkSpec};
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
@@ -178,8 +179,8 @@ enum Forwarder {
 /// Starts `dpdk-testpmd` in `ns`, forwarding between the virtual devices `a` and `b` (`dpdk:`
 /// port specs) in io mode (no copy, no change), on two lcores: its main one, mostly asleep,
 /// and one forwarding lcore that polls, as pathem's one thread does. Returns once it forwards.
-fn testpmd(ns: &str, a: &str, b: &str) -> Result<Child, Error> {
-    let vdev = |s: &str| s.strip_prefix("dpdk:").unwrap_or(s).to_string();
+fn testpmd(ns: &str, a: &PortSpec, b: &PortSpec) -> Result<Child, Error> {
+    let vdev = |s: &PortSpec| s.name().to_string();
     let mut child = Command::new("ip")
         .args(["netns", "exec", ns, "dpdk-testpmd", "--no-huge", "-m", "1024", "--no-shconf", "--no-pci"])
         .args(["-l", "0-1", "--log-level=warning", "--no-telemetry", "--vdev", &vdev(a), "--vdev", &vdev(b)])
@@ -197,10 +198,8 @@ fn testpmd(ns: &str, a: &str, b: &str) -> Result<Child, Error> {
         .stderr(Stdio::null())
         .process_group(0)
         .spawn()
-        .map_err(|e| {
-            Error::Bed(format!("cannot run dpdk-testpmd ({e}); install dpdk (Debian: apt-get install dpdk)"))
-        })?;
-    let out = child.stdout.take().ok_or_else(|| Error::Bed("dpdk-testpmd: no output".into()))?;
+        .map_err(|source| Error::Tool { tool: "dpdk-testpmd", package: "dpdk", source })?;
+    let out = child.stdout.take().ok_or_else(|| Error::Measure("dpdk-testpmd: no output".into()))?;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(out).lines().map_while(Result::ok) {
@@ -211,7 +210,7 @@ fn testpmd(ns: &str, a: &str, b: &str) -> Result<Child, Error> {
     });
     if rx.recv_timeout(std::time::Duration::from_secs(20)).is_err() {
         stop_child(&mut child);
-        return Err(Error::Bed("dpdk-testpmd did not start forwarding within 20 s".into()));
+        return Err(Error::Measure("dpdk-testpmd did not start forwarding within 20 s".into()));
     }
     Ok(child)
 }
@@ -279,7 +278,7 @@ impl Forwarder {
         });
         if ready_rx.recv().is_err() {
             fwd.join().map_err(|_| Error::Panicked("forwarder"))??;
-            return Err(Error::Bed("the forwarder ended before it was ready".into()));
+            return Err(Error::Measure("the forwarder ended before it was ready".into()));
         }
         Ok(Forwarder::Raw(fwd, stop))
     }
@@ -290,7 +289,7 @@ impl Forwarder {
                 stop.store(true, Ordering::Relaxed);
                 h.join().map_err(|_| Error::Panicked("forwarder"))?
             }
-            Forwarder::Link(l) => l.stop().map(|_| ()),
+            Forwarder::Link(l) => Ok(l.stop().map(|_| ())?),
             Forwarder::Testpmd(mut c) => {
                 stop_child(&mut c);
                 Ok(())

@@ -6,10 +6,10 @@
 
 use crate::bench::{engine_alone, engine_split, live_run, median, offload_costs, OffloadCosts};
 use crate::testbed::Bed;
+use crate::Error;
 use pathem_engine::Stats;
 use pathem_model::aqm::AqmConfig;
 use pathem_model::{Nanos, PathConfig};
-use pathem_runtime::Error;
 use serde::Serialize;
 
 /// How the engine-alone benchmarks run.
@@ -144,8 +144,9 @@ pub struct SplitReport {
 }
 
 pub fn split(path: &PathConfig, plan: Plan, mut progress: impl FnMut(String)) -> Result<SplitReport, Error> {
-    if std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) < 2 {
-        return Err(Error::Cores("--split needs two CPUs".into()));
+    let has = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    if has < 2 {
+        return Err(Error::Cpus { what: "--split", needs: 2, has });
     }
     let (mut one, mut two) = (Vec::new(), Vec::new());
     for round in 0..plan.runs {
@@ -288,4 +289,142 @@ pub fn live(
         }
     }
     Ok(rows)
+}
+
+/// The benchmarks' results as `pathem bench` prints them.
+pub mod text {
+    use super::*;
+    use std::fmt::Write;
+
+    /// `bench`: the path against no impairment.
+    pub fn engine(r: &EngineReport) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "pathem bench: {} frames of {} B per run, {} rounds, one thread",
+            r.packets, r.size, r.runs
+        );
+        let _ = writeln!(out, "  path      {}", r.path);
+        let _ = writeln!(
+            out,
+            "  with path       {:>7.1} ns/frame  {:>7.2} Mpps (median)",
+            r.ns_per_packet, r.mpps
+        );
+        let _ = writeln!(
+            out,
+            "  no impairment   {:>7.1} ns/frame  {:>7.2} Mpps (median)",
+            r.baseline_ns_per_packet, r.baseline_mpps
+        );
+        let _ = writeln!(
+            out,
+            "  ratio           {:>7.2} (median of paired rounds; of medians {:.2})",
+            r.ratio, r.ratio_of_medians
+        );
+        let _ = writeln!(
+            out,
+            "  last run: forwarded {}, dropped {}",
+            r.last_run.tx_packets,
+            r.last_run.dropped.describe()
+        );
+        out
+    }
+
+    /// `bench --split`.
+    pub fn split(r: &SplitReport, plan: Plan) -> String {
+        let mut out = String::new();
+        let (m1, m2) = (r.one_thread_ns_per_packet, r.split_ns_per_packet);
+        let _ = writeln!(
+            out,
+            "pathem bench --split: {} frames of {} B per run, {} rounds",
+            plan.packets, plan.size, plan.runs
+        );
+        let _ = writeln!(out, "  path            {}", r.path);
+        let _ = writeln!(out, "  one thread      {m1:>7.1} ns/frame  {:>7.2} Mpps (median)", 1e3 / m1);
+        let _ = writeln!(out, "  split over two  {m2:>7.1} ns/frame  {:>7.2} Mpps (median)", 1e3 / m2);
+        let _ =
+            writeln!(out, "  ratio           {:>7.2} (split / one thread, median of paired rounds)", r.ratio);
+        out
+    }
+
+    /// `bench --disciplines`: a row per discipline.
+    pub fn disciplines(path: &PathConfig, plan: Plan, rows: &[DisciplineCost]) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "pathem bench --disciplines: {} frames of {} B per run, {} rounds, one thread",
+            plan.packets, plan.size, plan.runs
+        );
+        let _ = writeln!(out, "  path  {path}");
+        let _ = writeln!(
+            out,
+            "  {:>9}  {:>9}  {:>8}  {:>10}  {:>10}",
+            "aqm", "ns/frame", "ratio", "sent", "dropped"
+        );
+        for r in rows {
+            let _ = writeln!(
+                out,
+                "  {:>9}  {:>9.1}  {:>8.2}  {:>10}  {:>10}",
+                r.aqm, r.ns_per_packet, r.ratio_to_droptail, r.last_run_tx, r.last_run_dropped
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  (medians; ratio: median over rounds of the cost over drop-tail's in the same round)"
+        );
+        out
+    }
+
+    /// `bench --offloads`: a row per frame size.
+    pub fn offloads(frames: u64, runs: usize, rows: &[OffloadCosts]) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "pathem bench --offloads: {frames} frames per measure, {runs} rounds, medians, ns per frame"
+        );
+        let _ = writeln!(
+            out,
+            "  {:>6}  {:>10}  {:>16}  {:>18}  {:>16}",
+            "size", "copy (old)", "+ checksum rule", "+ complete partial", "cut from 64 KB"
+        );
+        for r in rows {
+            let _ = writeln!(
+                out,
+                "  {:>4} B  {:>10.1}  {:>16.1}  {:>18.1}  {:>16.1}",
+                r.size, r.copy_ns, r.check_ns, r.complete_ns, r.segment_ns
+            );
+        }
+        out
+    }
+
+    /// `bench --live`: one row, as soon as it is measured.
+    pub fn live_row(row: &LiveRow) -> String {
+        let pct = |r: Option<f64>, of: &str| {
+            r.map(|r| format!("  {:>5.1}% of {of}", 100.0 * r)).unwrap_or_default()
+        };
+        format!(
+            "{:<9} {:>5} B  {:<9} offered {:>6.3} Mpps  forwarded {:>6.3} Mpps{}{}",
+            row.port,
+            row.size,
+            row.mode,
+            row.offered_mpps,
+            row.forwarded_mpps,
+            pct(row.of_raw, "the raw port loop"),
+            pct(row.of_testpmd, "testpmd"),
+        )
+    }
+
+    /// `bench --live`: what the rows mean.
+    pub fn live_notes(kinds: &[String], runs: usize, split: bool) -> String {
+        let mut out =
+            format!("medians of {runs} rounds; ratios are taken within each round, then the median\n");
+        out += "impaired = delay 1ms, loss 1% (a loss shows as 1% less forwarded), rate 10gbit\n";
+        out += "the generator runs on CPU 0, the forwarder on CPU 1\n";
+        if kinds.iter().any(|k| k.starts_with("dpdk")) {
+            out += "testpmd = dpdk-testpmd --forward-mode=io on the same virtual devices (DPDK's own forwarder, no copy)\n";
+        }
+        if split {
+            out += "split = impaired, one way, its input and output stages on CPUs 0 and 1 (the generator shares them)\n";
+        }
+        out
+    }
 }

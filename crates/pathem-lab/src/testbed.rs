@@ -10,8 +10,9 @@
 //! do: checksum offload, TSO and GSO on (the ends hand pathem partial checksums and
 //! super-frames, which its ports turn into wire frames), MTU 1500, IPv6 on.
 
+use crate::Error;
+use pathem_io::live::PortSpec;
 use pathem_runtime::netns::ip;
-use pathem_runtime::Error;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Output, Stdio};
 
@@ -25,29 +26,30 @@ pub fn rx_packets(ns: &str, dev: &str) -> Result<u64, Error> {
     let out = Command::new("ip")
         .args(["-n", ns, "-s", "-j", "link", "show", dev])
         .output()
-        .map_err(|e| Error::Bed(format!("cannot run `ip` ({e}); install iproute2")))?;
+        .map_err(|source| Error::Tool { tool: "ip", package: "iproute2", source })?;
     let v: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .map_err(|e| Error::Bed(format!("ip -s link show {dev} in {ns}: {e}")))?;
+        .map_err(|e| Error::Measure(format!("ip -s link show {dev} in {ns}: {e}")))?;
     v[0]["stats64"]["rx"]["packets"]
         .as_u64()
-        .ok_or_else(|| Error::Bed(format!("ip -s link show {dev} in {ns}: no receive counter")))
+        .ok_or_else(|| Error::Measure(format!("ip -s link show {dev} in {ns}: no receive counter")))
 }
 
 /// The port kinds a bed's forwarder can use, for `bench --live` and the tests.
 pub const PORT_KINDS: &str = "afpacket, afxdp, dpdk (net_af_packet virtual devices)";
 
 /// pathem's two ports on a [`Bed::through`]'s `pa` and `pb` for a kind (see [`PORT_KINDS`]).
-pub fn bed_ports(kind: &str) -> Result<(String, String), Error> {
-    match kind {
-        "afpacket" | "afxdp" => Ok((format!("{kind}:pa"), format!("{kind}:pb"))),
+pub fn bed_ports(kind: &str) -> Result<(PortSpec, PortSpec), Error> {
+    let (a, b) = match kind {
+        "afpacket" | "afxdp" => (format!("{kind}:pa"), format!("{kind}:pb")),
         // A ring of 2048 frames, like the AF_PACKET port's buffer (~1300): a burst of a
         // thousand frames fits while the forwarder is off its CPU for a moment.
-        "dpdk" => Ok((
+        "dpdk" => (
             "dpdk:net_af_packet0,iface=pa,framecnt=2048".into(),
             "dpdk:net_af_packet1,iface=pb,framecnt=2048".into(),
-        )),
-        _ => Err(Error::Bed(format!("port kind `{kind}`: accepted: {PORT_KINDS}"))),
-    }
+        ),
+        _ => return Err(Error::PortKind { kind: kind.into() }),
+    };
+    Ok((a.parse()?, b.parse()?))
 }
 
 /// Namespaces joined by veth pairs; deleted on drop (which deletes their interfaces).
@@ -83,9 +85,7 @@ impl Bed {
     fn make(&self) -> Result<(), Error> {
         let (g, s) = (&self.gen, &self.sink);
         for n in [Some(g), self.mid.as_ref(), Some(s)].into_iter().flatten() {
-            ip(&["netns", "add", n]).map_err(|e| {
-                Error::Bed(format!("cannot create a network namespace (needs root or CAP_SYS_ADMIN): {e}"))
-            })?;
+            ip(&["netns", "add", n])?;
             ip(&["-n", n, "link", "set", "lo", "up"])?;
         }
         match &self.mid {
@@ -133,7 +133,7 @@ impl Bed {
                 .stderr(Stdio::null())
                 .process_group(0)
                 .spawn()
-                .map_err(|e| Error::Bed(format!("cannot run iperf3 ({e}); install it")))
+                .map_err(|source| Error::Tool { tool: "iperf3", package: "iperf3", source })
         };
         let server = Group(spawn(&self.sink, &["iperf3", "-s", "-1", "-B", to], Stdio::null())?);
         std::thread::sleep(std::time::Duration::from_millis(300));

@@ -3,13 +3,14 @@
 //! line chooses the cases and prints the reports.
 
 use crate::testbed::{Bed, SINK_IP};
+use crate::Error;
 use pathem_engine::{EngineConfig, Stats, DEFAULT_BUSY_POLL};
 use pathem_io::live::PortOptions;
 use pathem_model::loss::LossConfig;
 use pathem_model::{Nanos, PathConfig};
 use pathem_probe::session::{self, Plan, ProbeRate};
-use pathem_probe::{analyse, plot, Pattern, Summary};
-use pathem_runtime::{Error, Link, LinkSpec};
+use pathem_probe::{Pattern, Summary};
+use pathem_runtime::{Link, LinkSpec};
 use serde::Serialize;
 use std::path::Path;
 
@@ -36,8 +37,8 @@ pub struct CaseReport {
 /// through it, so that the probe's first datagrams do not wait for ARP.
 pub fn forwarder(bed: &Bed, kind: &str, path: PathConfig) -> Result<Link, Error> {
     let spec = LinkSpec {
-        a: format!("{kind}:pa"),
-        b: format!("{kind}:pb"),
+        a: format!("{kind}:pa").parse()?,
+        b: format!("{kind}:pb").parse()?,
         ab: path,
         ba: PathConfig::default(),
         one_way: false,
@@ -75,20 +76,13 @@ pub fn probe(
     expect_loss: Option<&LossConfig>,
     figures: &Path,
 ) -> Result<Summary, Error> {
-    let plan = Plan::new(pattern, ProbeRate::Pps(pps), size, Some((pps * seconds) as u64), None, 1)
-        .map_err(Error::Measure)?;
+    let plan = Plan::new(pattern, ProbeRate::Pps(pps), size, Some((pps * seconds) as u64), None, 1)?;
     let to = format!("{SINK_IP}:47001").parse().expect("a socket address");
     let (g, s) = (Some(bed.gen.clone()), Some(bed.sink.clone()));
     let idle = std::time::Duration::from_secs(3);
-    let (samples, sent) =
-        session::pair(to, g, s, cpus().map(|c| c.0), &plan, idle).map_err(Error::Measure)?;
-    if samples.is_empty() {
-        return Err(Error::Measure("no probe datagram arrived through the path".into()));
-    }
-    let (summary, series) = analyse(&samples, sent, expect_delay);
-    let theory = expect_loss.and_then(session::theory);
-    plot::all(&series, theory.as_deref(), figures, "").map_err(Error::Measure)?;
-    Ok(summary)
+    let (samples, sent) = session::pair(to, g, s, cpus().map(|c| c.0), &plan, idle)?;
+    let outputs = session::Outputs { expect_loss, json: None, figures: Some(figures) };
+    Ok(session::conclude(&samples, Some(sent), expect_delay, Nanos::from_secs(3), outputs)?.0)
 }
 
 /// The machine's own noise floor: the same probe over a direct veth pair, no pathem.
@@ -441,9 +435,8 @@ pub fn run_matrix(
 
 /// Writes `value` as pretty JSON to `file`.
 pub fn write_json(file: &Path, value: &impl Serialize) -> Result<(), Error> {
-    let text = serde_json::to_string_pretty(value).map_err(|e| Error::Measure(e.to_string()))?;
-    std::fs::write(file, text + "\n")
-        .map_err(|e| Error::Measure(format!("cannot write {}: {e}", file.display())))
+    let text = serde_json::to_string_pretty(value).expect("reports serialise");
+    std::fs::write(file, text + "\n").map_err(|source| Error::Write { path: file.into(), source })
 }
 
 /// The latency benchmark's table: per case (`direct CBR`, `afxdp bursts`, ...), the medians
@@ -513,4 +506,105 @@ pub fn target(
     let hiccups = crate::hiccups::measure(secs.min(5.0));
     write_json(&out.join("target.json"), &serde_json::json!({ "target": all, "hiccups": hiccups }))?;
     Ok((rows, hiccups))
+}
+
+/// What `pathem validate` prints.
+pub mod text {
+    use super::*;
+    use std::fmt::Write;
+
+    /// The noise floor: the direct veth, without pathem.
+    pub fn floor(s: &Summary) -> String {
+        format!(
+            "  noise floor (direct veth, no pathem): deviation median {:.1} p99.9 {:.1} us, gaps kept {:.1}%",
+            s.deviation_us.median,
+            s.deviation_us.p99_9,
+            100.0 * s.gaps_kept_within_2us
+        )
+    }
+
+    /// A case and its checks; `floor_p999` is the noise floor's deviation p99.9.
+    pub fn case(case: &Case, report: &CaseReport, floor_p999: f64) -> String {
+        let s = &report.summary;
+        let flags = if case.flags.is_empty() { "no impairment" } else { &case.flags };
+        let mut out = format!("  {} [{flags}]\n", case.name);
+        let _ = writeln!(
+            out,
+            "    deviation median {:.1} p99 {:.1} p99.9 {:.1} us (pathem adds {:.1} us at p99.9 above the floor); gaps kept {:.1}%",
+            s.deviation_us.median,
+            s.deviation_us.p99,
+            s.deviation_us.p99_9,
+            s.deviation_us.p99_9 - floor_p999,
+            100.0 * s.gaps_kept_within_2us
+        );
+        for c in &report.checks {
+            let _ = writeln!(
+                out,
+                "    {:<4} {:<26} configured {:>10.4}  observed {:>10.4}  ({})",
+                if c.pass { "pass" } else { "FAIL" },
+                c.what,
+                c.configured,
+                c.observed,
+                c.tolerance
+            );
+        }
+        out
+    }
+
+    /// The TCP run against Mathis's estimate, and the verdict.
+    pub fn end(report: &MatrixReport, file: &Path) -> String {
+        let mut out = String::new();
+        if let Some(t) = &report.tcp {
+            let (g, m) = (t["goodput_bps"].as_f64().unwrap_or(0.0), t["mathis_bps"].as_f64().unwrap_or(1.0));
+            let _ = writeln!(
+                out,
+                "  TCP Reno through --delay 10ms --loss 0.5%: goodput {:.2} Mbit/s, Mathis estimate MSS/RTT·1.22/√p = {:.2} Mbit/s (ratio {:.2})",
+                g / 1e6,
+                m / 1e6,
+                g / m
+            );
+        }
+        let verdict = if report.all_pass { "all checks passed" } else { "SOME CHECKS FAILED" };
+        let _ = writeln!(out, "  {verdict} — report in {}", file.display());
+        out
+    }
+
+    /// `validate --target`'s table of `runs` rounds, with the hiccups that bound it.
+    pub fn target(rows: &[TargetRow], hiccups: &[crate::hiccups::CpuHiccups], runs: usize) -> String {
+        let mut out =
+            format!("  medians over {runs} runs; deviation from the configured delay (direct: from 0), us\n");
+        let _ = writeln!(
+            out,
+            "  {:<18} {:>8} {:>8} {:>10} {:>11}  {:>14} {:>14}  {:>18}",
+            "", "median", "p99", "p99.9", "gaps ±2us", "adds: median", "adds: p99.9", "pathem late p50/p99.9"
+        );
+        for r in rows {
+            let show = |v: Option<f64>| v.map(|v| format!("{v:+.1}")).unwrap_or_default();
+            let late = match (r.late_p50_us, r.late_p99_9_us) {
+                (Some(a), Some(b)) => format!("{a:.1}/{b:.1}"),
+                _ => String::new(),
+            };
+            let _ = writeln!(
+                out,
+                "  {:<18} {:>8.1} {:>8.1} {:>10.1} {:>10.2}%  {:>14} {:>14}  {late:>18}",
+                r.case,
+                r.deviation_median_us,
+                r.deviation_p99_us,
+                r.deviation_p99_9_us,
+                100.0 * r.gaps_kept_within_2us,
+                show(r.adds_median_us),
+                show(r.adds_p99_9_us)
+            );
+        }
+        let _ =
+            writeln!(out, "  what bounds the tail: a busy-polling thread on each CPU, measured right after");
+        for h in hiccups {
+            let _ = writeln!(out, "    {}", crate::hiccups::describe(h));
+        }
+        let _ = writeln!(
+            out,
+            "  a frame due while pathem's CPU is away leaves when it comes back; at 100 kpps a gap of G us delays about G/10 frames"
+        );
+        out
+    }
 }

@@ -94,7 +94,8 @@ impl DelayTrace {
     /// Each delay holds from its time until the next line's. The schedule repeats with the
     /// period given by a `period TIME` line, or else the last time plus the last step's length
     /// (the gap between the last two times). `#` starts a comment.
-    pub fn parse(text: &str) -> Result<DelayTrace, String> {
+    pub fn parse(text: &str) -> Result<DelayTrace, crate::trace::TraceError> {
+        use crate::trace::TraceError;
         let mut points: Vec<(Nanos, Nanos)> = Vec::new();
         let mut period = None;
         for (n, line) in text.lines().enumerate() {
@@ -102,43 +103,48 @@ impl DelayTrace {
             if line.is_empty() {
                 continue;
             }
-            let at = |e: crate::units::UnitError| format!("line {}: {e}", n + 1);
+            let at = |e: crate::units::UnitError| TraceError::line(n, e);
             let mut words = line.split_whitespace();
             let (a, b) = (words.next().unwrap_or(""), words.next());
             if words.next().is_some() {
-                return Err(format!("line {}: `{line}` has more than two fields (TIME DELAY)", n + 1));
+                return Err(TraceError::line(n, format!("`{line}` has more than two fields (TIME DELAY)")));
             }
             if a == "period" {
                 let p = parse_duration(b.unwrap_or("")).map_err(at)?;
                 if p > crate::limits::MAX_TRACE_SPAN {
-                    return Err(format!(
-                        "line {}: period {p} is longer than the longest trace, 1 day",
-                        n + 1
+                    return Err(TraceError::line(
+                        n,
+                        format!("period {p} is longer than the longest trace, 1 day"),
                     ));
                 }
                 period = Some(p);
                 continue;
             }
-            let Some(b) = b else { return Err(format!("line {}: `{line}` needs TIME DELAY", n + 1)) };
+            let Some(b) = b else { return Err(TraceError::line(n, format!("`{line}` needs TIME DELAY"))) };
             let t = parse_duration(a).map_err(at)?;
             let d = parse_duration(b).map_err(at)?;
             if t > crate::limits::MAX_TRACE_SPAN {
-                return Err(format!("line {}: time {t} is past the longest trace, 1 day", n + 1));
+                return Err(TraceError::line(n, format!("time {t} is past the longest trace, 1 day")));
             }
-            crate::limits::delay("delay-trace", d).map_err(|e| format!("line {}: {e}", n + 1))?;
+            crate::limits::delay("delay-trace", d).map_err(|e| TraceError::line(n, e))?;
             if let Some(&(last, _)) = points.last() {
                 if t <= last {
-                    return Err(format!("line {}: time {t} is not after the previous line's {last}", n + 1));
+                    return Err(TraceError::line(
+                        n,
+                        format!("time {t} is not after the previous line's {last}"),
+                    ));
                 }
             }
             points.push((t, d));
         }
         let (first, last) = match (points.first(), points.last()) {
             (Some(f), Some(l)) => (f.0, l.0),
-            _ => return Err("holds no TIME DELAY line".into()),
+            _ => return Err(TraceError::Whole("holds no TIME DELAY line".into())),
         };
         let period = match period {
-            Some(p) if p <= last => return Err(format!("period {p} is not after the last time {last}")),
+            Some(p) if p <= last => {
+                return Err(TraceError::Whole(format!("period {p} is not after the last time {last}")))
+            }
             Some(p) => p,
             None if points.len() >= 2 => last + (last - points[points.len() - 2].0),
             None => last + Nanos::from_secs(1),
@@ -415,7 +421,7 @@ mod tests {
             ("90000s 1ms\n", "longest trace"),
             ("0s 1ms\nperiod 90000s\n", "longest trace"),
         ] {
-            let e = DelayTrace::parse(bad).unwrap_err();
+            let e = DelayTrace::parse(bad).unwrap_err().to_string();
             assert!(e.contains(says), "{bad:?}: {e}");
         }
     }

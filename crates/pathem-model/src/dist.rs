@@ -81,19 +81,20 @@ pub struct DelayTable {
 
 impl DelayTable {
     /// One duration with its unit per line (`12.5ms`); blank lines and `#` comments ignored.
-    pub fn parse(text: &str) -> Result<DelayTable, String> {
+    pub fn parse(text: &str) -> Result<DelayTable, crate::trace::TraceError> {
+        use crate::trace::TraceError;
         let mut sorted = Vec::new();
         for (n, line) in text.lines().enumerate() {
             let line = line.split('#').next().unwrap_or("").trim();
             if line.is_empty() {
                 continue;
             }
-            let d = parse_duration(line).map_err(|e| format!("line {}: {e}", n + 1))?;
-            crate::limits::delay("delay-dist table:", d).map_err(|e| format!("line {}: {e}", n + 1))?;
+            let d = parse_duration(line).map_err(|e| TraceError::line(n, e))?;
+            crate::limits::delay("delay-dist table:", d).map_err(|e| TraceError::line(n, e))?;
             sorted.push(d.as_nanos() as f64);
         }
         if sorted.len() < 2 {
-            return Err("needs at least two samples".into());
+            return Err(TraceError::Whole("needs at least two samples".into()));
         }
         sorted.sort_by(f64::total_cmp);
         Ok(DelayTable { sorted })
@@ -339,9 +340,12 @@ pub(crate) mod tests {
         assert_eq!(t.quantile(0.5), 20e6);
         assert_eq!(t.quantile(0.75), 25e6);
         assert_eq!(t.quantile(1.0), 30e6);
-        assert!(DelayTable::parse("10ms\n12").unwrap_err().contains("line 2"));
+        assert!(matches!(
+            DelayTable::parse("10ms\n12").unwrap_err(),
+            crate::trace::TraceError::Line { line: 2, .. }
+        ));
         assert!(DelayTable::parse("10ms").is_err());
-        assert!(DelayTable::parse("10ms\n2h\n").unwrap_err().contains("line 2"));
+        assert!(DelayTable::parse("10ms\n2h\n").unwrap_err().to_string().contains("line 2"));
         assert!("table:x".parse::<Dist>().is_err());
         assert!("gamma".parse::<Dist>().unwrap_err().to_string().contains("accepted"));
     }

@@ -19,6 +19,7 @@ pub mod rng;
 pub mod slot;
 pub mod spec;
 pub mod time;
+pub mod trace;
 pub mod units;
 
 pub use path::{DropReason, FrameMeta, Path, PathConfig, Verdict};

@@ -36,33 +36,34 @@ pub struct RateTrace {
 impl RateTrace {
     /// One integer millisecond timestamp per line, non-decreasing; a timestamp repeated n times
     /// is n opportunities at that millisecond. The period is the last timestamp.
-    pub fn parse(text: &str) -> Result<RateTrace, String> {
+    pub fn parse(text: &str) -> Result<RateTrace, crate::trace::TraceError> {
+        use crate::trace::TraceError;
         let mut times = Vec::new();
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let ms: u64 = line
-                .parse()
-                .map_err(|_| format!("line {}: `{line}` is not a whole number of milliseconds", n + 1))?;
+            let ms: u64 = line.parse().map_err(|_| {
+                TraceError::line(n, format!("`{line}` is not a whole number of milliseconds"))
+            })?;
             let max_ms = crate::limits::MAX_TRACE_SPAN.as_nanos() / 1_000_000;
             if ms > max_ms {
-                return Err(format!(
-                    "line {}: {ms} ms is past the longest trace, 1 day ({max_ms} ms)",
-                    n + 1
+                return Err(TraceError::line(
+                    n,
+                    format!("{ms} ms is past the longest trace, 1 day ({max_ms} ms)"),
                 ));
             }
             if let Some(&last) = times.last() {
                 if ms * 1_000_000 < last {
-                    return Err(format!("line {}: {ms} ms goes back in time", n + 1));
+                    return Err(TraceError::line(n, format!("{ms} ms goes back in time")));
                 }
             }
             times.push(ms * 1_000_000);
         }
-        let period = *times.last().ok_or("holds no timestamp")?;
+        let period = *times.last().ok_or_else(|| TraceError::Whole("holds no timestamp".into()))?;
         if period == 0 {
-            return Err("its last timestamp is 0 ms: the period must be above 0".into());
+            return Err(TraceError::Whole("its last timestamp is 0 ms: the period must be above 0".into()));
         }
         Ok(RateTrace { times, period })
     }

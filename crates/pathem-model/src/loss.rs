@@ -47,7 +47,8 @@ pub struct LossTrace {
 impl LossTrace {
     /// Parses the trace format: `0` (delivered) and `1` (lost), one per frame, in any layout
     /// (whitespace is ignored); `#` starts a comment that runs to the end of the line.
-    pub fn parse(text: &str) -> Result<LossTrace, String> {
+    pub fn parse(text: &str) -> Result<LossTrace, crate::trace::TraceError> {
+        use crate::trace::TraceError;
         let mut lost = Vec::new();
         for (n, line) in text.lines().enumerate() {
             let line = line.split('#').next().unwrap_or("");
@@ -56,12 +57,12 @@ impl LossTrace {
                     '0' => lost.push(false),
                     '1' => lost.push(true),
                     ',' | ';' => {}
-                    _ => return Err(format!("line {}: `{c}` is not 0 (delivered) or 1 (lost)", n + 1)),
+                    _ => return Err(TraceError::line(n, format!("`{c}` is not 0 (delivered) or 1 (lost)"))),
                 }
             }
         }
         if lost.is_empty() {
-            return Err("holds no 0/1 entry".into());
+            return Err(TraceError::Whole("holds no 0/1 entry".into()));
         }
         Ok(LossTrace { lost })
     }
@@ -513,7 +514,7 @@ mod tests {
         let t = Arc::new(LossTrace::parse("# a comment\n0 0 1\n1 0 # trailing\n").unwrap());
         let lost = run(&LossConfig::Trace(t), 10, 1);
         assert_eq!(lost, [false, false, true, true, false, false, false, true, true, false]);
-        assert!(LossTrace::parse("0 0 2").unwrap_err().contains("line 1"));
+        assert!(LossTrace::parse("0 0 2").unwrap_err().to_string().contains("line 1"));
         assert!(LossTrace::parse("# nothing\n").is_err());
     }
 

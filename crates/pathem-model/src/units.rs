@@ -101,6 +101,10 @@ impl FromStr for Duration {
     }
 }
 
+/// The line rate pathem assumes where nobody says one: a port whose speed the kernel or the
+/// NIC does not report (a veth, a virtual DPDK device), and the engine's default.
+pub const DEFAULT_LINE_RATE: Rate = Rate(10_000_000_000);
+
 /// A bit rate in bits per second (never zero).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Rate(pub u64);
@@ -151,6 +155,20 @@ impl fmt::Display for Rate {
 /// A number of bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Size(pub u64);
+
+/// A byte count with a binary unit, for people: `512 B`, `4.0 MiB`.
+pub fn binary_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let (mut v, mut i) = (n as f64, 0);
+    while v >= 1024.0 && i + 1 < UNITS.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    match i {
+        0 => format!("{n} B"),
+        _ => format!("{v:.1} {}", UNITS[i]),
+    }
+}
 
 fn parse_size_unit(s: &str, v: f64, unit: &str, accepted: &'static str) -> Result<Option<u64>, UnitError> {
     let scale = match unit {
@@ -315,6 +333,12 @@ deserialize_from_str!(Duration, Rate, Size, QueueLimit, Probability);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn binary_units() {
+        assert_eq!(binary_bytes(512), "512 B");
+        assert_eq!(binary_bytes(4 << 20), "4.0 MiB");
+    }
 
     #[test]
     fn durations() {

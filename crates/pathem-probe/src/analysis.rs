@@ -55,6 +55,48 @@ pub struct Summary {
     pub throughput_pps: f64,
 }
 
+impl Summary {
+    /// The receiver's screen; `expected_loss` is the rate the path should lose at, if known.
+    pub fn describe(&self, expected_loss: Option<f64>) -> String {
+        let mut out = format!(
+            "pathem probe: {} sent, {} received, {} lost ({:.4}%)\n",
+            self.sent,
+            self.received,
+            self.lost,
+            100.0 * self.loss_rate
+        );
+        let bursts = format!("bursts {} (mean {:.2})", self.loss_bursts, self.mean_loss_burst);
+        match expected_loss {
+            Some(l) => out += &format!("  loss       expected {:.4}%, loss {bursts}\n", 100.0 * l),
+            None if self.lost > 0 => out += &format!("  loss       {bursts}\n"),
+            None => {}
+        }
+        let (d, v) = (&self.delay_us, &self.deviation_us);
+        out += &format!(
+            "  delay      min {:.1} median {:.1} mean {:.1} p99 {:.1} max {:.1} us\n",
+            d.min, d.median, d.mean, d.p99, d.max
+        );
+        out += &format!(
+            "  deviation  from {:.1} us: median {:.1} p99 {:.1} p99.9 {:.1} p99.99 {:.1} max {:.1} us\n",
+            self.expected_delay_us, v.median, v.p99, v.p99_9, v.p99_99, v.max
+        );
+        out += &format!(
+            "  gaps       sent median {:.1} us, received median {:.1} us; {:.2}% kept within ±2 us\n",
+            self.sender_gap_us.median,
+            self.receiver_gap_us.median,
+            100.0 * self.gaps_kept_within_2us
+        );
+        out += &format!(
+            "  reordered  {}, duplicates {}, throughput {:.3} Mbit/s {:.0} pps\n",
+            self.reordered,
+            self.duplicates,
+            self.throughput_bps / 1e6,
+            self.throughput_pps
+        );
+        out
+    }
+}
+
 /// The raw series behind the summary, for figures.
 #[derive(Clone, Debug, Default)]
 pub struct Series {

@@ -3,6 +3,7 @@
 //! reordering, duplicates, throughput — as JSON and as the papers' figures.
 
 pub mod analysis;
+pub mod error;
 pub mod net;
 pub mod packet;
 pub mod pattern;
@@ -10,4 +11,5 @@ pub mod plot;
 pub mod session;
 
 pub use analysis::{analyse, Sample, Series, Summary};
+pub use error::Error;
 pub use pattern::{Pattern, Schedule};

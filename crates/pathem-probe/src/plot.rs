@@ -131,15 +131,19 @@ pub fn all(
     theory: Option<&dyn Fn(u64) -> f64>,
     dir: &Path,
     prefix: &str,
-) -> Result<Vec<PathBuf>, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+) -> Result<Vec<PathBuf>, crate::Error> {
+    let failed = |path: &Path, e: &dyn std::fmt::Display| crate::Error::Write {
+        path: path.into(),
+        reason: e.to_string(),
+    };
+    std::fs::create_dir_all(dir).map_err(|e| failed(dir, &e))?;
     let files = [
         dir.join(format!("{prefix}delay-deviation.svg")),
         dir.join(format!("{prefix}gaps.svg")),
         dir.join(format!("{prefix}loss-bursts.svg")),
     ];
-    deviation(series, &files[0], "delay deviation by percentile").map_err(|e| e.to_string())?;
-    gaps(series, &files[1], "inter-packet gaps, sent and received").map_err(|e| e.to_string())?;
-    loss_bursts(series, theory, &files[2], "loss-burst lengths").map_err(|e| e.to_string())?;
+    deviation(series, &files[0], "delay deviation by percentile").map_err(|e| failed(&files[0], &e))?;
+    gaps(series, &files[1], "inter-packet gaps, sent and received").map_err(|e| failed(&files[1], &e))?;
+    loss_bursts(series, theory, &files[2], "loss-burst lengths").map_err(|e| failed(&files[2], &e))?;
     Ok(files.to_vec())
 }

@@ -1,14 +1,17 @@
 //! A probe run: what the sender sends (a [`Plan`]), the two ends, and both ends on one host
 //! ([`pair`]), in network namespaces if asked, so both read the same clock.
 
-use crate::analysis::Sample;
+use crate::analysis::{analyse, Sample, Summary};
+use crate::error::Error;
 use crate::net;
 use crate::pattern::{Pattern, Schedule};
+use crate::plot;
 use pathem_io::udp::TimestampedUdp;
 use pathem_model::loss::LossConfig;
 use pathem_model::units::{Rate, UnitError};
 use pathem_model::Nanos;
 use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -76,9 +79,10 @@ impl Plan {
         count: Option<u64>,
         duration: Option<Nanos>,
         seed: u64,
-    ) -> Result<Plan, String> {
+    ) -> Result<Plan, Error> {
+        let bad = |flag, value: String, accepted| Err(Error::Setting { flag, value, accepted });
         if !(HEADERS + crate::packet::HEADER..=1514).contains(&size) {
-            return Err(format!("--size {size}: accepted: 62 to 1514 bytes (frame on the wire)"));
+            return bad("--size", size.to_string(), "62 to 1514 bytes (frame on the wire)");
         }
         let pps = match (rate, pattern) {
             (_, Pattern::Burst { n, every }) => f64::from(n) * 1e9 / every.as_nanos() as f64,
@@ -87,11 +91,11 @@ impl Plan {
         };
         let count = match (count, duration) {
             (Some(n), _) if n == 0 || n > MAX_COUNT => {
-                return Err(format!("--count {n}: accepted: 1 to {MAX_COUNT} datagrams"))
+                return bad("--count", n.to_string(), "1 to 10000000000 datagrams");
             }
             (Some(n), _) => n,
             (None, Some(d)) if d > Nanos::from_secs(86_400) => {
-                return Err(format!("--duration {d}: accepted: up to 1 day (86400s)"))
+                return bad("--duration", d.to_string(), "up to 1 day (86400s)");
             }
             (None, Some(d)) => ((d.as_secs_f64() * pps).ceil() as u64).max(1),
             (None, None) => (pps * 5.0).ceil() as u64,
@@ -136,33 +140,72 @@ pub fn pair(
     cpu: Option<usize>,
     plan: &Plan,
     idle: Duration,
-) -> Result<(Vec<Sample>, u64), String> {
-    let place = move |ns: &Option<String>| -> Result<(), String> {
+) -> Result<(Vec<Sample>, u64), Error> {
+    let place = move |ns: &Option<String>| -> Result<(), Error> {
         if let Some(n) = ns {
             pathem_io::host::enter_netns(n)?;
         }
-        cpu.map_or(Ok(()), pathem_io::host::pin_to_cpu)
+        Ok(cpu.map_or(Ok(()), pathem_io::host::pin_to_cpu)?)
     };
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let receiver = std::thread::spawn(move || -> Result<(Vec<Sample>, Option<u64>), String> {
+    let receiver = std::thread::spawn(move || -> Result<(Vec<Sample>, Option<u64>), Error> {
         place(&recv_ns)?;
-        let sock = TimestampedUdp::bind(to).map_err(|e| e.to_string())?;
+        let sock = TimestampedUdp::bind(to)?;
         let _ = ready_tx.send(());
-        receive(&sock, idle, false).map_err(|e| format!("receiving: {e}"))
+        receive(&sock, idle, false).map_err(Error::io("receiving"))
     });
     if ready_rx.recv().is_err() {
-        receiver.join().map_err(|_| "the receiver panicked".to_string())??;
-        return Err("the receiver stopped before the sender started".into());
+        receiver.join().map_err(|_| Error::Stopped("receiver"))??;
+        return Err(Error::Stopped("receiver"));
     }
     let plan = *plan;
-    let sender = std::thread::spawn(move || -> Result<Vec<Option<Nanos>>, String> {
+    let sender = std::thread::spawn(move || -> Result<Vec<Option<Nanos>>, Error> {
         place(&send_ns)?;
-        let sock = UdpSocket::bind(("0.0.0.0", 0)).map_err(|e| format!("cannot bind the sender: {e}"))?;
-        send(&sock, to, &plan).map_err(|e| format!("sending: {e}"))
+        let sock = UdpSocket::bind(("0.0.0.0", 0)).map_err(Error::io("cannot bind the sender"))?;
+        send(&sock, to, &plan).map_err(Error::io("sending"))
     });
-    let tx = sender.join().map_err(|_| "the sender panicked".to_string())??;
-    let (samples, total) = receiver.join().map_err(|_| "the receiver panicked".to_string())??;
+    let tx = sender.join().map_err(|_| Error::Stopped("sender"))??;
+    let (samples, total) = receiver.join().map_err(|_| Error::Stopped("receiver"))??;
     Ok((with_tx_stamps(samples, &tx), total.unwrap_or(plan.count)))
+}
+
+/// What a receiver does with what arrived, besides returning its summary.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Outputs<'a> {
+    /// The model the path should apply: its loss rate goes in the summary, its burst CDF in
+    /// the figure.
+    pub expect_loss: Option<&'a LossConfig>,
+    /// Write the summary as JSON here.
+    pub json: Option<&'a Path>,
+    /// Write the figures into this folder.
+    pub figures: Option<&'a Path>,
+}
+
+/// Analyses `samples` of `sent` datagrams against `expect_delay` and writes `outputs`; returns
+/// the summary and the figures written. Nothing arrived: [`Error::Silence`] after `idle`.
+pub fn conclude(
+    samples: &[Sample],
+    sent: Option<u64>,
+    expect_delay: Nanos,
+    idle: Nanos,
+    outputs: Outputs,
+) -> Result<(Summary, Vec<PathBuf>), Error> {
+    if samples.is_empty() {
+        return Err(Error::Silence(idle));
+    }
+    let sent = sent.unwrap_or_else(|| samples.iter().map(|s| s.seq + 1).max().unwrap_or(0));
+    let (summary, series) = analyse(samples, sent, expect_delay);
+    if let Some(p) = outputs.json {
+        let rate = outputs.expect_loss.map(|l| l.loss_rate());
+        let json = serde_json::json!({ "summary": summary, "expected_loss_rate": rate });
+        let text = serde_json::to_string_pretty(&json).expect("a summary serialises") + "\n";
+        std::fs::write(p, text).map_err(|e| Error::Write { path: p.into(), reason: e.to_string() })?;
+    }
+    let figures = match outputs.figures {
+        Some(dir) => plot::all(&series, outputs.expect_loss.and_then(theory).as_deref(), dir, "")?,
+        None => Vec::new(),
+    };
+    Ok((summary, figures))
 }
 
 /// The loss-burst CDF a model predicts, where it has a closed form.

@@ -20,7 +20,6 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,7 +28,21 @@ pub const SOCKET_DIR: &str = "/run/pathem";
 
 /// Applies the words of a `ctl set` to the link (parsing them as `run` parses its flags);
 /// the error is one line for the user.
-pub type Setter = Box<dyn Fn(&[String]) -> Result<(), String> + Send + Sync>;
+pub type Setter = Box<dyn Fn(&[String]) -> Result<(), Refusal> + Send + Sync>;
+
+/// Why a `ctl set` changed nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// Its words are not flags pathem takes, or make a path that is not valid.
+    #[error(transparent)]
+    Spec(#[from] pathem_spec::SpecError),
+    /// The running link cannot take the path (a setting out of range, or it has stopped).
+    #[error(transparent)]
+    Change(#[from] pathem_engine::ChangeError),
+    /// The change was sent but not applied in time (the link is stuck).
+    #[error("the change was sent but the link has not applied it within 1 s")]
+    NotApplied,
+}
 
 /// A name is 1 to 64 characters of letters, digits, `-`, `_` and `.` (not starting with `.`).
 pub fn check_name(name: &str) -> Result<(), Error> {
@@ -38,9 +51,7 @@ pub fn check_name(name: &str) -> Result<(), Error> {
         && !name.starts_with('.')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
     if !ok {
-        return Err(Error::Control(format!(
-            "--name {name}: accepted: 1 to 64 letters, digits, '-', '_' or '.', not starting with '.'"
-        )));
+        return Err(Error::Name(name.into()));
     }
     Ok(())
 }
@@ -49,9 +60,7 @@ pub fn check_name(name: &str) -> Result<(), Error> {
 pub fn check_free(name: &str) -> Result<(), Error> {
     check_name(name)?;
     if UnixStream::connect(socket_path(name)).is_ok() {
-        return Err(Error::Control(format!(
-            "--name {name}: taken by a running pathem (`pathem ctl {name} show` says which); pick another name"
-        )));
+        return Err(Error::NameTaken(name.into()));
     }
     Ok(())
 }
@@ -116,6 +125,33 @@ pub struct State {
     pub b_to_a: Option<DirectionState>,
 }
 
+impl State {
+    /// `ctl NAME show`'s text: each direction's path, counters, queue and delay line.
+    pub fn describe(&self) -> String {
+        let mut out =
+            format!("{} (pid {}, up {:.1} s, seed {})\n", self.name, self.pid, self.uptime_s, self.seed);
+        let (a, b) = (&self.port_a, &self.port_b);
+        for (from, to, d) in [(a, b, Some(&self.a_to_b)), (b, a, self.b_to_a.as_ref())] {
+            let Some(d) = d else { continue };
+            let s = &d.stats;
+            out += &format!("  {from} -> {to}: {}\n    {}\n", d.path, s.line("counters"));
+            out += &format!(
+                "    link queue {} frames / {} B; delay line {} of {} B\n",
+                s.queue_frames, s.queue_bytes, s.delay_line_used, s.delay_line_capacity
+            );
+        }
+        out
+    }
+
+    /// `ctl list`'s line of this link.
+    pub fn list_line(&self) -> String {
+        format!(
+            "{}\tpid {}\t{} <-> {}\tup {:.0} s",
+            self.name, self.pid, self.port_a, self.port_b, self.uptime_s
+        )
+    }
+}
+
 /// What a running link shows and how it is changed.
 pub struct Served {
     pub name: String,
@@ -156,27 +192,31 @@ fn version_of(line: &str) -> u32 {
         .map_or(0, |v| v.min(u64::from(u32::MAX)) as u32)
 }
 
-/// What to say when the two ends speak different versions.
-fn other_version(theirs: u32, who: &str) -> String {
-    format!(
-        "{who} speaks control protocol {theirs} and this pathem {PROTOCOL}: use the pathem that started the link for `pathem ctl`"
-    )
+/// Why a request line was refused: the one-line answer the client gets.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BadRequest {
+    #[error("not a request: a JSON object per line is expected")]
+    NotJson,
+    #[error("the client speaks control protocol {0} and this pathem {PROTOCOL}: use the pathem that started the link for `pathem ctl`")]
+    Version(u32),
+    #[error("{0}; accepted: show, set")]
+    Unknown(String),
+    #[error("not a request: {0}")]
+    Malformed(String),
 }
 
-/// Parses one request line; the error is the one-line answer.
-pub fn parse_request(line: &str) -> Result<Request, String> {
+/// Parses one request line.
+pub fn parse_request(line: &str) -> Result<Request, BadRequest> {
     match version_of(line) {
         PROTOCOL => {}
-        0 if serde_json::from_str::<serde_json::Value>(line).is_err() => {
-            return Err("not a request: a JSON object per line is expected".into())
-        }
-        v => return Err(other_version(v, "the client")),
+        0 if serde_json::from_str::<serde_json::Value>(line).is_err() => return Err(BadRequest::NotJson),
+        v => return Err(BadRequest::Version(v)),
     }
     serde_json::from_str::<Message<Request>>(line).map(|m| m.body).map_err(|e| {
         let e = e.to_string();
         match e.contains("unknown variant") {
-            true => format!("{}; accepted: show, set", e.split(", expected").next().unwrap_or(&e)),
-            false => format!("not a request: {e}"),
+            true => BadRequest::Unknown(e.split(", expected").next().unwrap_or(&e).to_string()),
+            false => BadRequest::Malformed(e),
         }
     })
 }
@@ -189,30 +229,32 @@ fn reply_line(body: Reply) -> String {
 /// A listening control socket; removed when dropped.
 pub struct Server {
     path: PathBuf,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    _thread: crate::ServerThread,
 }
 
 impl Server {
     /// Listens as `name`, answering from `served` on a thread of its own.
     pub fn start(served: Served) -> Result<Server, Error> {
         check_free(&served.name)?;
-        let fail = |what: &str, e: std::io::Error| Error::Control(format!("control socket {what}: {e}"));
-        std::fs::create_dir_all(SOCKET_DIR).map_err(|e| fail(SOCKET_DIR, e))?;
+        fn fail(what: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+            move |source| Error::Io { what: format!("control socket {}", what.display()), source }
+        }
+        std::fs::create_dir_all(SOCKET_DIR).map_err(fail(Path::new(SOCKET_DIR)))?;
         let path = socket_path(&served.name);
         // Nobody answers there: a socket left by a pathem that was killed.
         let _ = std::fs::remove_file(&path);
-        let listener = UnixListener::bind(&path).map_err(|e| fail(&path.display().to_string(), e))?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
-            .map_err(|e| fail(&path.display().to_string(), e))?;
-        listener.set_nonblocking(true).map_err(|e| fail("setup", e))?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let stop2 = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("pathem-control".into())
-            .spawn(move || answer_all(listener, served, stop2))
-            .map_err(|e| fail("thread", e))?;
-        Ok(Server { path, stop, thread: Some(thread) })
+        let listener = UnixListener::bind(&path).map_err(fail(&path))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).map_err(fail(&path))?;
+        listener.set_nonblocking(true).map_err(fail(&path))?;
+        let thread = crate::ServerThread::spawn(
+            "pathem-control",
+            listener,
+            |l| l.accept().map(|(s, _)| s),
+            move |s| {
+                let _ = answer(s, &served);
+            },
+        )?;
+        Ok(Server { path, _thread: thread })
     }
 
     pub fn path(&self) -> &Path {
@@ -222,24 +264,8 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
         let _ = std::fs::remove_file(&self.path);
     }
-}
-
-fn answer_all(listener: UnixListener, served: Served, stop: Arc<AtomicBool>) {
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&listener);
-    crate::accept_loop(
-        fd,
-        &stop,
-        || listener.accept().map(|(s, _)| s),
-        |s| {
-            let _ = answer(s, &served);
-        },
-    );
 }
 
 fn answer(stream: UnixStream, served: &Served) -> std::io::Result<()> {
@@ -252,9 +278,9 @@ fn answer(stream: UnixStream, served: &Served) -> std::io::Result<()> {
         Ok(Request::Show) => Reply::State(Box::new(served.state())),
         Ok(Request::Set { args }) => match (served.setter)(&args) {
             Ok(()) => Reply::Changed,
-            Err(error) => Reply::Refused { error },
+            Err(e) => Reply::Refused { error: e.to_string() },
         },
-        Err(error) => Reply::Refused { error },
+        Err(e) => Reply::Refused { error: e.to_string() },
     };
     let mut w = &stream;
     writeln!(w, "{}", reply_line(reply))
@@ -264,29 +290,27 @@ fn answer(stream: UnixStream, served: &Served) -> std::io::Result<()> {
 pub fn request(name: &str, req: Request) -> Result<Reply, Error> {
     check_name(name)?;
     let path = socket_path(name);
-    let mut stream = UnixStream::connect(&path).map_err(|e| {
-        Error::Control(match e.kind() {
-            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
-                format!("no running pathem is called {name} (`pathem ctl list` shows those there are)")
-            }
-            std::io::ErrorKind::PermissionDenied => {
-                format!("{}: {e} (the socket is its owner's only)", path.display())
-            }
-            _ => format!("{}: {e}", path.display()),
-        })
+    let mut stream = UnixStream::connect(&path).map_err(|source| match source.kind() {
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+            Error::NoSuchLink(name.into())
+        }
+        std::io::ErrorKind::PermissionDenied => {
+            Error::Io { what: format!("{} (the socket is its owner's only)", path.display()), source }
+        }
+        _ => Error::Io { what: path.display().to_string(), source },
     })?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
     let req = serde_json::to_string(&Message { version: PROTOCOL, body: req }).unwrap_or_default();
-    writeln!(stream, "{req}").map_err(|e| Error::Control(format!("{}: {e}", path.display())))?;
+    writeln!(stream, "{req}").map_err(|source| Error::Io { what: path.display().to_string(), source })?;
     let mut line = String::new();
     BufReader::new(&stream)
         .read_line(&mut line)
-        .map_err(|e| Error::Control(format!("{name} did not answer: {e}")))?;
+        .map_err(|source| Error::Io { what: format!("{name} did not answer"), source })?;
     match version_of(&line) {
         PROTOCOL => serde_json::from_str::<Message<Reply>>(&line)
             .map(|m| m.body)
-            .map_err(|e| Error::Control(format!("{name} answered what this pathem cannot read: {e}"))),
-        v => Err(Error::Control(other_version(v, name))),
+            .map_err(|e| Error::Unreadable { name: name.into(), reason: e.to_string() }),
+        theirs => Err(Error::Version { who: name.into(), theirs }),
     }
 }
 
@@ -318,26 +342,25 @@ pub fn serve(
     let current = std::sync::Mutex::new(specs);
     let to = controls.clone();
     let setter: Setter = Box::new(move |words: &[String]| {
-        let change = pathem_spec::change::Change::parse(words).map_err(|e| e.to_string())?;
+        let change = pathem_spec::change::Change::parse(words)?;
         let mut specs = current.lock().unwrap_or_else(|e| e.into_inner());
         let (ab, ba) = change.apply(&specs);
-        let (ab_cfg, ba_cfg) =
-            (ab.to_config().map_err(|e| e.to_string())?, ba.to_config().map_err(|e| e.to_string())?);
+        let (ab_cfg, ba_cfg) = (ab.to_config()?, ba.to_config()?);
         for (c, cfg) in [(Some(&to.0), &ab_cfg), (to.1.as_ref(), &ba_cfg)] {
             if let Some(c) = c {
-                c.check(cfg).map_err(|e| e.to_string())?;
+                c.check(cfg)?;
             }
         }
-        to.0.set(ab_cfg.clone()).map_err(|e| e.to_string())?;
+        to.0.set(ab_cfg.clone())?;
         if let Some(c) = &to.1 {
-            c.set(ba_cfg.clone()).map_err(|e| e.to_string())?;
+            c.set(ba_cfg.clone())?;
         }
         *specs = (ab, ba);
         // `set` answers once the change is in effect, so a `show` right after sees it.
         let limit = std::time::Duration::from_secs(1);
         let done = to.0.applied(&ab_cfg, limit) && to.1.as_ref().is_none_or(|c| c.applied(&ba_cfg, limit));
         if !done {
-            return Err("the change was sent but the link has not applied it within 1 s".into());
+            return Err(Refusal::NotApplied);
         }
         Ok(())
     });
@@ -365,14 +388,15 @@ mod tests {
         assert_eq!(parse_request(&line), Ok(set));
         assert_eq!(parse_request(r#"{"version":1,"cmd":"show"}"#), Ok(Request::Show));
         // An older client (no version) and a newer one are told which versions meet.
-        let e = parse_request(r#"{"cmd":"show"}"#).unwrap_err();
+        assert_eq!(parse_request(r#"{"cmd":"show"}"#), Err(BadRequest::Version(0)));
+        let e = parse_request(r#"{"cmd":"show"}"#).unwrap_err().to_string();
         assert!(e.contains("control protocol 0") && e.contains("this pathem 1"), "{e}");
-        let e = parse_request(r#"{"version":7,"cmd":"show"}"#).unwrap_err();
+        let e = parse_request(r#"{"version":7,"cmd":"show"}"#).unwrap_err().to_string();
         assert!(e.contains("control protocol 7"), "{e}");
-        let e = parse_request(r#"{"version":1,"cmd":"frobnicate"}"#).unwrap_err();
+        let e = parse_request(r#"{"version":1,"cmd":"frobnicate"}"#).unwrap_err().to_string();
         assert!(e.contains("frobnicate") && e.contains("accepted: show, set"), "{e}");
-        assert!(parse_request("not json").unwrap_err().contains("JSON object"));
-        assert!(parse_request(r#"{"version":1,"cmd":"set"}"#).unwrap_err().starts_with("not a request"));
+        assert_eq!(parse_request("not json"), Err(BadRequest::NotJson));
+        assert!(matches!(parse_request(r#"{"version":1,"cmd":"set"}"#), Err(BadRequest::Malformed(_))));
     }
 
     #[test]

@@ -34,19 +34,52 @@ pub fn random_seed() -> u64 {
     h.finish()
 }
 
-/// Accepts connections on a non-blocking listener until `stop`, handing each to `answer`;
-/// between connections it waits in `ppoll` on the listener (at most 100 ms, to see `stop`).
-/// The control socket and the metrics endpoint both serve this way.
-pub(crate) fn accept_loop<S>(
-    fd: std::os::fd::RawFd,
-    stop: &std::sync::atomic::AtomicBool,
-    mut accept: impl FnMut() -> std::io::Result<S>,
-    mut answer: impl FnMut(S),
-) {
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        match accept() {
-            Ok(stream) => answer(stream),
-            Err(_) => pathem_io::afpacket::wait_readable(&[fd], pathem_model::Nanos::from_millis(100)),
+/// A thread answering connections on a non-blocking listener until dropped: the control
+/// socket and the metrics endpoint both serve this way. Between connections it waits in
+/// `ppoll` on the listener (at most 100 ms, to see that it is to stop).
+pub(crate) struct ServerThread {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ServerThread {
+    /// Starts thread `name` answering each connection `accept` takes from `listener` with
+    /// `answer`.
+    pub(crate) fn spawn<L, S>(
+        name: &str,
+        listener: L,
+        accept: impl Fn(&L) -> std::io::Result<S> + Send + 'static,
+        mut answer: impl FnMut(S) + Send + 'static,
+    ) -> Result<ServerThread, Error>
+    where
+        L: std::os::fd::AsRawFd + Send + 'static,
+    {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                let fd = listener.as_raw_fd();
+                while !stopped.load(Ordering::Relaxed) {
+                    match accept(&listener) {
+                        Ok(stream) => answer(stream),
+                        Err(_) => {
+                            pathem_io::afpacket::wait_readable(&[fd], pathem_model::Nanos::from_millis(100))
+                        }
+                    }
+                }
+            })
+            .map_err(|source| Error::Io { what: format!("cannot start thread {name}"), source })?;
+        Ok(ServerThread { stop, thread: Some(thread) })
+    }
+}
+
+impl Drop for ServerThread {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
         }
     }
 }
@@ -60,22 +93,71 @@ pub enum Error {
     /// The engine refused a setting or failed while running.
     #[error(transparent)]
     Engine(#[from] pathem_engine::Error),
-    /// A namespace, link or command of a test bed.
-    #[error("{0}")]
-    Bed(String),
-    /// A CPU to run on that cannot be used.
-    #[error("{0}")]
-    Cores(String),
-    /// Ports that cannot be used together (the same interface twice, one that is down).
-    #[error("{0}")]
-    Ports(String),
-    /// The control socket, or a request to a running link.
-    #[error("{0}")]
-    Control(String),
-    /// A measurement (the probe, iperf3) failed.
-    #[error("{0}")]
-    Measure(String),
+    /// A thread could not be placed in its namespace or on its CPU.
+    #[error(transparent)]
+    Place(#[from] pathem_io::host::PlaceError),
+    /// CPUs to run on that cannot be used: the list as given, and what is accepted.
+    #[error("--cores {list}: accepted: {accepted}")]
+    Cores { list: String, accepted: String },
+    /// A port's interface is down.
+    #[error("interface {0} is down; bring it up with `ip link set {0} up`")]
+    Down(String),
+    /// Both ports are the same interface.
+    #[error("both ports are {0}: pathem forwards between two different interfaces")]
+    SamePort(String),
+    /// A link's name outside what names can be.
+    #[error("--name {0}: accepted: 1 to 64 letters, digits, '-', '_' or '.', not starting with '.'")]
+    Name(String),
+    /// A link's name a running pathem has already.
+    #[error("--name {0}: taken by a running pathem (`pathem ctl {0} show` says which); pick another name")]
+    NameTaken(String),
+    /// No running link of that name.
+    #[error("no running pathem is called {0} (`pathem ctl list` shows those there are)")]
+    NoSuchLink(String),
+    /// The other end of the control socket speaks another version of its protocol.
+    #[error("{who} speaks control protocol {theirs} and this pathem {}: use the pathem that started the link for `pathem ctl`", control::PROTOCOL)]
+    Version { who: String, theirs: u32 },
+    /// A running link answered what this pathem cannot read.
+    #[error("{name} answered what this pathem cannot read: {reason}")]
+    Unreadable { name: String, reason: String },
+    /// `--metrics` that names no address.
+    #[error("--metrics {0}: accepted: PORT (on 127.0.0.1) or ADDR:PORT, e.g. 9100")]
+    MetricsAddr(String),
+    /// An address to serve on that cannot be listened on (in use, not this host's).
+    #[error("--metrics {addr}: cannot listen there: {source}")]
+    Listen { addr: std::net::SocketAddr, source: std::io::Error },
+    /// A socket, file or thread could not be made or used.
+    #[error("{what}: {source}")]
+    Io { what: String, source: std::io::Error },
+    /// A command pathem runs (`ip`, `nft`) failed, with what it said.
+    #[error("{command}: {message}")]
+    Command { command: String, message: String },
+    /// No free address for a shell's link.
+    #[error("no free /30 left in 100.64.0.0/10")]
+    NoSubnet,
     /// A forwarding thread died.
     #[error("the {0} thread panicked")]
     Panicked(&'static str),
+}
+
+impl Error {
+    /// True for what the user named wrongly (a CPU, a port, a name, an address), rather than
+    /// what failed while running.
+    pub fn is_usage(&self) -> bool {
+        use pathem_io::host::PlaceError;
+        match self {
+            Error::Engine(e) => e.is_usage(),
+            Error::Place(e) => matches!(e, PlaceError::NoCpu(_) | PlaceError::Pin { .. }),
+            Error::Cores { .. }
+            | Error::Down(_)
+            | Error::SamePort(_)
+            | Error::Name(_)
+            | Error::NameTaken(_)
+            | Error::NoSuchLink(_)
+            | Error::Version { .. }
+            | Error::MetricsAddr(_)
+            | Error::Listen { .. } => true,
+            _ => false,
+        }
+    }
 }

@@ -18,7 +18,7 @@ use pathem_engine::{
     delay_line_sizing, run, Control, Counters, EngineConfig, MonotonicClock, Pipeline, Schedule, Stats, Task,
 };
 use pathem_io::iface::{self, SavedOffloads};
-use pathem_io::live::{self, LiveRx, LiveTx, PortOptions};
+use pathem_io::live::{self, LiveRx, LiveTx, PortOptions, PortSpec};
 use pathem_io::TxPort;
 use pathem_model::rng::direction_seed;
 use pathem_model::{Nanos, PathConfig};
@@ -32,10 +32,9 @@ use std::time::Duration;
 /// Everything a live link is made of.
 #[derive(Clone, Debug)]
 pub struct LinkSpec {
-    /// Port A: `afxdp:IF`, `afpacket:IF` or a bare interface name.
-    pub a: String,
-    /// Port B.
-    pub b: String,
+    /// Port A and port B.
+    pub a: PortSpec,
+    pub b: PortSpec,
     /// The path of frames from A to B, and from B to A.
     pub ab: PathConfig,
     pub ba: PathConfig,
@@ -85,6 +84,59 @@ pub struct Final {
     pub tx_refused: Vec<(String, Option<u32>, pathem_io::TxRefused)>,
     /// DPDK ports closed at the end, with the mbufs their pools still had in use (zero).
     pub closed: Vec<pathem_io::dpdk::Closed>,
+}
+
+impl Started {
+    /// What a command says when the link is up: the ports, how they were opened, each
+    /// direction's path (`ab`, `ba`) and delay line; a line each.
+    pub fn describe(&self, ab: &PathConfig, ba: &PathConfig, one_way: bool, seed: u64) -> Vec<String> {
+        let (a, b) = (&self.name_a, &self.name_b);
+        let mut out = Vec::new();
+        if !self.eal.is_empty() {
+            out.push(format!("DPDK EAL defaults: {}", self.eal.join("; ")));
+        }
+        for (name, off) in &self.offloads_off {
+            out.push(format!("{name}: turned off {} for the run", off.join(", ")));
+        }
+        out.push(format!("port A {a}: {}", self.how_a));
+        out.push(format!("port B {b}: {}", self.how_b));
+        out.push(format!("forwarding {a} <-> {b} (seed {seed})"));
+        out.push(format!("  {a} -> {b}: {ab}"));
+        out.push(match one_way {
+            false => format!("  {b} -> {a}: {ba}"),
+            true => format!("  {b} -> {a}: not forwarded (--one-way)"),
+        });
+        out.push(format!("  delay line {a} -> {b}: {}", self.delay_line_ab));
+        if let Some(d) = &self.delay_line_ba {
+            out.push(format!("  delay line {b} -> {a}: {d}"));
+        }
+        out
+    }
+}
+
+impl Final {
+    /// What a command says when the link has stopped: errors, refusals, and what was left in
+    /// flight; a line each.
+    pub fn describe(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.rx_errors > 0 {
+            out.push(format!("{} receive errors (an interface was down for a while)", self.rx_errors));
+        }
+        for (name, mtu, refused) in &self.tx_refused {
+            out.extend(refused.describe(name, *mtu));
+        }
+        let in_flight = self.ab.in_flight + self.ba.as_ref().map_or(0, |s| s.in_flight);
+        let queued = self.ab.port_tx_queued + self.ba.as_ref().map_or(0, |s| s.port_tx_queued);
+        out.push(match (in_flight, queued) {
+            (0, 0) => "stopped; every frame taken was forwarded or dropped as counted".to_string(),
+            (f, 0) => format!("stopped; {f} frames still in the delay line were not sent (in-flight above)"),
+            (f, q) => format!(
+                "stopped; {f} frames still in the delay line were not sent, {q} handed to a port it never took (in port above)"
+            ),
+        });
+        out.extend(self.closed.iter().map(|c| c.describe()));
+        out
+    }
 }
 
 /// A running link.
@@ -173,9 +225,10 @@ fn place(
             })?;
             Ok((Pipeline::join(ia, oa), Some(Pipeline::join(ib, ob))))
         }
-        (None, &[_, _, _, _]) => {
-            Err(Error::Cores("--cores: four CPUs need both directions (drop --one-way)".into()))
-        }
+        (None, &[_, _, _, _]) => Err(Error::Cores {
+            list: "of four CPUs".into(),
+            accepted: "one or two CPUs with --one-way".into(),
+        }),
         // Everything on one thread, pinned if a CPU is given.
         (b, cores) => {
             let mut fds = vec![ab.input.rx.raw_fd()];
@@ -199,7 +252,7 @@ const DRAIN: Duration = Duration::from_millis(200);
 
 /// Pins the calling thread to `cpu`.
 pub fn pin(cpu: usize) -> Result<(), Error> {
-    pathem_io::host::pin_to_cpu(cpu).map_err(Error::Cores)
+    Ok(pathem_io::host::pin_to_cpu(cpu)?)
 }
 
 /// Offloads turned off for a run, put back when dropped (also when opening a port failed).
@@ -217,7 +270,8 @@ impl Link {
     /// Opens the ports and starts forwarding; see the module doc.
     pub fn start(spec: LinkSpec) -> Result<Link, Error> {
         if !matches!(spec.cores.len(), 0 | 1 | 2 | 4) {
-            return Err(Error::Cores("--cores: one, two or four CPUs".into()));
+            let list = spec.cores.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",");
+            return Err(Error::Cores { list, accepted: "one, two or four CPUs".into() });
         }
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = mpsc::channel();
@@ -225,7 +279,7 @@ impl Link {
         let worker = std::thread::Builder::new()
             .name("pathem-link".into())
             .spawn(move || worker(spec, worker_stop, ready_tx))
-            .map_err(|e| Error::Bed(format!("cannot start the link's thread: {e}")))?;
+            .map_err(|source| Error::Io { what: "cannot start the link's thread".into(), source })?;
         match ready_rx.recv() {
             Ok(r) => Ok(Link {
                 stop,
@@ -289,10 +343,10 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
     let mut offloads = Offloads(Vec::new());
     let mut offloads_off = Vec::new();
     if !spec.keep_offloads {
-        for name in [live::kernel_iface(&spec.a), live::kernel_iface(&spec.b)].into_iter().flatten() {
-            let saved = iface::disable_offloads(&name, false)?;
+        for name in [spec.a.kernel_iface(), spec.b.kernel_iface()].into_iter().flatten() {
+            let saved = iface::disable_offloads(name, false)?;
             if !saved.changed().is_empty() {
-                offloads_off.push((name.clone(), saved.changed()));
+                offloads_off.push((name.to_string(), saved.changed()));
             }
             offloads.0.push(saved);
         }
@@ -355,9 +409,8 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
     let outputs = [(&spec.b, Some(&mut ab)), (&spec.a, ba.as_mut())];
     for (port, pipe) in outputs {
         if let Some(p) = pipe {
-            let mtu = pathem_io::live::kernel_iface(port).and_then(|i| pathem_io::iface::mtu(&i));
-            let name = pathem_io::live::parse(port).map_or(port.as_str(), |(_, n)| n).to_string();
-            tx_refused.push((name, mtu, p.output.tx.refused(true)));
+            let mtu = port.kernel_iface().and_then(pathem_io::iface::mtu);
+            tx_refused.push((port.name().to_string(), mtu, p.output.tx.refused(true)));
         }
     }
     // Closing the ports (a DPDK port closes when both its halves are gone) before the offloads

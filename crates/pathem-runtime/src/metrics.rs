@@ -29,8 +29,6 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener};
-use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -180,54 +178,33 @@ pub fn render(directions: &[Exported]) -> String {
 
 /// Parses `PORT` (on 127.0.0.1) or `ADDR:PORT`.
 pub fn parse_addr(text: &str) -> Result<SocketAddr, Error> {
-    let bad =
-        || Error::Control(format!("--metrics {text}: accepted: PORT (on 127.0.0.1) or ADDR:PORT, e.g. 9100"));
     if let Ok(port) = text.parse::<u16>() {
         return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
     }
-    text.parse::<SocketAddr>().map_err(|_| bad())
+    text.parse::<SocketAddr>().map_err(|_| Error::MetricsAddr(text.into()))
 }
 
 /// A metrics endpoint; stops when dropped.
 pub struct Metrics {
     pub addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    _thread: crate::ServerThread,
 }
 
 impl Metrics {
     /// Serves `directions` on `addr`.
     pub fn serve(addr: SocketAddr, directions: Vec<Exported>) -> Result<Metrics, Error> {
-        let listener = TcpListener::bind(addr)
-            .map_err(|e| Error::Control(format!("--metrics {addr}: cannot listen there: {e}")))?;
+        let listener = TcpListener::bind(addr).map_err(|source| Error::Listen { addr, source })?;
         let addr = listener.local_addr().unwrap_or(addr);
-        listener.set_nonblocking(true).map_err(|e| Error::Control(format!("--metrics {addr}: {e}")))?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let stop2 = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("pathem-metrics".into())
-            .spawn(move || {
-                let fd = listener.as_raw_fd();
-                crate::accept_loop(
-                    fd,
-                    &stop2,
-                    || listener.accept().map(|(s, _)| s),
-                    |s| {
-                        let _ = answer(s, &directions);
-                    },
-                );
-            })
-            .map_err(|e| Error::Control(format!("--metrics: cannot start its thread: {e}")))?;
-        Ok(Metrics { addr, stop, thread: Some(thread) })
-    }
-}
-
-impl Drop for Metrics {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        listener.set_nonblocking(true).map_err(|source| Error::Listen { addr, source })?;
+        let thread = crate::ServerThread::spawn(
+            "pathem-metrics",
+            listener,
+            |l| l.accept().map(|(s, _)| s),
+            move |s| {
+                let _ = answer(s, &directions);
+            },
+        )?;
+        Ok(Metrics { addr, _thread: thread })
     }
 }
 

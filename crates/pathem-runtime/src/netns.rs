@@ -11,13 +11,12 @@ pub fn ip(args: &[&str]) -> Result<(), Error> {
     let out = Command::new("ip")
         .args(args)
         .output()
-        .map_err(|e| Error::Bed(format!("cannot run `ip` ({e}); install iproute2")))?;
+        .map_err(|source| Error::Io { what: "cannot run `ip` (install iproute2)".into(), source })?;
     if !out.status.success() {
-        return Err(Error::Bed(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
+        return Err(Error::Command {
+            command: format!("ip {}", args.join(" ")),
+            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
     }
     Ok(())
 }
@@ -30,7 +29,7 @@ pub fn quiet(cmd: &str, args: &[&str]) -> bool {
 /// Moves the calling thread (and the sockets it opens, the processes it starts) into network
 /// namespace `name`.
 pub fn enter(name: &str) -> Result<(), Error> {
-    pathem_io::host::enter_netns(name).map_err(Error::Bed)
+    Ok(pathem_io::host::enter_netns(name)?)
 }
 
 use std::net::Ipv4Addr;
@@ -88,7 +87,7 @@ fn pick_subnet(pid: u32) -> Result<Ipv4Addr, Error> {
             return Ok(base);
         }
     }
-    Err(Error::Bed("no free /30 left in 100.64.0.0/10".into()))
+    Err(Error::NoSubnet)
 }
 
 impl ShellBed {
@@ -100,8 +99,11 @@ impl ShellBed {
         let base = pick_subnet(pid)?;
         let gw = Ipv4Addr::from(u32::from(base) + 1);
         let guest = Ipv4Addr::from(u32::from(base) + 2);
-        ip(&["netns", "add", &ns]).map_err(|e| {
-            Error::Bed(format!("cannot create a network namespace: {e} (needs root or CAP_SYS_ADMIN)"))
+        ip(&["netns", "add", &ns]).map_err(|e| match e {
+            Error::Command { command, message } => {
+                Error::Command { command, message: format!("{message} (needs root or CAP_SYS_ADMIN)") }
+            }
+            e => e,
         })?;
         let mut p = ShellBed {
             ns: ns.clone(),

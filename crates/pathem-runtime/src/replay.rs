@@ -65,6 +65,61 @@ pub struct ReplayReport {
     pub stats: Stats,
 }
 
+impl ReplayReport {
+    /// The one-screen summary of a replay of `input` into `output`.
+    pub fn summary(&self, input: &Path, output: &Path) -> String {
+        use pathem_model::units::binary_bytes as bytes;
+        use std::fmt::Write;
+        let (s, d) = (&self.stats, &self.stats.dropped);
+        let pct = |n: u64| 100.0 * n as f64 / s.rx_packets.max(1) as f64;
+        let mut out = String::new();
+        let _ =
+            writeln!(out, "pathem replay {} -> {} (seed {})", input.display(), output.display(), self.seed);
+        let _ = writeln!(out, "  path       {}", self.path);
+        let _ = writeln!(out, "  received   {:>10} frames  {:>12}", s.rx_packets, bytes(s.rx_bytes));
+        let _ = writeln!(out, "  forwarded  {:>10} frames  {:>12}", s.tx_packets, bytes(s.tx_bytes));
+        let _ = writeln!(
+            out,
+            "  dropped    {:>10} frames  ({:.3}%): {}",
+            d.total(),
+            pct(d.total()),
+            d.describe()
+        );
+        if let Some(aqm) = s.aqm_line() {
+            let _ = writeln!(out, "  aqm        {aqm}");
+        }
+        let _ = writeln!(
+            out,
+            "  duplicated {}, corrupted {}, ecn-marked {}, reordered {}",
+            s.duplicated, s.corrupted, s.ecn_marked, s.reordered
+        );
+        if s.reorder_clamped > 0 {
+            let _ = writeln!(
+                out,
+                "  held back  {} frames so that none overtook another, by {:.1} us on average",
+                s.reorder_clamped,
+                s.reorder_clamp_mean_ns / 1e3
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  delay line up to {} (grows with what is in flight)",
+            bytes(self.delay_line_bytes as u64)
+        );
+        if let Some(peak) = self.peak_memory_bytes {
+            let _ = writeln!(out, "  peak memory {}", bytes(peak));
+        }
+        if self.input_backwards_timestamps > 0 {
+            let _ = writeln!(
+                out,
+                "  note: {} input frames had timestamps earlier than their predecessor; they arrived with it",
+                self.input_backwards_timestamps
+            );
+        }
+        out
+    }
+}
+
 /// Replays capture `input` into capture `output` (which exists only if this returns `Ok`).
 pub fn replay_file(
     input: &Path,

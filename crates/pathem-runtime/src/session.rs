@@ -6,13 +6,17 @@
 use crate::control::{self, Server};
 use crate::metrics::{self, Metrics};
 use crate::{Error, Final, Link, LinkSpec};
-use pathem_engine::monotonic_now;
-use pathem_io::{iface, live};
+use pathem_engine::{monotonic_now, Counters, EngineConfig, Stats};
+use pathem_io::iface;
+use pathem_io::live::PortSpec;
+use pathem_model::units::{Rate, DEFAULT_LINE_RATE};
 use pathem_model::Nanos;
 use pathem_spec::PathSpec;
+use serde::Serialize;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// A running link with its control socket and metrics.
 pub struct Session {
@@ -94,46 +98,91 @@ impl Session {
     }
 }
 
-/// Checks the two ports named on the command line before anything opens: their types, that the
-/// interfaces they read (a DPDK virtual device's `iface=` too) exist and are up, and that they
-/// are two different interfaces.
-pub fn check_ports(a: &str, b: &str) -> Result<(), Error> {
-    for spec in [a, b] {
-        live::parse(spec)?;
-        if let Some(name) = live::kernel_iface(spec) {
-            iface::check_exists(&name)?;
-            if !iface::is_up(&name) {
-                return Err(Error::Ports(format!(
-                    "interface {name} is down; bring it up with `ip link set {name} up`"
-                )));
-            }
+/// Both directions' counters at an instant, as `run` reports them: a JSON line, or a text line
+/// per direction.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub event: &'static str,
+    pub seconds: f64,
+    pub a_to_b: Stats,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub b_to_a: Option<Stats>,
+}
+
+impl Report {
+    /// The report of `counters` now.
+    pub fn now(
+        event: &'static str,
+        seconds: f64,
+        counters: &(Arc<Counters>, Option<Arc<Counters>>),
+    ) -> Report {
+        Report {
+            event,
+            seconds,
+            a_to_b: counters.0.snapshot(),
+            b_to_a: counters.1.as_ref().map(|c| c.snapshot()),
         }
     }
-    let (ia, ib) = (live::kernel_iface(a), live::kernel_iface(b));
+
+    /// A line per direction, ports named `a` and `b`.
+    pub fn lines(&self, a: &str, b: &str) -> Vec<String> {
+        let at = |s: &Stats, from: &str, to: &str| {
+            format!("[{:.1}s] {}", self.seconds, s.line(&format!("{from}->{to}")))
+        };
+        std::iter::once(at(&self.a_to_b, a, b)).chain(self.b_to_a.as_ref().map(|s| at(s, b, a))).collect()
+    }
+}
+
+/// The engine's settings for a live link whose port A is `port_a`: the line rate is the
+/// interface's speed where the kernel knows it, [`DEFAULT_LINE_RATE`] otherwise.
+///
+/// [`DEFAULT_LINE_RATE`]: pathem_model::units::DEFAULT_LINE_RATE
+pub fn live_engine(
+    port_a: &PortSpec,
+    buffer: Option<u64>,
+    max_frame: usize,
+    busy_poll: Nanos,
+) -> EngineConfig {
+    EngineConfig {
+        buffer: buffer.map(|b| usize::try_from(b).unwrap_or(usize::MAX)),
+        max_frame,
+        line_rate: port_a.kernel_iface().map_or(DEFAULT_LINE_RATE, |i| Rate(iface::line_rate_bps(i))),
+        busy_poll,
+        offline: false,
+    }
+}
+
+/// Checks the two ports named on the command line before anything opens: that the interfaces
+/// they read (a DPDK virtual device's `iface=` too) exist and are up, and that they are two
+/// different interfaces.
+pub fn check_ports(a: &PortSpec, b: &PortSpec) -> Result<(), Error> {
+    for name in [a.kernel_iface(), b.kernel_iface()].into_iter().flatten() {
+        iface::check_exists(name)?;
+        if !iface::is_up(name) {
+            return Err(Error::Down(name.into()));
+        }
+    }
+    let (ia, ib) = (a.kernel_iface(), b.kernel_iface());
     if port_interface(a) == port_interface(b) || (ia.is_some() && ia == ib) {
-        return Err(Error::Ports(format!(
-            "both ports are {}: pathem forwards between two different interfaces",
-            ia.unwrap_or_else(|| a.to_string())
-        )));
+        return Err(Error::SamePort(ia.map_or_else(|| a.to_string(), str::to_string)));
     }
     Ok(())
 }
 
 /// A link's default name: its two interfaces or devices (`pa-pb`, `net_af_xdp0-pb`).
-pub fn default_name(a: &str, b: &str) -> String {
+pub fn default_name(a: &PortSpec, b: &PortSpec) -> String {
     format!("{}-{}", port_interface(a), port_interface(b))
 }
 
-/// The interface or device a port spec names, as a control socket's name takes it: a DPDK
-/// device by its name (`net_af_xdp0`), PCI address (`0000_3b_00.0`) or port id (`dpdk3`).
-fn port_interface(spec: &str) -> String {
-    match live::parse(spec) {
-        Ok(("dpdk", dev)) => match dev.split(',').next().unwrap_or(dev) {
+/// The interface or device a port names, as a control socket's name takes it: a DPDK device
+/// by its name (`net_af_xdp0`), PCI address (`0000_3b_00.0`) or port id (`dpdk3`).
+fn port_interface(spec: &PortSpec) -> String {
+    match spec {
+        PortSpec::Dpdk { text, .. } => match text.split(',').next().unwrap_or(text) {
             id if id.bytes().all(|b| b.is_ascii_digit()) => format!("dpdk{id}"),
             name => name.replace(':', "_"),
         },
-        Ok((_, name)) => name.to_string(),
-        Err(_) => String::new(),
+        other => other.name().to_string(),
     }
 }
 
@@ -142,8 +191,9 @@ fn port_interface(spec: &str) -> String {
 pub fn parse_cores(text: Option<&str>) -> Result<Vec<usize>, Error> {
     let Some(t) = text else { return Ok(Vec::new()) };
     let cores: Result<Vec<usize>, _> = t.split(',').map(|c| c.trim().parse::<usize>()).collect();
-    let cores = cores.map_err(|_| {
-        Error::Cores(format!("--cores {t}: accepted: CPU numbers separated by commas, e.g. 0,1"))
+    let cores = cores.map_err(|_| Error::Cores {
+        list: t.into(),
+        accepted: "CPU numbers separated by commas, e.g. 0,1".into(),
     })?;
     let online = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let mut distinct = cores.clone();
@@ -153,10 +203,13 @@ pub fn parse_cores(text: Option<&str>) -> Result<Vec<usize>, Error> {
         || distinct.len() != cores.len()
         || cores.iter().any(|&c| c >= online)
     {
-        return Err(Error::Cores(format!(
-            "--cores {t}: accepted: one, two or four different CPUs of the {online} (0..{}); pathem never runs more busy threads than CPUs",
-            online - 1
-        )));
+        return Err(Error::Cores {
+            list: t.into(),
+            accepted: format!(
+                "one, two or four different CPUs of the {online} (0..{}); pathem never runs more busy threads than CPUs",
+                online - 1
+            ),
+        });
     }
     Ok(cores)
 }
@@ -176,7 +229,8 @@ mod tests {
 
     #[test]
     fn names_come_from_the_interfaces() {
-        assert_eq!(default_name("afxdp:pa", "pb"), "pa-pb");
-        assert_eq!(default_name("dpdk:0000:3b:00.0", "dpdk:1"), "0000_3b_00.0-dpdk1");
+        let name = |a: &str, b: &str| default_name(&a.parse().unwrap(), &b.parse().unwrap());
+        assert_eq!(name("afxdp:pa", "pb"), "pa-pb");
+        assert_eq!(name("dpdk:0000:3b:00.0", "dpdk:1"), "0000_3b_00.0-dpdk1");
     }
 }

@@ -9,11 +9,13 @@
 //! - [`mod@file`]: the `--config FILE.toml` file;
 //! - [`schedule`]: `--schedule FILE`, changes at set times;
 //! - [`change`]: the words of `ctl set`, applied to both directions or neither;
+//! - [`link`]: a link's two directions, from the file, the common flags and each one's own;
 //! - [`error`]: what can be wrong with any of them.
 
 pub mod change;
 pub mod error;
 pub mod file;
+pub mod link;
 pub mod path;
 pub mod schedule;
 

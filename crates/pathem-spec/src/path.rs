@@ -186,12 +186,12 @@ fn read(flag: &'static str, path: &Path) -> Result<String, SpecError> {
 fn parse_file<T>(
     flag: &'static str,
     path: &Path,
-    parse: impl Fn(&str) -> Result<T, String>,
+    parse: impl Fn(&str) -> Result<T, pathem_model::trace::TraceError>,
 ) -> Result<Arc<T>, SpecError> {
-    parse(&read(flag, path)?).map(Arc::new).map_err(|reason| SpecError::File {
+    parse(&read(flag, path)?).map(Arc::new).map_err(|e| SpecError::File {
         flag,
         path: path.into(),
-        reason,
+        reason: e.to_string(),
     })
 }
 

@@ -10,10 +10,8 @@
 mod bench;
 mod ctl;
 mod demo;
-mod hiccups;
 mod probe;
 mod replay;
-mod report;
 mod run;
 mod shell;
 mod validate;
@@ -37,7 +35,7 @@ enum Command {
     /// Emulate a path offline: read IN.pcap, write OUT.pcap stamped with release times.
     Replay(replay::ReplayArgs),
     /// Emulate a path live between two interfaces, both directions.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Watch or change a running `run` or `shell`: ctl list, ctl NAME show, ctl NAME set FLAGS.
     Ctl(ctl::CtlArgs),
     /// Run a command in a network namespace behind an emulated link (uplink = a→b).
@@ -80,25 +78,23 @@ pub fn within<T: PartialOrd + std::fmt::Display>(
     pathem_model::limits::within(flag.trim_start_matches("--"), value, range, accepted).map_err(usage)
 }
 
-/// An engine error as the command line reports it: a setting out of range, or a delay line
-/// larger than the machine can hold, is bad usage (exit 2); a failing port is a failed run.
-pub fn engine_error(e: pathem_engine::Error) -> anyhow::Error {
-    match e {
-        pathem_engine::Error::Config(_) | pathem_engine::Error::DelayLine(_) => usage(e),
-        e => e.into(),
+/// A library's error as the command line reports it: what the user named wrongly (a setting
+/// out of range, a CPU, a port, a name) is bad usage (exit 2); what failed is a failed run.
+fn classify<E: std::error::Error + Send + Sync + 'static>(e: E, is_usage: bool) -> anyhow::Error {
+    match is_usage {
+        true => usage(e),
+        false => e.into(),
     }
 }
 
-/// A runtime error as the command line reports it: settings the engine or the machine
-/// refuses are bad usage (exit 2); a port or bed that fails is a failed run (exit 1).
 pub fn runtime_error(e: pathem_runtime::Error) -> anyhow::Error {
-    match e {
-        pathem_runtime::Error::Engine(e) => engine_error(e),
-        pathem_runtime::Error::Cores(_)
-        | pathem_runtime::Error::Ports(_)
-        | pathem_runtime::Error::Control(_) => usage(e),
-        e => e.into(),
-    }
+    let u = e.is_usage();
+    classify(e, u)
+}
+
+pub fn lab_error(e: pathem_lab::Error) -> anyhow::Error {
+    let u = e.is_usage();
+    classify(e, u)
 }
 
 fn main() -> ExitCode {
@@ -125,7 +121,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Replay(args) => replay::main(args),
-        Command::Run(args) => run::main(args),
+        Command::Run(args) => run::main(*args),
         Command::Shell(args) => shell::main(args),
         Command::Ctl(args) => ctl::main(args),
         Command::Probe(args) => probe::main(args),

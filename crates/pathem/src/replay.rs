@@ -1,15 +1,13 @@
 //! `pathem replay`: offline emulation of one direction, in virtual time
 //! ([`pathem_runtime::replay`]); this file reads the flags and prints the summary.
 
-use crate::report;
 use crate::usage;
 use anyhow::Context;
 use clap::Args;
-use pathem_engine::{EngineConfig, Schedule};
+use pathem_engine::EngineConfig;
 use pathem_model::units::Size;
-use pathem_model::PathConfig;
 pub use pathem_runtime::replay::ReplayReport;
-use pathem_spec::file::{self as config, ConfigFile};
+use pathem_spec::link::{self, Direction};
 use pathem_spec::PathSpec;
 use std::path::PathBuf;
 
@@ -44,28 +42,10 @@ pub struct ReplayArgs {
     pub max_frame: usize,
 }
 
-/// The a→b path of a replay: the config file's table with the flags on top, and the schedule
-/// of changes to it, if any.
-pub fn resolve(args: &ReplayArgs) -> anyhow::Result<(ConfigFile, PathConfig, Option<Schedule>)> {
-    let file = match &args.config {
-        Some(p) => config::load(p).map_err(usage)?,
-        None => ConfigFile::default(),
-    };
-    let spec = file.a_to_b.overridden_by(&args.path);
-    let path = spec.to_config().map_err(usage)?;
-    let schedule = match &args.schedule {
-        Some(f) => {
-            let s = pathem_spec::schedule::load(f, &spec).map_err(usage)?;
-            Some(pathem_spec::schedule::to_schedule(&s, f).map_err(usage)?)
-        }
-        None => None,
-    };
-    Ok((file, path, schedule))
-}
-
 /// Runs a replay and returns its report; OUT exists only if this returns `Ok`.
 pub fn replay(args: &ReplayArgs) -> anyhow::Result<ReplayReport> {
-    let (file, path, schedule) = resolve(args)?;
+    let file = link::config(args.config.as_deref()).map_err(usage)?;
+    let ab = Direction::resolve(&[&file.a_to_b, &args.path], args.schedule.as_deref()).map_err(usage)?;
     let seed = args.seed.or(file.seed).unwrap_or_else(pathem_runtime::random_seed);
     let engine = EngineConfig {
         buffer: args.buffer.or(file.buffer).map(|s| usize::try_from(s.0).unwrap_or(usize::MAX)),
@@ -73,7 +53,7 @@ pub fn replay(args: &ReplayArgs) -> anyhow::Result<ReplayReport> {
         offline: true,
         ..EngineConfig::default()
     };
-    pathem_runtime::replay::replay_file(&args.input, &args.output, &path, schedule, seed, &engine)
+    pathem_runtime::replay::replay_file(&args.input, &args.output, &ab.path, ab.schedule, seed, &engine)
         .map_err(crate::runtime_error)
 }
 
@@ -87,7 +67,7 @@ pub fn main(args: ReplayArgs) -> anyhow::Result<()> {
             let json = serde_json::to_string_pretty(&report)?;
             std::fs::write(p, json + "\n").with_context(|| format!("cannot write {}", p.display()))?;
         }
-        None => eprint!("{}", report::summary(&args.input, &args.output, &report)),
+        None => eprint!("{}", report.summary(&args.input, &args.output)),
     }
     Ok(())
 }

@@ -7,27 +7,22 @@
 use crate::usage;
 use anyhow::Context;
 use clap::Args;
-use pathem_engine::{Counters, EngineConfig, Stats};
-use pathem_io::iface;
-use pathem_io::live::{self, PortOptions};
+use pathem_io::live::{PortOptions, PortSpec};
 use pathem_model::units::{Duration, Size};
-use pathem_model::PathConfig;
-use pathem_runtime::{Final, LinkSpec, Session, Started};
-use pathem_spec::file::{self as config, ConfigFile};
-use pathem_spec::PathSpec;
-use serde::Serialize;
+use pathem_runtime::session::{self, Report};
+use pathem_runtime::{LinkSpec, Session};
+use pathem_spec::{link, PathSpec};
 use std::path::PathBuf;
-use std::sync::Arc;
 
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     /// First port: afxdp:IF, afpacket:IF, a bare interface name (AF_XDP where it works), or
     /// dpdk:PCI / dpdk:PORT_ID / dpdk:VDEV (built with --features dpdk).
     #[arg(value_name = "PORT_A")]
-    pub port_a: String,
+    pub port_a: PortSpec,
     /// Second port, the same kinds.
     #[arg(value_name = "PORT_B")]
-    pub port_b: String,
+    pub port_b: PortSpec,
     /// DPDK's EAL arguments for dpdk: ports, separated by spaces (cores, memory, --no-huge,
     /// -a allow list, file prefix); they override pathem's defaults.
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
@@ -95,55 +90,6 @@ pub struct RunArgs {
     pub rx_buffer: Size,
 }
 
-pub fn direction_spec(flag: &str, text: &Option<String>) -> anyhow::Result<PathSpec> {
-    pathem_spec::change::direction(flag, text.as_deref()).map_err(usage)
-}
-
-#[derive(Serialize)]
-struct Report<'a> {
-    event: &'a str,
-    seconds: f64,
-    a_to_b: Stats,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    b_to_a: Option<Stats>,
-}
-
-pub fn line(name: &str, s: &Stats) -> String {
-    let d = &s.dropped;
-    let mut text = format!(
-        "{name}: port drops {} rx {} tx {} (in port {}) dropped {} ({}) dup {} corrupt {} ecn {} clamped {} in-flight {}; late p50 {:.1} p99.9 {:.1} max {:.1} us",
-        s.port_rx_dropped,
-        s.rx_packets,
-        s.tx_packets,
-        s.port_tx_queued,
-        d.total(),
-        d.describe(),
-        s.duplicated,
-        s.corrupted,
-        s.ecn_marked,
-        s.reorder_clamped,
-        s.in_flight,
-        s.late.p50_ns as f64 / 1e3,
-        s.late.p99_9_ns as f64 / 1e3,
-        s.late.max_ns as f64 / 1e3
-    );
-    if let Some(aqm) = crate::report::aqm_summary(s) {
-        text.push_str(&format!("; aqm {aqm}"));
-    }
-    let e = &s.port_tx_errors;
-    if e.total() > 0 {
-        text.push_str(&format!("; tx errors {}", e.describe()));
-    }
-    let o = &s.offload;
-    if o.gso_frames + o.csum_completed > 0 {
-        text.push_str(&format!(
-            "; offload: {} super-frames cut into {}, {} checksums completed",
-            o.gso_frames, o.gso_segments, o.csum_completed
-        ));
-    }
-    text
-}
-
 /// The live-only settings against their documented ranges.
 fn check_ranges(args: &RunArgs) -> anyhow::Result<()> {
     use crate::within;
@@ -160,24 +106,6 @@ fn check_ranges(args: &RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One direction: its flags, its path and the schedule of changes to it.
-type Direction = (PathSpec, PathConfig, Option<pathem_engine::Schedule>);
-
-/// The two directions' paths: the config file's tables, the common flags, then the
-/// per-direction flags; and their schedules, built on each.
-fn paths(args: &RunArgs, file: &ConfigFile) -> anyhow::Result<(Direction, Direction)> {
-    let ab = file.a_to_b.overridden_by(&args.path).overridden_by(&direction_spec("a-to-b", &args.a_to_b)?);
-    let ba = file.b_to_a.overridden_by(&args.path).overridden_by(&direction_spec("b-to-a", &args.b_to_a)?);
-    let schedule = |spec: &PathSpec| -> anyhow::Result<Option<pathem_engine::Schedule>> {
-        let Some(f) = &args.schedule else { return Ok(None) };
-        let s = pathem_spec::schedule::load(f, spec).map_err(usage)?;
-        Ok(Some(pathem_spec::schedule::to_schedule(&s, f).map_err(usage)?))
-    };
-    let (ab_cfg, ab_sched) = (ab.to_config().map_err(usage)?, schedule(&ab)?);
-    let (ba_cfg, ba_sched) = (ba.to_config().map_err(usage)?, schedule(&ba)?);
-    Ok(((ab, ab_cfg, ab_sched), (ba, ba_cfg, ba_sched)))
-}
-
 pub fn main(args: RunArgs) -> anyhow::Result<()> {
     check_ranges(&args)?;
     let metrics_addr =
@@ -185,53 +113,41 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
     if let Some(name) = &args.name {
         pathem_runtime::control::check_name(name).map_err(usage)?;
     }
-    let file = match &args.config {
-        Some(p) => config::load(p).map_err(usage)?,
-        None => ConfigFile::default(),
-    };
-    let ((ab_spec, ab, schedule_ab), (ba_spec, ba, schedule_ba)) = paths(&args, &file)?;
+    let file = link::config(args.config.as_deref()).map_err(usage)?;
+    let own = [("a-to-b", args.a_to_b.as_deref()), ("b-to-a", args.b_to_a.as_deref())];
+    let (ab, ba) = link::directions(&file, &args.path, own, args.schedule.as_deref()).map_err(usage)?;
     let cores = pathem_runtime::session::parse_cores(args.cores.as_deref()).map_err(usage)?;
-    if let Some(eal) = args.eal.as_ref().or(file.eal.as_ref()) {
+    let eal = args.eal.clone().or(file.eal.clone());
+    if let Some(eal) = &eal {
         pathem_io::dpdk::split_eal(eal).map_err(usage)?;
     }
-    let engine = EngineConfig {
-        buffer: args.buffer.or(file.buffer).map(|s| usize::try_from(s.0).unwrap_or(usize::MAX)),
-        max_frame: args.max_frame,
-        line_rate: pathem_model::units::Rate(
-            live::kernel_iface(&args.port_a).and_then(|i| iface::speed_bps(&i)).unwrap_or(10_000_000_000),
-        ),
-        busy_poll: args.busy_poll.0,
-        offline: false,
-    };
+    let buffer = args.buffer.or(file.buffer).map(|s| s.0);
+    let engine = session::live_engine(&args.port_a, buffer, args.max_frame, args.busy_poll.0);
     engine.validate().map_err(usage)?;
-    pathem_runtime::session::check_ports(&args.port_a, &args.port_b).map_err(usage)?;
+    session::check_ports(&args.port_a, &args.port_b).map_err(usage)?;
     let seed = args.seed.or(file.seed).unwrap_or_else(pathem_runtime::random_seed);
+    let ports = PortOptions { max_frame: engine.max_frame, rx_buffer: args.rx_buffer.0 as usize, eal };
     let spec = LinkSpec {
         a: args.port_a.clone(),
         b: args.port_b.clone(),
-        ab: ab.clone(),
-        ba: ba.clone(),
+        ab: ab.path.clone(),
+        ba: ba.path.clone(),
         one_way: args.one_way,
         seed,
-        ports: PortOptions {
-            max_frame: engine.max_frame,
-            rx_buffer: args.rx_buffer.0 as usize,
-            eal: args.eal.clone().or(file.eal.clone()),
-        },
+        ports,
         engine,
         cores,
         netns: None,
         keep_offloads: args.keep_offloads,
-        schedule_ab,
-        schedule_ba,
+        schedule_ab: ab.schedule,
+        schedule_ba: ba.schedule,
     };
-    let name = args
-        .name
-        .clone()
-        .unwrap_or_else(|| pathem_runtime::session::default_name(&args.port_a, &args.port_b));
+    let name = args.name.clone().unwrap_or_else(|| session::default_name(&args.port_a, &args.port_b));
     let session =
-        Session::start(spec, name, (ab_spec, ba_spec), metrics_addr).map_err(crate::runtime_error)?;
-    announce(&session.link.started, &ab, &ba, args.one_way, seed);
+        Session::start(spec, name, (ab.spec, ba.spec), metrics_addr).map_err(crate::runtime_error)?;
+    for line in session.link.started.describe(&ab.path, &ba.path, args.one_way, seed) {
+        eprintln!("pathem: {line}");
+    }
     eprintln!(
         "pathem:   control: pathem ctl {} show|set (socket {})",
         session.name,
@@ -246,101 +162,20 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
     if let Some(d) = args.duration {
         session.stop_after(d.0);
     }
-    let (ab_counters, ba_counters) = session.link.counters();
-    let reporter = Reporter {
-        json: args.json,
-        a: session.link.started.name_a.clone(),
-        b: session.link.started.name_b.clone(),
-        counters: (ab_counters.clone(), ba_counters.cloned()),
+    let (a, b) = (session.link.started.name_a.clone(), session.link.started.name_b.clone());
+    let print = move |r: &Report| match args.json {
+        true => println!("{}", serde_json::to_string(r).unwrap_or_default()),
+        false => r.lines(&a, &b).iter().for_each(|l| eprintln!("pathem: {l}")),
     };
     if let Some(every) = args.stats_interval {
-        let reporter = reporter.clone();
-        session.every(every.0, move |seconds| reporter.live("interval", seconds));
+        let (counters, print) = (session.link.counters(), print.clone());
+        let counters = (counters.0.clone(), counters.1.cloned());
+        session.every(every.0, move |seconds| print(&Report::now("interval", seconds, &counters)));
     }
     let (end, seconds) = session.wait().map_err(crate::runtime_error)?;
-    reporter.print("final", seconds, end.ab.clone(), end.ba.clone());
-    report_end(&end);
+    print(&Report { event: "final", seconds, a_to_b: end.ab.clone(), b_to_a: end.ba.clone() });
+    end.describe().iter().for_each(|l| eprintln!("pathem: {l}"));
     Ok(())
-}
-
-/// What `run` says when the link is up.
-fn announce(s: &Started, ab: &PathConfig, ba: &PathConfig, one_way: bool, seed: u64) {
-    if !s.eal.is_empty() {
-        eprintln!("pathem: DPDK EAL defaults: {}", s.eal.join("; "));
-    }
-    for (name, off) in &s.offloads_off {
-        eprintln!("pathem: {name}: turned off {} for the run", off.join(", "));
-    }
-    eprintln!("pathem: port A {}: {}", s.name_a, s.how_a);
-    eprintln!("pathem: port B {}: {}", s.name_b, s.how_b);
-    let (a, b) = (&s.name_a, &s.name_b);
-    eprintln!("pathem: forwarding {a} <-> {b} (seed {seed})");
-    eprintln!("pathem:   {a} -> {b}: {ab}");
-    match one_way {
-        false => eprintln!("pathem:   {b} -> {a}: {ba}"),
-        true => eprintln!("pathem:   {b} -> {a}: not forwarded (--one-way)"),
-    }
-    eprintln!("pathem:   delay line {a} -> {b}: {}", s.delay_line_ab);
-    if let Some(d) = &s.delay_line_ba {
-        eprintln!("pathem:   delay line {b} -> {a}: {d}");
-    }
-}
-
-/// What `run` says when the link has stopped.
-fn report_end(end: &Final) {
-    if end.rx_errors > 0 {
-        eprintln!("pathem: {} receive errors (an interface was down for a while)", end.rx_errors);
-    }
-    for (name, mtu, refused) in &end.tx_refused {
-        for line in refused.describe(name, *mtu) {
-            eprintln!("pathem: {line}");
-        }
-    }
-    let in_flight = end.ab.in_flight + end.ba.as_ref().map_or(0, |s| s.in_flight);
-    let queued = end.ab.port_tx_queued + end.ba.as_ref().map_or(0, |s| s.port_tx_queued);
-    match (in_flight, queued) {
-        (0, 0) => eprintln!("pathem: stopped; every frame taken was forwarded or dropped as counted"),
-        (f, 0) => eprintln!("pathem: stopped; {f} frames still in the delay line were not sent (in-flight above)"),
-        (f, q) => eprintln!(
-            "pathem: stopped; {f} frames still in the delay line were not sent, {q} handed to a port it never took (in port above)"
-        ),
-    }
-    for c in &end.closed {
-        eprintln!("pathem: {}", c.describe());
-    }
-}
-
-/// Prints the counters, as text on stderr or JSON lines on stdout.
-#[derive(Clone)]
-struct Reporter {
-    json: bool,
-    a: String,
-    b: String,
-    counters: (Arc<Counters>, Option<Arc<Counters>>),
-}
-
-impl Reporter {
-    fn live(&self, event: &str, seconds: f64) {
-        self.print(
-            event,
-            seconds,
-            self.counters.0.snapshot(),
-            self.counters.1.as_ref().map(|c| c.snapshot()),
-        );
-    }
-
-    fn print(&self, event: &str, seconds: f64, a_to_b: Stats, b_to_a: Option<Stats>) {
-        let r = Report { event, seconds, a_to_b, b_to_a };
-        if self.json {
-            println!("{}", serde_json::to_string(&r).unwrap_or_default());
-        } else {
-            let (a, b) = (&self.a, &self.b);
-            eprintln!("pathem: [{seconds:.1}s] {}", line(&format!("{a}->{b}"), &r.a_to_b));
-            if let Some(s) = &r.b_to_a {
-                eprintln!("pathem: [{seconds:.1}s] {}", line(&format!("{b}->{a}"), s));
-            }
-        }
-    }
 }
 
 #[cfg(test)]

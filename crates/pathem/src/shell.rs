@@ -17,16 +17,14 @@
 //! shell's namespace. Everything is removed when the command exits, and pathem exits with
 //! the command's status.
 
-use crate::run::direction_spec;
 use crate::usage;
 use anyhow::Context;
 use clap::Args;
 use pathem_engine::{EngineConfig, DEFAULT_BUSY_POLL};
-use pathem_io::live::PortOptions;
+use pathem_io::live::{PortOptions, PortSpec};
 use pathem_runtime::netns::ShellBed;
 use pathem_runtime::{LinkSpec, Session};
-use pathem_spec::file::{self as config, ConfigFile};
-use pathem_spec::PathSpec;
+use pathem_spec::{link, PathSpec};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::AtomicBool;
@@ -64,15 +62,9 @@ pub struct ShellArgs {
 }
 
 pub fn main(args: ShellArgs) -> anyhow::Result<()> {
-    let file = match &args.config {
-        Some(p) => config::load(p).map_err(usage)?,
-        None => ConfigFile::default(),
-    };
-    let specs = (
-        file.a_to_b.overridden_by(&args.path).overridden_by(&direction_spec("uplink", &args.uplink)?),
-        file.b_to_a.overridden_by(&args.path).overridden_by(&direction_spec("downlink", &args.downlink)?),
-    );
-    let (up, down) = (specs.0.to_config().map_err(usage)?, specs.1.to_config().map_err(usage)?);
+    let file = link::config(args.config.as_deref()).map_err(usage)?;
+    let own = [("uplink", args.uplink.as_deref()), ("downlink", args.downlink.as_deref())];
+    let (up, down) = link::directions(&file, &args.path, own, None).map_err(usage)?;
     let seed = args.seed.or(file.seed).unwrap_or_else(pathem_runtime::random_seed);
     let name = args.name.clone().unwrap_or_else(|| format!("shell-{}", std::process::id()));
     let metrics_addr =
@@ -83,15 +75,15 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
     }
     if args.verbose {
         eprintln!(
-            "pathem shell: {} behind uplink [{up}] downlink [{down}], gateway {}, seed {seed}",
-            bed.ns, bed.gateway
+            "pathem shell: {} behind uplink [{}] downlink [{}], gateway {}, seed {seed}",
+            bed.ns, up.path, down.path, bed.gateway
         );
     }
     let spec = LinkSpec {
-        a: "pa".into(),
-        b: "pb".into(),
-        ab: up,
-        ba: down,
+        a: PortSpec::Auto("pa".into()),
+        b: PortSpec::Auto("pb".into()),
+        ab: up.path,
+        ba: down.path,
         one_way: false,
         seed,
         // The longest frame is the ports' MTU's (Link::start bounds it by the transmitting
@@ -105,7 +97,8 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
         schedule_ab: None,
         schedule_ba: None,
     };
-    let session = Session::start(spec, name, specs, metrics_addr).map_err(crate::runtime_error)?;
+    let session =
+        Session::start(spec, name, (up.spec, down.spec), metrics_addr).map_err(crate::runtime_error)?;
     // Ctrl-C belongs to the command: the shell ends when the command does.
     let interrupted = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGQUIT] {

@@ -11,7 +11,7 @@ use crate::usage;
 use anyhow::Context;
 use clap::Args;
 use pathem_lab::testbed::Bed;
-use pathem_lab::validate;
+use pathem_lab::validate::{self, text};
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -40,116 +40,38 @@ pub fn main(args: ValidateArgs) -> anyhow::Result<()> {
         return Err(usage(format!("--port {}: accepted: afpacket, afxdp", args.port)));
     }
     crate::within("--seconds", args.seconds, 0.1..=3600.0, "0.1 to 3600 (above 0)")?;
-    let b = Bed::through(&format!("pv{}", std::process::id())).map_err(usage)?;
+    let b = Bed::through(&format!("pv{}", std::process::id())).map_err(crate::lab_error)?;
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     if args.target {
-        return target(&args, &b);
+        const RUNS: usize = 3;
+        let direct = Bed::direct(&format!("pvd{}", std::process::id())).map_err(crate::lab_error)?;
+        let cpus = validate::cpus().unwrap_or((0, 0));
+        println!(
+            "pathem validate --target: 100 kpps of 64-byte frames, {} s per run, {RUNS} runs; pathem on CPU {}, probe on CPU {}",
+            args.seconds, cpus.1, cpus.0
+        );
+        let done = |run: usize| eprintln!("pathem validate: run {} of {RUNS} done", run + 1);
+        let (rows, hiccups) =
+            validate::target(&b, &direct, RUNS, args.seconds, &args.out, done).map_err(crate::lab_error)?;
+        print!("{}", text::target(&rows, &hiccups, RUNS));
+        println!("  report in {}", args.out.join("target.json").display());
+        return Ok(());
     }
     let secs = if args.quick { args.seconds.min(1.5) } else { args.seconds };
     println!("pathem validate: {} ports, {secs} s per path; figures in {}", args.port, args.out.display());
     let floor_p999 = std::cell::Cell::new(0.0);
-    let report = validate::run_matrix(
-        &b,
-        &args.port,
-        secs,
-        args.quick,
-        &args.out,
-        |floor| {
-            floor_p999.set(floor.deviation_us.p99_9);
-            println!(
-                "  noise floor (direct veth, no pathem): deviation median {:.1} p99.9 {:.1} us, gaps kept {:.1}%",
-                floor.deviation_us.median,
-                floor.deviation_us.p99_9,
-                100.0 * floor.gaps_kept_within_2us
-            );
-        },
-        |case, report| {
-            let s = &report.summary;
-            let flags = if case.flags.is_empty() { "no impairment" } else { &case.flags };
-            println!("  {} [{flags}]", case.name);
-            println!(
-                "    deviation median {:.1} p99 {:.1} p99.9 {:.1} us (pathem adds {:.1} us at p99.9 above the floor); gaps kept {:.1}%",
-                s.deviation_us.median,
-                s.deviation_us.p99,
-                s.deviation_us.p99_9,
-                s.deviation_us.p99_9 - floor_p999.get(),
-                100.0 * s.gaps_kept_within_2us
-            );
-            for c in &report.checks {
-                println!(
-                    "    {:<4} {:<26} configured {:>10.4}  observed {:>10.4}  ({})",
-                    if c.pass { "pass" } else { "FAIL" },
-                    c.what,
-                    c.configured,
-                    c.observed,
-                    c.tolerance
-                );
-            }
-        },
-    )
-    .map_err(crate::runtime_error)?;
-    if let Some(t) = &report.tcp {
-        let (g, m) = (t["goodput_bps"].as_f64().unwrap_or(0.0), t["mathis_bps"].as_f64().unwrap_or(1.0));
-        println!(
-            "  TCP Reno through --delay 10ms --loss 0.5%: goodput {:.2} Mbit/s, Mathis estimate MSS/RTT·1.22/√p = {:.2} Mbit/s (ratio {:.2})",
-            g / 1e6,
-            m / 1e6,
-            g / m
-        );
-    }
+    let floor = |s: &pathem_probe::Summary| {
+        floor_p999.set(s.deviation_us.p99_9);
+        println!("{}", text::floor(s));
+    };
+    let case =
+        |c: &validate::Case, r: &validate::CaseReport| print!("{}", text::case(c, r, floor_p999.get()));
+    let report = validate::run_matrix(&b, &args.port, secs, args.quick, &args.out, floor, case)
+        .map_err(crate::lab_error)?;
     let file = args.out.join("validate.json");
-    let verdict = if report.all_pass { "all checks passed" } else { "SOME CHECKS FAILED" };
-    println!("  {verdict} — report in {}", file.display());
+    print!("{}", text::end(&report, &file));
     if !report.all_pass {
         anyhow::bail!("some checks failed (see {})", file.display());
     }
-    Ok(())
-}
-
-/// The latency benchmark (`--target`): the lab's rounds, printed as a table.
-fn target(args: &ValidateArgs, b: &Bed) -> anyhow::Result<()> {
-    const RUNS: usize = 3;
-    let direct = Bed::direct(&format!("pvd{}", std::process::id())).map_err(usage)?;
-    let secs = args.seconds;
-    let cpus = validate::cpus();
-    println!(
-        "pathem validate --target: 100 kpps of 64-byte frames, {secs} s per run, {RUNS} runs; pathem on CPU {}, probe on CPU {}",
-        cpus.map_or(0, |c| c.1),
-        cpus.map_or(0, |c| c.0)
-    );
-    let (rows, hiccups) = validate::target(b, &direct, RUNS, secs, &args.out, |run| {
-        eprintln!("pathem validate: run {} of {RUNS} done", run + 1)
-    })
-    .map_err(crate::runtime_error)?;
-    println!("  medians over {RUNS} runs; deviation from the configured delay (direct: from 0), us");
-    println!(
-        "  {:<18} {:>8} {:>8} {:>10} {:>11}  {:>14} {:>14}  {:>18}",
-        "", "median", "p99", "p99.9", "gaps ±2us", "adds: median", "adds: p99.9", "pathem late p50/p99.9"
-    );
-    for r in &rows {
-        let show = |v: Option<f64>| v.map(|v| format!("{v:+.1}")).unwrap_or_default();
-        let late = match (r.late_p50_us, r.late_p99_9_us) {
-            (Some(a), Some(b)) => format!("{a:.1}/{b:.1}"),
-            _ => String::new(),
-        };
-        println!(
-            "  {:<18} {:>8.1} {:>8.1} {:>10.1} {:>10.2}%  {:>14} {:>14}  {late:>18}",
-            r.case,
-            r.deviation_median_us,
-            r.deviation_p99_us,
-            r.deviation_p99_9_us,
-            100.0 * r.gaps_kept_within_2us,
-            show(r.adds_median_us),
-            show(r.adds_p99_9_us)
-        );
-    }
-    println!("  what bounds the tail: a busy-polling thread on each CPU, measured right after");
-    for h in &hiccups {
-        println!("    {}", pathem_lab::hiccups::describe(h));
-    }
-    println!(
-        "  a frame due while pathem's CPU is away leaves when it comes back; at 100 kpps a gap of G us delays about G/10 frames"
-    );
-    println!("  report in {}", args.out.join("target.json").display());
     Ok(())
 }

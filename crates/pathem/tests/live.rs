@@ -172,7 +172,10 @@ fn kinds() -> Vec<&'static str> {
 fn ports(kind: &str) -> (String, String) {
     match kind {
         "dpdk-xdp" => ("dpdk:net_af_xdp0,iface=pa".into(), "afxdp:pb".into()),
-        _ => pathem_lab::testbed::bed_ports(kind).expect("a port kind of the bed"),
+        _ => {
+            let (a, b) = pathem_lab::testbed::bed_ports(kind).expect("a port kind of the bed");
+            (a.to_string(), b.to_string())
+        }
     }
 }
 

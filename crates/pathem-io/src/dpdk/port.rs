@@ -439,7 +439,10 @@ pub fn open(
     };
     let id = port.id;
     let driver = port.driver.clone();
-    let speed_mbps = if info.speed_mbps == 0 { 10_000 } else { info.speed_mbps };
+    let speed_mbps = match info.speed_mbps {
+        0 => (pathem_model::units::DEFAULT_LINE_RATE.0 / 1_000_000) as u32,
+        s => s,
+    };
     let line_rate = u64::from(speed_mbps) * 1_000_000;
     let now = monotonic_now();
     let (stamps, stamp_words) = match info.rx_timestamps != 0 {

@@ -1,0 +1,36 @@
+//! What can go wrong when probing a path.
+
+use pathem_model::Nanos;
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A sender's or receiver's setting outside its range (`flag` with its dashes).
+    #[error("{flag} {value}: accepted: {accepted}")]
+    Setting { flag: &'static str, value: String, accepted: &'static str },
+    /// A thread could not be placed in its namespace or on its CPU.
+    #[error(transparent)]
+    Place(#[from] pathem_io::host::PlaceError),
+    /// A socket could not be opened, or sending or receiving failed.
+    #[error("{what}: {source}")]
+    Io { what: &'static str, source: std::io::Error },
+    /// The receiving socket could not be bound.
+    #[error(transparent)]
+    Bind(#[from] pathem_io::Error),
+    /// Nothing arrived.
+    #[error("no probe datagram arrived within {0} (is the sender running, and the path up?)")]
+    Silence(Nanos),
+    /// One end of a pair stopped (it panicked, or the receiver failed before the sender began).
+    #[error("the {0} stopped before the run ended")]
+    Stopped(&'static str),
+    /// A figure or the JSON summary could not be written.
+    #[error("cannot write {}: {reason}", path.display())]
+    Write { path: PathBuf, reason: String },
+}
+
+impl Error {
+    /// An I/O failure while doing `what`.
+    pub fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> Error {
+        move |source| Error::Io { what, source }
+    }
+}

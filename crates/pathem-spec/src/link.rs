@@ -1,0 +1,77 @@
+//! A link's directions as every command resolves them: the config file's table, the flags
+//! common to both directions, then each direction's own flags (`--a-to-b "..."`), checked into
+//! a path; and the schedule of changes built on each.
+
+use crate::change::direction;
+use crate::error::SpecError;
+use crate::file::{self, ConfigFile};
+use crate::path::PathSpec;
+use crate::schedule;
+use pathem_engine::Schedule;
+use pathem_model::PathConfig;
+use std::path::Path;
+
+/// One direction, resolved.
+#[derive(Clone, Debug)]
+pub struct Direction {
+    /// The merged spec: what `ctl set` and the schedule's lines build on.
+    pub spec: PathSpec,
+    /// The checked path.
+    pub path: PathConfig,
+    /// `--schedule`'s changes, built on `spec`.
+    pub schedule: Option<Schedule>,
+}
+
+impl Direction {
+    /// `layers` merged in order (later ones win, field by field), checked, and the schedule
+    /// in `schedule` built on the result.
+    pub fn resolve(layers: &[&PathSpec], schedule: Option<&Path>) -> Result<Direction, SpecError> {
+        let spec = layers.iter().fold(PathSpec::default(), |acc, l| acc.overridden_by(l));
+        let path = spec.to_config()?;
+        let schedule = match schedule {
+            Some(f) => Some(schedule::to_schedule(&schedule::load(f, &spec)?, f)?),
+            None => None,
+        };
+        Ok(Direction { spec, path, schedule })
+    }
+}
+
+/// The config file at `path`, or an empty one.
+pub fn config(path: Option<&Path>) -> Result<ConfigFile, SpecError> {
+    path.map_or_else(|| Ok(ConfigFile::default()), file::load)
+}
+
+/// Both directions of a link: each is the file's table, then `common`, then its own flags
+/// (`(flag name, its string)`, e.g. `("a-to-b", Some("--delay 10ms"))`), with `schedule` built
+/// on each.
+pub fn directions(
+    file: &ConfigFile,
+    common: &PathSpec,
+    own: [(&str, Option<&str>); 2],
+    schedule: Option<&Path>,
+) -> Result<(Direction, Direction), SpecError> {
+    let [(ab_flag, ab_text), (ba_flag, ba_text)] = own;
+    let ab = Direction::resolve(&[&file.a_to_b, common, &direction(ab_flag, ab_text)?], schedule)?;
+    let ba = Direction::resolve(&[&file.b_to_a, common, &direction(ba_flag, ba_text)?], schedule)?;
+    Ok((ab, ba))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pathem_model::Nanos;
+
+    #[test]
+    fn own_flags_win_over_common_ones_over_the_file() {
+        let file =
+            file::parse("[a_to_b]\ndelay = \"5ms\"\nloss = \"1%\"\n[b_to_a]\ndelay = \"7ms\"\n").unwrap();
+        let common = PathSpec::from_flags("--delay 10ms").unwrap();
+        let (ab, ba) =
+            directions(&file, &common, [("a-to-b", None), ("b-to-a", Some("--delay 20ms"))], None).unwrap();
+        assert_eq!(ab.path.delay.base, Nanos::from_millis(10));
+        assert!(ab.path.loss.is_some(), "the file's loss stays");
+        assert_eq!(ba.path.delay.base, Nanos::from_millis(20));
+        let e = directions(&file, &common, [("a-to-b", Some("--delay x")), ("b-to-a", None)], None);
+        assert!(e.unwrap_err().to_string().contains("a-to-b"));
+    }
+}
