@@ -8,7 +8,6 @@ use crate::bench::{engine_alone, engine_split, live_run, median, offload_costs, 
 use crate::testbed::Bed;
 use crate::Error;
 use pathem_engine::Stats;
-use pathem_model::aqm::AqmConfig;
 use pathem_model::{Nanos, PathConfig};
 use serde::Serialize;
 
@@ -101,7 +100,7 @@ pub fn disciplines(
     plan: Plan,
     mut progress: impl FnMut(String),
 ) -> Result<Vec<DisciplineCost>, Error> {
-    let kinds = AqmConfig::KINDS;
+    let kinds: Vec<&str> = pathem_model::aqm::KINDS.iter().map(|k| k.name).collect();
     let mut ns: Vec<Vec<f64>> = vec![Vec::new(); kinds.len()];
     let mut last = Vec::new();
     for round in 0..plan.runs {

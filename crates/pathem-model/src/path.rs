@@ -297,12 +297,23 @@ impl PathConfig {
 }
 
 /// One direction's models and their state.
+/// A path's bottleneck. A path exists once per direction, so the discipline stays inline
+/// (no pointer to follow per frame) whatever the size difference.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+enum Neck {
+    /// No rate: frames pass at once.
+    None,
+    /// Drop-tail: the link's arrival-time formula.
+    DropTail(Link),
+    /// A queue discipline in front of the link's server.
+    Discipline(Bottleneck),
+}
+
 #[derive(Debug)]
 pub struct Path {
     police: Option<Policer>,
-    link: Option<Link>,
-    /// The bottleneck with its queue discipline, instead of `link`, when one is asked for.
-    aqm: Option<Bottleneck>,
+    neck: Neck,
     /// Decisions made while reconfiguring (a discipline switched off sends what it held).
     pending: Vec<Decision>,
     loss: Option<Loss>,
@@ -321,12 +332,11 @@ impl Path {
     pub fn new(config: &PathConfig) -> Path {
         Path {
             police: config.police.map(Policer::new),
-            link: config.link.clone().filter(|_| config.aqm == AqmConfig::DropTail).map(Link::new),
-            aqm: config
-                .link
-                .as_ref()
-                .filter(|_| config.aqm != AqmConfig::DropTail)
-                .map(|l| Bottleneck::new(&config.aqm, l, config.ecn)),
+            neck: match &config.link {
+                None => Neck::None,
+                Some(l) if config.aqm == AqmConfig::DropTail => Neck::DropTail(Link::new(l.clone())),
+                Some(l) => Neck::Discipline(Bottleneck::new(&config.aqm, l, config.ecn)),
+            },
             pending: Vec::new(),
             loss: config.loss.as_ref().map(Loss::new),
             ber: config.ber.map(BitErrors::new),
@@ -354,26 +364,22 @@ impl Path {
         if let (Some(n), Some(o)) = (next.police.as_mut(), self.police.take()) {
             n.inherit(o, now);
         }
-        if let Some(n) = next.aqm.as_mut() {
-            if let Some(o) = self.aqm.take() {
-                n.inherit(o);
-            } else if let Some(o) = self.link.take() {
-                n.follow_link(o);
-            }
-        }
-        if let (Some(n), Some(o)) = (next.link.as_mut(), self.link.take()) {
-            n.inherit(o);
-        }
         next.pending = std::mem::take(&mut self.pending);
-        if let Some(o) = self.aqm.take() {
-            // The discipline ends: what it holds leaves as drop-tail would send it, and a
-            // drop-tail link carries on behind it.
-            let pending = &mut next.pending;
-            let link_config = config.link.clone().unwrap_or_else(|| o.server_config().clone());
-            let link = o.into_link(link_config, &mut |d| pending.push(d));
-            if config.link.is_some() {
-                next.link = Some(link);
+        match (&mut next.neck, std::mem::replace(&mut self.neck, Neck::None)) {
+            (Neck::Discipline(n), Neck::Discipline(o)) => n.inherit(o),
+            (Neck::Discipline(n), Neck::DropTail(o)) => n.follow_link(o),
+            (Neck::DropTail(n), Neck::DropTail(o)) => n.inherit(o),
+            (n, Neck::Discipline(o)) => {
+                // The discipline ends: what it holds leaves as drop-tail would send it, and a
+                // drop-tail link carries on behind it.
+                let pending = &mut next.pending;
+                let link_config = config.link.clone().unwrap_or_else(|| o.server_config().clone());
+                let link = o.into_link(link_config, &mut |d| pending.push(d));
+                if config.link.is_some() {
+                    *n = Neck::DropTail(link);
+                }
             }
+            _ => {}
         }
         if let (Some(n), Some(o)) = (next.loss.as_mut(), self.loss.take()) {
             n.inherit(o);
@@ -389,32 +395,39 @@ impl Path {
     /// Frames and bytes in the link's queue at `now`, where the link keeps count (it has a
     /// queue limit).
     pub fn queue_occupancy(&mut self, now: Nanos) -> Option<(usize, u64)> {
-        if let Some(b) = &self.aqm {
-            return Some(b.backlog());
+        match &mut self.neck {
+            Neck::Discipline(b) => Some(b.backlog()),
+            Neck::DropTail(l) if l.tracks_queue() => Some(l.occupancy(now)),
+            _ => None,
         }
-        self.link.as_mut().filter(|l| l.tracks_queue()).map(|l| l.occupancy(now))
     }
 
     /// The bottleneck's queue discipline, when the path has one (not drop-tail): the caller
     /// drives it ([`Bottleneck::serve`], [`Bottleneck::enqueue`]), then finishes each frame
     /// it sends with [`Path::after_link`].
     pub fn bottleneck(&mut self) -> Option<&mut Bottleneck> {
-        self.aqm.as_mut()
+        match &mut self.neck {
+            Neck::Discipline(b) => Some(b),
+            _ => None,
+        }
     }
 
     /// The queue discipline's next event, when one waits (see [`Bottleneck::next_event`]).
     pub fn next_bottleneck_event(&self) -> Option<Nanos> {
-        self.aqm.as_ref().and_then(Bottleneck::next_event)
+        match &self.neck {
+            Neck::Discipline(b) => b.next_event(),
+            _ => None,
+        }
     }
 
     /// True when the discipline classifies frames by flow (FQ-CoDel).
     pub fn needs_flow_hash(&self) -> bool {
-        self.aqm.as_ref().is_some_and(Bottleneck::needs_flow_hash)
+        matches!(&self.neck, Neck::Discipline(b) if b.needs_flow_hash())
     }
 
     /// True when the path has a queue discipline.
     pub fn has_aqm(&self) -> bool {
-        self.aqm.is_some()
+        matches!(self.neck, Neck::Discipline(_))
     }
 
     /// Decisions made by [`Path::reconfigure`]: the frames a discipline that was switched off
@@ -457,10 +470,10 @@ impl Path {
         if FULL && !self.police(&meta) {
             return Verdict::Drop(DropReason::Police);
         }
-        let markable = FULL && self.ecn && meta.ect;
+        let markable = crate::aqm::ecn::marks(self.ecn, meta.ect, FULL);
         let mut mark_ce = false;
-        let exit = match &mut self.link {
-            Some(link) => match link.admit(meta.arrival, meta.len) {
+        let exit = match &mut self.neck {
+            Neck::DropTail(link) => match link.admit(meta.arrival, meta.len) {
                 Some(exit) => exit,
                 None if markable => {
                     mark_ce = true;
@@ -468,7 +481,8 @@ impl Path {
                 }
                 None => return Verdict::Drop(DropReason::Queue),
             },
-            None => meta.arrival,
+            // With a discipline, frames come through `after_link` (the caller drives it).
+            Neck::None | Neck::Discipline(_) => meta.arrival,
         };
         self.finish::<FULL>(meta, exit, mark_ce, rng)
     }
@@ -482,7 +496,7 @@ impl Path {
         mut mark_ce: bool,
         rng: &mut Rng,
     ) -> Verdict {
-        let markable = FULL && self.ecn && meta.ect;
+        let markable = crate::aqm::ecn::marks(self.ecn, meta.ect, FULL);
         if let Some(loss) = &mut self.loss {
             if loss.lose(rng) {
                 if !markable {

@@ -138,9 +138,8 @@ pub struct PathSpec {
     #[arg(long, value_name = "SIZE", help_heading = "Link", allow_hyphen_values = true)]
     pub queue: Option<QueueLimit>,
 
-    /// Queue discipline KIND[,KEY=VALUE...] of the bottleneck; needs a rate: droptail (default),
-    /// drophead, red, codel, fq-codel, pie, dualpi2 (README lists their parameters), e.g. codel,target=5ms.
-    #[arg(long, value_name = "KIND", help_heading = "Link")]
+    /// The bottleneck's queue discipline (the help lists pathem_model::aqm::KINDS).
+    #[arg(long, value_name = "KIND", help_heading = "Link", help = pathem_model::aqm::help())]
     pub aqm: Option<AqmConfig>,
 
     /// Token-bucket policer RATE,burst=SIZE: frames over it are dropped, e.g. 10mbit,burst=15KB.

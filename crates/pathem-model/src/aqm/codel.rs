@@ -163,7 +163,7 @@ impl Codel {
             // Drop (or mark) as long as the next drop is due, raising the rate each time.
             while self.dropping && now >= self.drop_next {
                 self.count += 1;
-                if cfg.ecn && head.ect {
+                if super::ecn::marks(cfg.ecn, head.ect, true) {
                     self.drop_next = Codel::control_law(cfg, self.drop_next, self.count);
                     return Some(Dequeued { item: head.item, marked: true });
                 }
@@ -186,7 +186,7 @@ impl Codel {
         } else if ok_to_drop {
             // Enter the dropping state: drop this frame, and start the drop rate where it was
             // if the last dropping state ended recently (RFC 8289 §4.4).
-            let marked = cfg.ecn && head.ect;
+            let marked = super::ecn::marks(cfg.ecn, head.ect, true);
             let delta = self.count.saturating_sub(self.last_count);
             self.count = if delta > 1
                 && now.saturating_sub(self.drop_next) < Nanos(cfg.interval.as_nanos().saturating_mul(16))

@@ -7,7 +7,7 @@
 //! drop with `p'²` instead of marking. The scheduler is a time-shifted FIFO: L's head goes
 //! first unless C's head has waited `tshift` longer.
 
-use super::{Entry, Fifo};
+use super::{AqmDrop, Discipline, Entry, Fifo};
 use crate::rng::Rng;
 use crate::spec::{error, KeyValues, Number};
 use crate::time::Nanos;
@@ -121,12 +121,8 @@ impl DualPi2 {
         &self.cfg
     }
 
-    pub fn backlog(&self) -> (usize, u64) {
-        (self.l.len() + self.c.len(), self.l.bytes() + self.c.bytes())
-    }
-
     /// The classifier: ECT(1) and CE to L, the rest to C.
-    pub fn enqueue(&mut self, e: Entry) {
+    fn classify(&mut self, e: Entry) {
         if e.ecn & 1 == 1 {
             self.l.push(e)
         } else {
@@ -152,12 +148,7 @@ impl DualPi2 {
     }
 
     /// RFC 9332's `dualpi2_dequeue` at `now`.
-    pub fn dequeue(
-        &mut self,
-        now: Nanos,
-        rng: &mut Rng,
-        dropped: &mut impl FnMut(Entry),
-    ) -> Option<(Entry, bool)> {
+    fn serve(&mut self, now: Nanos, rng: &mut Rng, dropped: &mut dyn FnMut(Entry)) -> Option<(Entry, bool)> {
         let overload = self.p_c >= self.p_cmax();
         loop {
             let from_l = match (self.l.front(), self.c.front()) {
@@ -187,7 +178,7 @@ impl DualPi2 {
             }
             let e = self.c.pop()?;
             if self.p_c > rng.unit() {
-                if !(self.ecn && e.ect()) || overload {
+                if !super::ecn::marks(self.ecn, e.ect(), !overload) {
                     dropped(e);
                     continue;
                 }
@@ -198,7 +189,7 @@ impl DualPi2 {
     }
 
     /// RFC 9332's `dualpi2_update` at `now`: the PI controller on the C queue's head delay.
-    pub fn update(&mut self, now: Nanos) {
+    fn pi_update(&mut self, now: Nanos) {
         let curq = self.c.front().map_or(Nanos::ZERO, |h| now.saturating_sub(h.arrival));
         let secs = |t: Nanos| t.as_nanos() as f64 / 1e9;
         self.p += self.cfg.alpha * (secs(curq) - secs(self.cfg.target))
@@ -209,12 +200,7 @@ impl DualPi2 {
         self.prevq = curq;
     }
 
-    /// True when an update with empty queues would change nothing.
-    pub fn steady(&self) -> bool {
-        self.p == 0.0 && self.prevq == Nanos::ZERO
-    }
-
-    pub fn take_all(&mut self) -> Vec<Entry> {
+    fn take_every(&mut self) -> Vec<Entry> {
         let mut all = Vec::with_capacity(self.l.len() + self.c.len());
         while let Some(e) = self.l.pop() {
             all.push(e);
@@ -224,9 +210,42 @@ impl DualPi2 {
         }
         all
     }
+}
 
+impl Discipline for DualPi2 {
+    fn backlog(&self) -> (usize, u64) {
+        (self.l.len() + self.c.len(), self.l.bytes() + self.c.bytes())
+    }
+    fn enqueue(&mut self, e: Entry, _: bool, _: bool, _: &mut Rng) -> Result<(), (Entry, AqmDrop)> {
+        self.classify(e);
+        Ok(())
+    }
+    fn dequeue(
+        &mut self,
+        now: Nanos,
+        rng: &mut Rng,
+        dropped: &mut dyn FnMut(Entry),
+    ) -> Option<(Entry, bool)> {
+        self.serve(now, rng, dropped)
+    }
+    fn update_interval(&self) -> Option<Nanos> {
+        Some(self.cfg.t_update)
+    }
+    fn update(&mut self, at: Nanos) {
+        self.pi_update(at)
+    }
+    /// True when an update with empty queues would change nothing.
+    fn steady(&self) -> bool {
+        self.p == 0.0 && self.prevq == Nanos::ZERO
+    }
+    fn take_all(&mut self) -> Vec<Entry> {
+        self.take_every()
+    }
+    fn requeue(&mut self, e: Entry) {
+        self.classify(e)
+    }
     /// Keeps the controller's state.
-    pub fn inherit(&mut self, old: DualPi2) {
+    fn inherit(&mut self, old: DualPi2) {
         (self.p, self.p_cl, self.p_c, self.prevq, self.l_count) =
             (old.p, old.p_cl, old.p_c, old.prevq, old.l_count);
     }

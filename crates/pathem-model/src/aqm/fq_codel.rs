@@ -7,7 +7,8 @@
 //! memory) the flow with the largest backlog loses its head frame.
 
 use super::codel::{Codel, CodelConfig, CodelQueue, Head};
-use super::{Entry, Fifo};
+use super::{AqmDrop, Discipline, Entry, Fifo, WhenFull};
+use crate::rng::Rng;
 use crate::spec::{error, KeyValues, Number};
 use crate::time::Nanos;
 use crate::units::{Duration, Size, UnitError};
@@ -142,10 +143,6 @@ impl FqCodel {
         &self.cfg
     }
 
-    pub fn backlog(&self) -> (usize, u64) {
-        (self.frames, self.bytes)
-    }
-
     /// Bytes queued, against the memory limit.
     pub fn memory(&self) -> u64 {
         self.bytes
@@ -156,7 +153,7 @@ impl FqCodel {
         (flow % self.cfg.flows) as usize
     }
 
-    pub fn enqueue(&mut self, e: Entry) {
+    fn push(&mut self, e: Entry) {
         let i = self.queue_of(e.flow);
         let quantum = i64::from(self.cfg.quantum);
         let flow = &mut self.flows[i];
@@ -171,7 +168,7 @@ impl FqCodel {
     }
 
     /// Drops the head of the flow with the largest backlog in bytes (the first such flow).
-    pub fn drop_from_fattest(&mut self) -> Option<Entry> {
+    fn drop_from_fattest(&mut self) -> Option<Entry> {
         let (i, _) =
             self.flows.iter().enumerate().max_by_key(|(i, f)| (f.q.bytes(), std::cmp::Reverse(*i)))?;
         let e = self.flows[i].q.pop()?;
@@ -182,7 +179,7 @@ impl FqCodel {
 
     /// RFC 8290's dequeue at `now`: the frame to send and whether CoDel marks it; frames CoDel
     /// drops go to `dropped`.
-    pub fn dequeue(&mut self, now: Nanos, dropped: &mut impl FnMut(Entry)) -> Option<(Entry, bool)> {
+    fn serve(&mut self, now: Nanos, dropped: &mut dyn FnMut(Entry)) -> Option<(Entry, bool)> {
         loop {
             let (from_new, i) = match (self.new_flows.front(), self.old_flows.front()) {
                 (Some(&i), _) => (true, i as usize),
@@ -218,7 +215,7 @@ impl FqCodel {
     }
 
     /// Every queued frame, taken out (in no particular order).
-    pub fn take_all(&mut self) -> Vec<Entry> {
+    fn take_every(&mut self) -> Vec<Entry> {
         let mut all = Vec::with_capacity(self.frames);
         for f in &mut self.flows {
             while let Some(e) = f.q.pop() {
@@ -231,9 +228,37 @@ impl FqCodel {
         (self.frames, self.bytes) = (0, 0);
         all
     }
+}
 
+impl Discipline for FqCodel {
+    fn backlog(&self) -> (usize, u64) {
+        (self.frames, self.bytes)
+    }
+    fn when_full(&self) -> WhenFull {
+        WhenFull::Evict
+    }
+    fn enqueue(&mut self, e: Entry, _: bool, _: bool, _: &mut Rng) -> Result<(), (Entry, AqmDrop)> {
+        self.push(e);
+        Ok(())
+    }
+    /// RFC 8290's dequeue at `now`.
+    fn dequeue(&mut self, now: Nanos, _: &mut Rng, dropped: &mut dyn FnMut(Entry)) -> Option<(Entry, bool)> {
+        self.serve(now, dropped)
+    }
+    fn evict(&mut self) -> Option<Entry> {
+        self.drop_from_fattest()
+    }
+    fn over_own_limit(&self) -> bool {
+        self.memory() > self.cfg.memory
+    }
+    fn take_all(&mut self) -> Vec<Entry> {
+        self.take_every()
+    }
+    fn requeue(&mut self, e: Entry) {
+        self.push(e)
+    }
     /// Keeps each flow's CoDel state when the number of flows is unchanged.
-    pub fn inherit(&mut self, old: FqCodel) {
+    fn inherit(&mut self, old: FqCodel) {
         if old.flows.len() == self.flows.len() {
             for (n, o) in self.flows.iter_mut().zip(old.flows) {
                 n.codel = o.codel;

@@ -21,12 +21,14 @@
 //! state and, for the same discipline, its control state across a change of parameters.
 
 pub mod codel;
+pub mod discipline;
 pub mod dualpi2;
 pub mod fq_codel;
 pub mod pie;
 pub mod red;
 
 pub use codel::{Codel, CodelConfig};
+pub use discipline::{Discipline, WhenFull};
 pub use dualpi2::{DualPi2, DualPi2Config};
 pub use fq_codel::{FqCodel, FqCodelConfig};
 pub use pie::{Pie, PieConfig};
@@ -40,12 +42,22 @@ use crate::units::{QueueLimit, UnitError};
 use std::collections::VecDeque;
 use std::str::FromStr;
 
-/// The ECN field's codepoints (RFC 3168).
+/// ECN (RFC 3168): the field's codepoints, and the one decision every congestion signal goes
+/// through.
 pub mod ecn {
     pub const NOT_ECT: u8 = 0b00;
     pub const ECT1: u8 = 0b01;
     pub const ECT0: u8 = 0b10;
     pub const CE: u8 = 0b11;
+
+    /// True when a congestion signal to a frame is a CE mark rather than a drop: ECN is on for
+    /// the path (`--ecn`), the frame is ECN-capable, and the signal may be a mark at this point
+    /// (`allowed`: RED's queue not full, PIE's probability at most `max_ecn`, DualPI2's
+    /// classic queue not overloaded; always for CoDel and the path's random loss).
+    #[inline]
+    pub fn marks(on: bool, ect: bool, allowed: bool) -> bool {
+        on && ect && allowed
+    }
 }
 
 /// A frame in the bottleneck's queue: what a discipline needs to know of it.
@@ -114,10 +126,46 @@ pub enum AqmConfig {
     DualPi2(DualPi2Config),
 }
 
-pub const AQM_ACCEPTED: &str = "droptail, drophead, red[,min=SIZE,max=SIZE,max-p=P,weight=W,gentle=on|off], \
-     codel[,target=DUR,interval=DUR], fq-codel[,flows=N,quantum=SIZE,target=DUR,interval=DUR,memory=SIZE], \
-     pie[,target=DUR,t-update=DUR,alpha=HZ,beta=HZ,max-burst=DUR], \
-     dualpi2[,target=DUR,t-update=DUR,alpha=HZ,beta=HZ,k=N,min-th=DUR,range=DUR,tshift=DUR]";
+/// One queue discipline as users name it.
+#[derive(Clone, Copy, Debug)]
+pub struct Kind {
+    /// Its name for `--aqm` and the `aqm` key.
+    pub name: &'static str,
+    /// Its parameters, as `--aqm` takes them after the name.
+    pub params: &'static str,
+}
+
+/// Every queue discipline, drop-tail first: what `--aqm` accepts, its help, the accepted list
+/// of its errors, `bench --disciplines` and the README's table all come from here.
+pub static KINDS: [Kind; 7] = [
+    Kind { name: "droptail", params: "" },
+    Kind { name: "drophead", params: "" },
+    Kind { name: "red", params: "[,min=SIZE,max=SIZE,max-p=P,weight=W,gentle=on|off]" },
+    Kind { name: "codel", params: "[,target=DUR,interval=DUR]" },
+    Kind { name: "fq-codel", params: "[,flows=N,quantum=SIZE,target=DUR,interval=DUR,memory=SIZE]" },
+    Kind { name: "pie", params: "[,target=DUR,t-update=DUR,alpha=HZ,beta=HZ,max-burst=DUR]" },
+    Kind {
+        name: "dualpi2",
+        params: "[,target=DUR,t-update=DUR,alpha=HZ,beta=HZ,k=N,min-th=DUR,range=DUR,tshift=DUR]",
+    },
+];
+
+/// What `--aqm` accepts, from [`KINDS`].
+pub fn accepted() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| {
+        KINDS.iter().map(|k| format!("{}{}", k.name, k.params)).collect::<Vec<_>>().join(", ")
+    })
+}
+
+/// `--aqm`'s help, from [`KINDS`].
+pub fn help() -> String {
+    let names: Vec<&str> = KINDS.iter().map(|k| k.name).collect();
+    format!(
+        "Queue discipline KIND[,KEY=VALUE...] of the bottleneck; needs a rate: {} (droptail is the default; README lists their parameters), e.g. codel,target=5ms",
+        names.join(", ")
+    )
+}
 
 impl FromStr for AqmConfig {
     type Err = UnitError;
@@ -128,7 +176,7 @@ impl FromStr for AqmConfig {
                 return Err(error(
                     s,
                     format!("{kind} takes no parameters (its limit is --queue)"),
-                    AQM_ACCEPTED,
+                    accepted(),
                 ));
             }
             Ok(c)
@@ -141,7 +189,7 @@ impl FromStr for AqmConfig {
             "fq-codel" | "fq_codel" => s.parse().map(AqmConfig::FqCodel),
             "pie" => s.parse().map(AqmConfig::Pie),
             "dualpi2" => s.parse().map(AqmConfig::DualPi2),
-            _ => Err(error(s, format!("names no queue discipline (`{kind}`)"), AQM_ACCEPTED)),
+            _ => Err(error(s, format!("names no queue discipline (`{kind}`)"), accepted())),
         }
     }
 }
@@ -151,8 +199,7 @@ crate::deserialize_from_str!(AqmConfig);
 impl std::fmt::Display for AqmConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            AqmConfig::DropTail => f.write_str("droptail"),
-            AqmConfig::DropHead => f.write_str("drophead"),
+            AqmConfig::DropTail | AqmConfig::DropHead => f.write_str(self.name()),
             AqmConfig::Red(c) => write!(
                 f,
                 "red (min {} B, max {} B, max-p {}, weight {}, gentle {})",
@@ -183,10 +230,6 @@ impl std::fmt::Display for AqmConfig {
 }
 
 impl AqmConfig {
-    /// Every kind's name, drop-tail first (as `--aqm` takes them).
-    pub const KINDS: [&'static str; 7] =
-        ["droptail", "drophead", "red", "codel", "fq-codel", "pie", "dualpi2"];
-
     /// The hard limit on `link`: `--queue`, or else the discipline's default (Linux's: 1000
     /// frames, FQ-CoDel 10240; DualPI2 RFC 9332's 250 ms at the link's rate); `None` for
     /// drop-tail without `--queue` (unbounded).
@@ -201,17 +244,22 @@ impl AqmConfig {
         })
     }
 
+    /// Its entry in [`KINDS`].
+    pub fn kind(&self) -> &'static Kind {
+        &KINDS[match self {
+            AqmConfig::DropTail => 0,
+            AqmConfig::DropHead => 1,
+            AqmConfig::Red(_) => 2,
+            AqmConfig::Codel(_) => 3,
+            AqmConfig::FqCodel(_) => 4,
+            AqmConfig::Pie(_) => 5,
+            AqmConfig::DualPi2(_) => 6,
+        }]
+    }
+
     /// The name used in counters and reports.
     pub fn name(&self) -> &'static str {
-        match self {
-            AqmConfig::DropTail => "droptail",
-            AqmConfig::DropHead => "drophead",
-            AqmConfig::Red(_) => "red",
-            AqmConfig::Codel(_) => "codel",
-            AqmConfig::FqCodel(_) => "fq-codel",
-            AqmConfig::Pie(_) => "pie",
-            AqmConfig::DualPi2(_) => "dualpi2",
-        }
+        self.kind().name
     }
 }
 
@@ -269,28 +317,32 @@ impl Fifo {
     }
 }
 
-impl codel::CodelQueue for Fifo {
-    type Item = Entry;
-    fn pop(&mut self) -> Option<codel::Head<Entry>> {
-        let e = Fifo::pop(self)?;
-        Some(codel::Head { enqueued: e.arrival, ect: e.ect(), item: e })
-    }
-    fn bytes(&self) -> u64 {
-        self.bytes
-    }
-}
-
-/// A discipline with its configuration, state and queue(s).
+/// The discipline a bottleneck runs, one variant per kind: each is a [`Discipline`], called
+/// through [`each!`] without a virtual call per frame.
 #[derive(Debug)]
 enum Disc {
-    /// A real drop-tail FIFO (tests compare the formula and disciplines against it).
-    DropTail(Fifo),
-    DropHead(Fifo),
-    Red(Fifo, RedConfig, Red),
-    Codel(Fifo, CodelConfig, Codel),
-    Pie(Fifo, PieConfig, Pie),
+    DropTail(discipline::DropTail),
+    DropHead(discipline::DropHead),
+    Red(discipline::RedFifo),
+    Codel(discipline::CodelFifo),
+    Pie(discipline::PieFifo),
     FqCodel(FqCodel),
     DualPi2(DualPi2),
+}
+
+/// `each!(disc, d => expr)`: `expr` with `d` bound to whichever discipline `disc` holds.
+macro_rules! each {
+    ($disc:expr, $d:ident => $e:expr) => {
+        match $disc {
+            Disc::DropTail($d) => $e,
+            Disc::DropHead($d) => $e,
+            Disc::Red($d) => $e,
+            Disc::Codel($d) => $e,
+            Disc::Pie($d) => $e,
+            Disc::FqCodel($d) => $e,
+            Disc::DualPi2($d) => $e,
+        }
+    };
 }
 
 /// The bottleneck with a queue discipline: its queue(s), the discipline's state, and the
@@ -316,12 +368,16 @@ impl Bottleneck {
     /// dropping them when `ecn`.
     pub fn new(aqm: &AqmConfig, link: &LinkConfig, ecn: bool) -> Bottleneck {
         let limit = aqm.limit(link);
+        use discipline::{CodelFifo, PieFifo, RedFifo};
+        let q = Fifo::default();
         let disc = match aqm {
-            AqmConfig::DropTail => Disc::DropTail(Fifo::default()),
-            AqmConfig::DropHead => Disc::DropHead(Fifo::default()),
-            AqmConfig::Red(c) => Disc::Red(Fifo::default(), *c, Red::new(link)),
-            AqmConfig::Codel(c) => Disc::Codel(Fifo::default(), CodelConfig { ecn, ..*c }, Codel::new()),
-            AqmConfig::Pie(c) => Disc::Pie(Fifo::default(), *c, Pie::new(c)),
+            AqmConfig::DropTail => Disc::DropTail(discipline::DropTail { q }),
+            AqmConfig::DropHead => Disc::DropHead(discipline::DropHead { q }),
+            AqmConfig::Red(c) => Disc::Red(RedFifo { q, config: *c, red: Red::new(link) }),
+            AqmConfig::Codel(c) => {
+                Disc::Codel(CodelFifo { q, config: CodelConfig { ecn, ..*c }, codel: Codel::new() })
+            }
+            AqmConfig::Pie(c) => Disc::Pie(PieFifo { q, config: *c, pie: Pie::new(c) }),
             AqmConfig::FqCodel(c) => {
                 Disc::FqCodel(FqCodel::new(FqCodelConfig { codel: CodelConfig { ecn, ..c.codel }, ..*c }))
             }
@@ -338,15 +394,7 @@ impl Bottleneck {
 
     /// Frames and bytes waiting (not counting the frame on the wire).
     pub fn backlog(&self) -> (usize, u64) {
-        match &self.disc {
-            Disc::DropTail(q)
-            | Disc::DropHead(q)
-            | Disc::Red(q, ..)
-            | Disc::Codel(q, ..)
-            | Disc::Pie(q, ..) => (q.len(), q.bytes()),
-            Disc::FqCodel(f) => f.backlog(),
-            Disc::DualPi2(d) => d.backlog(),
-        }
+        each!(&self.disc, d => d.backlog())
     }
 
     /// True for FQ-CoDel, which needs each frame's flow hash.
@@ -377,10 +425,10 @@ impl Bottleneck {
         }
     }
 
-    /// True when the queue holds more than its hard limit (for FQ-CoDel, also its memory).
+    /// True when the queue holds more than its hard limit, or the discipline more than its own.
     fn over_limit(&self) -> bool {
         let (frames, bytes) = self.backlog();
-        self.over(frames, bytes) || matches!(&self.disc, Disc::FqCodel(f) if f.memory() > f.config().memory)
+        self.over(frames, bytes) || each!(&self.disc, d => d.over_own_limit())
     }
 
     /// True when one more frame of `len` bytes would pass the hard limit.
@@ -391,90 +439,39 @@ impl Bottleneck {
 
     /// Adds a frame arriving at `e.arrival` (call [`serve`](Self::serve) up to its arrival
     /// first). Frames the discipline drops at once, this one or others, go to `out`.
-    pub fn enqueue(&mut self, mut e: Entry, rng: &mut Rng, out: &mut impl FnMut(Decision)) {
+    pub fn enqueue(&mut self, e: Entry, rng: &mut Rng, out: &mut impl FnMut(Decision)) {
         if self.backlog().0 == 0 {
             self.earliest = e.arrival;
         }
         if self.next_update.is_none() {
             self.next_update = self.update_interval().map(|t| e.arrival + t);
         }
-        let drop = |e: Entry, reason: AqmDrop, out: &mut dyn FnMut(Decision)| {
-            out(Decision::Drop { entry: e, reason })
-        };
-        // The hard limit drops the arriving frame, except with drop-head and FQ-CoDel (below);
-        // RED ages its average on every arrival first, as in Floyd's algorithm.
-        let full = !matches!(self.disc, Disc::DropHead(_) | Disc::FqCodel(_)) && self.full_for(e.len);
-        if full && !matches!(self.disc, Disc::Red(..)) {
-            return drop(e, AqmDrop::Overlimit, out);
+        let when_full = each!(&self.disc, d => d.when_full());
+        let full = when_full != WhenFull::Evict && self.full_for(e.len);
+        if full && when_full == WhenFull::DropArrival {
+            return out(Decision::Drop { entry: e, reason: AqmDrop::Overlimit });
         }
-        let ecn = self.ecn;
-        match &mut self.disc {
-            Disc::DropTail(q) | Disc::DropHead(q) => q.push(e),
-            Disc::Red(q, c, red) => match red.arrive(c, q.bytes(), e.arrival, rng) {
-                red::Verdict::Admit if full => return drop(e, AqmDrop::Overlimit, out),
-                red::Verdict::Admit => q.push(e),
-                red::Verdict::Early if ecn && e.ect() && !full => {
-                    e.marked = true;
-                    q.push(e)
-                }
-                _ => return drop(e, AqmDrop::Aqm, out),
-            },
-            Disc::Codel(q, ..) => q.push(e),
-            Disc::Pie(q, c, pie) => {
-                // RFC 8033's enqueue: drop_early is asked first, the burst allowance after.
-                if !(pie.drop_early(c, q.bytes(), rng) && pie.burst_spent()) {
-                    q.push(e)
-                } else if ecn && e.ect() && pie.probability() <= c.max_ecn {
-                    // §5.1: mark while the probability is at most 10%, drop beyond.
-                    e.marked = true;
-                    q.push(e)
-                } else {
-                    pie.dropped();
-                    return drop(e, AqmDrop::Aqm, out);
-                }
-            }
-            Disc::FqCodel(f) => f.enqueue(e),
-            Disc::DualPi2(d) => d.enqueue(e),
+        let (ecn, disc) = (self.ecn, &mut self.disc);
+        if let Err((entry, reason)) = each!(disc, d => d.enqueue(e, full, ecn, rng)) {
+            return out(Decision::Drop { entry, reason });
         }
         // Over the limit after admitting: drop-head takes the oldest frames, FQ-CoDel the
         // heads of the flow with the largest backlog (RFC 8290 §4.1), for its frame count
         // and its memory alike.
-        while self.over_limit() {
-            let victim = match &mut self.disc {
-                Disc::DropHead(q) => q.pop(),
-                Disc::FqCodel(f) => f.drop_from_fattest(),
-                _ => None,
-            };
-            match victim {
-                Some(v) => drop(v, AqmDrop::Overlimit, out),
+        while when_full == WhenFull::Evict && self.over_limit() {
+            match each!(&mut self.disc, d => d.evict()) {
+                Some(v) => out(Decision::Drop { entry: v, reason: AqmDrop::Overlimit }),
                 None => break,
             }
         }
     }
 
     fn update_interval(&self) -> Option<Nanos> {
-        match &self.disc {
-            Disc::Pie(_, c, _) => Some(c.t_update),
-            Disc::DualPi2(d) => Some(d.config().t_update),
-            _ => None,
-        }
-    }
-
-    /// Runs the periodic update due at `at` (PIE's and DualPI2's probability).
-    fn update(&mut self, at: Nanos) {
-        match &mut self.disc {
-            Disc::Pie(q, c, pie) => pie.update(c, q.is_empty()),
-            Disc::DualPi2(d) => d.update(at),
-            _ => {}
-        }
+        each!(&self.disc, d => d.update_interval())
     }
 
     fn steady(&self) -> bool {
-        match &self.disc {
-            Disc::Pie(_, c, pie) => pie.steady(c),
-            Disc::DualPi2(d) => d.steady(),
-            _ => true,
-        }
+        each!(&self.disc, d => d.steady())
     }
 
     /// Serves the queue up to `until`: every service that starts by then (and every periodic
@@ -491,13 +488,14 @@ impl Bottleneck {
                         self.next_update = Some(u.saturating_add(Nanos(skip.saturating_mul(t.as_nanos()))));
                         return;
                     }
-                    self.update(u);
+                    each!(&mut self.disc, d => d.update(u));
                     self.next_update = Some(u.saturating_add(t));
                     continue;
                 }
             }
             let Some(s) = start.filter(|&s| s <= until) else { return };
-            if let Some((entry, mark)) = self.dequeue(s, rng, out) {
+            let mut dropped = |e: Entry| out(Decision::Drop { entry: e, reason: AqmDrop::Aqm });
+            if let Some((entry, mark)) = each!(&mut self.disc, d => d.dequeue(s, rng, &mut dropped)) {
                 let exit = self.server.admit_over_limit(s, entry.len);
                 self.free = exit;
                 out(Decision::Send { entry, start: s, exit, mark: mark || entry.marked });
@@ -505,46 +503,9 @@ impl Bottleneck {
         }
     }
 
-    /// The discipline's dequeue at `now`: the frame to send (and whether it is to be marked),
-    /// frames dropped on the way going to `out`.
-    fn dequeue(
-        &mut self,
-        now: Nanos,
-        rng: &mut Rng,
-        out: &mut impl FnMut(Decision),
-    ) -> Option<(Entry, bool)> {
-        let mut dropped = |e: Entry| out(Decision::Drop { entry: e, reason: AqmDrop::Aqm });
-        match &mut self.disc {
-            Disc::DropTail(q) | Disc::DropHead(q) => q.pop().map(|e| (e, false)),
-            Disc::Red(q, _, red) => {
-                let e = q.pop()?;
-                if q.is_empty() {
-                    red.idle_from(now);
-                }
-                Some((e, false))
-            }
-            Disc::Codel(q, c, codel) => codel.dequeue(c, now, q, dropped).map(|d| (d.item, d.marked)),
-            Disc::Pie(q, _, pie) => {
-                let e = q.pop()?;
-                pie.dequeued(now.saturating_sub(e.arrival));
-                Some((e, false))
-            }
-            Disc::FqCodel(f) => f.dequeue(now, &mut dropped),
-            Disc::DualPi2(d) => d.dequeue(now, rng, &mut dropped),
-        }
-    }
-
     /// Every frame still queued, oldest first, taken out of the discipline.
     fn take_queued(&mut self) -> Vec<Entry> {
-        let mut all: Vec<Entry> = match &mut self.disc {
-            Disc::DropTail(q)
-            | Disc::DropHead(q)
-            | Disc::Red(q, ..)
-            | Disc::Codel(q, ..)
-            | Disc::Pie(q, ..) => q.drain().collect(),
-            Disc::FqCodel(f) => f.take_all(),
-            Disc::DualPi2(d) => d.take_all(),
-        };
+        let mut all: Vec<Entry> = each!(&mut self.disc, d => d.take_all());
         all.sort_by_key(|e| e.seq);
         all
     }
@@ -558,24 +519,18 @@ impl Bottleneck {
         self.next_update = old.next_update.filter(|_| self.update_interval().is_some());
         let queued = old.take_queued();
         match (&mut self.disc, old.disc) {
-            (Disc::Red(_, _, s), Disc::Red(_, _, o)) => *s = o,
-            (Disc::Codel(_, _, s), Disc::Codel(_, _, o)) => *s = o,
-            (Disc::Pie(_, _, s), Disc::Pie(_, _, o)) => *s = o,
+            (Disc::DropTail(s), Disc::DropTail(o)) => s.inherit(o),
+            (Disc::DropHead(s), Disc::DropHead(o)) => s.inherit(o),
+            (Disc::Red(s), Disc::Red(o)) => s.inherit(o),
+            (Disc::Codel(s), Disc::Codel(o)) => s.inherit(o),
+            (Disc::Pie(s), Disc::Pie(o)) => s.inherit(o),
             (Disc::FqCodel(s), Disc::FqCodel(o)) => s.inherit(o),
             (Disc::DualPi2(s), Disc::DualPi2(o)) => s.inherit(o),
             _ => {}
         }
         self.server.inherit(old.server);
         for e in queued {
-            match &mut self.disc {
-                Disc::DropTail(q)
-                | Disc::DropHead(q)
-                | Disc::Red(q, ..)
-                | Disc::Codel(q, ..)
-                | Disc::Pie(q, ..) => q.push(e),
-                Disc::FqCodel(f) => f.enqueue(e),
-                Disc::DualPi2(d) => d.enqueue(e),
-            }
+            each!(&mut self.disc, d => d.requeue(e));
         }
     }
 
@@ -597,5 +552,28 @@ impl Bottleneck {
         let mut link = Link::new(config);
         link.inherit(self.server);
         link
+    }
+}
+
+#[cfg(test)]
+mod kinds_tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_parses_by_its_name_and_is_named_back() {
+        for (i, k) in KINDS.iter().enumerate() {
+            let c: AqmConfig = k.name.parse().unwrap();
+            assert_eq!(c.name(), k.name);
+            assert!(std::ptr::eq(c.kind(), &KINDS[i]));
+            assert!(accepted().contains(k.name) && help().contains(k.name));
+        }
+    }
+
+    #[test]
+    fn the_readme_documents_every_kind() {
+        let readme = include_str!("../../../../README.md");
+        for k in &KINDS {
+            assert!(readme.contains(&format!("| `{}` |", k.name)), "README's table lacks {}", k.name);
+        }
     }
 }
