@@ -112,6 +112,9 @@ fn dpdk_words(text: &str) {
         assert_eq!(port.to_string(), written, "a port is written back as given");
         let _ = port.kernel_iface();
     }
+    if let Ok(port) = text.parse::<pathem_io::live::PortSpec>() {
+        assert_eq!(port.to_string(), text, "a port is written back as given");
+    }
     if let Ok(words) = split_eal(text) {
         assert!(words.iter().all(|w| !w.is_empty() && !w.contains(char::is_whitespace)));
         let devices: Vec<Device> = dev.into_iter().collect();

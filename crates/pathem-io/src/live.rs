@@ -56,7 +56,12 @@ pub enum PortSpec {
 impl std::str::FromStr for PortSpec {
     type Err = Error;
     fn from_str(spec: &str) -> Result<PortSpec, Error> {
-        let (kind, name) = spec.split_once(':').unwrap_or(("", spec));
+        let Some((kind, name)) = spec.split_once(':') else {
+            return match spec.is_empty() {
+                true => Err(Error::Interface { name: spec.into(), reason: "names no interface".into() }),
+                false => Ok(PortSpec::Auto(spec.into())),
+            };
+        };
         let iface = |f: fn(String) -> PortSpec| match name.is_empty() {
             true => Err(Error::Interface {
                 name: spec.into(),
@@ -65,7 +70,6 @@ impl std::str::FromStr for PortSpec {
             false => Ok(f(name.into())),
         };
         match kind {
-            "" => iface(PortSpec::Auto),
             "afxdp" => iface(PortSpec::AfXdp),
             "afpacket" => iface(PortSpec::AfPacket),
             "dpdk" => Ok(PortSpec::Dpdk { text: name.into(), device: crate::dpdk::parse(name)? }),
@@ -328,6 +332,7 @@ mod tests {
         assert!("dpdk:eth0".parse::<PortSpec>().unwrap_err().to_string().contains("accepted"));
         assert!("frob:eth0".parse::<PortSpec>().unwrap_err().to_string().contains("accepted"));
         assert!("afxdp:".parse::<PortSpec>().is_err());
+        assert!(":eth0".parse::<PortSpec>().is_err(), "an empty type is no type");
         assert_eq!(port("dpdk:net_af_packet0,iface=pa").kernel_iface(), Some("pa"));
         assert_eq!(port("dpdk:0000:3b:00.0").kernel_iface(), None);
         assert_eq!(port("afxdp:eth1").kernel_iface(), Some("eth1"));

@@ -152,6 +152,18 @@ impl State {
     }
 }
 
+/// `ctl list`'s lines: each running link with its ports and age (its name alone when it does
+/// not answer `show`).
+pub fn list_lines() -> Vec<String> {
+    list()
+        .into_iter()
+        .map(|name| match request(&name, Request::Show) {
+            Ok(Reply::State(s)) => s.list_line(),
+            _ => name,
+        })
+        .collect()
+}
+
 /// What a running link shows and how it is changed.
 pub struct Served {
     pub name: String,

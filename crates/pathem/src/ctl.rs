@@ -31,12 +31,7 @@ pub struct CtlArgs {
 pub fn main(args: CtlArgs) -> anyhow::Result<()> {
     let target = &args.target;
     if target == "list" {
-        for name in control::list() {
-            match control::request(&name, Request::Show) {
-                Ok(Reply::State(s)) => println!("{}", s.list_line()),
-                _ => println!("{name}"),
-            }
-        }
+        control::list_lines().iter().for_each(|l| println!("{l}"));
         return Ok(());
     }
     control::check_name(target).map_err(|e| usage(e.to_string().replace("--name", "ctl NAME")))?;

@@ -51,16 +51,9 @@ enum Command {
 }
 
 /// Bad usage: reported on one line, exit code 2.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub struct UsageError(pub String);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
 
 /// Wraps a message as a usage error.
 pub fn usage(msg: impl std::fmt::Display) -> anyhow::Error {

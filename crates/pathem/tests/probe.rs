@@ -60,6 +60,7 @@ fn bad_input_is_refused_with_one_line() {
         (vec!["probe", "send", "--to", "127.0.0.1:9", "--count", "100000000000"], 2, "1 to 10000000000"),
         (vec!["probe", "recv", "--listen", "127.0.0.1:9", "--idle", "2h"], 2, "1ms to 1h"),
         (vec!["bench", "--packets", "0"], 2, "1 to 10^12"),
+        (vec!["demo", "--frames", "0"], 2, "1 to 10^8"),
         (vec!["bench", "--size", "1099511627776"], 2, "14 to 65536"),
         (
             vec!["probe", "recv", "--listen", "127.0.0.1:47912", "--idle", "200ms"],
