@@ -235,107 +235,79 @@ impl Counters {
     }
 }
 
-/// Frames dropped, one count per [`DropReason`] (the one table of reasons: counters, JSON,
-/// Prometheus and the text lines all read it), serialised as a map from each reason's name,
-/// `{"loss": 3, "queue": 0, ...}`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Dropped([u64; DropReason::ALL.len()]);
+/// A count per kind of `$key` (an enum with `ALL` and `name()`), serialised as a map from each
+/// kind's name (`{"loss": 3, "queue": 0, ...}`; a name an older report lacked counts 0, an
+/// unknown one is refused).
+macro_rules! counts_by_name {
+    ($(#[$doc:meta])* $table:ident, $key:ty, $what:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, Default, PartialEq, Eq)]
+        pub struct $table([u64; <$key>::ALL.len()]);
 
-impl Dropped {
-    /// Frames dropped for `reason`.
-    pub fn get(&self, reason: DropReason) -> u64 {
-        self.0[reason as usize]
-    }
+        impl $table {
+            pub fn get(&self, key: $key) -> u64 {
+                self.0[key as usize]
+            }
 
-    /// Every reason with its count, in [`DropReason::ALL`]'s order.
-    pub fn iter(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
-        DropReason::ALL.into_iter().map(|r| (r, self.get(r)))
-    }
+            pub fn total(&self) -> u64 {
+                self.0.iter().sum()
+            }
 
-    /// The counts as `name count` pairs joined by commas (`loss 3, queue 0, ...`).
-    pub fn describe(&self) -> String {
-        self.iter().map(|(r, n)| format!("{} {n}", r.name())).collect::<Vec<_>>().join(", ")
-    }
-}
+            /// Every kind with its count, in `ALL`'s order.
+            pub fn iter(&self) -> impl Iterator<Item = ($key, u64)> + '_ {
+                <$key>::ALL.into_iter().map(|k| (k, self.get(k)))
+            }
 
-impl Serialize for Dropped {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(Some(DropReason::ALL.len()))?;
-        for (r, n) in self.iter() {
-            m.serialize_entry(r.name(), &n)?;
+            /// The counts as `name count` pairs joined by commas (`loss 3, queue 0, ...`).
+            pub fn describe(&self) -> String {
+                self.iter().map(|(k, n)| format!("{} {n}", k.name())).collect::<Vec<_>>().join(", ")
+            }
         }
-        m.end()
-    }
-}
 
-impl<'de> Deserialize<'de> for Dropped {
-    /// Reasons by name; a reason an older report did not have counts 0.
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let by_name = std::collections::BTreeMap::<String, u64>::deserialize(d)?;
-        let mut out = Dropped::default();
-        for (name, n) in by_name {
-            let r = DropReason::ALL
-                .into_iter()
-                .find(|r| r.name() == name)
-                .ok_or_else(|| serde::de::Error::custom(format!("unknown drop reason `{name}`")))?;
-            out.0[r as usize] = n;
+        impl Serialize for $table {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                use serde::ser::SerializeMap;
+                let mut m = s.serialize_map(Some(<$key>::ALL.len()))?;
+                for (k, n) in self.iter() {
+                    m.serialize_entry(k.name(), &n)?;
+                }
+                m.end()
+            }
         }
-        Ok(out)
-    }
-}
 
-/// Frames the transmitting port's kernel or NIC refused, one count per [`TxErrorClass`]
-/// (`too_large`: EMSGSIZE; `no_buffer`: ENOMEM; `down`: ENETDOWN, ENXIO, ENODEV; `other`: any
-/// other refusal, and a DPDK device's own transmit errors), serialised as a map by name.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PortTxErrors([u64; TxErrorClass::ALL.len()]);
-
-impl PortTxErrors {
-    pub fn get(&self, class: TxErrorClass) -> u64 {
-        self.0[class as usize]
-    }
-
-    pub fn total(&self) -> u64 {
-        self.0.iter().sum()
-    }
-
-    /// Every class with its count, in [`TxErrorClass::ALL`]'s order.
-    pub fn iter(&self) -> impl Iterator<Item = (TxErrorClass, u64)> + '_ {
-        TxErrorClass::ALL.into_iter().map(|c| (c, self.get(c)))
-    }
-
-    /// The counts as `name count` pairs joined by commas.
-    pub fn describe(&self) -> String {
-        self.iter().map(|(c, n)| format!("{} {n}", c.name())).collect::<Vec<_>>().join(", ")
-    }
-}
-
-impl Serialize for PortTxErrors {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(Some(TxErrorClass::ALL.len()))?;
-        for (c, n) in self.iter() {
-            m.serialize_entry(c.name(), &n)?;
+        impl<'de> Deserialize<'de> for $table {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let by_name = std::collections::BTreeMap::<String, u64>::deserialize(d)?;
+                let mut out = $table::default();
+                for (name, n) in by_name {
+                    let k = <$key>::ALL
+                        .into_iter()
+                        .find(|k| k.name() == name)
+                        .ok_or_else(|| serde::de::Error::custom(format!(concat!("unknown ", $what, " `{}`"), name)))?;
+                    out.0[k as usize] = n;
+                }
+                Ok(out)
+            }
         }
-        m.end()
-    }
+    };
 }
 
-impl<'de> Deserialize<'de> for PortTxErrors {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let by_name = std::collections::BTreeMap::<String, u64>::deserialize(d)?;
-        let mut out = PortTxErrors::default();
-        for (name, n) in by_name {
-            let c = TxErrorClass::ALL
-                .into_iter()
-                .find(|c| c.name() == name)
-                .ok_or_else(|| serde::de::Error::custom(format!("unknown transmit error class `{name}`")))?;
-            out.0[c as usize] = n;
-        }
-        Ok(out)
-    }
-}
+counts_by_name!(
+    /// Frames dropped, one count per [`DropReason`] (the one table of reasons: counters, JSON,
+    /// Prometheus and the text lines all read it).
+    Dropped,
+    DropReason,
+    "drop reason"
+);
+
+counts_by_name!(
+    /// Frames the transmitting port's kernel or NIC refused, one count per [`TxErrorClass`]
+    /// (`too_large`: EMSGSIZE; `no_buffer`: ENOMEM; `down`: ENETDOWN, ENXIO, ENODEV; `other`:
+    /// any other refusal, and a DPDK device's own transmit errors).
+    PortTxErrors,
+    TxErrorClass,
+    "transmit error class"
+);
 
 /// What the receiving port did to frames a local sender left to the hardware.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -345,12 +317,6 @@ pub struct OffloadStats {
     pub gso_segments: u64,
     /// Partial checksums completed (outside super-frames).
     pub csum_completed: u64,
-}
-
-impl Dropped {
-    pub fn total(&self) -> u64 {
-        self.0.iter().sum()
-    }
 }
 
 /// A snapshot of one direction's counters, as reported in JSON.
