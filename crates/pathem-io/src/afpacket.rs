@@ -463,6 +463,20 @@ impl AfPacketTx {
         })
     }
 
+    /// Like [`open`](Self::open), but frames go through the interface's qdisc and tc
+    /// programs (not straight to the driver) with socket mark `mark`: `attach` sends back
+    /// through the interface it steers, whose program lets frames with the mark pass.
+    pub fn open_marked(ifname: &str, max_frame: usize, mark: u32) -> Result<AfPacketTx, Error> {
+        let tx = AfPacketTx::open(ifname, max_frame)?;
+        let fd = tx.fd.as_raw_fd();
+        let fail = |what: &str, e| failure(ifname, what, e, "CAP_NET_ADMIN");
+        set_opt(fd, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, &0i32)
+            .map_err(|e| fail("cannot send through the qdisc", e))?;
+        set_opt(fd, libc::SOL_SOCKET, libc::SO_MARK, &mark)
+            .map_err(|e| fail("cannot set the socket mark", e))?;
+        Ok(tx)
+    }
+
     /// The longest frame the interface sends: its MTU, the Ethernet header and a VLAN tag.
     pub fn max_frame(&self) -> Option<usize> {
         self.mtu.map(|m| m as usize + 14 + 4)

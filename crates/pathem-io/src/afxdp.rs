@@ -14,12 +14,13 @@
 //! Frames are copied into the delay line at ingress, so a UMEM frame returns to the fill ring
 //! at once.
 
+use crate::bpf::{bpf, insn, owned, put_u32, put_u64};
 use crate::iface::failure as fail;
 use crate::port::{FallbackStamps, PollAt, RxFrame, RxPort, TxErrorClass, TxPort, TxRefused};
 use crate::Error;
 use pathem_model::Nanos;
 use std::mem::size_of;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -51,8 +52,6 @@ const XDP_UMEM_PGOFF_COMPLETION_RING: i64 = 0x1_8000_0000;
 
 const BPF_MAP_CREATE: i32 = 0;
 const BPF_MAP_UPDATE_ELEM: i32 = 2;
-const BPF_PROG_LOAD: i32 = 5;
-const BPF_LINK_CREATE: i32 = 28;
 const BPF_MAP_TYPE_XSKMAP: u32 = 17;
 const BPF_PROG_TYPE_XDP: u32 = 6;
 const BPF_XDP: u32 = 37;
@@ -131,36 +130,6 @@ impl Drop for Mmap {
     }
 }
 
-/// The bpf(2) system call with an attribute block of `N` bytes.
-fn bpf<const N: usize>(cmd: i32, attr: &mut [u8; N]) -> std::io::Result<i32> {
-    // SAFETY: `attr` is a live, writable buffer of the size passed; the kernel reads (and for
-    // some commands writes) at most that many bytes.
-    let rc = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.as_mut_ptr(), N as u32) };
-    if rc < 0 {
-        Err(os_err())
-    } else {
-        Ok(rc as i32)
-    }
-}
-
-fn put_u32(buf: &mut [u8], at: usize, v: u32) {
-    buf[at..at + 4].copy_from_slice(&v.to_ne_bytes());
-}
-
-fn put_u64(buf: &mut [u8], at: usize, v: u64) {
-    buf[at..at + 8].copy_from_slice(&v.to_ne_bytes());
-}
-
-/// One eBPF instruction: opcode, dst and src registers, offset, immediate.
-fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> [u8; 8] {
-    let mut b = [0u8; 8];
-    b[0] = code;
-    b[1] = (src << 4) | dst;
-    b[2..4].copy_from_slice(&off.to_ne_bytes());
-    b[4..8].copy_from_slice(&imm.to_ne_bytes());
-    b
-}
-
 /// Marks the receive timestamp the XDP program leaves in front of a frame ("pathemts").
 const STAMP_MAGIC: u64 = u64::from_le_bytes(*b"pathemts");
 /// Bytes of metadata in front of a received frame: the stamp, then the magic.
@@ -223,25 +192,9 @@ fn redirect_program(map_fd: i32, stamp: bool) -> Vec<u8> {
 fn load_program(ifname: &str, map_fd: i32) -> Result<(OwnedFd, bool), Error> {
     let mut last = None;
     for stamp in [true, false] {
-        let code = redirect_program(map_fd, stamp);
-        let license = b"GPL\0";
-        let mut log = vec![0u8; 4096];
-        let mut attr = [0u8; 128];
-        put_u32(&mut attr, 0, BPF_PROG_TYPE_XDP);
-        put_u32(&mut attr, 4, (code.len() / 8) as u32);
-        put_u64(&mut attr, 8, code.as_ptr() as u64);
-        put_u64(&mut attr, 16, license.as_ptr() as u64);
-        put_u32(&mut attr, 24, 1);
-        put_u32(&mut attr, 28, log.len() as u32);
-        put_u64(&mut attr, 32, log.as_mut_ptr() as u64);
-        attr[48..56].copy_from_slice(b"pathem\0\0");
-        put_u32(&mut attr, 68, BPF_XDP);
-        match bpf(BPF_PROG_LOAD, &mut attr) {
-            Ok(fd) => return Ok((owned(fd), stamp)),
-            Err(e) => {
-                let end = log.iter().position(|&b| b == 0).unwrap_or(0);
-                last = Some((e, String::from_utf8_lossy(&log[..end]).into_owned()));
-            }
+        match crate::bpf::load(BPF_PROG_TYPE_XDP, BPF_XDP, &redirect_program(map_fd, stamp), "pathem") {
+            Ok(fd) => return Ok((fd, stamp)),
+            Err(e) => last = Some(e),
         }
     }
     let (e, msg) = last.unwrap_or_else(|| (os_err(), String::new()));
@@ -251,11 +204,6 @@ fn load_program(ifname: &str, map_fd: i32) -> Result<(OwnedFd, bool), Error> {
         e,
         "CAP_BPF and CAP_NET_ADMIN",
     ))
-}
-
-fn owned(fd: i32) -> OwnedFd {
-    // SAFETY: fd was just returned by the kernel to us and has no other owner.
-    unsafe { OwnedFd::from_raw_fd(fd) }
 }
 
 /// What keeps the steering in place: the map, the program, the link.
@@ -292,13 +240,8 @@ fn steer(ifname: &str, ifindex: u32, xsk: RawFd) -> Result<Steering, Error> {
 
     let mut last = None;
     for (flags, mode) in [(XDP_FLAGS_DRV_MODE, "native"), (XDP_FLAGS_SKB_MODE, "generic")] {
-        let mut attr = [0u8; 64];
-        put_u32(&mut attr, 0, prog.as_raw_fd() as u32);
-        put_u32(&mut attr, 4, ifindex);
-        put_u32(&mut attr, 8, BPF_XDP);
-        put_u32(&mut attr, 12, flags);
-        match bpf(BPF_LINK_CREATE, &mut attr) {
-            Ok(fd) => return Ok(Steering { _map: map, _prog: prog, _link: owned(fd), mode, stamps }),
+        match crate::bpf::link(&prog, ifindex, BPF_XDP, flags) {
+            Ok(link) => return Ok(Steering { _map: map, _prog: prog, _link: link, mode, stamps }),
             Err(e) => last = Some(e),
         }
     }
@@ -327,25 +270,11 @@ pub struct PassThrough {
 pub fn pass_through(ifname: &str) -> Result<PassThrough, Error> {
     let ifindex = crate::afpacket::ifindex(ifname)? as u32;
     let code = [insn(0xb7, 0, 0, 0, 2), insn(0x95, 0, 0, 0, 0)].concat(); // r0 = XDP_PASS; exit
-    let license = b"GPL\0";
-    let mut attr = [0u8; 128];
-    put_u32(&mut attr, 0, BPF_PROG_TYPE_XDP);
-    put_u32(&mut attr, 4, (code.len() / 8) as u32);
-    put_u64(&mut attr, 8, code.as_ptr() as u64);
-    put_u64(&mut attr, 16, license.as_ptr() as u64);
-    attr[48..56].copy_from_slice(b"pathem\0\0");
-    let prog = owned(
-        bpf(BPF_PROG_LOAD, &mut attr)
-            .map_err(|e| fail(ifname, "cannot load the pass-through XDP program", e, "CAP_BPF"))?,
-    );
-    let mut attr = [0u8; 64];
-    put_u32(&mut attr, 0, prog.as_raw_fd() as u32);
-    put_u32(&mut attr, 4, ifindex);
-    put_u32(&mut attr, 8, BPF_XDP);
-    put_u32(&mut attr, 12, XDP_FLAGS_DRV_MODE);
-    let link = bpf(BPF_LINK_CREATE, &mut attr)
+    let prog = crate::bpf::load(BPF_PROG_TYPE_XDP, BPF_XDP, &code, "pathem")
+        .map_err(|(e, _)| fail(ifname, "cannot load the pass-through XDP program", e, "CAP_BPF"))?;
+    let link = crate::bpf::link(&prog, ifindex, BPF_XDP, XDP_FLAGS_DRV_MODE)
         .map_err(|e| fail(ifname, "cannot attach the pass-through XDP program", e, "CAP_NET_ADMIN"))?;
-    Ok(PassThrough { _prog: prog, _link: owned(link) })
+    Ok(PassThrough { _prog: prog, _link: link })
 }
 
 /// A ring shared with the kernel.

@@ -15,6 +15,8 @@
 
 pub mod afpacket;
 pub mod afxdp;
+pub mod attach;
+mod bpf;
 pub mod dpdk;
 pub mod host;
 pub mod iface;
@@ -24,6 +26,7 @@ pub mod mem;
 pub mod offload;
 pub mod pcap;
 pub mod port;
+pub mod tap;
 pub mod udp;
 
 pub use port::{PollAt, RxFrame, RxPort, TxErrorClass, TxPort, TxRefused};

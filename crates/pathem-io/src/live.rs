@@ -16,6 +16,11 @@ use std::os::fd::RawFd;
 pub enum LiveRx {
     Packet(AfPacketRx),
     Xdp(XdpRx),
+    /// A TAP device's frames (`attach`).
+    Tap(crate::tap::TapRx),
+    /// Never a frame: the direction an `attach` leaves alone (sleeps on an eventfd no one
+    /// writes).
+    Idle(std::os::fd::OwnedFd),
     #[cfg(feature = "dpdk")]
     Dpdk(crate::dpdk::DpdkRx),
 }
@@ -26,6 +31,10 @@ pub enum LiveRx {
 pub enum LiveTx {
     Packet(AfPacketTx),
     Xdp(XdpTx),
+    /// Into a TAP device, which receives the frames (`attach`'s ingress).
+    Tap(crate::tap::TapTx),
+    /// Never given a frame (its direction's input is [`LiveRx::Idle`]).
+    Idle,
     #[cfg(feature = "dpdk")]
     Dpdk(crate::dpdk::DpdkTx),
 }
@@ -218,6 +227,8 @@ impl LiveRx {
         match self {
             LiveRx::Packet(p) => Some(p.raw_fd()),
             LiveRx::Xdp(x) => Some(x.raw_fd()),
+            LiveRx::Tap(t) => Some(t.raw_fd()),
+            LiveRx::Idle(fd) => Some(std::os::fd::AsRawFd::as_raw_fd(fd)),
             #[cfg(feature = "dpdk")]
             LiveRx::Dpdk(_) => None,
         }
@@ -226,7 +237,8 @@ impl LiveRx {
     pub fn errors(&self) -> u64 {
         match self {
             LiveRx::Packet(p) => p.errors,
-            LiveRx::Xdp(_) => 0,
+            LiveRx::Tap(t) => t.errors,
+            LiveRx::Xdp(_) | LiveRx::Idle(_) => 0,
             #[cfg(feature = "dpdk")]
             LiveRx::Dpdk(_) => 0,
         }
@@ -241,6 +253,7 @@ impl LiveTx {
         match self {
             LiveTx::Packet(p) => p.max_frame(),
             LiveTx::Xdp(x) => x.max_frame(),
+            LiveTx::Tap(_) | LiveTx::Idle => None,
             #[cfg(feature = "dpdk")]
             LiveTx::Dpdk(d) => Some(d.max_frame()),
         }
@@ -253,6 +266,8 @@ impl RxPort for LiveRx {
         match self {
             LiveRx::Packet(p) => p.recv_burst(now, max, f),
             LiveRx::Xdp(x) => x.recv_burst(now, max, f),
+            LiveRx::Tap(t) => t.recv_burst(now, max, f),
+            LiveRx::Idle(_) => Ok(0),
             #[cfg(feature = "dpdk")]
             LiveRx::Dpdk(d) => d.recv_burst(now, max, f),
         }
@@ -261,6 +276,8 @@ impl RxPort for LiveRx {
         match self {
             LiveRx::Packet(p) => p.poll_at(),
             LiveRx::Xdp(x) => x.poll_at(),
+            LiveRx::Tap(t) => t.poll_at(),
+            LiveRx::Idle(_) => PollAt::Unknown,
             #[cfg(feature = "dpdk")]
             LiveRx::Dpdk(d) => d.poll_at(),
         }
@@ -269,6 +286,8 @@ impl RxPort for LiveRx {
         match self {
             LiveRx::Packet(p) => p.kernel_drops(),
             LiveRx::Xdp(x) => x.kernel_drops(),
+            LiveRx::Tap(t) => t.kernel_drops(),
+            LiveRx::Idle(_) => 0,
             #[cfg(feature = "dpdk")]
             LiveRx::Dpdk(d) => d.kernel_drops(),
         }
@@ -277,6 +296,8 @@ impl RxPort for LiveRx {
         match self {
             LiveRx::Packet(p) => p.offload(),
             LiveRx::Xdp(x) => x.offload(),
+            LiveRx::Tap(t) => t.offload(),
+            LiveRx::Idle(_) => Default::default(),
             #[cfg(feature = "dpdk")]
             LiveRx::Dpdk(d) => d.offload(),
         }
@@ -289,6 +310,8 @@ impl TxPort for LiveTx {
         match self {
             LiveTx::Packet(p) => p.send(release, wire_len, data),
             LiveTx::Xdp(x) => x.send(release, wire_len, data),
+            LiveTx::Tap(t) => t.send(release, wire_len, data),
+            LiveTx::Idle => true,
             #[cfg(feature = "dpdk")]
             LiveTx::Dpdk(d) => d.send(release, wire_len, data),
         }
@@ -297,6 +320,8 @@ impl TxPort for LiveTx {
         match self {
             LiveTx::Packet(p) => p.flush(),
             LiveTx::Xdp(x) => x.flush(),
+            LiveTx::Tap(t) => t.flush(),
+            LiveTx::Idle => Ok(()),
             #[cfg(feature = "dpdk")]
             LiveTx::Dpdk(d) => d.flush(),
         }
@@ -305,6 +330,8 @@ impl TxPort for LiveTx {
         match self {
             LiveTx::Packet(p) => p.queued(),
             LiveTx::Xdp(x) => x.queued(),
+            LiveTx::Tap(t) => t.queued(),
+            LiveTx::Idle => 0,
             #[cfg(feature = "dpdk")]
             LiveTx::Dpdk(d) => d.queued(),
         }
@@ -313,6 +340,8 @@ impl TxPort for LiveTx {
         match self {
             LiveTx::Packet(p) => p.refused(fresh),
             LiveTx::Xdp(x) => x.refused(fresh),
+            LiveTx::Tap(t) => t.refused(fresh),
+            LiveTx::Idle => Default::default(),
             #[cfg(feature = "dpdk")]
             LiveTx::Dpdk(d) => d.refused(fresh),
         }

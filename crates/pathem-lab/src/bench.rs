@@ -258,6 +258,7 @@ impl Forwarder {
                 keep_offloads: false,
                 schedule_ab: None,
                 schedule_ba: None,
+                attach: None,
             };
             return Ok(Forwarder::Link(Box::new(Link::start(spec)?)));
         }

@@ -50,6 +50,7 @@ pub fn forwarder(bed: &Bed, kind: &str, path: PathConfig) -> Result<Link, Error>
         keep_offloads: false,
         schedule_ab: None,
         schedule_ba: None,
+        attach: None,
     };
     let link = Link::start(spec)?;
     std::thread::sleep(std::time::Duration::from_millis(200));

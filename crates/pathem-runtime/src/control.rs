@@ -15,6 +15,7 @@
 
 use crate::Error;
 use pathem_engine::{Control, Counters};
+use pathem_spec::PathSpec;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -39,6 +40,9 @@ pub enum Refusal {
     /// The running link cannot take the path (a setting out of range, or it has stopped).
     #[error(transparent)]
     Change(#[from] pathem_engine::ChangeError),
+    /// `--ingress` for an attach whose ingress is left alone.
+    #[error("--{0} is not attached on this interface; start the attach with --{0} to impair it")]
+    NotAttached(&'static str),
     /// The change was sent but not applied in time (the link is stuck).
     #[error("the change was sent but the link has not applied it within 1 s")]
     NotApplied,
@@ -352,11 +356,15 @@ pub fn serve(
     let controls = (cab.clone(), cba.cloned());
     let (kab, kba) = link.counters();
     let current = std::sync::Mutex::new(specs);
+    let attached = link.started.attached;
     let to = controls.clone();
     let setter: Setter = Box::new(move |words: &[String]| {
         let change = pathem_spec::change::Change::parse(words)?;
         let mut specs = current.lock().unwrap_or_else(|e| e.into_inner());
-        let (ab, ba) = change.apply(&specs);
+        if attached.is_some_and(|(_, ingress)| !ingress) && change.b_to_a != PathSpec::default() {
+            return Err(Refusal::NotAttached("ingress"));
+        }
+        let (ab, ba) = change.apply(&specs, attached.is_some());
         let (ab_cfg, ba_cfg) = (ab.to_config()?, ba.to_config()?);
         for (c, cfg) in [(Some(&to.0), &ab_cfg), (to.1.as_ref(), &ba_cfg)] {
             if let Some(c) = c {

@@ -53,6 +53,9 @@ pub struct LinkSpec {
     /// Changes at set times after the start, per direction.
     pub schedule_ab: Option<Schedule>,
     pub schedule_ba: Option<Schedule>,
+    /// In place on an interface (`attach`): a→b is its egress, b→a its ingress, and `a`, `b`
+    /// only name it; nothing on the interface changes (offloads neither).
+    pub attach: Option<pathem_io::attach::AttachSpec>,
 }
 
 /// What [`Link::start`] opened, in words for a startup message.
@@ -70,6 +73,8 @@ pub struct Started {
     pub offloads_off: Vec<(String, Vec<&'static str>)>,
     /// DPDK's EAL arguments pathem chose, in words (empty without DPDK ports).
     pub eal: Vec<String>,
+    /// On an attached interface, which of egress and ingress take their path.
+    pub attached: Option<(bool, bool)>,
 }
 
 /// What a link did, when it stopped.
@@ -92,6 +97,17 @@ impl Started {
     pub fn describe(&self, ab: &PathConfig, ba: &PathConfig, one_way: bool, seed: u64) -> Vec<String> {
         let (a, b) = (&self.name_a, &self.name_b);
         let mut out = Vec::new();
+        if let Some((egress, ingress)) = self.attached {
+            out.push(format!("attached to {b} (seed {seed})"));
+            for (on, way, from, to, path) in [(egress, "egress", a, b, ab), (ingress, "ingress", b, a, ba)] {
+                out.push(match on {
+                    true => format!("  {way} ({from} -> {to}): {path}"),
+                    false => format!("  {way}: left alone (start with --{way} to impair it)"),
+                });
+            }
+            out.extend(self.how_a.split("; ").map(|h| format!("  {h}")));
+            return out;
+        }
         if !self.eal.is_empty() {
             out.push(format!("DPDK EAL defaults: {}", self.eal.join("; ")));
         }
@@ -342,18 +358,37 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
     }
     let mut offloads = Offloads(Vec::new());
     let mut offloads_off = Vec::new();
-    if !spec.keep_offloads {
-        for name in [spec.a.kernel_iface(), spec.b.kernel_iface()].into_iter().flatten() {
-            let saved = iface::disable_offloads(name, false)?;
-            if !saved.changed().is_empty() {
-                offloads_off.push((name.to_string(), saved.changed()));
-            }
-            offloads.0.push(saved);
+    let (eal, port_a, port_b, steering) = match &spec.attach {
+        Some(attach) => {
+            let at = pathem_io::attach::open(attach, spec.ports.max_frame)?;
+            let a = live::Opened {
+                rx: at.egress.0,
+                tx: at.ingress.1,
+                ifname: "stack".into(),
+                how: at.how.join("; "),
+            };
+            let b = live::Opened {
+                rx: at.ingress.0,
+                tx: at.egress.1,
+                ifname: attach.iface.clone(),
+                how: String::new(),
+            };
+            (Vec::new(), a, b, Some(at.steering))
         }
-    }
-    let eal = live::prepare(&[&spec.a, &spec.b], &spec.ports)?;
-    let port_a = live::open(&spec.a, &spec.ports)?;
-    let port_b = live::open(&spec.b, &spec.ports)?;
+        None => {
+            if !spec.keep_offloads {
+                for name in [spec.a.kernel_iface(), spec.b.kernel_iface()].into_iter().flatten() {
+                    let saved = iface::disable_offloads(name, false)?;
+                    if !saved.changed().is_empty() {
+                        offloads_off.push((name.to_string(), saved.changed()));
+                    }
+                    offloads.0.push(saved);
+                }
+            }
+            let eal = live::prepare(&[&spec.a, &spec.b], &spec.ports)?;
+            (eal, live::open(&spec.a, &spec.ports)?, live::open(&spec.b, &spec.ports)?, None)
+        }
+    };
     let (name_a, name_b, how_a, how_b) = (port_a.ifname, port_b.ifname, port_a.how, port_b.how);
     // Each direction carries no frame longer than its transmitting port sends.
     let towards = |tx: &LiveTx| EngineConfig {
@@ -382,6 +417,7 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
         how_b,
         offloads_off,
         eal,
+        attached: spec.attach.as_ref().map(|a| (a.egress, a.ingress)),
     };
     let since = pathem_engine::monotonic_now();
     if let Some(s) = spec.schedule_ab.clone() {
@@ -398,6 +434,8 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
     });
 
     let (mut ab, mut ba) = place(ab, ba, &spec.cores, &stop)?;
+    // An attached interface is given back first: its frames go the plain way from now on.
+    drop(steering);
     let now = pathem_engine::monotonic_now();
     let final_ab = ab.finish(now, DRAIN)?;
     let final_ba = match ba.as_mut() {

@@ -11,9 +11,9 @@ use crate::path::PathSpec;
 struct SetWords {
     #[command(flatten)]
     path: PathSpec,
-    #[arg(long, allow_hyphen_values = true)]
+    #[arg(long, alias = "egress", allow_hyphen_values = true)]
     a_to_b: Option<String>,
-    #[arg(long, allow_hyphen_values = true)]
+    #[arg(long, alias = "ingress", allow_hyphen_values = true)]
     b_to_a: Option<String>,
 }
 
@@ -38,11 +38,14 @@ impl Change {
     }
 
     /// The two directions after the change: each one's current spec with the common flags on
-    /// top, then its own.
-    pub fn apply(&self, current: &(PathSpec, PathSpec)) -> (PathSpec, PathSpec) {
+    /// top, then its own. On an attached interface (`attach`), the common flags are egress's
+    /// (a→b) alone, as they are at its start.
+    pub fn apply(&self, current: &(PathSpec, PathSpec), attached: bool) -> (PathSpec, PathSpec) {
+        let none = PathSpec::default();
+        let both_ba = if attached { &none } else { &self.both };
         (
             current.0.overridden_by(&self.both).overridden_by(&self.a_to_b),
-            current.1.overridden_by(&self.both).overridden_by(&self.b_to_a),
+            current.1.overridden_by(both_ba).overridden_by(&self.b_to_a),
         )
     }
 }
@@ -73,7 +76,7 @@ mod tests {
             (PathSpec::from_flags("--delay 5ms").unwrap(), PathSpec::from_flags("--loss 1%").unwrap());
         let mut w = words("--rate 10mbit --a-to-b");
         w.push("--delay 20ms".into());
-        let (ab, ba) = Change::parse(&w).unwrap().apply(&current);
+        let (ab, ba) = Change::parse(&w).unwrap().apply(&current, false);
         assert_eq!(ab.delay.unwrap().0, Nanos::from_millis(20));
         assert!(ab.rate.is_some() && ba.rate.is_some());
         assert_eq!(ba.loss, current.1.loss);

@@ -26,9 +26,11 @@ pub struct ConfigFile {
     pub buffer: Option<Size>,
     /// DPDK's EAL arguments (`--eal`).
     pub eal: Option<String>,
-    #[serde(default)]
+    /// `[a_to_b]`; `[egress]` for `attach` (frames the host sends).
+    #[serde(default, alias = "egress")]
     pub a_to_b: PathSpec,
-    #[serde(default)]
+    /// `[b_to_a]`; `[ingress]` for `attach` (frames the host receives).
+    #[serde(default, alias = "ingress")]
     pub b_to_a: PathSpec,
 }
 

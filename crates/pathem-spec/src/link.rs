@@ -56,6 +56,22 @@ pub fn directions(
     Ok((ab, ba))
 }
 
+/// The directions of an attached interface (`attach`): egress is the file's `[egress]`
+/// table, the bare flags, then `--egress`; ingress is the file's `[ingress]` table then
+/// `--ingress` (bare flags impair egress alone, as `tc ... root netem` does). The schedule's
+/// lines change egress.
+pub fn attach_directions(
+    file: &ConfigFile,
+    common: &PathSpec,
+    egress: Option<&str>,
+    ingress: Option<&str>,
+    schedule: Option<&Path>,
+) -> Result<(Direction, Direction), SpecError> {
+    let out = Direction::resolve(&[&file.a_to_b, common, &direction("egress", egress)?], schedule)?;
+    let into = Direction::resolve(&[&file.b_to_a, &direction("ingress", ingress)?], None)?;
+    Ok((out, into))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,5 +89,18 @@ mod tests {
         assert_eq!(ba.path.delay.base, Nanos::from_millis(20));
         let e = directions(&file, &common, [("a-to-b", Some("--delay x")), ("b-to-a", None)], None);
         assert!(e.unwrap_err().to_string().contains("a-to-b"));
+    }
+
+    #[test]
+    fn bare_flags_of_an_attach_impair_egress_alone() {
+        let file = file::parse("[ingress]\nloss = \"1%\"\n").unwrap();
+        let common = PathSpec::from_flags("--delay 10ms").unwrap();
+        let (out, into) = attach_directions(&file, &common, Some("--rate 10mbit"), None, None).unwrap();
+        assert_eq!(out.path.delay.base, Nanos::from_millis(10));
+        assert!(out.path.link.is_some() && out.path.loss.is_none());
+        assert_eq!(into.path.delay.base, Nanos::ZERO, "bare flags stay off ingress");
+        assert!(into.path.loss.is_some(), "the file's [ingress] table");
+        let e = attach_directions(&file, &common, None, Some("--delay x"), None).unwrap_err();
+        assert!(e.to_string().contains("ingress"), "{e}");
     }
 }

@@ -7,6 +7,7 @@
 //! not a link.
 #![allow(rustdoc::broken_intra_doc_links)]
 
+mod attach;
 mod bench;
 mod ctl;
 mod demo;
@@ -36,6 +37,8 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Emulate a path live between two interfaces, both directions.
     Run(Box<run::RunArgs>),
+    /// Emulate in place on an interface (egress, as tc netem; --ingress too); nothing on it moves.
+    Attach(Box<attach::AttachArgs>),
     /// Watch or change a running `run` or `shell`: ctl list, ctl NAME show, ctl NAME set FLAGS.
     Ctl(ctl::CtlArgs),
     /// Run a command in a network namespace behind an emulated link (uplink = a→b).
@@ -115,6 +118,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Replay(args) => replay::main(args),
         Command::Run(args) => run::main(*args),
+        Command::Attach(args) => attach::main(*args),
         Command::Shell(args) => shell::main(args),
         Command::Ctl(args) => ctl::main(args),
         Command::Probe(args) => probe::main(args),

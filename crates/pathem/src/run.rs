@@ -50,29 +50,15 @@ pub struct RunArgs {
     /// Forward only from A to B (frames arriving on B are not forwarded).
     #[arg(long)]
     pub one_way: bool,
-    /// Print the counters every DUR on stderr (e.g. 1s).
-    #[arg(long, value_name = "DUR")]
-    pub stats_interval: Option<Duration>,
-    /// Counters as JSON lines (periodic and final) on stdout.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub serve: Serve,
     /// Leave GRO/LRO/TSO/GSO as they are (frames may then be aggregated before pathem sees them).
     #[arg(long)]
     pub keep_offloads: bool,
-    /// Name of this link for `pathem ctl NAME` (its socket is /run/pathem/NAME.sock)
-    /// [default: the two interfaces, e.g. pa-pb].
-    #[arg(long, value_name = "NAME")]
-    pub name: Option<String>,
-    /// Serve Prometheus metrics on PORT (loopback) or ADDR:PORT, e.g. 9100 [default: off].
-    #[arg(long, value_name = "[ADDR:]PORT")]
-    pub metrics: Option<String>,
     /// Change the path at set times after the start (lines `TIME FLAGS`, optional `repeat
     /// TIME`); each line's flags apply to both directions, on top of what they had.
     #[arg(long, value_name = "FILE")]
     pub schedule: Option<PathBuf>,
-    /// Stop by itself after DUR.
-    #[arg(long, value_name = "DUR")]
-    pub duration: Option<Duration>,
     /// Delay line size per direction [default: rate × max delay + queue, at least 4 MiB].
     #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     pub buffer: Option<Size>,
@@ -90,6 +76,89 @@ pub struct RunArgs {
     pub rx_buffer: Size,
 }
 
+/// How a live link is watched and ended: shared by `run` and `attach`.
+#[derive(Args, Debug, Clone)]
+pub struct Serve {
+    /// Name of this link for `pathem ctl NAME` (its socket is /run/pathem/NAME.sock)
+    /// [default: run: the two interfaces, e.g. pa-pb; attach: the interface].
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Serve Prometheus metrics on PORT (loopback) or ADDR:PORT, e.g. 9100 [default: off].
+    #[arg(long, value_name = "[ADDR:]PORT")]
+    pub metrics: Option<String>,
+    /// Print the counters every DUR on stderr (e.g. 1s).
+    #[arg(long, value_name = "DUR")]
+    pub stats_interval: Option<Duration>,
+    /// Counters as JSON lines (periodic and final) on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Stop by itself after DUR.
+    #[arg(long, value_name = "DUR")]
+    pub duration: Option<Duration>,
+}
+
+impl Serve {
+    /// The checked name (or `default`) and metrics address.
+    pub fn check(&self, default: String) -> anyhow::Result<(String, Option<std::net::SocketAddr>)> {
+        use crate::within;
+        use pathem_model::Nanos;
+        if let Some(d) = self.stats_interval {
+            within(
+                "--stats-interval",
+                d.0,
+                Nanos::from_millis(1)..=Nanos::from_secs(86_400),
+                "1ms to 1 day",
+            )?;
+        }
+        if let Some(d) = self.duration {
+            within("--duration", d.0, Nanos(1)..=Nanos::from_secs(365 * 86_400), "above 0, up to 1 year")?;
+        }
+        let name = self.name.clone().unwrap_or(default);
+        pathem_runtime::control::check_name(&name).map_err(usage)?;
+        let metrics =
+            self.metrics.as_deref().map(pathem_runtime::metrics::parse_addr).transpose().map_err(usage)?;
+        Ok((name, metrics))
+    }
+
+    /// Says what `session` is (`lines`, then its control socket and metrics), reports as asked
+    /// until SIGINT, SIGTERM or `--duration` stops it, then gives the final report.
+    pub fn serve(&self, session: Session, lines: Vec<String>) -> anyhow::Result<()> {
+        for line in lines {
+            eprintln!("pathem: {line}");
+        }
+        eprintln!(
+            "pathem:   control: pathem ctl {} show|set (socket {})",
+            session.name,
+            session.control_path().display()
+        );
+        if let Some(addr) = session.metrics_addr() {
+            eprintln!("pathem:   metrics: http://{addr}/metrics");
+        }
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::flag::register(sig, session.link.stopper())
+                .context("cannot install signal handlers")?;
+        }
+        if let Some(d) = self.duration {
+            session.stop_after(d.0);
+        }
+        let (a, b) = (session.link.started.name_a.clone(), session.link.started.name_b.clone());
+        let json = self.json;
+        let print = move |r: &Report| match json {
+            true => println!("{}", serde_json::to_string(r).unwrap_or_default()),
+            false => r.lines(&a, &b).iter().for_each(|l| eprintln!("pathem: {l}")),
+        };
+        if let Some(every) = self.stats_interval {
+            let (counters, print) = (session.link.counters(), print.clone());
+            let counters = (counters.0.clone(), counters.1.cloned());
+            session.every(every.0, move |seconds| print(&Report::now("interval", seconds, &counters)));
+        }
+        let (end, seconds) = session.wait().map_err(crate::runtime_error)?;
+        print(&Report { event: "final", seconds, a_to_b: end.ab.clone(), b_to_a: end.ba.clone() });
+        end.describe().iter().for_each(|l| eprintln!("pathem: {l}"));
+        Ok(())
+    }
+}
+
 /// The live-only settings against their documented ranges.
 fn check_ranges(args: &RunArgs) -> anyhow::Result<()> {
     use crate::within;
@@ -97,22 +166,12 @@ fn check_ranges(args: &RunArgs) -> anyhow::Result<()> {
     use pathem_model::Nanos;
     within("--rx-buffer", args.rx_buffer.0, MIN_RX_BUFFER as u64..=MAX_RX_BUFFER as u64, "64KiB to 1GiB")?;
     within("--busy-poll", args.busy_poll.0, Nanos::ZERO..=Nanos::from_secs(1), "0ms to 1s")?;
-    if let Some(d) = args.stats_interval {
-        within("--stats-interval", d.0, Nanos::from_millis(1)..=Nanos::from_secs(86_400), "1ms to 1 day")?;
-    }
-    if let Some(d) = args.duration {
-        within("--duration", d.0, Nanos(1)..=Nanos::from_secs(365 * 86_400), "above 0, up to 1 year")?;
-    }
     Ok(())
 }
 
 pub fn main(args: RunArgs) -> anyhow::Result<()> {
     check_ranges(&args)?;
-    let metrics_addr =
-        args.metrics.as_deref().map(pathem_runtime::metrics::parse_addr).transpose().map_err(usage)?;
-    if let Some(name) = &args.name {
-        pathem_runtime::control::check_name(name).map_err(usage)?;
-    }
+    let (name, metrics_addr) = args.serve.check(session::default_name(&args.port_a, &args.port_b))?;
     let file = link::config(args.config.as_deref()).map_err(usage)?;
     let own = [("a-to-b", args.a_to_b.as_deref()), ("b-to-a", args.b_to_a.as_deref())];
     let (ab, ba) = link::directions(&file, &args.path, own, args.schedule.as_deref()).map_err(usage)?;
@@ -141,41 +200,12 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
         keep_offloads: args.keep_offloads,
         schedule_ab: ab.schedule,
         schedule_ba: ba.schedule,
+        attach: None,
     };
-    let name = args.name.clone().unwrap_or_else(|| session::default_name(&args.port_a, &args.port_b));
     let session =
         Session::start(spec, name, (ab.spec, ba.spec), metrics_addr).map_err(crate::runtime_error)?;
-    for line in session.link.started.describe(&ab.path, &ba.path, args.one_way, seed) {
-        eprintln!("pathem: {line}");
-    }
-    eprintln!(
-        "pathem:   control: pathem ctl {} show|set (socket {})",
-        session.name,
-        session.control_path().display()
-    );
-    if let Some(addr) = session.metrics_addr() {
-        eprintln!("pathem:   metrics: http://{addr}/metrics");
-    }
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, session.link.stopper()).context("cannot install signal handlers")?;
-    }
-    if let Some(d) = args.duration {
-        session.stop_after(d.0);
-    }
-    let (a, b) = (session.link.started.name_a.clone(), session.link.started.name_b.clone());
-    let print = move |r: &Report| match args.json {
-        true => println!("{}", serde_json::to_string(r).unwrap_or_default()),
-        false => r.lines(&a, &b).iter().for_each(|l| eprintln!("pathem: {l}")),
-    };
-    if let Some(every) = args.stats_interval {
-        let (counters, print) = (session.link.counters(), print.clone());
-        let counters = (counters.0.clone(), counters.1.cloned());
-        session.every(every.0, move |seconds| print(&Report::now("interval", seconds, &counters)));
-    }
-    let (end, seconds) = session.wait().map_err(crate::runtime_error)?;
-    print(&Report { event: "final", seconds, a_to_b: end.ab.clone(), b_to_a: end.ba.clone() });
-    end.describe().iter().for_each(|l| eprintln!("pathem: {l}"));
-    Ok(())
+    let lines = session.link.started.describe(&ab.path, &ba.path, args.one_way, seed);
+    args.serve.serve(session, lines)
 }
 
 #[cfg(test)]

@@ -96,6 +96,7 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
         keep_offloads: false,
         schedule_ab: None,
         schedule_ba: None,
+        attach: None,
     };
     let session =
         Session::start(spec, name, (up.spec, down.spec), metrics_addr).map_err(crate::runtime_error)?;

@@ -1,0 +1,298 @@
+//! In place on an interface (`pathem attach IF`): both directions of an existing interface
+//! cross pathem, and nothing on the interface moves.
+//!
+//! ```text
+//!  stack ─► IF egress ─► tcx: marked? pass : redirect ─► tap E ─► pathem (egress path)
+//!  wire  ◄─ IF qdisc ◄──────────── AF_PACKET on IF, SO_MARK ◄──────────┘
+//!  wire  ─► IF ingress ─► tcx: marked? pass : redirect ─► tap I ─► pathem (ingress path)
+//!  stack ◄─ IF ingress ◄─ tap I's tcx: mark, redirect(IF, ingress) ◄─ written into tap I
+//! ```
+//! Three tcx programs (each a few instructions, assembled here; their C is on the functions
+//! that write them) steer the frames; the two TAP devices are non-persistent and the BPF
+//! links unpinned, so when pathem ends, however it ends, the kernel removes all of it and the
+//! plain interface works at once. A frame pathem sends back carries the mark
+//! ([`DEFAULT_MARK`] or `--mark`); the interface's programs let it pass and clear the mark,
+//! so the qdisc, the taps of `tcpdump -i IF` and the stack see an ordinary frame. Frames of
+//! any protocol (ARP, IPv6 neighbour discovery) take the path; addresses, routes, MTU, name
+//! and qdisc stay as they are. A direction not attached is left alone entirely.
+//!
+//! A second pathem on the same interface and direction finds the TAP device's name taken
+//! (`pthme<ifindex>` for egress, `pthmi<ifindex>` for ingress) and is refused with a line
+//! naming the process that holds it. Kernels before 6.6 have no tcx: refused with a line
+//! saying so.
+
+use crate::afpacket::AfPacketTx;
+use crate::bpf::{insn, BPF_PROG_TYPE_SCHED_CLS, BPF_TCX_EGRESS, BPF_TCX_INGRESS};
+use crate::live::{LiveRx, LiveTx};
+use crate::tap::Tap;
+use crate::Error;
+use std::os::fd::OwnedFd;
+
+/// The mark of frames pathem sends back through the interface ("path" in ASCII): the
+/// interface's programs let them pass. `--mark` picks another where the host marks its own
+/// traffic with this value.
+pub const DEFAULT_MARK: u32 = 0x7061_7468;
+/// Frames each TAP device holds for pathem to read before it drops (counted as port drops).
+pub const TAP_QUEUE: u32 = 10_000;
+
+/// What to attach to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttachSpec {
+    pub iface: String,
+    /// Steer frames the host sends through pathem.
+    pub egress: bool,
+    /// Steer frames the host receives through pathem.
+    pub ingress: bool,
+    /// The mark of frames pathem sends back (not 0).
+    pub mark: u32,
+}
+
+/// One direction's two halves: where its frames come from, where they go.
+pub type Halves = (LiveRx, LiveTx);
+
+/// An attachment: each direction's halves (an idle pair where not attached) and the
+/// steering, which holds the programs in place until it is dropped.
+pub struct Attached {
+    pub egress: Halves,
+    pub ingress: Halves,
+    pub steering: Steering,
+    /// How each direction is steered, in words.
+    pub how: Vec<String>,
+}
+
+/// The tcx programs and their links: dropping this detaches them (and the interface is as it
+/// was); the TAP devices go when their halves are dropped.
+pub struct Steering {
+    _links: Vec<OwnedFd>,
+    _progs: Vec<OwnedFd>,
+}
+
+const TCX_NEXT: i32 = -1;
+const BPF_F_INGRESS: i32 = 1;
+const FN_REDIRECT: i32 = 23;
+/// Offset of `mark` in `struct __sk_buff`.
+const SKB_MARK: i16 = 8;
+
+/// The interface's program at egress or ingress:
+/// ```c
+/// SEC("tcx") int pathem_steer(struct __sk_buff *skb) {
+///     if (skb->mark == MARK) {         /* pathem sent it back */
+///         skb->mark = 0;
+///         return TCX_NEXT;
+///     }
+///     return bpf_redirect(TAP, 0);     /* to the tap's transmit side: pathem reads it */
+/// }
+/// ```
+fn steer_program(mark: u32, tap: u32) -> Vec<u8> {
+    [
+        insn(0x61, 2, 1, SKB_MARK, 0),    // 0: w2 = skb->mark
+        insn(0x56, 2, 0, 4, mark as i32), // 1: if w2 != MARK goto 6 (32-bit compare)
+        insn(0xb7, 3, 0, 0, 0),           // 2: r3 = 0
+        insn(0x63, 1, 3, SKB_MARK, 0),    // 3: skb->mark = w3
+        insn(0xb7, 0, 0, 0, TCX_NEXT),    // 4: r0 = TCX_NEXT
+        insn(0x95, 0, 0, 0, 0),           // 5: exit
+        insn(0xb7, 1, 0, 0, tap as i32),  // 6: r1 = TAP
+        insn(0xb7, 2, 0, 0, 0),           // 7: r2 = 0
+        insn(0x85, 0, 0, 0, FN_REDIRECT), // 8: call bpf_redirect
+        insn(0x95, 0, 0, 0, 0),           // 9: exit
+    ]
+    .concat()
+}
+
+/// The ingress tap's program, for frames pathem wrote into it:
+/// ```c
+/// SEC("tcx/ingress") int pathem_return(struct __sk_buff *skb) {
+///     skb->mark = MARK;
+///     return bpf_redirect(IF, BPF_F_INGRESS);  /* the stack receives it on IF */
+/// }
+/// ```
+fn return_program(mark: u32, iface: u32) -> Vec<u8> {
+    [
+        insn(0xb7, 2, 0, 0, mark as i32),   // 0: r2 = MARK
+        insn(0x63, 1, 2, SKB_MARK, 0),      // 1: skb->mark = w2
+        insn(0xb7, 1, 0, 0, iface as i32),  // 2: r1 = IF
+        insn(0xb7, 2, 0, 0, BPF_F_INGRESS), // 3: r2 = BPF_F_INGRESS
+        insn(0x85, 0, 0, 0, FN_REDIRECT),   // 4: call bpf_redirect
+        insn(0x95, 0, 0, 0, 0),             // 5: exit
+    ]
+    .concat()
+}
+
+/// The TAP device's name for a direction of interface `ifindex`.
+pub fn tap_name(ingress: bool, ifindex: u32) -> String {
+    format!("pthm{}{ifindex}", if ingress { 'i' } else { 'e' })
+}
+
+/// Who holds TAP device `tap`: `pid N (command line)`, read from /proc.
+fn holder(tap: &str) -> Option<String> {
+    let want = format!("iff:\t{tap}\n");
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(entry.path().join("fdinfo")) else { continue };
+        for fd in fds.flatten() {
+            if std::fs::read_to_string(fd.path()).is_ok_and(|t| t.contains(&want)) {
+                let cmd = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+                let cmd: Vec<String> = cmd
+                    .split(|&b| b == 0)
+                    .filter(|w| !w.is_empty())
+                    .map(|w| String::from_utf8_lossy(w).into_owned())
+                    .collect();
+                return Some(format!("pid {pid}: {}", cmd.join(" ")));
+            }
+        }
+    }
+    None
+}
+
+fn refuse(iface: &str, reason: impl Into<String>) -> Error {
+    Error::Interface { name: iface.into(), reason: reason.into() }
+}
+
+/// Checks that the directions asked (`egress`, `ingress`) of `iface` can be attached: it
+/// exists here, is an Ethernet interface with a wire (not loopback), and no pathem attaches
+/// there already. Returns its index.
+pub fn check(iface: &str, egress: bool, ingress: bool) -> Result<u32, Error> {
+    let ifindex = check_iface(iface)?;
+    for (on, way) in [(egress, false), (ingress, true)] {
+        let name = tap_name(way, ifindex);
+        if on && crate::iface::mtu(&name).is_some() {
+            return Err(taken(iface, way, &name));
+        }
+    }
+    Ok(ifindex)
+}
+
+fn taken(iface: &str, ingress: bool, tap: &str) -> Error {
+    let way = if ingress { "ingress" } else { "egress" };
+    let who = holder(tap).unwrap_or_else(|| "another process".into());
+    refuse(iface, format!("its {way} is already attached by {who} (tap {tap})"))
+}
+
+fn check_iface(iface: &str) -> Result<u32, Error> {
+    crate::iface::check_exists(iface)?;
+    let kind = std::fs::read_to_string(format!("/sys/class/net/{iface}/type")).unwrap_or_default();
+    match kind.trim() {
+        "772" => return Err(refuse(iface, "is the loopback interface, which has no wire to emulate; attach to an interface with a peer (eth0, a veth)")),
+        "1" | "" => {}
+        other => return Err(refuse(iface, format!("is not an Ethernet interface (ARP type {other}); pathem attaches to Ethernet interfaces (eth0, veth, bridge, bond)"))),
+    }
+    Ok(crate::afpacket::ifindex(iface)? as u32)
+}
+
+/// A receiving half that never has a frame and a transmitting half that is never used: the
+/// direction that is not attached.
+fn idle(iface: &str) -> Result<Halves, Error> {
+    // SAFETY: a plain eventfd(2) call; the result is checked. Nobody writes to it, so a wait
+    // on it sleeps until the link's stop.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(refuse(iface, format!("cannot make an eventfd: {}", std::io::Error::last_os_error())));
+    }
+    Ok((LiveRx::Idle(crate::bpf::owned(fd)), LiveTx::Idle))
+}
+
+fn load(iface: &str, code: &[u8], attach: u32) -> Result<OwnedFd, Error> {
+    crate::bpf::load(BPF_PROG_TYPE_SCHED_CLS, attach, code, "pathem_attach").map_err(|(e, log)| {
+        let log = log.lines().last().unwrap_or("").to_string();
+        crate::iface::failure(
+            iface,
+            &format!("cannot load the tcx program ({log})"),
+            e,
+            "CAP_BPF and CAP_NET_ADMIN",
+        )
+    })
+}
+
+fn link(iface: &str, prog: &OwnedFd, ifindex: u32, attach: u32) -> Result<OwnedFd, Error> {
+    crate::bpf::link(prog, ifindex, attach, 0).map_err(|e| match e.raw_os_error() {
+        Some(libc::EINVAL) | Some(libc::EOPNOTSUPP) => refuse(
+            iface,
+            format!("this kernel cannot attach tcx programs ({e}); pathem attach needs Linux 6.6 or later"),
+        ),
+        _ => crate::iface::failure(iface, "cannot attach the tcx program", e, "CAP_BPF and CAP_NET_ADMIN"),
+    })
+}
+
+/// Makes the TAP device of one direction, or says who holds it.
+fn tap(iface: &str, ingress: bool, ifindex: u32, mtu: u32) -> Result<Tap, Error> {
+    let name = tap_name(ingress, ifindex);
+    Tap::create(&name, mtu, TAP_QUEUE).map_err(|e| match crate::iface::mtu(&name) {
+        Some(_) => taken(iface, ingress, &name),
+        None => e,
+    })
+}
+
+/// Attaches to `spec.iface`: see the module doc. Frames are at most `max_frame` bytes.
+pub fn open(spec: &AttachSpec, max_frame: usize) -> Result<Attached, Error> {
+    let iface = spec.iface.as_str();
+    let ifindex = check(iface, spec.egress, spec.ingress)?;
+    if spec.mark == 0 {
+        return Err(refuse(iface, "--mark 0 is every unmarked frame; accepted: 1 to 4294967295"));
+    }
+    let mtu = crate::iface::mtu(iface).unwrap_or(1500);
+    let max_frame = max_frame.min(mtu as usize + 18);
+    let line_rate = crate::iface::line_rate_bps(iface);
+    let (mut links, mut progs, mut how) = (Vec::new(), Vec::new(), Vec::new());
+    let egress = match spec.egress {
+        false => idle(iface)?,
+        true => {
+            let tap = tap(iface, false, ifindex, mtu)?;
+            let (name, tap_index) = (tap.name.clone(), tap.ifindex);
+            let (rx, _) = tap.halves(max_frame, line_rate)?;
+            let tx = AfPacketTx::open_marked(iface, max_frame, spec.mark)?;
+            let prog = load(iface, &steer_program(spec.mark, tap_index), BPF_TCX_EGRESS)?;
+            links.push(link(iface, &prog, ifindex, BPF_TCX_EGRESS)?);
+            progs.push(prog);
+            how.push(format!(
+                "egress: tcx on {iface} -> tap {name} -> pathem -> AF_PACKET on {iface} (mark {:#x})",
+                spec.mark
+            ));
+            (LiveRx::Tap(rx), LiveTx::Packet(tx))
+        }
+    };
+    let ingress = match spec.ingress {
+        false => idle(iface)?,
+        true => {
+            let tap = tap(iface, true, ifindex, mtu)?;
+            let (name, tap_index) = (tap.name.clone(), tap.ifindex);
+            let (rx, tx) = tap.halves(max_frame, line_rate)?;
+            // The way back first, so no frame is steered in before it can come out.
+            let back = load(iface, &return_program(spec.mark, ifindex), BPF_TCX_INGRESS)?;
+            links.push(link(iface, &back, tap_index, BPF_TCX_INGRESS)?);
+            progs.push(back);
+            let prog = load(iface, &steer_program(spec.mark, tap_index), BPF_TCX_INGRESS)?;
+            links.push(link(iface, &prog, ifindex, BPF_TCX_INGRESS)?);
+            progs.push(prog);
+            how.push(format!(
+                "ingress: tcx on {iface} -> tap {name} -> pathem -> tap {name} -> {iface}'s ingress"
+            ));
+            (LiveRx::Tap(rx), LiveTx::Tap(tx))
+        }
+    };
+    Ok(Attached { egress, ingress, steering: Steering { _links: links, _progs: progs }, how })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_are_whole_instructions_and_names_fit() {
+        assert_eq!(steer_program(DEFAULT_MARK, 7).len(), 10 * 8);
+        assert_eq!(return_program(DEFAULT_MARK, 7).len(), 6 * 8);
+        // The largest ifindex still makes a valid interface name (at most 15 bytes).
+        assert!(tap_name(true, u32::MAX).len() <= 15);
+        assert_eq!(tap_name(false, 12), "pthme12");
+    }
+
+    #[test]
+    fn loopback_and_missing_interfaces_are_refused() {
+        let e = check("lo", true, false).unwrap_err().to_string();
+        assert!(e.contains("loopback"), "{e}");
+        let e = check("no-such-if0", true, true).unwrap_err().to_string();
+        assert!(e.contains("does not exist"), "{e}");
+    }
+}

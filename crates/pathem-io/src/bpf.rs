@@ -1,0 +1,93 @@
+//! The bpf(2) system call and hand-assembled eBPF programs, without libbpf.
+//!
+//! pathem's programs are a handful of instructions each (the XDP redirect of [`crate::afxdp`],
+//! the tcx steering of [`crate::attach`]); each is written out next to its C source, so the
+//! default build needs no compiler for BPF and no C library. Programs are attached through BPF
+//! links that are never pinned: the kernel removes them when their file descriptor closes, on
+//! exit, on a crash, even after SIGKILL.
+
+use std::os::fd::{FromRawFd, OwnedFd};
+
+pub(crate) const BPF_PROG_LOAD: i32 = 5;
+pub(crate) const BPF_LINK_CREATE: i32 = 28;
+pub(crate) const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
+pub(crate) const BPF_TCX_INGRESS: u32 = 46;
+pub(crate) const BPF_TCX_EGRESS: u32 = 47;
+
+/// The bpf(2) system call with an attribute block of `N` bytes.
+pub(crate) fn bpf<const N: usize>(cmd: i32, attr: &mut [u8; N]) -> std::io::Result<i32> {
+    // SAFETY: `attr` is a live, writable buffer of the size passed; the kernel reads (and for
+    // some commands writes) at most that many bytes, and every pointer stored in it by the
+    // callers (code, license, log) refers to a buffer that outlives the call.
+    let rc = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.as_mut_ptr(), N as u32) };
+    if rc < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(rc as i32)
+    }
+}
+
+pub(crate) fn put_u32(buf: &mut [u8], at: usize, v: u32) {
+    buf[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+}
+
+pub(crate) fn put_u64(buf: &mut [u8], at: usize, v: u64) {
+    buf[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+}
+
+/// One eBPF instruction: opcode, dst and src registers, offset, immediate.
+pub(crate) fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> [u8; 8] {
+    let mut b = [0u8; 8];
+    b[0] = code;
+    b[1] = (src << 4) | dst;
+    b[2..4].copy_from_slice(&off.to_ne_bytes());
+    b[4..8].copy_from_slice(&imm.to_ne_bytes());
+    b
+}
+
+pub(crate) fn owned(fd: i32) -> OwnedFd {
+    // SAFETY: fd was just returned by the kernel to us and has no other owner.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+/// Loads `code` as a program of `prog_type` for `attach_type`, named `name` (at most 15
+/// bytes). On refusal, the kernel's error and the verifier's log.
+pub(crate) fn load(
+    prog_type: u32,
+    attach_type: u32,
+    code: &[u8],
+    name: &str,
+) -> Result<OwnedFd, (std::io::Error, String)> {
+    let license = b"GPL\0";
+    let mut log = vec![0u8; 4096];
+    let mut attr = [0u8; 128];
+    put_u32(&mut attr, 0, prog_type);
+    put_u32(&mut attr, 4, (code.len() / 8) as u32);
+    put_u64(&mut attr, 8, code.as_ptr() as u64);
+    put_u64(&mut attr, 16, license.as_ptr() as u64);
+    put_u32(&mut attr, 24, 1);
+    put_u32(&mut attr, 28, log.len() as u32);
+    put_u64(&mut attr, 32, log.as_mut_ptr() as u64);
+    let n = name.len().min(15);
+    attr[48..48 + n].copy_from_slice(&name.as_bytes()[..n]);
+    put_u32(&mut attr, 68, attach_type);
+    match bpf(BPF_PROG_LOAD, &mut attr) {
+        Ok(fd) => Ok(owned(fd)),
+        Err(e) => {
+            let end = log.iter().position(|&b| b == 0).unwrap_or(0);
+            Err((e, String::from_utf8_lossy(&log[..end]).trim().to_string()))
+        }
+    }
+}
+
+/// Attaches `prog` to interface `ifindex` at `attach_type` through a BPF link, after the
+/// programs already there; the link (and the attachment) lasts as long as the returned fd.
+pub(crate) fn link(prog: &OwnedFd, ifindex: u32, attach_type: u32, flags: u32) -> std::io::Result<OwnedFd> {
+    use std::os::fd::AsRawFd;
+    let mut attr = [0u8; 64];
+    put_u32(&mut attr, 0, prog.as_raw_fd() as u32);
+    put_u32(&mut attr, 4, ifindex);
+    put_u32(&mut attr, 8, attach_type);
+    put_u32(&mut attr, 12, flags);
+    bpf(BPF_LINK_CREATE, &mut attr).map(owned)
+}

@@ -1,0 +1,256 @@
+//! TAP devices as ports: a device whose frames pathem reads and writes through a file
+//! descriptor.
+//!
+//! [`Tap::create`] makes a non-persistent device: the kernel removes it when its last
+//! descriptor closes, so a killed pathem leaves none behind. The device is made silent before
+//! it comes up (no ARP, IPv6 off, no addresses), so everything read from it is traffic steered
+//! into it, never its own. A device without checksum or segmentation offloads (a TAP's
+//! default) makes the kernel complete checksums and cut GSO super-frames on the way in, so
+//! what pathem reads are wire frames.
+
+use crate::port::{FallbackStamps, PollAt, RxFrame, RxPort, TxErrorClass, TxPort, TxRefused};
+use crate::Error;
+use pathem_model::Nanos;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
+const IFF_TAP: i16 = 0x0002;
+const IFF_NO_PI: i16 = 0x1000;
+/// Frames moved per call.
+pub const BURST: usize = 64;
+
+/// A TAP device, open.
+pub struct Tap {
+    fd: OwnedFd,
+    pub name: String,
+    pub ifindex: u32,
+}
+
+fn os_err() -> std::io::Error {
+    std::io::Error::last_os_error()
+}
+
+/// `ioctl(fd, req, ifreq)` on a 40-byte struct ifreq naming `name`, with `value` as its int.
+fn ifreq_ioctl(fd: RawFd, req: libc::c_ulong, name: &str, value: i32) -> std::io::Result<i32> {
+    let mut ifr = [0u8; 40];
+    ifr[..name.len()].copy_from_slice(name.as_bytes());
+    ifr[16..20].copy_from_slice(&value.to_ne_bytes());
+    // SAFETY: `ifr` is 40 bytes, the size of struct ifreq, and outlives the call; `name` is
+    // shorter than IFNAMSIZ (checked by the callers), so the name stays NUL-terminated.
+    let rc = unsafe { libc::ioctl(fd, req as _, ifr.as_mut_ptr()) };
+    if rc < 0 {
+        return Err(os_err());
+    }
+    Ok(i32::from_ne_bytes([ifr[16], ifr[17], ifr[18], ifr[19]]))
+}
+
+impl Tap {
+    /// Creates TAP device `name` (at most 15 bytes) with `mtu` and a transmit queue of
+    /// `queue` frames, silent and up. Fails with `EBUSY` in the reason when a live process
+    /// holds a device of that name.
+    pub fn create(name: &str, mtu: u32, queue: u32) -> Result<Tap, Error> {
+        let fail = |what: &str, e: std::io::Error| crate::iface::failure(name, what, e, "CAP_NET_ADMIN");
+        if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+            return Err(Error::Interface { name: name.into(), reason: "is not 1 to 15 bytes".into() });
+        }
+        // SAFETY: a plain open(2) of a NUL-terminated path; the result is checked.
+        let raw = unsafe {
+            libc::open(c"/dev/net/tun".as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        };
+        if raw < 0 {
+            return Err(fail("cannot open /dev/net/tun", os_err()));
+        }
+        // SAFETY: raw was just returned by open(2) and has no other owner.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        ifreq_ioctl(fd.as_raw_fd(), TUNSETIFF, name, i32::from(IFF_TAP | IFF_NO_PI) & 0xffff)
+            .map_err(|e| fail("cannot create the TAP device", e))?;
+        let ifindex = crate::afpacket::ifindex(name)? as u32;
+        // Silent before it comes up: no IPv6 (router solicitations, MLD), no ARP.
+        let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6"), "1");
+        // SAFETY: a plain socket(2) call for the interface ioctls; closed when `ctl` drops.
+        let ctl = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+        if ctl < 0 {
+            return Err(fail("cannot open a socket for interface settings", os_err()));
+        }
+        // SAFETY: ctl was just returned by socket(2) and has no other owner.
+        let ctl = unsafe { OwnedFd::from_raw_fd(ctl) };
+        let c = ctl.as_raw_fd();
+        ifreq_ioctl(c, libc::SIOCSIFMTU, name, mtu as i32).map_err(|e| fail("cannot set its MTU", e))?;
+        ifreq_ioctl(c, libc::SIOCSIFTXQLEN, name, queue as i32)
+            .map_err(|e| fail("cannot set its transmit queue", e))?;
+        let flags =
+            ifreq_ioctl(c, libc::SIOCGIFFLAGS, name, 0).map_err(|e| fail("cannot read its flags", e))?;
+        let up = (flags & 0xffff) | libc::IFF_UP | libc::IFF_NOARP;
+        ifreq_ioctl(c, libc::SIOCSIFFLAGS, name, up).map_err(|e| fail("cannot bring it up", e))?;
+        Ok(Tap { fd, name: name.into(), ifindex })
+    }
+
+    /// Frames the device dropped because pathem did not read them in time (its queue was
+    /// full), since it was created.
+    pub fn drops(name: &str) -> u64 {
+        std::fs::read_to_string(format!("/sys/class/net/{name}/statistics/tx_dropped"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// A receiving half reading frames of up to `max_frame` bytes, stamped as read at
+    /// `line_rate` bit/s; and a transmitting half writing into the device (the device then
+    /// receives them).
+    pub fn halves(self, max_frame: usize, line_rate: u64) -> Result<(TapRx, TapTx), Error> {
+        let dup = self.fd.try_clone().map_err(|e| Error::Interface {
+            name: self.name.clone(),
+            reason: format!("cannot duplicate its descriptor: {e}"),
+        })?;
+        let slot = max_frame.next_multiple_of(64).max(64);
+        let rx = TapRx {
+            fd: self.fd,
+            name: self.name.clone(),
+            slot,
+            bufs: vec![0u8; slot * BURST].into_boxed_slice(),
+            lens: [0; BURST],
+            line_rate,
+            full: false,
+            errors: 0,
+        };
+        let tx = TapTx {
+            fd: dup,
+            slot,
+            bufs: vec![0u8; slot * BURST].into_boxed_slice(),
+            lens: [0; BURST],
+            queued: 0,
+            refused: TxRefused::default(),
+        };
+        Ok((rx, tx))
+    }
+}
+
+/// Reads the frames the kernel steered into the device.
+pub struct TapRx {
+    fd: OwnedFd,
+    name: String,
+    slot: usize,
+    bufs: Box<[u8]>,
+    lens: [usize; BURST],
+    line_rate: u64,
+    full: bool,
+    /// Read errors other than "nothing to read".
+    pub errors: u64,
+}
+
+impl TapRx {
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl RxPort for TapRx {
+    fn recv_burst<F: FnMut(RxFrame<'_>)>(
+        &mut self,
+        now: Nanos,
+        max: usize,
+        mut f: F,
+    ) -> Result<usize, Error> {
+        let want = max.min(BURST);
+        let mut n = 0;
+        while n < want {
+            let buf = &mut self.bufs[n * self.slot..(n + 1) * self.slot];
+            // SAFETY: reading at most `buf.len()` bytes into a live buffer of that size.
+            let rc =
+                unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
+            if rc < 0 {
+                match os_err().raw_os_error() {
+                    Some(libc::EAGAIN) | Some(libc::EINTR) => break,
+                    _ => {
+                        self.errors += 1;
+                        break;
+                    }
+                }
+            }
+            if rc == 0 {
+                break;
+            }
+            self.lens[n] = rc as usize;
+            n += 1;
+        }
+        self.full = n == want;
+        let mut stamps = FallbackStamps::<BURST>::new(now, self.line_rate, n);
+        for k in 0..n {
+            let len = self.lens[k];
+            let arrival = stamps.get(k, |i| self.lens[i] as u64);
+            f(RxFrame {
+                arrival,
+                wire_len: len as u32,
+                data: &self.bufs[k * self.slot..k * self.slot + len],
+            });
+        }
+        Ok(n)
+    }
+
+    fn poll_at(&self) -> PollAt {
+        PollAt::live(self.full)
+    }
+
+    fn kernel_drops(&mut self) -> u64 {
+        Tap::drops(&self.name)
+    }
+}
+
+/// Writes frames into the device, which receives them as if from a wire.
+pub struct TapTx {
+    fd: OwnedFd,
+    slot: usize,
+    bufs: Box<[u8]>,
+    lens: [usize; BURST],
+    queued: usize,
+    refused: TxRefused,
+}
+
+impl TxPort for TapTx {
+    fn send(&mut self, _release: Nanos, _wire_len: u32, data: &[u8]) -> bool {
+        if self.queued == BURST {
+            return false;
+        }
+        let len = data.len().min(self.slot);
+        let i = self.queued;
+        self.bufs[i * self.slot..i * self.slot + len].copy_from_slice(&data[..len]);
+        self.lens[i] = len;
+        self.queued += 1;
+        true
+    }
+
+    fn flush(&mut self) -> Result<(), Error> {
+        let mut done = 0;
+        while done < self.queued {
+            let frame = &self.bufs[done * self.slot..done * self.slot + self.lens[done]];
+            // SAFETY: writing `frame.len()` bytes from a live buffer of that size.
+            let rc = unsafe {
+                libc::write(self.fd.as_raw_fd(), frame.as_ptr() as *const libc::c_void, frame.len())
+            };
+            if rc < 0 {
+                let errno = os_err().raw_os_error().unwrap_or(0);
+                if matches!(errno, libc::EAGAIN | libc::ENOBUFS | libc::EINTR) {
+                    break;
+                }
+                self.refused.add(TxErrorClass::of_errno(errno), errno, frame.len());
+            }
+            done += 1;
+        }
+        // Keep what the device did not take, in order, for the next flush.
+        for (k, i) in (done..self.queued).enumerate() {
+            let len = self.lens[i];
+            self.bufs.copy_within(i * self.slot..i * self.slot + len, k * self.slot);
+            self.lens[k] = len;
+        }
+        self.queued -= done;
+        Ok(())
+    }
+
+    fn queued(&self) -> usize {
+        self.queued
+    }
+
+    fn refused(&mut self, _fresh: bool) -> TxRefused {
+        self.refused
+    }
+}

@@ -1,0 +1,104 @@
+//! `pathem attach IF`: emulate in place on an existing interface, as `tc qdisc add dev IF root
+//! netem` does, and on its ingress too. The steering is `pathem_io::attach`; the link is the
+//! one `run` runs.
+
+use crate::usage;
+use clap::Args;
+use pathem_engine::{EngineConfig, DEFAULT_BUSY_POLL};
+use pathem_io::attach::{AttachSpec, DEFAULT_MARK};
+use pathem_io::live::{PortOptions, PortSpec};
+use pathem_runtime::{LinkSpec, Session};
+use pathem_spec::{link, PathSpec};
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+pub struct AttachArgs {
+    /// The interface: eth0, a veth, a container's host-side veth. Nothing on it changes.
+    #[arg(value_name = "IF")]
+    pub iface: String,
+    /// Impairments of the frames the host sends (egress), as `tc ... root netem` has them.
+    #[command(flatten)]
+    pub path: PathSpec,
+    /// Egress flags in one string, on top of the bare ones: --egress "--rate 10mbit".
+    #[arg(long, value_name = "FLAGS", allow_hyphen_values = true)]
+    pub egress: Option<String>,
+    /// Impair the frames the host receives too, with these flags: --ingress "--delay 10ms".
+    #[arg(long, value_name = "FLAGS", allow_hyphen_values = true)]
+    pub ingress: Option<String>,
+    /// TOML file with [egress] and [ingress] tables; flags override it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Seed of the random models; printed when not given.
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Change egress at set times after the start (lines `TIME FLAGS`, optional `repeat TIME`).
+    #[arg(long, value_name = "FILE")]
+    pub schedule: Option<PathBuf>,
+    /// CPUs: one runs both directions on one thread pinned there, two a thread each.
+    #[arg(long, value_name = "LIST")]
+    pub cores: Option<String>,
+    /// Mark of the frames pathem sends back through IF, 1 to 0xffffffff (decimal or 0x…),
+    /// where the host's own marks use the default [default: 0x70617468].
+    #[arg(long, value_name = "MARK")]
+    pub mark: Option<String>,
+    #[command(flatten)]
+    pub serve: crate::run::Serve,
+}
+
+/// `--mark`: decimal or 0x-hex, 1 to 2^32−1.
+fn parse_mark(text: &str) -> anyhow::Result<u32> {
+    let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16),
+        None => text.parse(),
+    };
+    match parsed {
+        Ok(m) if m != 0 => Ok(m),
+        _ => Err(usage(format!("--mark {text} is not accepted; accepted: 1 to 0xffffffff (decimal or 0x…)"))),
+    }
+}
+
+pub fn main(args: AttachArgs) -> anyhow::Result<()> {
+    let mark = args.mark.as_deref().map_or(Ok(DEFAULT_MARK), parse_mark)?;
+    let (name, metrics) = args.serve.check(args.iface.clone())?;
+    let file = link::config(args.config.as_deref()).map_err(usage)?;
+    let (egress, ingress) = link::attach_directions(
+        &file,
+        &args.path,
+        args.egress.as_deref(),
+        args.ingress.as_deref(),
+        args.schedule.as_deref(),
+    )
+    .map_err(usage)?;
+    let cores = pathem_runtime::session::parse_cores(args.cores.as_deref()).map_err(usage)?;
+    if cores.len() > 2 {
+        return Err(usage("--cores for attach takes one or two CPUs"));
+    }
+    let seed = args.seed.or(file.seed).unwrap_or_else(pathem_runtime::random_seed);
+    let attach = AttachSpec {
+        iface: args.iface.clone(),
+        egress: true,
+        ingress: args.ingress.is_some() || file.b_to_a != PathSpec::default(),
+        mark,
+    };
+    pathem_io::attach::check(&attach.iface, attach.egress, attach.ingress).map_err(usage)?;
+    let spec = LinkSpec {
+        a: PortSpec::Auto(args.iface.clone()),
+        b: PortSpec::Auto(args.iface.clone()),
+        ab: egress.path.clone(),
+        ba: ingress.path.clone(),
+        one_way: false,
+        seed,
+        engine: EngineConfig { busy_poll: DEFAULT_BUSY_POLL, ..EngineConfig::default() },
+        ports: PortOptions::default(),
+        cores,
+        netns: None,
+        keep_offloads: true,
+        schedule_ab: egress.schedule,
+        schedule_ba: None,
+        attach: Some(attach),
+    };
+    let session =
+        Session::start(spec, name, (egress.spec, ingress.spec), metrics).map_err(crate::runtime_error)?;
+    let lines = session.link.started.describe(&egress.path, &ingress.path, false, seed);
+    args.serve.serve(session, lines)
+}
