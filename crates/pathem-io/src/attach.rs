@@ -275,6 +275,17 @@ pub fn open(spec: &AttachSpec, max_frame: usize) -> Result<Attached, Error> {
     Ok(Attached { egress, ingress, steering: Steering { _links: links, _progs: progs }, how })
 }
 
+/// The tcx programs on `iface` (ingress, egress), whoever attached them: what a test checks
+/// is back to what it was after pathem ends.
+pub fn tcx_programs(iface: &str) -> Result<(u32, u32), Error> {
+    let ifindex = crate::afpacket::ifindex(iface)? as u32;
+    let q = |at| {
+        crate::bpf::count(ifindex, at)
+            .map_err(|e| crate::iface::failure(iface, "cannot query its tcx programs", e, "CAP_BPF"))
+    };
+    Ok((q(BPF_TCX_INGRESS)?, q(BPF_TCX_EGRESS)?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,7 @@
 use std::os::fd::{FromRawFd, OwnedFd};
 
 pub(crate) const BPF_PROG_LOAD: i32 = 5;
+pub(crate) const BPF_PROG_QUERY: i32 = 16;
 pub(crate) const BPF_LINK_CREATE: i32 = 28;
 pub(crate) const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
 pub(crate) const BPF_TCX_INGRESS: u32 = 46;
@@ -90,4 +91,13 @@ pub(crate) fn link(prog: &OwnedFd, ifindex: u32, attach_type: u32, flags: u32) -
     put_u32(&mut attr, 8, attach_type);
     put_u32(&mut attr, 12, flags);
     bpf(BPF_LINK_CREATE, &mut attr).map(owned)
+}
+
+/// How many programs are attached to interface `ifindex` at `attach_type` (tcx).
+pub(crate) fn count(ifindex: u32, attach_type: u32) -> std::io::Result<u32> {
+    let mut attr = [0u8; 64];
+    put_u32(&mut attr, 0, ifindex);
+    put_u32(&mut attr, 4, attach_type);
+    bpf(BPF_PROG_QUERY, &mut attr)?;
+    Ok(u32::from_ne_bytes([attr[24], attr[25], attr[26], attr[27]]))
 }

@@ -361,8 +361,14 @@ pub fn serve(
     let setter: Setter = Box::new(move |words: &[String]| {
         let change = pathem_spec::change::Change::parse(words)?;
         let mut specs = current.lock().unwrap_or_else(|e| e.into_inner());
-        if attached.is_some_and(|(_, ingress)| !ingress) && change.b_to_a != PathSpec::default() {
-            return Err(Refusal::NotAttached("ingress"));
+        if let Some((egress, ingress)) = attached {
+            let asks_egress = change.both != PathSpec::default() || change.a_to_b != PathSpec::default();
+            if !ingress && change.b_to_a != PathSpec::default() {
+                return Err(Refusal::NotAttached("ingress"));
+            }
+            if !egress && asks_egress {
+                return Err(Refusal::NotAttached("egress"));
+            }
         }
         let (ab, ba) = change.apply(&specs, attached.is_some());
         let (ab_cfg, ba_cfg) = (ab.to_config()?, ba.to_config()?);

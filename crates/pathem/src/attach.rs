@@ -74,10 +74,17 @@ pub fn main(args: AttachArgs) -> anyhow::Result<()> {
         return Err(usage("--cores for attach takes one or two CPUs"));
     }
     let seed = args.seed.or(file.seed).unwrap_or_else(pathem_runtime::random_seed);
+    // A direction with nothing asked of it is left alone, unless nothing at all was asked
+    // (then egress, as `tc ... root netem` would, ready for `ctl set`).
+    let ingress_asked = args.ingress.is_some() || file.b_to_a != PathSpec::default();
+    let egress_asked = args.path != PathSpec::default()
+        || args.egress.is_some()
+        || file.a_to_b != PathSpec::default()
+        || args.schedule.is_some();
     let attach = AttachSpec {
         iface: args.iface.clone(),
-        egress: true,
-        ingress: args.ingress.is_some() || file.b_to_a != PathSpec::default(),
+        egress: egress_asked || !ingress_asked,
+        ingress: ingress_asked,
         mark,
     };
     pathem_io::attach::check(&attach.iface, attach.egress, attach.ingress).map_err(usage)?;

@@ -80,6 +80,12 @@ fn main() {
         ("segmentation_matches_the_kernels", segmentation_matches_the_kernels),
         ("frames_are_taken_as_the_kernel_hands_them", frames_are_taken_as_the_kernel_hands_them),
         ("frames_that_cannot_leave_are_counted_by_reason", frames_that_cannot_leave_are_counted_by_reason),
+        ("attach_delays_each_direction_and_tcp_keeps_up", attach_delays_each_direction_and_tcp_keeps_up),
+        (
+            "attach_leaves_nothing_after_sigkill_and_refuses_what_it_cannot_do",
+            attach_leaves_nothing_after_sigkill_and_refuses_what_it_cannot_do,
+        ),
+        ("attach_on_the_host_end_of_a_containers_veth", attach_on_the_host_end_of_a_containers_veth),
         ("dpdk_sigint_balances_and_returns_every_mbuf", dpdk_sigint_balances_and_returns_every_mbuf),
         ("dpdk_bad_arguments_are_refused_with_one_line", dpdk_bad_arguments_are_refused_with_one_line),
     ];
@@ -1599,4 +1605,241 @@ fn udp_checksums(path: &std::path::Path) -> (u64, u64) {
         }
     }
     (frames, bad)
+}
+
+/// A running `pathem attach`, killed if dropped (a failed test leaves nothing attached).
+struct Attach(Child);
+
+impl Drop for Attach {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `pathem attach IF ARGS` in namespace `ns` (the machine's own when `None`), started and
+/// waited for until it has attached; its stderr lines are kept in the returned list.
+fn attach(ns: Option<&str>, iface: &str, args: &[&str]) -> (Attach, Arc<Mutex<Vec<String>>>) {
+    let mut cmd = match ns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, PATHEM]);
+            c
+        }
+        None => Command::new(PATHEM),
+    };
+    cmd.args(["attach", iface]).args(args);
+    let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("pathem starts");
+    let (tx, rx) = mpsc::channel();
+    let err = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    loop {
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(l) if l.contains("control:") => break,
+            Ok(l) => lines.lock().unwrap().push(l),
+            Err(_) => {
+                let _ = child.kill();
+                panic!("pathem attach did not start: {:?}", lines.lock().unwrap());
+            }
+        }
+    }
+    let keep = lines.clone();
+    std::thread::spawn(move || {
+        while let Ok(l) = rx.recv() {
+            keep.lock().unwrap().push(l);
+        }
+    });
+    (Attach(child), lines)
+}
+
+/// Stops an attach with SIGINT and returns its exit status.
+fn interrupt(mut attach: Attach) -> std::process::ExitStatus {
+    let child = &mut attach.0;
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::SIGINT);
+    for _ in 0..100 {
+        if let Ok(Some(status)) = child.try_wait() {
+            return status;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    panic!("pathem attach did not stop within 5 s of SIGINT");
+}
+
+/// Ping from `ns` to `to`: (min, avg) in ms.
+fn ping_in(ns: &str, to: &str, count: u32) -> (f64, f64) {
+    let c = count.to_string();
+    let out = sh(&["ip", "netns", "exec", ns, "ping", "-n", "-q", "-c", &c, "-i", "0.05", "-W", "2", to]);
+    let nums = ping_rtts(&out);
+    (nums[0], nums[1])
+}
+
+/// What pathem makes on an interface it attaches to: its TAP devices and tcx programs.
+fn attach_leftovers(ns: &str, iface: &str) -> (String, (u32, u32)) {
+    let links = String::from_utf8_lossy(&sh(&["ip", "-n", ns, "-o", "link"]).stdout).into_owned();
+    let taps: Vec<&str> = links.lines().filter(|l| l.contains("pthm")).collect();
+    let iface = iface.to_string();
+    let progs =
+        in_ns(ns, move || pathem_io::attach::tcx_programs(&iface).expect("tcx query")).join().unwrap();
+    (taps.join("\n"), progs)
+}
+
+fn attach_delays_each_direction_and_tcp_keeps_up() {
+    let id = format!("pt{}x{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let bed = Bed::direct(&id).expect("the test bed");
+    let (gen, sink) = (bed.gen.clone(), bed.sink.clone());
+    bed.exec(&sink, &["ip", "addr", "add", "fd00:201::2/64", "dev", "s0", "nodad"]).unwrap();
+    bed.exec(&gen, &["ip", "addr", "add", "fd00:201::1/64", "dev", "g0", "nodad"]).unwrap();
+    bed.warm_up();
+    bed.exec(&gen, &["ping", "-c", "1", "-W", "2", "fd00:201::2"]).unwrap();
+    let name = format!("t{}a{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+
+    // Egress alone, as tc's root netem: IPv4 and IPv6 both take the delay.
+    let (child, _) = attach(Some(&gen), "g0", &["--delay", "40ms", "--name", &name]);
+    let (min, avg) = ping_in(&gen, SINK_IP, 20);
+    assert!(min >= 40.0 && avg <= 42.0, "egress --delay 40ms: rtt min {min} avg {avg}");
+    let (min, avg) = ping_in(&gen, "fd00:201::2", 10);
+    assert!(min >= 40.0 && avg <= 42.0, "IPv6: rtt min {min} avg {avg}");
+    // ctl steers it; a direction not attached is refused.
+    let out = ctl(&[&name, "set", "--delay", "20ms"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (min, avg) = ping_in(&gen, SINK_IP, 10);
+    assert!(min >= 20.0 && avg <= 22.0, "after ctl set --delay 20ms: rtt min {min} avg {avg}");
+    let out = ctl(&[&name, "set", "--ingress", "--delay 5ms"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("not attached"), "{err}");
+    // The peer sees the frames with the kernel's wire view: tcpdump on g0 still works.
+    let dump = std::thread::spawn({
+        let gen = gen.clone();
+        move || sh(&["timeout", "5", "ip", "netns", "exec", &gen, "tcpdump", "-ni", "g0", "-c", "2", "icmp"])
+    });
+    std::thread::sleep(Duration::from_millis(700));
+    ping_in(&gen, SINK_IP, 2);
+    let dump = dump.join().unwrap();
+    assert!(String::from_utf8_lossy(&dump.stdout).contains("ICMP echo"), "tcpdump sees the traffic");
+    assert!(interrupt(child).success(), "exit 0 after SIGINT");
+    assert_eq!(attach_leftovers(&gen, "g0"), (String::new(), (0, 0)), "SIGINT leaves nothing");
+    let (min, _) = ping_in(&gen, SINK_IP, 5);
+    assert!(min < 5.0, "the plain link after SIGINT: {min} ms");
+
+    // Ingress adds its own delay.
+    let (child, _) = attach(Some(&gen), "g0", &["--delay", "40ms", "--ingress", "--delay 10ms"]);
+    let (min, avg) = ping_in(&gen, SINK_IP, 20);
+    assert!(min >= 50.0 && avg <= 52.0, "egress 40 ms + ingress 10 ms: rtt min {min} avg {avg}");
+    assert!(interrupt(child).success());
+
+    // TCP through 100 Mbit/s and 5 ms each way keeps up, both ways.
+    let (child, _) = attach(
+        Some(&gen),
+        "g0",
+        &["--rate", "100mbit", "--delay", "5ms", "--ingress", "--rate 100mbit --delay 5ms"],
+    );
+    for reverse in [false, true] {
+        let args: &[&str] = if reverse { &["-t", "5", "-R"] } else { &["-t", "5"] };
+        let report = bed.iperf3(SINK_IP, args).expect("iperf3");
+        let mbit = mbps(&report);
+        println!("  attach TCP {}: {mbit:.1} Mbit/s", if reverse { "ingress" } else { "egress" });
+        assert!(mbit >= 90.0, "TCP through 100 Mbit/s (reverse {reverse}): {mbit:.1} Mbit/s");
+    }
+    assert!(interrupt(child).success());
+}
+
+fn attach_leaves_nothing_after_sigkill_and_refuses_what_it_cannot_do() {
+    let id = format!("pt{}x{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let bed = Bed::direct(&id).expect("the test bed");
+    let gen = bed.gen.clone();
+    bed.warm_up();
+    let (mut running, _) = attach(Some(&gen), "g0", &["--delay", "40ms", "--ingress", "--delay 10ms"]);
+    let child = &mut running.0;
+    let (min, _) = ping_in(&gen, SINK_IP, 5);
+    assert!(min >= 50.0, "attached: {min} ms");
+    let (taps, progs) = attach_leftovers(&gen, "g0");
+    assert_eq!((taps.lines().count(), progs), (2, (1, 1)), "two taps, a program each way on g0: {taps}");
+    // Refusals while it runs: a second attach names the first; bad input is one line, exit 2.
+    for (args, says) in [
+        (vec!["g0", "--delay", "1ms"], format!("already attached by pid {}", child.id())),
+        (vec!["g0", "--ingress", "--delay 1ms"], "already attached".into()),
+        (vec!["nope0"], "does not exist".into()),
+        (vec!["lo"], "loopback".into()),
+        (vec!["g0", "--mark", "0"], "--mark 0".into()),
+        (vec!["g0", "--cores", "0,1,0,1"], "--cores".into()),
+        (vec!["g0", "--ingress", "--delay x"], "ingress".into()),
+    ] {
+        let out =
+            Command::new("ip").args(["netns", "exec", &gen, PATHEM, "attach"]).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(&says), "{args:?}: {err}");
+    }
+    // SIGKILL: the kernel removes the taps and programs; the plain link works at once.
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::SIGKILL);
+    let _ = child.wait();
+    let killed = std::time::Instant::now();
+    let (min, _) = ping_in(&gen, SINK_IP, 3);
+    assert!(min < 5.0 && killed.elapsed() < Duration::from_secs(1), "RTT back: {min} ms");
+    let mut left = attach_leftovers(&gen, "g0");
+    for _ in 0..20 {
+        if left == (String::new(), (0, 0)) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        left = attach_leftovers(&gen, "g0");
+    }
+    assert_eq!(left, (String::new(), (0, 0)), "nothing left after SIGKILL");
+    // Without privileges: one line, and nothing made.
+    let out = Command::new("ip")
+        .args(["netns", "exec", &gen, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
+        .args([
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            PATHEM,
+            "attach",
+            "g0",
+            "--delay",
+            "1ms",
+            "--name",
+            "x",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.trim_end().lines().count() == 1, "unprivileged: {err}");
+    assert!(err.contains("root") || err.contains("CAP_"), "unprivileged: {err}");
+
+    let filters = sh(&["ip", "netns", "exec", &gen, "tc", "filter", "show", "dev", "g0", "ingress"]);
+    assert!(filters.stdout.is_empty(), "no tc filter: {}", String::from_utf8_lossy(&filters.stdout));
+}
+
+/// The host end of a container's veth, in the machine's own namespace: attach there, the
+/// container (a namespace this test makes) sees the delay.
+fn attach_on_the_host_end_of_a_containers_veth() {
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let (ns, host) =
+        (format!("pt{}c{n}", std::process::id()), format!("pth{}h{n}", std::process::id() % 100_000));
+    struct Cleanup(String, String);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = sh(&["ip", "link", "del", &self.1]);
+            let _ = sh(&["ip", "netns", "del", &self.0]);
+        }
+    }
+    let _cleanup = Cleanup(ns.clone(), host.clone());
+    must(&["ip", "netns", "add", &ns]);
+    must(&["ip", "link", "add", &host, "type", "veth", "peer", "name", "eth0", "netns", &ns]);
+    must(&["ip", "addr", "add", "10.203.0.1/30", "dev", &host]);
+    must(&["ip", "link", "set", &host, "up"]);
+    must(&["ip", "-n", &ns, "addr", "add", "10.203.0.2/30", "dev", "eth0"]);
+    must(&["ip", "-n", &ns, "link", "set", "eth0", "up"]);
+    let _ = sh(&["ping", "-c", "1", "-W", "2", "10.203.0.2"]);
+    let (child, _) = attach(None, &host, &["--delay", "30ms"]);
+    let out = sh(&["ip", "netns", "exec", &ns, "ping", "-n", "-q", "-c", "10", "-i", "0.05", "10.203.0.1"]);
+    let (min, avg) = (ping_rtts(&out)[0], ping_rtts(&out)[1]);
+    assert!(min >= 30.0 && avg <= 32.0, "the container sees 30 ms: min {min} avg {avg}");
+    assert!(interrupt(child).success());
 }
