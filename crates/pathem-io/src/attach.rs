@@ -35,6 +35,18 @@ pub const DEFAULT_MARK: u32 = 0x7061_7468;
 /// Frames each TAP device holds for pathem to read before it drops (counted as port drops).
 pub const TAP_QUEUE: u32 = 10_000;
 
+/// `--mark`: decimal or 0x-hex, 1 to 2^32−1 (0 is every unmarked frame).
+pub fn parse_mark(text: &str) -> Result<u32, String> {
+    let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16),
+        None => text.parse(),
+    };
+    match parsed {
+        Ok(m) if m != 0 => Ok(m),
+        _ => Err(format!("`{text}`: accepted: 1 to 0xffffffff (decimal or 0x…)")),
+    }
+}
+
 /// What to attach to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AttachSpec {
@@ -230,7 +242,7 @@ pub fn open(spec: &AttachSpec, max_frame: usize) -> Result<Attached, Error> {
     let iface = spec.iface.as_str();
     let ifindex = check(iface, spec.egress, spec.ingress)?;
     if spec.mark == 0 {
-        return Err(refuse(iface, "--mark 0 is every unmarked frame; accepted: 1 to 4294967295"));
+        return Err(refuse(iface, "mark 0 is every unmarked frame; accepted: 1 to 0xffffffff"));
     }
     let mtu = crate::iface::mtu(iface).unwrap_or(1500);
     let max_frame = max_frame.min(mtu as usize + 18);
@@ -297,6 +309,15 @@ mod tests {
         // The largest ifindex still makes a valid interface name (at most 15 bytes).
         assert!(tap_name(true, u32::MAX).len() <= 15);
         assert_eq!(tap_name(false, 12), "pthme12");
+    }
+
+    #[test]
+    fn marks_are_decimal_or_hex_and_never_zero() {
+        assert_eq!(parse_mark("0x10"), Ok(16));
+        assert_eq!(parse_mark("4294967295"), Ok(u32::MAX));
+        for bad in ["0", "0x0", "4294967296", "-1", "x", ""] {
+            assert!(parse_mark(bad).unwrap_err().contains("accepted"), "{bad}");
+        }
     }
 
     #[test]

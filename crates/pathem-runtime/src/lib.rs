@@ -138,6 +138,12 @@ pub enum Error {
     /// A forwarding thread died.
     #[error("the {0} thread panicked")]
     Panicked(&'static str),
+    /// A setting outside its documented range.
+    #[error(transparent)]
+    Range(#[from] pathem_model::limits::RangeError),
+    /// `--eal` arguments pathem cannot pass on.
+    #[error(transparent)]
+    Eal(pathem_io::Error),
 }
 
 impl Error {
@@ -156,7 +162,9 @@ impl Error {
             | Error::NoSuchLink(_)
             | Error::Version { .. }
             | Error::MetricsAddr(_)
-            | Error::Listen { .. } => true,
+            | Error::Listen { .. }
+            | Error::Range(_)
+            | Error::Eal(_) => true,
             _ => false,
         }
     }

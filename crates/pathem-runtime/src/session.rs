@@ -8,7 +8,9 @@ use crate::metrics::{self, Metrics};
 use crate::{Error, Final, Link, LinkSpec};
 use pathem_engine::{monotonic_now, Counters, EngineConfig, Stats};
 use pathem_io::iface;
-use pathem_io::live::PortSpec;
+use pathem_io::live::{PortOptions, PortSpec};
+use pathem_model::units::Size;
+use pathem_spec::file::ConfigFile;
 use pathem_model::units::{Rate, DEFAULT_LINE_RATE};
 use pathem_model::Nanos;
 use pathem_spec::PathSpec;
@@ -17,6 +19,44 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+
+/// How a live link is watched and ended, as `run` and `attach` take it on the command line.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Serving {
+    /// Name of this link for `pathem ctl NAME` (its socket is /run/pathem/NAME.sock)
+    /// [default: run: the two interfaces, e.g. pa-pb; attach: the interface].
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Serve Prometheus metrics on PORT (loopback) or ADDR:PORT, e.g. 9100 [default: off].
+    #[arg(long, value_name = "[ADDR:]PORT")]
+    pub metrics: Option<String>,
+    /// Print the counters every DUR on stderr (e.g. 1s).
+    #[arg(long, value_name = "DUR")]
+    pub stats_interval: Option<pathem_model::units::Duration>,
+    /// Counters as JSON lines (periodic and final) on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Stop by itself after DUR.
+    #[arg(long, value_name = "DUR")]
+    pub duration: Option<pathem_model::units::Duration>,
+}
+
+impl Serving {
+    /// The settings against their ranges: the link's name (`default` when not given) and the
+    /// metrics address.
+    pub fn check(&self, default: String) -> Result<(String, Option<SocketAddr>), Error> {
+        use pathem_model::limits::within;
+        if let Some(d) = self.stats_interval {
+            within("stats-interval", d.0, Nanos::from_millis(1)..=Nanos::from_secs(86_400), "1ms to 1 day")?;
+        }
+        if let Some(d) = self.duration {
+            within("duration", d.0, Nanos(1)..=Nanos::from_secs(365 * 86_400), "above 0, up to 1 year")?;
+        }
+        let name = self.name.clone().unwrap_or(default);
+        control::check_name(&name)?;
+        Ok((name, self.metrics.as_deref().map(metrics::parse_addr).transpose()?))
+    }
+}
 
 /// A running link with its control socket and metrics.
 pub struct Session {
@@ -90,6 +130,43 @@ impl Session {
         Ok((end?, seconds))
     }
 
+    /// Where to reach it: its control socket and its metrics, a line each.
+    pub fn describe(&self) -> Vec<String> {
+        let mut out = vec![format!(
+            "  control: pathem ctl {} show|set (socket {})",
+            self.name,
+            self.control_path().display()
+        )];
+        out.extend(self.metrics_addr().map(|addr| format!("  metrics: http://{addr}/metrics")));
+        out
+    }
+
+    /// Runs until SIGINT or SIGTERM, or for `duration` if given; hands `report` the counters
+    /// every `every` (event `interval`) and at the end (event `final`). Returns the final
+    /// counters.
+    pub fn serve(
+        self,
+        every: Option<Nanos>,
+        duration: Option<Nanos>,
+        report: impl Fn(&Report) + Clone + Send + 'static,
+    ) -> Result<Final, Error> {
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::flag::register(sig, self.link.stopper())
+                .map_err(|source| Error::Io { what: "cannot install signal handlers".into(), source })?;
+        }
+        if let Some(d) = duration {
+            self.stop_after(d);
+        }
+        if let Some(every) = every {
+            let (counters, report) = (self.link.counters(), report.clone());
+            let counters = (counters.0.clone(), counters.1.cloned());
+            self.every(every, move |seconds| report(&Report::now("interval", seconds, &counters)));
+        }
+        let (end, seconds) = self.wait()?;
+        report(&Report { event: "final", seconds, a_to_b: end.ab.clone(), b_to_a: end.ba.clone() });
+        Ok(end)
+    }
+
     /// Stops the link now and returns its final counters.
     pub fn stop(self) -> Result<Final, Error> {
         let Session { link, control, metrics, .. } = self;
@@ -133,22 +210,59 @@ impl Report {
     }
 }
 
-/// The engine's settings for a live link whose port A is `port_a`: the line rate is the
-/// interface's speed where the kernel knows it, [`DEFAULT_LINE_RATE`] otherwise.
-///
-/// [`DEFAULT_LINE_RATE`]: pathem_model::units::DEFAULT_LINE_RATE
-pub fn live_engine(
-    port_a: &PortSpec,
-    buffer: Option<u64>,
-    max_frame: usize,
-    busy_poll: Nanos,
-) -> EngineConfig {
-    EngineConfig {
-        buffer: buffer.map(|b| usize::try_from(b).unwrap_or(usize::MAX)),
-        max_frame,
-        line_rate: port_a.kernel_iface().map_or(DEFAULT_LINE_RATE, |i| Rate(iface::line_rate_bps(i))),
-        busy_poll,
-        offline: false,
+/// How a link's ports and engine are set up, as `run` takes them on the command line.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Tuning {
+    /// DPDK's EAL arguments for dpdk: ports, separated by spaces (cores, memory, --no-huge,
+    /// -a allow list, file prefix); they override pathem's defaults.
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    pub eal: Option<String>,
+    /// Leave GRO/LRO/TSO/GSO as they are (frames may then be aggregated before pathem sees them).
+    #[arg(long)]
+    pub keep_offloads: bool,
+    /// Delay line size per direction [default: rate × max delay + queue, at least 4 MiB].
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
+    pub buffer: Option<Size>,
+    /// Keep polling, without sleeping, for this long after each frame (0ms: sleep whenever
+    /// nothing is due). Waking from a sleep delays the frame that woke pathem by the host's
+    /// wake-up latency (tens of µs on a virtual machine); polling costs CPU while traffic flows.
+    #[arg(long, value_name = "DUR", default_value = "1ms")]
+    pub busy_poll: pathem_model::units::Duration,
+    /// Longest frame carried, 1 to 65536 bytes; longer ones are dropped and counted as `oversize`.
+    #[arg(long, value_name = "BYTES", default_value_t = 9216)]
+    pub max_frame: usize,
+    /// Receive buffer of each AF_PACKET port, 64KiB to 1GiB: frames beyond it are dropped by
+    /// the kernel and counted as port drops, rather than waiting unseen in a long buffer.
+    #[arg(long, value_name = "SIZE", default_value = "1MiB")]
+    pub rx_buffer: Size,
+}
+
+impl Tuning {
+    /// The engine's and the ports' settings for a link whose port A is `port_a`, with the
+    /// config file's `buffer` and `eal` where the flags give none, checked against their
+    /// ranges. The line rate is the interface's speed where the kernel knows it,
+    /// [`DEFAULT_LINE_RATE`] otherwise.
+    ///
+    /// [`DEFAULT_LINE_RATE`]: pathem_model::units::DEFAULT_LINE_RATE
+    pub fn settings(&self, port_a: &PortSpec, file: &ConfigFile) -> Result<(EngineConfig, PortOptions), Error> {
+        use pathem_io::afpacket::{MAX_RX_BUFFER, MIN_RX_BUFFER};
+        use pathem_model::limits::within;
+        within("rx-buffer", self.rx_buffer.0, MIN_RX_BUFFER as u64..=MAX_RX_BUFFER as u64, "64KiB to 1GiB")?;
+        within("busy-poll", self.busy_poll.0, Nanos::ZERO..=Nanos::from_secs(1), "0ms to 1s")?;
+        let eal = self.eal.clone().or(file.eal.clone());
+        if let Some(eal) = &eal {
+            pathem_io::dpdk::split_eal(eal).map_err(Error::Eal)?;
+        }
+        let engine = EngineConfig {
+            buffer: self.buffer.or(file.buffer).map(|b| usize::try_from(b.0).unwrap_or(usize::MAX)),
+            max_frame: self.max_frame,
+            line_rate: port_a.kernel_iface().map_or(DEFAULT_LINE_RATE, |i| Rate(iface::line_rate_bps(i))),
+            busy_poll: self.busy_poll.0,
+            offline: false,
+        };
+        engine.validate()?;
+        let ports = PortOptions { max_frame: engine.max_frame, rx_buffer: self.rx_buffer.0 as usize, eal };
+        Ok((engine, ports))
     }
 }
 
@@ -217,6 +331,17 @@ pub fn parse_cores(text: Option<&str>) -> Result<Vec<usize>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn busy_poll_default_is_the_one_other_live_loops_use() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            tuning: Tuning,
+        }
+        let cli = <Cli as clap::Parser>::try_parse_from(["pathem"]).unwrap();
+        assert_eq!(cli.tuning.busy_poll.0, pathem_engine::DEFAULT_BUSY_POLL);
+    }
 
     #[test]
     fn cores_are_one_two_or_four_distinct_cpus() {

@@ -59,17 +59,24 @@ pub fn directions(
 /// The directions of an attached interface (`attach`): egress is the file's `[egress]`
 /// table, the bare flags, then `--egress`; ingress is the file's `[ingress]` table then
 /// `--ingress` (bare flags impair egress alone, as `tc ... root netem` does). The schedule's
-/// lines change egress.
+/// lines change egress. The last two say whether each direction is asked for anything: one
+/// that is not is left alone, unless nothing at all is asked (then egress is attached, as
+/// `tc ... root netem` with no impairment would be, ready for `ctl set`).
 pub fn attach_directions(
     file: &ConfigFile,
     common: &PathSpec,
     egress: Option<&str>,
     ingress: Option<&str>,
     schedule: Option<&Path>,
-) -> Result<(Direction, Direction), SpecError> {
-    let out = Direction::resolve(&[&file.a_to_b, common, &direction("egress", egress)?], schedule)?;
+) -> Result<(Direction, Direction, bool, bool), SpecError> {
+    let own = direction("egress", egress)?;
+    let out = Direction::resolve(&[&file.a_to_b, common, &own], schedule)?;
     let into = Direction::resolve(&[&file.b_to_a, &direction("ingress", ingress)?], None)?;
-    Ok((out, into))
+    let none = PathSpec::default();
+    let ingress_asked = ingress.is_some() || file.b_to_a != none;
+    let egress_asked =
+        *common != none || egress.is_some() || file.a_to_b != none || schedule.is_some() || !ingress_asked;
+    Ok((out, into, egress_asked, ingress_asked))
 }
 
 #[cfg(test)]
@@ -95,11 +102,18 @@ mod tests {
     fn bare_flags_of_an_attach_impair_egress_alone() {
         let file = file::parse("[ingress]\nloss = \"1%\"\n").unwrap();
         let common = PathSpec::from_flags("--delay 10ms").unwrap();
-        let (out, into) = attach_directions(&file, &common, Some("--rate 10mbit"), None, None).unwrap();
+        let (out, into, e, i) = attach_directions(&file, &common, Some("--rate 10mbit"), None, None).unwrap();
+        assert!(e && i, "both asked");
         assert_eq!(out.path.delay.base, Nanos::from_millis(10));
         assert!(out.path.link.is_some() && out.path.loss.is_none());
         assert_eq!(into.path.delay.base, Nanos::ZERO, "bare flags stay off ingress");
         assert!(into.path.loss.is_some(), "the file's [ingress] table");
+        let empty = ConfigFile::default();
+        let (.., e, i) =
+            attach_directions(&empty, &PathSpec::default(), None, Some("--delay 1ms"), None).unwrap();
+        assert!(!e && i, "ingress alone leaves egress alone");
+        let (.., e, i) = attach_directions(&empty, &PathSpec::default(), None, None, None).unwrap();
+        assert!(e && !i, "nothing asked: egress, ready for ctl set");
         let e = attach_directions(&file, &common, None, Some("--delay x"), None).unwrap_err();
         assert!(e.to_string().contains("ingress"), "{e}");
     }

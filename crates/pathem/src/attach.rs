@@ -39,29 +39,16 @@ pub struct AttachArgs {
     pub cores: Option<String>,
     /// Mark of the frames pathem sends back through IF, 1 to 0xffffffff (decimal or 0x…),
     /// where the host's own marks use the default [default: 0x70617468].
-    #[arg(long, value_name = "MARK")]
-    pub mark: Option<String>,
+    #[arg(long, value_name = "MARK", value_parser = pathem_io::attach::parse_mark)]
+    pub mark: Option<u32>,
     #[command(flatten)]
-    pub serve: crate::run::Serve,
-}
-
-/// `--mark`: decimal or 0x-hex, 1 to 2^32−1.
-fn parse_mark(text: &str) -> anyhow::Result<u32> {
-    let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
-        Some(hex) => u32::from_str_radix(hex, 16),
-        None => text.parse(),
-    };
-    match parsed {
-        Ok(m) if m != 0 => Ok(m),
-        _ => Err(usage(format!("--mark {text} is not accepted; accepted: 1 to 0xffffffff (decimal or 0x…)"))),
-    }
+    pub serve: pathem_runtime::session::Serving,
 }
 
 pub fn main(args: AttachArgs) -> anyhow::Result<()> {
-    let mark = args.mark.as_deref().map_or(Ok(DEFAULT_MARK), parse_mark)?;
-    let (name, metrics) = args.serve.check(args.iface.clone())?;
+    let (name, metrics) = args.serve.check(args.iface.clone()).map_err(crate::runtime_error)?;
     let file = link::config(args.config.as_deref()).map_err(usage)?;
-    let (egress, ingress) = link::attach_directions(
+    let (egress, ingress, egress_on, ingress_on) = link::attach_directions(
         &file,
         &args.path,
         args.egress.as_deref(),
@@ -74,19 +61,8 @@ pub fn main(args: AttachArgs) -> anyhow::Result<()> {
         return Err(usage("--cores for attach takes one or two CPUs"));
     }
     let seed = args.seed.or(file.seed).unwrap_or_else(pathem_runtime::random_seed);
-    // A direction with nothing asked of it is left alone, unless nothing at all was asked
-    // (then egress, as `tc ... root netem` would, ready for `ctl set`).
-    let ingress_asked = args.ingress.is_some() || file.b_to_a != PathSpec::default();
-    let egress_asked = args.path != PathSpec::default()
-        || args.egress.is_some()
-        || file.a_to_b != PathSpec::default()
-        || args.schedule.is_some();
-    let attach = AttachSpec {
-        iface: args.iface.clone(),
-        egress: egress_asked || !ingress_asked,
-        ingress: ingress_asked,
-        mark,
-    };
+    let mark = args.mark.unwrap_or(DEFAULT_MARK);
+    let attach = AttachSpec { iface: args.iface.clone(), egress: egress_on, ingress: ingress_on, mark };
     pathem_io::attach::check(&attach.iface, attach.egress, attach.ingress).map_err(usage)?;
     let spec = LinkSpec {
         a: PortSpec::Auto(args.iface.clone()),
@@ -107,5 +83,5 @@ pub fn main(args: AttachArgs) -> anyhow::Result<()> {
     let session =
         Session::start(spec, name, (egress.spec, ingress.spec), metrics).map_err(crate::runtime_error)?;
     let lines = session.link.started.describe(&egress.path, &ingress.path, false, seed);
-    args.serve.serve(session, lines)
+    crate::run::serve(&args.serve, session, lines)
 }

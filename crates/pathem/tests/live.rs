@@ -1766,7 +1766,7 @@ fn attach_leaves_nothing_after_sigkill_and_refuses_what_it_cannot_do() {
         (vec!["g0", "--ingress", "--delay 1ms"], "already attached".into()),
         (vec!["nope0"], "does not exist".into()),
         (vec!["lo"], "loopback".into()),
-        (vec!["g0", "--mark", "0"], "--mark 0".into()),
+        (vec!["g0", "--mark", "0"], "--mark".into()),
         (vec!["g0", "--cores", "0,1,0,1"], "--cores".into()),
         (vec!["g0", "--ingress", "--delay x"], "ingress".into()),
     ] {
