@@ -464,8 +464,8 @@ impl AfPacketTx {
     }
 
     /// Like [`open`](Self::open), but frames go through the interface's qdisc and tc
-    /// programs (not straight to the driver) with socket mark `mark`: `attach` sends back
-    /// through the interface it steers, whose program lets frames with the mark pass.
+    /// programs (not straight to the driver) with socket mark `mark` (0: none): `attach` sends
+    /// back through the interface it steers, whose program lets frames with the mark pass.
     pub fn open_marked(ifname: &str, max_frame: usize, mark: u32) -> Result<AfPacketTx, Error> {
         let tx = AfPacketTx::open(ifname, max_frame)?;
         let fd = tx.fd.as_raw_fd();

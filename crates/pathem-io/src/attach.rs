@@ -184,14 +184,36 @@ fn taken(iface: &str, ingress: bool, tap: &str) -> Error {
 }
 
 fn check_iface(iface: &str) -> Result<u32, Error> {
-    crate::iface::check_exists(iface)?;
-    let kind = std::fs::read_to_string(format!("/sys/class/net/{iface}/type")).unwrap_or_default();
-    match kind.trim() {
-        "772" => return Err(refuse(iface, "is the loopback interface, which has no wire to emulate; attach to an interface with a peer (eth0, a veth)")),
-        "1" | "" => {}
-        other => return Err(refuse(iface, format!("is not an Ethernet interface (ARP type {other}); pathem attaches to Ethernet interfaces (eth0, veth, bridge, bond)"))),
+    // Asked of the calling thread's namespace (it may have entered one): no /sys here.
+    let ifindex = crate::afpacket::ifindex(iface)? as u32;
+    match hardware_type(iface) {
+        Some(772) => Err(refuse(
+            iface,
+            "is the loopback interface, which has no wire to emulate; attach to an interface with a peer (eth0, a veth)",
+        )),
+        Some(1) | None => Ok(ifindex),
+        Some(other) => Err(refuse(
+            iface,
+            format!("is not an Ethernet interface (ARP type {other}); pathem attaches to Ethernet interfaces (eth0, veth, bridge, bond)"),
+        )),
     }
-    Ok(crate::afpacket::ifindex(iface)? as u32)
+}
+
+/// The interface's ARP hardware type (`SIOCGIFHWADDR`): 1 for Ethernet, 772 for loopback.
+fn hardware_type(iface: &str) -> Option<u16> {
+    // SAFETY: a plain socket(2) call; the result is checked and owned below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 || iface.len() >= libc::IFNAMSIZ {
+        return None;
+    }
+    let fd = crate::bpf::owned(fd);
+    let mut ifr = [0u8; 40];
+    ifr[..iface.len()].copy_from_slice(iface.as_bytes());
+    // SAFETY: `ifr` is 40 bytes, the size of struct ifreq, and outlives the call; the name is
+    // shorter than IFNAMSIZ, so it stays NUL-terminated.
+    let rc =
+        unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&fd), libc::SIOCGIFHWADDR, ifr.as_mut_ptr()) };
+    (rc == 0).then(|| u16::from_ne_bytes([ifr[16], ifr[17]]))
 }
 
 /// A receiving half that never has a frame and a transmitting half that is never used: the

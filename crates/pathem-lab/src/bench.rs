@@ -171,6 +171,8 @@ const FORWARDER_CPU: usize = 1;
 
 /// The forwarder of one run: pathem's raw port loop, the runtime's link, or testpmd.
 enum Forwarder {
+    /// Nothing: the plain interface, an attach's floor.
+    None,
     Raw(std::thread::JoinHandle<Result<(), Error>>, Arc<AtomicBool>),
     Link(Box<Link>),
     Testpmd(Child),
@@ -233,6 +235,36 @@ impl Forwarder {
     fn start(bed: &Bed, kind: &str, mode: &str, path: &PathConfig) -> Result<Forwarder, Error> {
         let split = mode == "split";
         let ports = PortOptions { max_frame: 2048, ..PortOptions::default() };
+        let engine =
+            EngineConfig { max_frame: 2048, busy_poll: DEFAULT_BUSY_POLL, ..EngineConfig::default() };
+        if kind == "attach" {
+            if mode == "plain" {
+                return Ok(Forwarder::None);
+            }
+            // `pathem attach g0` in the generator's namespace, egress only, on the forwarder's CPU.
+            let spec = LinkSpec {
+                a: PortSpec::Auto("g0".into()),
+                b: PortSpec::Auto("g0".into()),
+                ab: path.clone(),
+                ba: PathConfig::default(),
+                one_way: false,
+                seed: 1,
+                engine,
+                ports,
+                cores: vec![FORWARDER_CPU],
+                netns: Some(bed.gen.clone()),
+                keep_offloads: true,
+                schedule_ab: None,
+                schedule_ba: None,
+                attach: Some(pathem_io::attach::AttachSpec {
+                    iface: "g0".into(),
+                    egress: true,
+                    ingress: false,
+                    mark: pathem_io::attach::DEFAULT_MARK,
+                }),
+            };
+            return Ok(Forwarder::Link(Box::new(Link::start(spec)?)));
+        }
         let ((a, b), mid) = (bed_ports(kind)?, bed.mid().to_string());
         if mode == "testpmd" {
             return Ok(Forwarder::Testpmd(testpmd(&mid, &a, &b)?));
@@ -246,11 +278,7 @@ impl Forwarder {
                 // Split: a→b's input and output on CPUs 0 and 1, as `run --one-way --cores 0,1`.
                 one_way: split,
                 seed: 1,
-                engine: EngineConfig {
-                    max_frame: 2048,
-                    busy_poll: DEFAULT_BUSY_POLL,
-                    ..EngineConfig::default()
-                },
+                engine,
                 ports,
                 // Otherwise one thread on CPU 1, as testpmd's forwarding lcore; the generator has CPU 0.
                 cores: if split { vec![0, 1] } else { vec![FORWARDER_CPU] },
@@ -286,6 +314,7 @@ impl Forwarder {
 
     fn stop(self) -> Result<(), Error> {
         match self {
+            Forwarder::None => Ok(()),
             Forwarder::Raw(h, stop) => {
                 stop.store(true, Ordering::Relaxed);
                 h.join().map_err(|_| Error::Panicked("forwarder"))?
@@ -313,12 +342,19 @@ pub fn live_run(
     secs: f64,
 ) -> Result<(f64, f64), Error> {
     let fwd = Forwarder::start(bed, kind, mode, path)?;
-    let before = rx_packets(&bed.sink, "s0")?;
+    // An attach forwards g0's egress: its frames are counted where they arrive, on pa.
+    let attach = kind == "attach";
+    let (ns, dev) = if attach { (bed.mid(), "pa") } else { (bed.sink.as_str(), "s0") };
+    let before = rx_packets(ns, dev)?;
     let g = bed.gen.clone();
     let gen = std::thread::spawn(move || -> Result<(u64, f64), Error> {
         enter(&g)?;
         pin(GENERATOR_CPU)?;
-        let mut tx = AfPacketTx::open("g0", 2048)?;
+        // Through g0's qdisc and tc programs, as the stack's frames go, where pathem attaches.
+        let mut tx = match attach {
+            true => AfPacketTx::open_marked("g0", 2048, 0)?,
+            false => AfPacketTx::open("g0", 2048)?,
+        };
         let frame = udp_frame(size, 0);
         let start = monotonic_now();
         let end = start + Nanos((secs * 1e9) as u64);
@@ -333,7 +369,7 @@ pub fn live_run(
     });
     let (sent, took) = gen.join().map_err(|_| Error::Panicked("generator"))??;
     std::thread::sleep(std::time::Duration::from_millis(50));
-    let got = rx_packets(&bed.sink, "s0")? - before;
+    let got = rx_packets(ns, dev)? - before;
     fwd.stop()?;
     Ok((sent as f64 / took / 1e6, got as f64 / took / 1e6))
 }

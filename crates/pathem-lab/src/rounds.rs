@@ -238,12 +238,15 @@ pub fn live(
     let impaired = live_impairment();
     let mut rows = Vec::new();
     for kind in kinds {
+        // The floor each is measured against: the port loop without the engine, or for an
+        // attach the plain interface.
+        let floor = if kind == "attach" { "plain" } else { "bypass" };
         let mut modes = vec![
-            ("bypass", PathConfig::default()),
+            (floor, PathConfig::default()),
             ("engine", PathConfig::default()),
             ("impaired", impaired.clone()),
         ];
-        if split {
+        if split && kind != "attach" {
             modes.push(("split", impaired.clone()));
         }
         if kind.starts_with("dpdk") {
@@ -278,7 +281,7 @@ pub fn live(
                     mode,
                     offered_mpps: median(&runs[m].iter().map(|r| r.0).collect::<Vec<_>>()),
                     forwarded_mpps: median(&runs[m].iter().map(|r| r.1).collect::<Vec<_>>()),
-                    of_raw: if *mode == "testpmd" { None } else { ratio(m, column("bypass")) },
+                    of_raw: if *mode == "testpmd" { None } else { ratio(m, column(floor)) },
                     of_testpmd: ratio(m, column("testpmd")).filter(|_| *mode != "testpmd"),
                     rounds_mpps: runs[m].iter().map(|r| r.1).collect(),
                 };
@@ -407,7 +410,7 @@ pub mod text {
             row.mode,
             row.offered_mpps,
             row.forwarded_mpps,
-            pct(row.of_raw, "the raw port loop"),
+            pct(row.of_raw, if row.port == "attach" { "the plain interface" } else { "the raw port loop" }),
             pct(row.of_testpmd, "testpmd"),
         )
     }

@@ -35,7 +35,16 @@ pub fn rx_packets(ns: &str, dev: &str) -> Result<u64, Error> {
 }
 
 /// The port kinds a bed's forwarder can use, for `bench --live` and the tests.
-pub const PORT_KINDS: &str = "afpacket, afxdp, dpdk (net_af_packet virtual devices)";
+pub const PORT_KINDS: &str =
+    "afpacket, afxdp, dpdk (net_af_packet virtual devices), attach (pathem attached to the sender's g0)";
+
+/// Checks a kind of [`PORT_KINDS`].
+pub fn check_kind(kind: &str) -> Result<(), Error> {
+    match kind {
+        "attach" => Ok(()),
+        _ => bed_ports(kind).map(|_| ()),
+    }
+}
 
 /// pathem's two ports on a [`Bed::through`]'s `pa` and `pb` for a kind (see [`PORT_KINDS`]).
 pub fn bed_ports(kind: &str) -> Result<(PortSpec, PortSpec), Error> {

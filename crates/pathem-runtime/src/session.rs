@@ -10,9 +10,9 @@ use pathem_engine::{monotonic_now, Counters, EngineConfig, Stats};
 use pathem_io::iface;
 use pathem_io::live::{PortOptions, PortSpec};
 use pathem_model::units::Size;
-use pathem_spec::file::ConfigFile;
 use pathem_model::units::{Rate, DEFAULT_LINE_RATE};
 use pathem_model::Nanos;
+use pathem_spec::file::ConfigFile;
 use pathem_spec::PathSpec;
 use serde::Serialize;
 use std::net::SocketAddr;
@@ -244,7 +244,11 @@ impl Tuning {
     /// [`DEFAULT_LINE_RATE`] otherwise.
     ///
     /// [`DEFAULT_LINE_RATE`]: pathem_model::units::DEFAULT_LINE_RATE
-    pub fn settings(&self, port_a: &PortSpec, file: &ConfigFile) -> Result<(EngineConfig, PortOptions), Error> {
+    pub fn settings(
+        &self,
+        port_a: &PortSpec,
+        file: &ConfigFile,
+    ) -> Result<(EngineConfig, PortOptions), Error> {
         use pathem_io::afpacket::{MAX_RX_BUFFER, MIN_RX_BUFFER};
         use pathem_model::limits::within;
         within("rx-buffer", self.rx_buffer.0, MIN_RX_BUFFER as u64..=MAX_RX_BUFFER as u64, "64KiB to 1GiB")?;

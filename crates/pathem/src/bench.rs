@@ -46,8 +46,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub json: bool,
     /// Measure live forwarding instead, on a veth path in namespaces made for it, through
-    /// these port types (afpacket, afxdp, dpdk; comma-separated; dpdk is also measured with
-    /// dpdk-testpmd, and needs --features dpdk). Needs root.
+    /// these port types (afpacket, afxdp, dpdk, attach; comma-separated; dpdk is also measured
+    /// with dpdk-testpmd and needs --features dpdk; attach against the plain interface). Root.
     #[arg(long, value_name = "KINDS", value_delimiter = ',')]
     pub live: Vec<String>,
     /// With --live: frame sizes to measure.
@@ -85,7 +85,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
     crate::within("--runs", args.runs, 1..=1000, "1 to 1000")?;
     if !args.live.is_empty() {
         for k in &args.live {
-            pathem_lab::testbed::bed_ports(k)
+            pathem_lab::testbed::check_kind(k)
                 .map_err(|_| usage(format!("--live {k}: accepted: {}", pathem_lab::testbed::PORT_KINDS)))?;
         }
         if args.sizes.iter().any(|&s| !(60..=1514).contains(&s)) {
