@@ -1700,9 +1700,16 @@ fn attach_delays_each_direction_and_tcp_keeps_up() {
     let name = format!("t{}a{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
 
     // Egress alone, as tc's root netem: IPv4 and IPv6 both take the delay.
-    let (child, _) = attach(Some(&gen), "g0", &["--delay", "40ms", "--name", &name]);
+    let (child, _) = attach(Some(&gen), "g0", &["--delay", "40ms", "--name", &name, "--metrics", "9477"]);
     let (min, avg) = ping_in(&gen, SINK_IP, 20);
     assert!(min >= 40.0 && avg <= 42.0, "egress --delay 40ms: rtt min {min} avg {avg}");
+    // Metrics as for a run: egress is a_to_b.
+    let metrics = scrape(&gen, 9477, "/metrics");
+    let sent = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("pathem_tx_frames_total{direction=\"a_to_b\"} "))
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    assert!(sent.is_some_and(|n| n >= 20), "egress frames in the metrics: {sent:?}");
     let (min, avg) = ping_in(&gen, "fd00:201::2", 10);
     assert!(min >= 40.0 && avg <= 42.0, "IPv6: rtt min {min} avg {avg}");
     // ctl steers it; a direction not attached is refused.
