@@ -74,7 +74,7 @@ pub fn pcap(data: &[u8]) {
 
 /// The unit parsers (durations, rates, sizes, queue limits, probabilities), and the short
 /// strings of a live link: its `--name`, its `--metrics` address, a control socket request,
-/// a `dpdk:` device and `--eal` words.
+/// an attach's `--mark`, a `dpdk:` device and `--eal` words.
 pub fn units(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
     if pathem_runtime::control::check_name(text).is_ok() {
@@ -82,6 +82,10 @@ pub fn units(data: &[u8]) {
     }
     let _ = pathem_runtime::metrics::parse_addr(text);
     let _ = pathem_runtime::control::parse_request(text);
+    if let Ok(m) = pathem_io::attach::parse_mark(text) {
+        assert!(m != 0, "{text:?}: mark 0 would pass every frame");
+        assert_eq!(pathem_io::attach::parse_mark(&format!("{m:#x}")), Ok(m), "{text:?} in hex");
+    }
     dpdk_words(text);
     if let Ok(d) = parse_duration(text) {
         assert_eq!(parse_duration(&d.to_string()), Ok(d), "{text:?} prints back");
