@@ -58,6 +58,31 @@ pub struct LinkSpec {
     pub attach: Option<pathem_io::attach::AttachSpec>,
 }
 
+impl LinkSpec {
+    /// A link between ports `a` and `b` with paths `ab` and `ba`, both ways, seeded with
+    /// `seed`, and everything else as users get it by default: the engine's defaults (with the
+    /// live busy-poll), the ports' defaults, one unpinned thread, this namespace, receive
+    /// aggregation turned off on the ports, no schedule.
+    pub fn between(a: PortSpec, b: PortSpec, ab: PathConfig, ba: PathConfig, seed: u64) -> LinkSpec {
+        LinkSpec {
+            a,
+            b,
+            ab,
+            ba,
+            one_way: false,
+            seed,
+            engine: EngineConfig { busy_poll: pathem_engine::DEFAULT_BUSY_POLL, ..EngineConfig::default() },
+            ports: PortOptions::default(),
+            cores: Vec::new(),
+            netns: None,
+            keep_offloads: false,
+            schedule_ab: None,
+            schedule_ba: None,
+            attach: None,
+        }
+    }
+}
+
 /// What [`Link::start`] opened, in words for a startup message.
 #[derive(Clone, Debug)]
 pub struct Started {

@@ -4,9 +4,8 @@
 
 use crate::usage;
 use clap::Args;
-use pathem_engine::{EngineConfig, DEFAULT_BUSY_POLL};
 use pathem_io::attach::{AttachSpec, DEFAULT_MARK};
-use pathem_io::live::{PortOptions, PortSpec};
+use pathem_io::live::PortSpec;
 use pathem_runtime::{LinkSpec, Session};
 use pathem_spec::{link, PathSpec};
 use std::path::PathBuf;
@@ -64,21 +63,13 @@ pub fn main(args: AttachArgs) -> anyhow::Result<()> {
     let mark = args.mark.unwrap_or(DEFAULT_MARK);
     let attach = AttachSpec { iface: args.iface.clone(), egress: egress_on, ingress: ingress_on, mark };
     pathem_io::attach::check(&attach.iface, attach.egress, attach.ingress).map_err(usage)?;
+    let port = PortSpec::Auto(args.iface.clone());
     let spec = LinkSpec {
-        a: PortSpec::Auto(args.iface.clone()),
-        b: PortSpec::Auto(args.iface.clone()),
-        ab: egress.path.clone(),
-        ba: ingress.path.clone(),
-        one_way: false,
-        seed,
-        engine: EngineConfig { busy_poll: DEFAULT_BUSY_POLL, ..EngineConfig::default() },
-        ports: PortOptions::default(),
         cores,
-        netns: None,
         keep_offloads: true,
         schedule_ab: egress.schedule,
-        schedule_ba: None,
         attach: Some(attach),
+        ..LinkSpec::between(port.clone(), port, egress.path.clone(), ingress.path.clone(), seed)
     };
     let session =
         Session::start(spec, name, (egress.spec, ingress.spec), metrics).map_err(crate::runtime_error)?;

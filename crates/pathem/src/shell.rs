@@ -20,8 +20,7 @@
 use crate::usage;
 use anyhow::Context;
 use clap::Args;
-use pathem_engine::{EngineConfig, DEFAULT_BUSY_POLL};
-use pathem_io::live::{PortOptions, PortSpec};
+use pathem_io::live::PortSpec;
 use pathem_runtime::netns::ShellBed;
 use pathem_runtime::{LinkSpec, Session};
 use pathem_spec::{link, PathSpec};
@@ -79,25 +78,12 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
             bed.ns, up.path, down.path, bed.gateway
         );
     }
-    let spec = LinkSpec {
-        a: PortSpec::Auto("pa".into()),
-        b: PortSpec::Auto("pb".into()),
-        ab: up.path,
-        ba: down.path,
-        one_way: false,
-        seed,
-        // The longest frame is the ports' MTU's (Link::start bounds it by the transmitting
-        // interface), not a number of the shell's.
-        engine: EngineConfig { busy_poll: DEFAULT_BUSY_POLL, ..EngineConfig::default() },
-        ports: PortOptions::default(),
-        cores: Vec::new(),
-        // pathem's ports live in the link namespace; so do its sockets.
-        netns: Some(bed.link_ns.clone()),
-        keep_offloads: false,
-        schedule_ab: None,
-        schedule_ba: None,
-        attach: None,
-    };
+    // The longest frame is the ports' MTU's (Link::start bounds it by the transmitting
+    // interface), not a number of the shell's; pathem's ports and sockets live in the link
+    // namespace.
+    let (a, b) = (PortSpec::Auto("pa".into()), PortSpec::Auto("pb".into()));
+    let spec =
+        LinkSpec { netns: Some(bed.link_ns.clone()), ..LinkSpec::between(a, b, up.path, down.path, seed) };
     let session =
         Session::start(spec, name, (up.spec, down.spec), metrics_addr).map_err(crate::runtime_error)?;
     // Ctrl-C belongs to the command: the shell ends when the command does.
