@@ -131,6 +131,13 @@ pub fn measure(seconds: f64) -> Vec<CpuHiccups> {
     out
 }
 
+/// `bench --hiccups`'s report of `all`, measured for `seconds` each.
+pub fn text(all: &[CpuHiccups], seconds: f64) -> String {
+    let mut out = format!("pathem bench --hiccups: a busy-polling thread on each CPU for {seconds} s; gaps between clock reads are time it did not run\n");
+    all.iter().for_each(|h| out += &format!("  {}\n", describe(h)));
+    out
+}
+
 /// One line per CPU.
 pub fn describe(h: &CpuHiccups) -> String {
     let rates: Vec<String> = h

@@ -71,9 +71,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
     if args.hiccups {
         crate::within("--seconds", args.seconds, 0.001..=3600.0, "above 0, up to 3600")?;
         let all = pathem_lab::hiccups::measure(args.seconds);
-        let mut text = format!("pathem bench --hiccups: a busy-polling thread on each CPU for {} s; gaps between clock reads are time it did not run\n", args.seconds);
-        all.iter().for_each(|h| text += &format!("  {}\n", pathem_lab::hiccups::describe(h)));
-        emit(serde_json::to_value(&all)?, text);
+        emit(serde_json::to_value(&all)?, pathem_lab::hiccups::text(&all, args.seconds));
         return Ok(());
     }
     // Rounds print a line each on stderr unless the output is JSON.

@@ -11,6 +11,7 @@ mod attach;
 mod bench;
 mod ctl;
 mod demo;
+mod netem;
 mod probe;
 mod replay;
 mod run;
@@ -51,6 +52,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Generate a small capture, replay it through a typical path, and show what happened.
     Demo(demo::DemoArgs),
+    /// Say a tc-netem(8) spec in pathem's flags and config lines, or (--from-flags) the reverse.
+    Netem(netem::NetemArgs),
 }
 
 /// Bad usage: reported on one line, exit code 2.
@@ -125,6 +128,7 @@ fn main() -> ExitCode {
         Command::Validate(args) => validate::main(args),
         Command::Bench(args) => bench::main(args),
         Command::Demo(args) => demo::main(args),
+        Command::Netem(args) => netem::main(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
