@@ -126,6 +126,31 @@ impl LossConfig {
         }
     }
 
+    /// The spec text that parses back to this config (`--loss`'s syntax); `None` for a trace,
+    /// whose file the caller names.
+    pub fn spec(&self) -> Option<String> {
+        Some(match self {
+            LossConfig::Random(p) => p.spec(),
+            LossConfig::Correlated { p, corr } => format!("random:{},corr={}", p.spec(), corr.spec()),
+            LossConfig::GilbertElliott { p, r, loss_bad, loss_good } => format!(
+                "ge:p={},r={},loss-bad={},loss-good={}",
+                p.spec(),
+                r.spec(),
+                loss_bad.spec(),
+                loss_good.spec()
+            ),
+            LossConfig::FourState { p13, p31, p32, p23, p14 } => format!(
+                "gi:p13={},p31={},p32={},p23={},p14={}",
+                p13.spec(),
+                p31.spec(),
+                p32.spec(),
+                p23.spec(),
+                p14.spec()
+            ),
+            LossConfig::Trace(_) => return None,
+        })
+    }
+
     /// The long-run mean number of consecutive lost frames.
     pub fn mean_burst(&self) -> f64 {
         match self {
@@ -590,6 +615,15 @@ mod tests {
         assert!(matches!(ge, LossConfig::GilbertElliott { loss_bad, .. } if loss_bad == Probability::ONE));
         let ge: LossConfig = "ge:loss=1%,burst=5".parse().unwrap();
         assert!((ge.loss_rate() - 0.01).abs() < 1e-12 && (ge.mean_burst() - 5.0).abs() < 1e-9);
+        for text in [
+            "1%",
+            "random:2%,corr=30%",
+            "ge:p=0.2%,r=20%,loss-bad=70%,loss-good=0.1%",
+            "gi:p13=5%,p32=3%,p14=1%",
+        ] {
+            let cfg: LossConfig = text.parse().unwrap();
+            assert_eq!(cfg.spec().unwrap().parse::<LossConfig>(), Ok(cfg.clone()), "{text}");
+        }
         let gi: LossConfig = "gi:p13=5%".parse().unwrap();
         assert!(
             matches!(gi, LossConfig::FourState { p31, p23, .. } if (p31.get() - 0.95).abs() < 1e-12 && p23 == Probability::ONE)
