@@ -407,9 +407,11 @@ impl PathSpec {
 
     /// `self` with every field that `over` sets replaced by `over`'s value; a switch is turned
     /// on by `--reorder`/`--ecn` and off by `--no-reorder`/`--no-ecn`, and kept otherwise. A
-    /// `--no-reorder` stays said (it decides against a netem spec's overtaking) until a
-    /// `--reorder` turns reordering on. A netem spec is replaced whole; an empty one
-    /// (`--netem ""`) clears it.
+    /// `--no-reorder` or `--no-ecn` stays said (the first decides against a netem spec's
+    /// overtaking, the second is refused with one) until `--reorder` or `--ecn` turns it on.
+    /// A netem spec in `over` replaces everything netem has words for, whether an earlier
+    /// netem spec or flags said it, the reorder and ECN switches included; an empty one
+    /// (`--netem ""`) clears the netem spec, so flags can follow.
     pub fn overridden_by(&self, over: &PathSpec) -> PathSpec {
         fn pick<T: Clone>(over: &Option<T>, base: &Option<T>) -> Option<T> {
             over.clone().or_else(|| base.clone())
@@ -417,36 +419,53 @@ impl PathSpec {
         fn switch(on: bool, off: bool, base: bool) -> bool {
             (base || on) && !off
         }
+        // What stays under a new netem spec: the settings netem has no words for.
+        let cleared;
+        let this = match &over.netem {
+            Some(n) if !n.is_empty() => {
+                cleared = PathSpec {
+                    delay_half_life: self.delay_half_life,
+                    delay_trace: self.delay_trace.clone(),
+                    rate_trace: self.rate_trace.clone(),
+                    aqm: self.aqm.clone(),
+                    police: self.police,
+                    ber: self.ber,
+                    ..PathSpec::default()
+                };
+                &cleared
+            }
+            _ => self,
+        };
         PathSpec {
-            delay: pick(&over.delay, &self.delay),
-            jitter: pick(&over.jitter, &self.jitter),
-            delay_dist: pick(&over.delay_dist, &self.delay_dist),
-            delay_half_life: pick(&over.delay_half_life, &self.delay_half_life),
-            delay_correlation: pick(&over.delay_correlation, &self.delay_correlation),
-            delay_trace: pick(&over.delay_trace, &self.delay_trace),
-            reorder: switch(over.reorder, over.no_reorder, self.reorder),
-            no_reorder: switch(over.no_reorder, over.reorder, self.no_reorder),
-            skip_delay: pick(&over.skip_delay, &self.skip_delay),
-            loss: pick(&over.loss, &self.loss),
-            ber: pick(&over.ber, &self.ber),
-            rate: pick(&over.rate, &self.rate),
-            rate_trace: pick(&over.rate_trace, &self.rate_trace),
-            overhead: pick(&over.overhead, &self.overhead),
-            cell: pick(&over.cell, &self.cell),
-            queue: pick(&over.queue, &self.queue),
-            aqm: pick(&over.aqm, &self.aqm),
-            police: pick(&over.police, &self.police),
-            slot: pick(&over.slot, &self.slot),
-            duplicate: pick(&over.duplicate, &self.duplicate),
-            duplicate_correlation: pick(&over.duplicate_correlation, &self.duplicate_correlation),
-            corrupt: pick(&over.corrupt, &self.corrupt),
-            corrupt_correlation: pick(&over.corrupt_correlation, &self.corrupt_correlation),
-            ecn: switch(over.ecn, over.no_ecn, self.ecn),
-            no_ecn: false,
+            delay: pick(&over.delay, &this.delay),
+            jitter: pick(&over.jitter, &this.jitter),
+            delay_dist: pick(&over.delay_dist, &this.delay_dist),
+            delay_half_life: pick(&over.delay_half_life, &this.delay_half_life),
+            delay_correlation: pick(&over.delay_correlation, &this.delay_correlation),
+            delay_trace: pick(&over.delay_trace, &this.delay_trace),
+            reorder: switch(over.reorder, over.no_reorder, this.reorder),
+            no_reorder: switch(over.no_reorder, over.reorder, this.no_reorder),
+            skip_delay: pick(&over.skip_delay, &this.skip_delay),
+            loss: pick(&over.loss, &this.loss),
+            ber: pick(&over.ber, &this.ber),
+            rate: pick(&over.rate, &this.rate),
+            rate_trace: pick(&over.rate_trace, &this.rate_trace),
+            overhead: pick(&over.overhead, &this.overhead),
+            cell: pick(&over.cell, &this.cell),
+            queue: pick(&over.queue, &this.queue),
+            aqm: pick(&over.aqm, &this.aqm),
+            police: pick(&over.police, &this.police),
+            slot: pick(&over.slot, &this.slot),
+            duplicate: pick(&over.duplicate, &this.duplicate),
+            duplicate_correlation: pick(&over.duplicate_correlation, &this.duplicate_correlation),
+            corrupt: pick(&over.corrupt, &this.corrupt),
+            corrupt_correlation: pick(&over.corrupt_correlation, &this.corrupt_correlation),
+            ecn: switch(over.ecn, over.no_ecn, this.ecn),
+            no_ecn: switch(over.no_ecn, over.ecn, this.no_ecn),
             netem: match &over.netem {
                 Some(n) if n.is_empty() => None,
                 Some(n) => Some(n.clone()),
-                None => self.netem.clone(),
+                None => this.netem.clone(),
             },
         }
     }

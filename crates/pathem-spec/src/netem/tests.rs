@@ -419,7 +419,16 @@ fn a_netem_spec_with_flags_that_say_the_same_is_refused() {
         PathSpec::default().overridden_by(&base).overridden_by(&PathSpec::from_flags("--ber 1e-9").unwrap());
     assert!(!merged.to_config().unwrap().reorder);
     assert!(merged.overridden_by(&PathSpec::from_flags("--reorder").unwrap()).to_config().unwrap().reorder);
-    // A netem spec is replaced whole; an empty one clears it, and flags may follow.
+    // A netem spec replaces what netem has words for, from flags or an earlier spec, and the
+    // switches; what it has no words for stays. An empty one clears it, and flags may follow.
+    let flags =
+        PathSpec::from_flags("--delay 10ms --ecn --loss 1% --reorder --ber 1e-9 --no-ecn --ecn").unwrap();
+    let netem = flags.overridden_by(&PathSpec::from_flags("--netem 'duplicate 1%'").unwrap());
+    let c = netem.to_config().unwrap();
+    assert_eq!((c.delay.base, c.loss, c.ecn, c.reorder), (Nanos::ZERO, None, false, false));
+    assert!(c.ber.is_some() && c.duplicate.is_some());
+    let e = netem.overridden_by(&PathSpec::from_flags("--no-ecn").unwrap()).to_config().unwrap_err();
+    assert!(e.to_string().starts_with("--netem and --no-ecn cannot be used together"), "{e}");
     let next = merged.overridden_by(&PathSpec::from_flags("--netem 'loss 2%'").unwrap());
     assert_eq!(next.to_config().unwrap().delay.base, Nanos::ZERO);
     let cleared = next.overridden_by(&PathSpec::from_flags("--netem '' --delay 3ms").unwrap());
