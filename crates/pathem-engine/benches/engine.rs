@@ -50,6 +50,7 @@ fn path_process(c: &mut Criterion) {
             jitter: Nanos::from_millis(1),
             dist: Dist::Normal,
             half_life: Some(Nanos::from_millis(5)),
+            correlation: None,
             trace: None,
         },
         ..basic.clone()

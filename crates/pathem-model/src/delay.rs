@@ -8,15 +8,21 @@
 //!   inter-arrival time, so the correlation of two frames Δt apart is `2^(−Δt/H)` whatever
 //!   the packet rate, and x stays standard normal, so the marginal mean and std are those
 //!   configured. Non-normal distributions take x through their quantile function;
+//! - correlated per frame (`correlation` ρ, NetEm's CORRELATION): Z is the distribution's
+//!   quantile at NetEm's correlated uniform draw `u = (1−ρ)·fresh + ρ·previous`
+//!   ([`crate::corr`]). Successive frames are correlated whatever their spacing, and, as in
+//!   NetEm, the spread shrinks (the draw gathers around its median). Exclusive with
+//!   `half_life`;
 //! - trace: the base delay follows a `time delay` schedule that repeats.
 //!
 //! Draws never go below zero: a negative value is taken as zero (no wrap-around to a huge
 //! delay, DEMU's bug).
 
-use crate::dist::{std_normal, DelayTable, Dist};
+use crate::corr::Correlated;
+use crate::dist::{std_normal, unit_inside, DelayTable, Dist};
 use crate::rng::Rng;
 use crate::time::Nanos;
-use crate::units::parse_duration;
+use crate::units::{parse_duration, Probability};
 use std::sync::Arc;
 
 /// What the user asked for.
@@ -30,6 +36,8 @@ pub struct DelayConfig {
     pub dist: Dist,
     /// Correlation half-life: frames this far apart have delays correlated 0.5.
     pub half_life: Option<Nanos>,
+    /// NetEm's per-frame correlation of the variation's draw (exclusive with `half_life`).
+    pub correlation: Option<Probability>,
     /// Base delay over time; replaces `base`.
     pub trace: Option<Arc<DelayTrace>>,
 }
@@ -75,6 +83,9 @@ impl std::fmt::Display for DelayConfig {
             write!(f, " jitter {} {}", self.jitter, self.dist)?;
             if let Some(h) = self.half_life {
                 write!(f, " correlated (half-life {h})")?;
+            }
+            if let Some(c) = self.correlation {
+                write!(f, " correlated {c} per frame")?;
             }
         }
         Ok(())
@@ -186,6 +197,14 @@ struct Correlation {
     quantiles: Option<Arc<DelayTable>>,
 }
 
+/// NetEm's per-frame correlated draw and the inverse CDF it reads, for distributions
+/// without a closed form.
+#[derive(Clone, Debug)]
+struct PerFrame {
+    draw: Correlated,
+    quantiles: Option<Arc<DelayTable>>,
+}
+
 /// A delay model with its state.
 #[derive(Clone, Debug)]
 pub struct Delay(Kind);
@@ -198,6 +217,7 @@ enum Kind {
         jitter: f64,
         dist: Dist,
         corr: Option<Box<Correlation>>,
+        per_frame: Option<Box<PerFrame>>,
         trace: Option<(Arc<DelayTrace>, Option<Nanos>)>,
     },
 }
@@ -216,24 +236,39 @@ impl Delay {
                 quantiles: config.dist.quantile_table().map(Arc::new),
             })
         });
+        let per_frame = config.correlation.filter(|_| config.is_random() && corr.is_none()).map(|rho| {
+            Box::new(PerFrame {
+                draw: Correlated::new(rho),
+                quantiles: match config.dist {
+                    Dist::ParetoNormal => config.dist.quantile_table().map(Arc::new),
+                    _ => None,
+                },
+            })
+        });
         Delay(Kind::Random {
             base: config.base.as_nanos() as f64,
             jitter: if config.is_random() { config.jitter.as_nanos() as f64 } else { 0.0 },
             dist: if config.is_random() { config.dist.clone() } else { Dist::Uniform },
             corr,
+            per_frame,
             trace: config.trace.clone().map(|t| (t, None)),
         })
     }
 
     /// Takes over the state of the delay this one replaces: the correlated process's value
-    /// and time (so delays stay correlated across the change, now around the new mean and
-    /// spread), and a delay trace's origin when the trace is the same.
+    /// and time, or the last per-frame draw (so delays stay correlated across the change, now
+    /// around the new mean and spread), and a delay trace's origin when the trace is the same.
     pub fn inherit(&mut self, old: Delay) {
-        let Kind::Random { corr, trace, .. } = &mut self.0 else { return };
-        let Kind::Random { corr: old_corr, trace: old_trace, .. } = old.0 else { return };
+        let Kind::Random { corr, per_frame, trace, .. } = &mut self.0 else { return };
+        let Kind::Random { corr: old_corr, per_frame: old_per_frame, trace: old_trace, .. } = old.0 else {
+            return;
+        };
         if let (Some(c), Some(o)) = (corr.as_mut(), old_corr) {
             c.x = o.x;
             c.last = o.last;
+        }
+        if let (Some(p), Some(o)) = (per_frame.as_mut(), old_per_frame) {
+            p.draw.inherit(&o.draw);
         }
         if let (Some((t, origin)), Some((ot, oo))) = (trace.as_mut(), old_trace) {
             if Arc::ptr_eq(t, &ot) {
@@ -253,7 +288,7 @@ impl Delay {
 
     #[inline(never)]
     fn sample_random(kind: &mut Kind, now: Nanos, rng: &mut Rng) -> Nanos {
-        let Kind::Random { base, jitter, dist, corr, trace } = kind else {
+        let Kind::Random { base, jitter, dist, corr, per_frame, trace } = kind else {
             unreachable!("constant is handled inline")
         };
         let base = match trace {
@@ -267,7 +302,10 @@ impl Delay {
             return Nanos(base as u64);
         }
         let z = match corr {
-            None => dist.sample(rng),
+            None => match per_frame {
+                None => dist.sample(rng),
+                Some(p) => dist.from_uniform(unit_inside(p.draw.next(rng)), p.quantiles.as_deref()),
+            },
             Some(c) => {
                 let n = std_normal(rng);
                 c.x = match c.last {
@@ -372,6 +410,40 @@ mod tests {
             let c2 = correlation(&v, 2 * lag);
             assert!((c2 - 0.25).abs() < 0.1, "gap {gap}: correlation at 2H = {c2}");
         }
+    }
+
+    #[test]
+    fn per_frame_correlation_is_netems_draw_whatever_the_spacing() {
+        // Uniform 10 ms ± 4 ms with 50% correlation: NetEm's draw u has mean 1/2, variance
+        // (1−ρ)/(1+ρ)/12 and lag-k correlation ρ^k, and the delay is 10 ms + 4 ms·(2u−1).
+        let rho = 0.5;
+        let cfg = DelayConfig {
+            base: Nanos::from_millis(10),
+            jitter: Nanos::from_millis(4),
+            correlation: Some(Probability::new(rho).unwrap()),
+            ..Default::default()
+        };
+        let want_std = 4e6 * 2.0 * ((1.0 - rho) / (1.0 + rho) / 12.0).sqrt();
+        for (gap, seed) in [(Nanos::from_micros(1), 31u64), (Nanos::from_secs(1), 32)] {
+            let v = delays(&cfg, gap, 1_000_000, seed);
+            let (m, s) = mean_std(&v);
+            assert!((m / 10e6 - 1.0).abs() < 0.001, "gap {gap}: mean {m}");
+            assert!((s / want_std - 1.0).abs() < 0.01, "gap {gap}: std {s} vs {want_std}");
+            assert!((correlation(&v, 1) - rho).abs() < 0.01, "gap {gap}: lag 1");
+            assert!((correlation(&v, 2) - rho * rho).abs() < 0.01, "gap {gap}: lag 2");
+            assert!(v.iter().all(|&d| (6e6..=14e6).contains(&d)));
+        }
+        // Other distributions read the same draw through their quantile: correlated too.
+        let normal = DelayConfig { dist: Dist::Normal, ..cfg.clone() };
+        let v = delays(&normal, Nanos(1000), 400_000, 33);
+        assert!(correlation(&v, 1) > 0.4, "{}", correlation(&v, 1));
+        // A change keeps the last draw: the next delay follows the old one.
+        let mut d = Delay::new(&DelayConfig { correlation: Some(Probability::ONE), ..cfg.clone() });
+        let mut rng = Rng::seeded(1);
+        let first = d.sample(Nanos(0), &mut rng);
+        let mut next = Delay::new(&DelayConfig { correlation: Some(Probability::ONE), ..cfg });
+        next.inherit(d);
+        assert_eq!(next.sample(Nanos(1), &mut rng), first, "full correlation repeats the draw");
     }
 
     #[test]

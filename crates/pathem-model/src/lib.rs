@@ -7,6 +7,7 @@
 //! configuration can change while the state carries on.
 
 pub mod aqm;
+pub mod corr;
 pub mod delay;
 pub mod dist;
 pub mod frame;
@@ -16,6 +17,7 @@ pub mod loss;
 pub mod path;
 pub mod police;
 pub mod rng;
+pub mod skip;
 pub mod slot;
 pub mod spec;
 pub mod time;

@@ -1,6 +1,8 @@
 //! Loss models: decide, frame by frame, whether the path loses a frame.
 //!
-//! - `random`: each frame lost independently with probability P (Bernoulli).
+//! - `random`: each frame lost independently with probability P (Bernoulli); with a
+//!   correlation (`random:P,corr=C`, NetEm's `loss random P C`), tested against NetEm's
+//!   correlated draw ([`crate::corr`]), which loses fewer frames than P below 50%.
 //! - `ge`: Gilbert-Elliott (DEMU §3.1). Two states, Good and Bad; each frame is lost with the
 //!   current state's loss probability (1−k in Good, 1−h in Bad), then the state moves
 //!   Good→Bad with p or Bad→Good with r. Stationary loss rate
@@ -14,6 +16,7 @@
 //! And the bit error rate, applied after the loss model: a frame of `len` bytes survives only
 //! if all its `8·len` bits do, so it is dropped with probability `1 − (1 − ber)^(8·len)`.
 
+use crate::corr::{Chance, Correlated};
 use crate::rng::Rng;
 use crate::spec::{error, KeyValues};
 use crate::units::{Probability, UnitError};
@@ -21,7 +24,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-const LOSS_ACCEPTED: &str = "P (1% or 0.01), random:P, ge:p=P,r=R[,loss-bad=X][,loss-good=Y], \
+const LOSS_ACCEPTED: &str = "P (1% or 0.01), random:P[,corr=C], ge:p=P,r=R[,loss-bad=X][,loss-good=Y], \
 ge:loss=P,burst=B, gi:p13=P[,p31=..,p32=..,p23=..,p14=..], trace:FILE";
 
 /// What the user asked for.
@@ -29,6 +32,8 @@ ge:loss=P,burst=B, gi:p13=P[,p31=..,p32=..,p23=..,p14=..], trace:FILE";
 pub enum LossConfig {
     /// Each frame is lost independently with this probability (Bernoulli).
     Random(Probability),
+    /// Lost when NetEm's correlated draw falls below `p` (correlation `corr`, above 0).
+    Correlated { p: Probability, corr: Probability },
     /// Gilbert-Elliott: transitions p (Good→Bad) and r (Bad→Good); loss in Bad = 1−h, in
     /// Good = 1−k.
     GilbertElliott { p: Probability, r: Probability, loss_bad: Probability, loss_good: Probability },
@@ -102,6 +107,7 @@ impl LossConfig {
     pub fn loss_rate(&self) -> f64 {
         match self {
             LossConfig::Random(p) => p.get(),
+            LossConfig::Correlated { p, corr } => Correlated::hit_rate(p.get(), corr.get()),
             LossConfig::GilbertElliott { p, r, loss_bad, loss_good } => {
                 let (p, r) = (p.get(), r.get());
                 (r * loss_good.get() + p * loss_bad.get()) / (p + r)
@@ -120,6 +126,31 @@ impl LossConfig {
         }
     }
 
+    /// The spec text that parses back to this config (`--loss`'s syntax); `None` for a trace,
+    /// whose file the caller names.
+    pub fn spec(&self) -> Option<String> {
+        Some(match self {
+            LossConfig::Random(p) => p.spec(),
+            LossConfig::Correlated { p, corr } => format!("random:{},corr={}", p.spec(), corr.spec()),
+            LossConfig::GilbertElliott { p, r, loss_bad, loss_good } => format!(
+                "ge:p={},r={},loss-bad={},loss-good={}",
+                p.spec(),
+                r.spec(),
+                loss_bad.spec(),
+                loss_good.spec()
+            ),
+            LossConfig::FourState { p13, p31, p32, p23, p14 } => format!(
+                "gi:p13={},p31={},p32={},p23={},p14={}",
+                p13.spec(),
+                p31.spec(),
+                p32.spec(),
+                p23.spec(),
+                p14.spec()
+            ),
+            LossConfig::Trace(_) => return None,
+        })
+    }
+
     /// The long-run mean number of consecutive lost frames.
     pub fn mean_burst(&self) -> f64 {
         match self {
@@ -134,7 +165,7 @@ impl LossConfig {
                     pg * (1.0 - lg) * ((1.0 - p) * lg + p * lb) + pb * (1.0 - lb) * (r * lg + (1.0 - r) * lb);
                 self.loss_rate() / start
             }
-            LossConfig::FourState { .. } | LossConfig::Trace(_) => f64::NAN,
+            LossConfig::Correlated { .. } | LossConfig::FourState { .. } | LossConfig::Trace(_) => f64::NAN,
         }
     }
 }
@@ -147,6 +178,18 @@ impl FromStr for LossConfig {
         let t = s.trim();
         let (name, body) = t.split_once(':').unwrap_or(("", t));
         match name {
+            "random" if body.contains(',') => {
+                let (p, rest) = body.split_once(',').unwrap_or((body, ""));
+                let p = p.parse::<Probability>().map_err(|e| error(s, e.reason, LOSS_ACCEPTED))?;
+                let mut kv = KeyValues::parse(s, rest, LOSS_ACCEPTED)?;
+                let corr = kv.get::<Probability>("corr")?;
+                kv.finish()?;
+                // No correlation is the plain draw (the same decisions as `random:P`).
+                Ok(match corr {
+                    Some(corr) if corr.get() > 0.0 => LossConfig::Correlated { p, corr },
+                    _ => LossConfig::Random(p),
+                })
+            }
             "" | "random" => body.parse::<Probability>().map(LossConfig::Random).map_err(|e| {
                 if name.is_empty() && body.chars().any(|c| c.is_ascii_alphabetic()) {
                     error(s, "is not a probability or a known loss model", LOSS_ACCEPTED)
@@ -225,6 +268,11 @@ impl fmt::Display for LossConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             LossConfig::Random(p) => write!(f, "random {p}"),
+            LossConfig::Correlated { p, corr } => write!(
+                f,
+                "random {p} correlated {corr} (NetEm's draw: rate {:.4}%)",
+                self.loss_rate() * 100.0
+            ),
             LossConfig::GilbertElliott { p, r, loss_bad, loss_good } => write!(
                 f,
                 "gilbert-elliott p={p} r={r} loss-bad={loss_bad} loss-good={loss_good} (rate {:.4}%, mean burst {:.2})",
@@ -245,6 +293,7 @@ impl fmt::Display for LossConfig {
 #[derive(Clone, Debug)]
 pub enum Loss {
     Random { threshold: u64 },
+    Correlated(Chance),
     GilbertElliott { bad: bool, to_bad: u64, to_good: u64, loss_bad: u64, loss_good: u64 },
     FourState { state: u8, p13: u64, p14: u64, p31: u64, p32: u64, p23: u64 },
     Trace { trace: Arc<LossTrace>, next: usize },
@@ -261,6 +310,7 @@ impl Loss {
     pub fn new(config: &LossConfig) -> Loss {
         match config {
             LossConfig::Random(p) => Loss::Random { threshold: p.threshold() },
+            LossConfig::Correlated { p, corr } => Loss::Correlated(Chance::new(*p, Some(*corr))),
             LossConfig::GilbertElliott { p, r, loss_bad, loss_good } => Loss::GilbertElliott {
                 // Start in the stationary distribution's likelier state: Good unless p > r.
                 bad: p.get() > r.get(),
@@ -282,10 +332,12 @@ impl Loss {
     }
 
     /// Takes over the state of the model this one replaces, where it means the same: the
-    /// Gilbert-Elliott chain's state (Good or Bad), the 4-state chain's state, a trace's
-    /// position when the trace is the same. A different kind of model starts afresh.
+    /// Gilbert-Elliott chain's state (Good or Bad), the 4-state chain's state, the last
+    /// correlated draw, a trace's position when the trace is the same. A different kind of
+    /// model starts afresh.
     pub fn inherit(&mut self, old: Loss) {
         match (self, old) {
+            (Loss::Correlated(c), Loss::Correlated(was)) => c.inherit(&was),
             (Loss::GilbertElliott { bad, .. }, Loss::GilbertElliott { bad: was, .. }) => *bad = was,
             (Loss::FourState { state, .. }, Loss::FourState { state: was, .. }) => *state = was,
             (Loss::Trace { trace, next }, Loss::Trace { trace: old, next: was })
@@ -311,6 +363,7 @@ impl Loss {
     fn lose_stateful(&mut self, rng: &mut Rng) -> bool {
         match self {
             Loss::Random { threshold } => rng.chance(*threshold),
+            Loss::Correlated(c) => c.hit(rng),
             Loss::GilbertElliott { bad, to_bad, to_good, loss_bad, loss_good } => {
                 let lost = if *bad { hit(rng, *loss_bad) } else { hit(rng, *loss_good) };
                 if *bad {
@@ -417,6 +470,28 @@ mod tests {
             let sigma = (n * p * (1.0 - p)).sqrt();
             assert!((rate(&lost) * n - n * p).abs() < 4.0 * sigma, "p={p}");
         }
+    }
+
+    #[test]
+    fn correlated_random_loss_follows_netems_draw() {
+        let cfg: LossConfig = "random:30%,corr=25%".parse().unwrap();
+        assert!(matches!(cfg, LossConfig::Correlated { .. }));
+        let want = cfg.loss_rate();
+        assert!((want - 0.2334).abs() < 0.001, "NetEm's draw loses about 23%, not 30%: {want}");
+        let lost = run(&cfg, 2_000_000, 5);
+        assert!((rate(&lost) / want - 1.0).abs() < 0.01, "{} vs {want}", rate(&lost));
+        // Losses cluster: a loss follows a loss a third of the time, not 23%.
+        let after_loss = lost.windows(2).filter(|w| w[0] && w[1]).count() as f64
+            / lost.iter().filter(|&&l| l).count() as f64;
+        assert!((after_loss - 0.333).abs() < 0.01, "{after_loss}");
+        // No correlation is the plain draw, decision for decision.
+        assert_eq!("random:10%,corr=0%".parse::<LossConfig>(), "random:10%".parse());
+        assert!("random:10%,corr=2".parse::<LossConfig>().is_err());
+        assert!("random:10%,rho=2%"
+            .parse::<LossConfig>()
+            .unwrap_err()
+            .to_string()
+            .contains("unknown key `rho`"));
     }
 
     #[test]
@@ -540,6 +615,15 @@ mod tests {
         assert!(matches!(ge, LossConfig::GilbertElliott { loss_bad, .. } if loss_bad == Probability::ONE));
         let ge: LossConfig = "ge:loss=1%,burst=5".parse().unwrap();
         assert!((ge.loss_rate() - 0.01).abs() < 1e-12 && (ge.mean_burst() - 5.0).abs() < 1e-9);
+        for text in [
+            "1%",
+            "random:2%,corr=30%",
+            "ge:p=0.2%,r=20%,loss-bad=70%,loss-good=0.1%",
+            "gi:p13=5%,p32=3%,p14=1%",
+        ] {
+            let cfg: LossConfig = text.parse().unwrap();
+            assert_eq!(cfg.spec().unwrap().parse::<LossConfig>(), Ok(cfg.clone()), "{text}");
+        }
         let gi: LossConfig = "gi:p13=5%".parse().unwrap();
         assert!(
             matches!(gi, LossConfig::FourState { p31, p23, .. } if (p31.get() - 0.95).abs() < 1e-12 && p23 == Probability::ONE)

@@ -6,8 +6,10 @@
 //! 3. loss    — the loss model, then bit errors, may lose the frame after the link (it still
 //!    used the link's capacity);
 //! 4. delay   — the frame is due `delay` after its exit time; with slots, it then waits for
-//!    the next transmission slot;
-//! 5. duplicate / corrupt — applied to the frame that is forwarded.
+//!    the next transmission slot; a frame the skip model picks (NetEm's `reorder`) is due at
+//!    its exit time instead, without delay or slot;
+//! 5. duplicate / corrupt — applied to the frame that is forwarded (each with an optional
+//!    NetEm correlation of its draw).
 //!
 //! With ECN on, an ECN-capable frame that the queue or the loss model would drop is marked
 //! Congestion Experienced and forwarded instead (policer and bit-error drops stay drops).
@@ -18,13 +20,15 @@
 //! branch each.
 
 use crate::aqm::{AqmConfig, Bottleneck, Decision};
+use crate::corr::Chance;
 use crate::delay::{Delay, DelayConfig};
 use crate::limits::{self, RangeError};
 use crate::link::{Link, LinkConfig, Server};
 use crate::loss::{BitErrors, Loss, LossConfig};
 use crate::police::{Policer, PolicerConfig};
 use crate::rng::Rng;
-use crate::slot::{Slot, SlotConfig};
+use crate::skip::{Skip, SkipConfig};
+use crate::slot::{Slot, SlotConfig, Spacing};
 use crate::time::Nanos;
 use crate::units::{Probability, QueueLimit};
 
@@ -148,7 +152,13 @@ pub struct PathConfig {
     pub delay: DelayConfig,
     pub slot: Option<SlotConfig>,
     pub duplicate: Option<Probability>,
+    /// NetEm's correlation of the duplicate draw (needs `duplicate`).
+    pub duplicate_correlation: Option<Probability>,
     pub corrupt: Option<Probability>,
+    /// NetEm's correlation of the corrupt draw (needs `corrupt`).
+    pub corrupt_correlation: Option<Probability>,
+    /// Send some frames without their delay (NetEm's `reorder`; needs a delay).
+    pub skip_delay: Option<SkipConfig>,
     /// Mark ECN-capable frames instead of dropping them on queue and loss drops.
     pub ecn: bool,
     /// Release frames at their own times even when that reorders them.
@@ -187,11 +197,15 @@ impl std::fmt::Display for PathConfig {
         if let Some(s) = &self.slot {
             parts.push(s.to_string());
         }
+        if let Some(s) = &self.skip_delay {
+            parts.push(s.to_string());
+        }
+        let correlated = |c: Option<Probability>| c.map(|c| format!(" correlated {c}")).unwrap_or_default();
         if let Some(d) = self.duplicate {
-            parts.push(format!("duplicate {d}"));
+            parts.push(format!("duplicate {d}{}", correlated(self.duplicate_correlation)));
         }
         if let Some(c) = self.corrupt {
-            parts.push(format!("corrupt {c}"));
+            parts.push(format!("corrupt {c}{}", correlated(self.corrupt_correlation)));
         }
         if self.ecn {
             parts.push("ecn".into());
@@ -255,6 +269,43 @@ impl PathConfig {
         let d = &self.delay;
         limits::delay("delay", d.base)?;
         limits::delay("jitter", d.jitter)?;
+        if let (Some(c), Some(_)) = (d.correlation, d.half_life) {
+            return Err(RangeError {
+                key: "delay-correlation",
+                value: c.to_string(),
+                accepted: "no --delay-half-life with it: one correlation or the other".into(),
+            });
+        }
+        if let Some(c) = d.correlation.filter(|_| !d.is_random()) {
+            return Err(RangeError {
+                key: "delay-correlation",
+                value: c.to_string(),
+                accepted: "only with --jitter: it correlates the delay's variation".into(),
+            });
+        }
+        for (key, corr, base) in [
+            ("duplicate-correlation", self.duplicate_correlation, self.duplicate),
+            ("corrupt-correlation", self.corrupt_correlation, self.corrupt),
+        ] {
+            if let (Some(c), None) = (corr, base) {
+                return Err(RangeError {
+                    key,
+                    value: c.to_string(),
+                    accepted: format!("only with --{}", key.trim_end_matches("-correlation")),
+                });
+            }
+        }
+        if let Some(s) = &self.skip_delay {
+            if d.max_delay() == Nanos::ZERO && d.trace.is_none() {
+                return Err(RangeError {
+                    key: "skip-delay",
+                    value: s.spec(),
+                    accepted: "only with --delay or --delay-trace: it sends frames without their delay"
+                        .into(),
+                });
+            }
+            within("skip-delay", s.gap, 1..=u32::MAX, "gap=1 to gap=4294967295")?;
+        }
         if let Some(h) = d.half_life {
             limits::delay("delay-half-life", h)?;
             if h == Nanos::ZERO {
@@ -281,9 +332,20 @@ impl PathConfig {
             });
         }
         if let Some(s) = &self.slot {
-            let accepted = "MIN ≤ MAX ≤ 1h, packets=1..4294967296, bytes=1B..1TiB";
-            limits::delay("slot", s.max).map_err(|e| RangeError { accepted: accepted.into(), ..e })?;
-            at_most("slot", s.min, s.max, s, accepted)?;
+            let accepted =
+                "MIN ≤ MAX ≤ 1h (or delay and jitter up to 1h), packets=1..4294967296, bytes=1B..1TiB";
+            let in_range =
+                |d| limits::delay("slot", d).map_err(|e| RangeError { accepted: accepted.into(), ..e });
+            match &s.spacing {
+                Spacing::Uniform { min, max } => {
+                    in_range(*max)?;
+                    at_most("slot", min, max, s, accepted)?;
+                }
+                Spacing::Dist { delay, jitter, .. } => {
+                    in_range(*delay)?;
+                    in_range(*jitter)?;
+                }
+            }
             at_most("slot", s.packets.unwrap_or(1), MAX_SLOT_PACKETS, s, accepted)?;
             at_most("slot", s.bytes.unwrap_or(1), MAX_SLOT_BYTES, s, accepted)?;
         }
@@ -320,11 +382,12 @@ pub struct Path {
     ber: Option<BitErrors>,
     delay: Delay,
     slot: Option<Slot>,
-    duplicate: Option<u64>,
-    corrupt: Option<u64>,
+    skip: Option<Skip>,
+    duplicate: Option<Chance>,
+    corrupt: Option<Chance>,
     ecn: bool,
-    /// Any of police, bit errors, slots, duplicate, corrupt or ECN is on: only then does
-    /// `process` take the path that looks at them.
+    /// Any of police, bit errors, slots, skipped delays, duplicate, corrupt or ECN is on: only
+    /// then does `process` take the path that looks at them.
     full: bool,
 }
 
@@ -341,13 +404,15 @@ impl Path {
             loss: config.loss.as_ref().map(Loss::new),
             ber: config.ber.map(BitErrors::new),
             delay: Delay::new(&config.delay),
-            slot: config.slot.map(Slot::new),
-            duplicate: config.duplicate.map(Probability::threshold),
-            corrupt: config.corrupt.map(Probability::threshold),
+            slot: config.slot.clone().map(Slot::new),
+            skip: config.skip_delay.map(Skip::new),
+            duplicate: config.duplicate.map(|p| Chance::new(p, config.duplicate_correlation)),
+            corrupt: config.corrupt.map(|p| Chance::new(p, config.corrupt_correlation)),
             ecn: config.ecn,
             full: config.police.is_some()
                 || config.ber.is_some()
                 || config.slot.is_some()
+                || config.skip_delay.is_some()
                 || config.duplicate.is_some()
                 || config.corrupt.is_some()
                 || config.ecn,
@@ -386,6 +451,14 @@ impl Path {
         }
         if let (Some(n), Some(o)) = (next.slot.as_mut(), self.slot.take()) {
             n.inherit(o);
+        }
+        if let (Some(n), Some(o)) = (next.skip.as_mut(), self.skip.take()) {
+            n.inherit(o);
+        }
+        for (n, o) in [(&mut next.duplicate, &self.duplicate), (&mut next.corrupt, &self.corrupt)] {
+            if let (Some(n), Some(o)) = (n.as_mut(), o.as_ref()) {
+                n.inherit(o);
+            }
         }
         let old_delay = std::mem::replace(&mut self.delay, Delay::new(&DelayConfig::default()));
         next.delay.inherit(old_delay);
@@ -512,18 +585,22 @@ impl Path {
                 }
             }
         }
-        let mut release = exit + self.delay.sample(exit, rng);
         if !FULL {
-            return Verdict::Forward(Forward::at(release));
+            return Verdict::Forward(Forward::at(exit + self.delay.sample(exit, rng)));
         }
-        if let Some(slot) = &mut self.slot {
-            release = slot.release(release, meta.len, rng);
-        }
-        let duplicate = self.duplicate.is_some_and(|t| rng.chance(t));
-        let corrupt_bit = match self.corrupt {
-            Some(t) if meta.caplen > 0 && rng.chance(t) => Some(rng.below(u64::from(meta.caplen) * 8) as u32),
-            _ => None,
+        // A frame sent at once skips the delay and the slots (NetEm puts it at the head).
+        let release = if self.skip.as_mut().is_some_and(|s| s.at_once(rng)) {
+            exit
+        } else {
+            let due = exit + self.delay.sample(exit, rng);
+            match &mut self.slot {
+                Some(slot) => slot.release(due, meta.len, rng),
+                None => due,
+            }
         };
+        let duplicate = self.duplicate.as_mut().is_some_and(|c| c.hit(rng));
+        let corrupt = meta.caplen > 0 && self.corrupt.as_mut().is_some_and(|c| c.hit(rng));
+        let corrupt_bit = corrupt.then(|| rng.below(u64::from(meta.caplen) * 8) as u32);
         let extra = (duplicate || corrupt_bit.is_some() || mark_ce).then_some(Extra {
             duplicate,
             corrupt_bit,
@@ -606,6 +683,41 @@ mod tests {
                 "--police",
             ),
             (PathConfig { slot: Some("2h".parse().unwrap()), ..Default::default() }, "--slot"),
+            (
+                PathConfig {
+                    slot: Some("dist=normal,delay=1ms,jitter=2h".parse().unwrap()),
+                    ..Default::default()
+                },
+                "--slot",
+            ),
+            (PathConfig { skip_delay: Some("10%".parse().unwrap()), ..Default::default() }, "--skip-delay"),
+            (
+                PathConfig {
+                    duplicate_correlation: Some(p(0.2)),
+                    corrupt: Some(p(0.1)),
+                    ..Default::default()
+                },
+                "--duplicate-correlation",
+            ),
+            (
+                PathConfig {
+                    delay: DelayConfig { correlation: Some(p(0.2)), ..DelayConfig::constant(Nanos(1)) },
+                    ..Default::default()
+                },
+                "--delay-correlation",
+            ),
+            (
+                PathConfig {
+                    delay: DelayConfig {
+                        correlation: Some(p(0.2)),
+                        half_life: Some(Nanos(1000)),
+                        jitter: Nanos(1000),
+                        ..DelayConfig::constant(Nanos(1))
+                    },
+                    ..Default::default()
+                },
+                "--delay-correlation",
+            ),
             (
                 PathConfig {
                     delay: DelayConfig { half_life: Some(Nanos(5)), ..DelayConfig::constant(Nanos(1)) },
@@ -694,6 +806,67 @@ mod tests {
         );
         let plain = FrameMeta::new(Nanos::from_secs(1), 600);
         assert_eq!(path.process(plain, &mut rng), Verdict::Drop(DropReason::Loss));
+    }
+
+    #[test]
+    fn skipped_frames_leave_at_their_exit_time() {
+        // 10 ms delay, slots of 1 ms, every third frame sent at once: it pays the link (1 ms
+        // at 8 Mbit/s for 1000 B) but neither the delay nor the slot.
+        let config = PathConfig {
+            link: Some(LinkConfig { overhead: 0, ..LinkConfig::rate("8mbit".parse().unwrap()) }),
+            delay: DelayConfig::constant(Nanos::from_millis(10)),
+            slot: Some("1ms".parse().unwrap()),
+            skip_delay: Some("100%,gap=3".parse().unwrap()),
+            reorder: true,
+            ..Default::default()
+        };
+        let mut path = Path::new(&config);
+        let mut rng = Rng::seeded(1);
+        for i in 0..9u64 {
+            let arrival = Nanos::from_millis(10 * i);
+            let Verdict::Forward(f) = path.process(FrameMeta::new(arrival, 1000), &mut rng) else { panic!() };
+            let exit = arrival + Nanos::from_millis(1);
+            if i % 3 == 2 {
+                assert_eq!(f.release, exit, "frame {i} at once");
+            } else {
+                assert!(f.release >= exit + Nanos::from_millis(10), "frame {i} delayed: {}", f.release);
+            }
+        }
+        // Lost frames are not counted in the gap (they never reach the delay).
+        let lossy = PathConfig { loss: Some(LossConfig::Random(Probability::ONE)), ..config.clone() };
+        let mut path = Path::new(&lossy);
+        for _ in 0..5 {
+            path.process(FrameMeta::new(Nanos(0), 100), &mut rng);
+        }
+        path.reconfigure(&config, Nanos(0));
+        let sent: Vec<bool> = (0..3)
+            .map(|_| match path.process(FrameMeta::new(Nanos::from_secs(1), 100), &mut rng) {
+                Verdict::Forward(f) => f.release < Nanos::from_secs(1) + Nanos::from_millis(10),
+                v => panic!("{v:?}"),
+            })
+            .collect();
+        assert_eq!(sent, [false, false, true]);
+    }
+
+    #[test]
+    fn correlated_duplicates_come_in_runs() {
+        let config =
+            PathConfig { duplicate: Some(p(0.4)), duplicate_correlation: Some(p(0.5)), ..Default::default() };
+        let mut path = Path::new(&config);
+        let mut rng = Rng::seeded(8);
+        let dups: Vec<bool> = (0..500_000)
+            .map(|i| match path.process(FrameMeta::new(Nanos(i), 100), &mut rng) {
+                Verdict::Forward(f) => f.extra.is_some_and(|e| e.duplicate),
+                v => panic!("{v:?}"),
+            })
+            .collect();
+        let rate = dups.iter().filter(|&&d| d).count() as f64 / dups.len() as f64;
+        // NetEm's draw: 30% duplicated, not 40%, and half of them right after another.
+        let want = crate::corr::Correlated::hit_rate(0.4, 0.5);
+        assert!((want - 0.301).abs() < 0.002 && (rate / want - 1.0).abs() < 0.01, "{rate} vs {want}");
+        let again = dups.windows(2).filter(|w| w[0] && w[1]).count() as f64
+            / dups.iter().filter(|&&d| d).count() as f64;
+        assert!((again - 0.497).abs() < 0.01, "a duplicate follows a duplicate: {again}");
     }
 
     #[test]

@@ -242,6 +242,20 @@ impl Probability {
     pub fn get(self) -> f64 {
         self.0
     }
+    /// Text that parses back to exactly this probability: a percentage where one does
+    /// (`1%`, `0.3%`), else the fraction itself (`0.123456789012345`).
+    pub fn spec(self) -> String {
+        let pct = self.0 * 100.0;
+        let bits = pct.to_bits();
+        for cand in [pct, f64::from_bits(bits.saturating_sub(1)), f64::from_bits(bits + 1)] {
+            let text = format!("{cand}%");
+            if text.parse::<Probability>().map(|p| p.0) == Ok(self.0) {
+                return text;
+            }
+        }
+        self.0.to_string()
+    }
+
     /// The 64-bit threshold `t` such that a uniform `u64` below `t` happens with this
     /// probability (to within 2^-64); one compare per decision instead of a float draw.
     pub fn threshold(self) -> u64 {
@@ -394,6 +408,11 @@ mod tests {
             assert!(bad.parse::<Probability>().is_err(), "{bad}");
         }
         assert!("5".parse::<Probability>().unwrap_err().to_string().contains("5%"));
+        for x in [0.0, 1.0, 0.01, 0.003, 0.1 + 0.2, 1.0 / 3.0, 0.123_456_789_012_345, 1e-9, 0.999_999] {
+            let p = Probability::new(x).unwrap();
+            assert_eq!(p.spec().parse::<Probability>(), Ok(p), "{x}: {}", p.spec());
+        }
+        assert_eq!(Probability::new(0.003).unwrap().spec(), "0.3%");
         assert_eq!(Probability::ONE.threshold(), u64::MAX);
         assert_eq!(Probability::ZERO.threshold(), 0);
         assert_eq!(Probability::new(0.5).unwrap().threshold(), 1 << 63);

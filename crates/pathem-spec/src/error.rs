@@ -1,6 +1,7 @@
 //! What can be wrong with what a user asked, in every form it comes: one enum for the spec
-//! library ([`SpecError`]), the per-line errors of a schedule ([`ScheduleError`]), and the
-//! line of clap's that a flags string gets.
+//! library ([`SpecError`]), the per-line errors of a schedule ([`ScheduleError`]), the
+//! per-word errors of a netem spec ([`crate::netem::NetemError`]), and the line of clap's that
+//! a flags string gets.
 
 use pathem_model::Nanos;
 use std::path::PathBuf;
@@ -36,6 +37,35 @@ pub enum SpecError {
     /// A schedule file with a bad line.
     #[error("schedule {}: {error}", path.display())]
     Schedule { path: PathBuf, error: ScheduleError },
+    /// A netem spec (`--netem "..."`) with a bad word.
+    #[error("--netem \"{spec}\": {error}")]
+    Netem { spec: String, error: crate::netem::NetemError },
+    /// A setting NetEm has no words for (asked of [`crate::netem::to_netem`]).
+    #[error("{setting} has no NetEm equivalent: {reason}")]
+    NotNetem { setting: String, reason: String },
+}
+
+impl SpecError {
+    /// True for what the user named wrongly (exit 2), false for what failed. Everything a spec
+    /// can get wrong is the user's, a file it names that cannot be read included; the match
+    /// makes a new variant decide.
+    pub fn is_usage(&self) -> bool {
+        match self {
+            SpecError::NeedsRate(_)
+            | SpecError::Conflict(..)
+            | SpecError::NeedsJitter(_)
+            | SpecError::File { .. }
+            | SpecError::Range(_)
+            | SpecError::Flags(_)
+            | SpecError::Direction { .. }
+            | SpecError::ConfigUnreadable { .. }
+            | SpecError::Config { .. }
+            | SpecError::ScheduleUnreadable { .. }
+            | SpecError::Schedule { .. }
+            | SpecError::Netem { .. }
+            | SpecError::NotNetem { .. } => true,
+        }
+    }
 }
 
 /// What is wrong with a schedule's text.

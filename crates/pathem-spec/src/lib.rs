@@ -10,14 +10,18 @@
 //! - [`schedule`]: `--schedule FILE`, changes at set times;
 //! - [`change`]: the words of `ctl set`, applied to both directions or neither;
 //! - [`link`]: a link's two directions, from the file, the common flags and each one's own;
+//! - [`netem`]: tc-netem(8)'s grammar (`--netem "SPEC"`), its meanings as pathem flags, and
+//!   the way back;
 //! - [`error`]: what can be wrong with any of them.
 
 pub mod change;
 pub mod error;
 pub mod file;
 pub mod link;
+pub mod netem;
 pub mod path;
 pub mod schedule;
 
 pub use error::{ScheduleError, SpecError};
+pub use netem::{NetemError, NetemSpec};
 pub use path::PathSpec;

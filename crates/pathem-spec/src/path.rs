@@ -3,18 +3,28 @@
 //! One struct serves both: clap reads it from the command line, serde from a `[a_to_b]` or
 //! `[b_to_a]` table, with the same names (`--delay-half-life` ⇔ `delay-half-life`) and the
 //! same value parsers, so the two can never drift apart. Flags override the file key by key.
-//! Files named by specs (loss, delay and rate traces, delay tables) are read here, so the
-//! models stay free of I/O.
+//! Files named by specs (loss, delay and rate traces, delay tables, tc's distribution tables)
+//! are read here, so the models stay free of I/O.
+//!
+//! `--netem "SPEC"` (key `netem`) says in tc-netem(8)'s words what the other flags say; it is
+//! turned into those flags ([`crate::netem`]) before anything else, so a netem spec and its
+//! equivalent flags make the same path. With a netem spec, the flags netem has words for
+//! (delay, jitter, delay-dist, delay-correlation, loss, rate, overhead, cell, queue, slot,
+//! skip-delay, duplicate, corrupt and their correlations, ecn) are refused; the others (aqm,
+//! police, ber, traces, delay-half-life…) combine with it, and `--reorder`/`--no-reorder`
+//! decide over the overtaking the netem spec implies.
 
 use crate::error::SpecError;
+use crate::netem::NetemSpec;
 use clap::Args;
 use pathem_model::aqm::AqmConfig;
 use pathem_model::delay::{DelayConfig, DelayTrace};
-use pathem_model::dist::{DelayTable, Dist};
+use pathem_model::dist::{CustomTable, DelayTable, Dist};
 use pathem_model::link::{Cell, LinkConfig, RateTrace, Server, ETHERNET_OVERHEAD};
 use pathem_model::loss::{LossConfig, LossTrace};
 use pathem_model::police::PolicerConfig;
-use pathem_model::slot::SlotConfig;
+use pathem_model::skip::SkipConfig;
+use pathem_model::slot::{SlotConfig, Spacing};
 use pathem_model::units::{Duration, Probability, QueueLimit, Rate, UnitError};
 use pathem_model::PathConfig;
 use serde::Deserialize;
@@ -44,29 +54,129 @@ impl FromStr for LossSpec {
     }
 }
 
-/// `--delay-dist`: a named distribution, or `table:FILE`.
+/// `--delay-dist`: a named distribution, `table:FILE` (recorded delays) or `tc:NAME` (a
+/// distribution table in tc's format: a FILE, or NAME.dist in tc's folder).
 #[derive(Clone, Debug, PartialEq)]
 pub enum DistSpec {
     Named(Dist),
     Table(PathBuf),
+    Tc(String),
 }
 
 impl FromStr for DistSpec {
     type Err = UnitError;
     fn from_str(s: &str) -> Result<Self, UnitError> {
-        match s.trim().strip_prefix("table:") {
-            Some("") => Err(UnitError {
-                value: s.into(),
-                reason: "names no file".into(),
-                accepted: "table:FILE with FILE one delay per line",
-            }),
-            Some(f) => Ok(DistSpec::Table(f.into())),
+        let t = s.trim();
+        let names_none = |accepted| UnitError { value: s.into(), reason: "names no file".into(), accepted };
+        if let Some(f) = t.strip_prefix("table:") {
+            return match f {
+                "" => Err(names_none("table:FILE with FILE one delay per line")),
+                f => Ok(DistSpec::Table(f.into())),
+            };
+        }
+        match t.strip_prefix("tc:") {
+            Some("") => Err(names_none("tc:NAME with NAME a table of tc's (normal) or its FILE")),
+            Some(name) => Ok(DistSpec::Tc(name.into())),
             None => s.parse().map(DistSpec::Named),
         }
     }
 }
 
-pathem_model::deserialize_from_str!(LossSpec, DistSpec);
+impl std::fmt::Display for DistSpec {
+    /// The text that parses back to it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DistSpec::Named(d) => write!(f, "{d}"),
+            DistSpec::Table(p) => write!(f, "table:{}", p.display()),
+            DistSpec::Tc(name) => write!(f, "tc:{name}"),
+        }
+    }
+}
+
+/// `--slot`: the model's spec, whose `dist=tc:NAME` table is read here.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SlotSpec {
+    /// With a table, its distribution stands in until the table is read.
+    pub config: SlotConfig,
+    /// The tc table (`dist=tc:NAME`) the spacing draws from.
+    pub table: Option<String>,
+}
+
+impl FromStr for SlotSpec {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Self, UnitError> {
+        let mut table = None;
+        let mut items = Vec::new();
+        for item in s.split(',') {
+            match item.trim().strip_prefix("dist=tc:") {
+                Some(name) if table.is_none() && !name.is_empty() => {
+                    table = Some(name.to_string());
+                    items.push("dist=uniform");
+                }
+                _ => items.push(item),
+            }
+        }
+        let config = if table.is_some() { items.join(",").parse() } else { s.parse() }
+            .map_err(|e| UnitError { value: s.into(), ..e })?;
+        Ok(SlotSpec { config, table })
+    }
+}
+
+impl std::fmt::Display for SlotSpec {
+    /// The text that parses back to it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.table, &self.config.spacing) {
+            (Some(name), Spacing::Dist { delay, jitter, .. }) => {
+                write!(f, "dist=tc:{name},delay={delay},jitter={jitter}")?;
+                if let Some(p) = self.config.packets {
+                    write!(f, ",packets={p}")?;
+                }
+                if let Some(b) = self.config.bytes {
+                    write!(f, ",bytes={b}B")?;
+                }
+                Ok(())
+            }
+            _ => f.write_str(&self.config.spec().unwrap_or_default()),
+        }
+    }
+}
+
+pathem_model::deserialize_from_str!(LossSpec, DistSpec, SlotSpec);
+
+/// Where tc keeps its distribution tables (after `$TC_LIB_DIR`, which tc reads first).
+pub const TC_TABLE_DIRS: [&str; 2] = ["/usr/lib/tc", "/lib/tc"];
+
+/// True when a tc table's NAME is a file's path rather than a name in tc's folder.
+pub fn names_a_file(name: &str) -> bool {
+    name.contains('/') || name.ends_with(".dist")
+}
+
+/// Reads the tc distribution table NAME: the FILE itself when it is a path, else NAME.dist in
+/// `$TC_LIB_DIR`, then in [`TC_TABLE_DIRS`]. The error is the reason, naming where it looked.
+pub fn read_tc_table(name: &str) -> Result<Arc<CustomTable>, String> {
+    let candidates: Vec<PathBuf> = if names_a_file(name) {
+        vec![name.into()]
+    } else {
+        let env = std::env::var_os("TC_LIB_DIR").map(PathBuf::from);
+        env.into_iter()
+            .chain(TC_TABLE_DIRS.iter().map(PathBuf::from))
+            .map(|d| d.join(format!("{name}.dist")))
+            .collect()
+    };
+    for path in &candidates {
+        match std::fs::read_to_string(path) {
+            Ok(text) => {
+                return CustomTable::parse(&text)
+                    .map(Arc::new)
+                    .map_err(|e| format!("{}: {e}", path.display()))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        }
+    }
+    let looked: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
+    Err(format!("no such table (looked for {})", looked.join(", ")))
+}
 
 /// Impairments of one direction. Every field is optional: unset means "not impaired".
 #[derive(Args, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -80,13 +190,17 @@ pub struct PathSpec {
     #[arg(long, value_name = "DUR", help_heading = "Delay", allow_hyphen_values = true)]
     pub jitter: Option<Duration>,
 
-    /// Shape of the variation: uniform (default), normal, pareto, paretonormal, exponential, table:FILE.
+    /// Shape of the variation: uniform (default), normal, pareto, paretonormal, exponential, table:FILE, tc:NAME.
     #[arg(long, value_name = "DIST", help_heading = "Delay")]
     pub delay_dist: Option<DistSpec>,
 
     /// Correlate delays: frames this far apart have delays correlated 0.5, at any packet rate.
     #[arg(long, value_name = "DUR", help_heading = "Delay", allow_hyphen_values = true)]
     pub delay_half_life: Option<Duration>,
+
+    /// Correlate delays frame to frame as NetEm does (delay CORRELATION), e.g. 25%; needs --jitter.
+    #[arg(long, value_name = "P", help_heading = "Delay", allow_hyphen_values = true)]
+    pub delay_correlation: Option<Probability>,
 
     /// Base delay over time from FILE of `TIME DELAY` lines (step-wise, repeating).
     #[arg(long, value_name = "FILE", help_heading = "Delay")]
@@ -96,10 +210,15 @@ pub struct PathSpec {
     #[arg(long, help_heading = "Delay", overrides_with = "no_reorder")]
     #[serde(default)]
     pub reorder: bool,
-    /// Keep frames in order (turns --reorder off: on a running link, a schedule line, ctl set).
+    /// Keep frames in order (turns --reorder off: on a running link, a schedule line, ctl set,
+    /// or against the overtaking a --netem spec implies).
     #[arg(long, help_heading = "Delay", overrides_with = "reorder")]
-    #[serde(skip)]
+    #[serde(default)]
     pub no_reorder: bool,
+
+    /// Send some frames without their delay: P[,corr=C][,gap=N] (NetEm reorder), e.g. 10%,gap=5.
+    #[arg(long, value_name = "SPEC", help_heading = "Delay", allow_hyphen_values = true)]
+    pub skip_delay: Option<SkipConfig>,
 
     /// The loss model: random, Gilbert-Elliott, 4-state or a trace (the help text gives the
     /// syntax; clap shows `help`, rustdoc this line).
@@ -108,7 +227,7 @@ pub struct PathSpec {
         value_name = "SPEC",
         help_heading = "Loss",
         allow_hyphen_values = true,
-        help = "Loss: P (1% or 0.01), random:P, ge:p=P,r=R[,loss-bad=X][,loss-good=Y], ge:loss=P,burst=B, \
+        help = "Loss: P (1% or 0.01), random:P[,corr=C], ge:p=P,r=R[,loss-bad=X][,loss-good=Y], ge:loss=P,burst=B, \
                 gi:p13=P[,p31=..,p32=..,p23=..,p14=..], trace:FILE"
     )]
     pub loss: Option<LossSpec>,
@@ -151,17 +270,26 @@ pub struct PathSpec {
         long,
         value_name = "SPEC",
         help_heading = "Link",
-        help = "Transmit in slots MIN[,MAX][,packets=N][,bytes=SIZE] (NetEm slot), e.g. 800us,1ms,packets=32"
+        help = "Transmit in slots MIN[,MAX][,packets=N][,bytes=SIZE] (NetEm slot), e.g. 800us,1ms,packets=32, \
+                or dist=DIST,delay=TIME,jitter=TIME[,packets=N][,bytes=SIZE] (NetEm slot distribution)"
     )]
-    pub slot: Option<SlotConfig>,
+    pub slot: Option<SlotSpec>,
 
     /// Duplicate a frame with this probability (the copy follows it), e.g. 0.1%.
     #[arg(long, value_name = "P", help_heading = "Other", allow_hyphen_values = true)]
     pub duplicate: Option<Probability>,
 
+    /// Correlate --duplicate's draws frame to frame as NetEm does, e.g. 25%.
+    #[arg(long, value_name = "P", help_heading = "Other", allow_hyphen_values = true)]
+    pub duplicate_correlation: Option<Probability>,
+
     /// Flip one random bit of a frame with this probability, e.g. 0.1%.
     #[arg(long, value_name = "P", help_heading = "Other", allow_hyphen_values = true)]
     pub corrupt: Option<Probability>,
+
+    /// Correlate --corrupt's draws frame to frame as NetEm does, e.g. 25%.
+    #[arg(long, value_name = "P", help_heading = "Other", allow_hyphen_values = true)]
+    pub corrupt_correlation: Option<Probability>,
 
     /// CE-mark ECN-capable IPv4/IPv6 frames instead of dropping them on queue (and --aqm) and loss drops.
     #[arg(long, help_heading = "Other", overrides_with = "no_ecn")]
@@ -172,6 +300,10 @@ pub struct PathSpec {
     #[arg(long, help_heading = "Other", overrides_with = "ecn")]
     #[serde(skip)]
     pub no_ecn: bool,
+
+    /// Impairments in tc-netem(8)'s words, e.g. "delay 100ms 10ms 25% loss 1%" (pathem netem explains one).
+    #[arg(long, value_name = "SPEC", help_heading = "NetEm")]
+    pub netem: Option<NetemSpec>,
 }
 
 fn read(flag: &'static str, path: &Path) -> Result<String, SpecError> {
@@ -203,17 +335,83 @@ struct FlagWords {
     path: PathSpec,
 }
 
+/// Splits a flags string into words as a shell would, for what flags need: white space
+/// separates words; '…' keeps everything literally; "…" keeps everything but `\"` and `\\`;
+/// a backslash outside quotes keeps the next character. So `--netem "delay 10ms 1ms"` is two
+/// words. An unclosed quote is refused.
+pub fn split_words(text: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() => words.extend(word.take()),
+            '\'' => {
+                let w = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(c) => w.push(c),
+                        None => return Err(format!("`{text}` has a ' that is not closed")),
+                    }
+                }
+            }
+            '"' => {
+                let w = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(c @ ('"' | '\\')) => w.push(c),
+                            Some(c) => {
+                                w.push('\\');
+                                w.push(c);
+                            }
+                            None => return Err(format!("`{text}` has a \" that is not closed")),
+                        },
+                        Some(c) => w.push(c),
+                        None => return Err(format!("`{text}` has a \" that is not closed")),
+                    }
+                }
+            }
+            '\\' => {
+                let w = word.get_or_insert_with(String::new);
+                if let Some(c) = chars.next() {
+                    w.push(c);
+                }
+            }
+            c => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(word);
+    Ok(words)
+}
+
+/// A word as [`split_words`] reads it back: quoted when it holds what would split it.
+pub fn quote_word(word: &str) -> String {
+    if !word.is_empty() && !word.contains(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | '\\')) {
+        return word.to_string();
+    }
+    format!("\"{}\"", word.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
 impl PathSpec {
-    /// Parses impairment flags written in one string; the error is clap's first line.
+    /// Parses impairment flags written in one string (words as [`split_words`] makes them, so
+    /// `--netem "delay 10ms 1ms"` is one flag); the error is clap's first line.
     pub fn from_flags(text: &str) -> Result<PathSpec, SpecError> {
-        let words: Vec<&str> = text.split_whitespace().collect();
+        let words = split_words(text).map_err(SpecError::Flags)?;
         <FlagWords as clap::Parser>::try_parse_from(&words)
             .map(|f| f.path)
             .map_err(|e| SpecError::Flags(crate::error::first_line(&e)))
     }
 
     /// `self` with every field that `over` sets replaced by `over`'s value; a switch is turned
-    /// on by `--reorder`/`--ecn` and off by `--no-reorder`/`--no-ecn`, and kept otherwise.
+    /// on by `--reorder`/`--ecn` and off by `--no-reorder`/`--no-ecn`, and kept otherwise. A
+    /// `--no-reorder` or `--no-ecn` stays said (the first decides against a netem spec's
+    /// overtaking, the second is refused with one) until `--reorder` or `--ecn` turns it on.
+    /// A netem spec in `over` replaces everything netem has words for, whether an earlier
+    /// netem spec or flags said it, the reorder and ECN switches included; an empty one
+    /// (`--netem ""`) clears the netem spec, so flags can follow.
     pub fn overridden_by(&self, over: &PathSpec) -> PathSpec {
         fn pick<T: Clone>(over: &Option<T>, base: &Option<T>) -> Option<T> {
             over.clone().or_else(|| base.clone())
@@ -221,28 +419,54 @@ impl PathSpec {
         fn switch(on: bool, off: bool, base: bool) -> bool {
             (base || on) && !off
         }
+        // What stays under a new netem spec: the settings netem has no words for.
+        let cleared;
+        let this = match &over.netem {
+            Some(n) if !n.is_empty() => {
+                cleared = PathSpec {
+                    delay_half_life: self.delay_half_life,
+                    delay_trace: self.delay_trace.clone(),
+                    rate_trace: self.rate_trace.clone(),
+                    aqm: self.aqm.clone(),
+                    police: self.police,
+                    ber: self.ber,
+                    ..PathSpec::default()
+                };
+                &cleared
+            }
+            _ => self,
+        };
         PathSpec {
-            delay: pick(&over.delay, &self.delay),
-            jitter: pick(&over.jitter, &self.jitter),
-            delay_dist: pick(&over.delay_dist, &self.delay_dist),
-            delay_half_life: pick(&over.delay_half_life, &self.delay_half_life),
-            delay_trace: pick(&over.delay_trace, &self.delay_trace),
-            reorder: switch(over.reorder, over.no_reorder, self.reorder),
-            no_reorder: false,
-            loss: pick(&over.loss, &self.loss),
-            ber: pick(&over.ber, &self.ber),
-            rate: pick(&over.rate, &self.rate),
-            rate_trace: pick(&over.rate_trace, &self.rate_trace),
-            overhead: pick(&over.overhead, &self.overhead),
-            cell: pick(&over.cell, &self.cell),
-            queue: pick(&over.queue, &self.queue),
-            aqm: pick(&over.aqm, &self.aqm),
-            police: pick(&over.police, &self.police),
-            slot: pick(&over.slot, &self.slot),
-            duplicate: pick(&over.duplicate, &self.duplicate),
-            corrupt: pick(&over.corrupt, &self.corrupt),
-            ecn: switch(over.ecn, over.no_ecn, self.ecn),
-            no_ecn: false,
+            delay: pick(&over.delay, &this.delay),
+            jitter: pick(&over.jitter, &this.jitter),
+            delay_dist: pick(&over.delay_dist, &this.delay_dist),
+            delay_half_life: pick(&over.delay_half_life, &this.delay_half_life),
+            delay_correlation: pick(&over.delay_correlation, &this.delay_correlation),
+            delay_trace: pick(&over.delay_trace, &this.delay_trace),
+            reorder: switch(over.reorder, over.no_reorder, this.reorder),
+            no_reorder: switch(over.no_reorder, over.reorder, this.no_reorder),
+            skip_delay: pick(&over.skip_delay, &this.skip_delay),
+            loss: pick(&over.loss, &this.loss),
+            ber: pick(&over.ber, &this.ber),
+            rate: pick(&over.rate, &this.rate),
+            rate_trace: pick(&over.rate_trace, &this.rate_trace),
+            overhead: pick(&over.overhead, &this.overhead),
+            cell: pick(&over.cell, &this.cell),
+            queue: pick(&over.queue, &this.queue),
+            aqm: pick(&over.aqm, &this.aqm),
+            police: pick(&over.police, &this.police),
+            slot: pick(&over.slot, &this.slot),
+            duplicate: pick(&over.duplicate, &this.duplicate),
+            duplicate_correlation: pick(&over.duplicate_correlation, &this.duplicate_correlation),
+            corrupt: pick(&over.corrupt, &this.corrupt),
+            corrupt_correlation: pick(&over.corrupt_correlation, &this.corrupt_correlation),
+            ecn: switch(over.ecn, over.no_ecn, this.ecn),
+            no_ecn: switch(over.no_ecn, over.ecn, this.no_ecn),
+            netem: match &over.netem {
+                Some(n) if n.is_empty() => None,
+                Some(n) => Some(n.clone()),
+                None => this.netem.clone(),
+            },
         }
     }
 
@@ -259,13 +483,100 @@ impl PathSpec {
         if let Some(DistSpec::Table(p)) = &mut self.delay_dist {
             fix(p);
         }
+        let fix_name = |name: &mut String| {
+            if names_a_file(name) && Path::new(name.as_str()).is_relative() {
+                *name = dir.join(name.as_str()).to_string_lossy().into_owned();
+            }
+        };
+        if let Some(DistSpec::Tc(name)) = &mut self.delay_dist {
+            fix_name(name);
+        }
+        if let Some(name) = self.slot.as_mut().and_then(|s| s.table.as_mut()) {
+            fix_name(name);
+        }
+        if let Some(n) = self.netem.take() {
+            self.netem = Some(n.relative_to(dir));
+        }
         self.delay_trace.as_mut().map(fix);
         self.rate_trace.as_mut().map(fix);
         self
     }
 
+    /// The first flag a netem spec says too (its name without dashes), if any is set.
+    fn said_by_netem_too(&self) -> Option<&'static str> {
+        let set = [
+            ("delay", self.delay.is_some()),
+            ("jitter", self.jitter.is_some()),
+            ("delay-dist", self.delay_dist.is_some()),
+            ("delay-correlation", self.delay_correlation.is_some()),
+            ("skip-delay", self.skip_delay.is_some()),
+            ("loss", self.loss.is_some()),
+            ("rate", self.rate.is_some()),
+            ("overhead", self.overhead.is_some()),
+            ("cell", self.cell.is_some()),
+            ("queue", self.queue.is_some()),
+            ("slot", self.slot.is_some()),
+            ("duplicate", self.duplicate.is_some()),
+            ("duplicate-correlation", self.duplicate_correlation.is_some()),
+            ("corrupt", self.corrupt.is_some()),
+            ("corrupt-correlation", self.corrupt_correlation.is_some()),
+            ("ecn", self.ecn),
+            ("no-ecn", self.no_ecn),
+        ];
+        set.iter().find(|(_, on)| *on).map(|(name, _)| *name)
+    }
+
+    /// The flags this spec means: a netem spec replaced by its equivalent flags (with the
+    /// flags netem has no words for kept, and `--reorder`/`--no-reorder` deciding over the
+    /// overtaking the netem spec implies). A flag the netem spec says too is refused.
+    pub fn resolved(&self) -> Result<PathSpec, SpecError> {
+        let Some(netem) = self.netem.as_ref().filter(|n| !n.is_empty()) else { return Ok(self.clone()) };
+        if let Some(flag) = self.said_by_netem_too() {
+            return Err(SpecError::Conflict(
+                "netem",
+                flag,
+                "the netem spec says everything netem has words for; say it there, or give flags alone",
+            ));
+        }
+        let from = netem.flags();
+        if from.delay_correlation.is_some() && self.delay_half_life.is_some() {
+            return Err(SpecError::Conflict(
+                "netem",
+                "delay-half-life",
+                "the netem spec's delay CORRELATION already correlates the delays; keep one",
+            ));
+        }
+        if from.delay.is_some() && self.delay_trace.is_some() {
+            return Err(SpecError::Conflict(
+                "netem",
+                "delay-trace",
+                "the netem spec's delay and the trace both give the base delay",
+            ));
+        }
+        Ok(PathSpec {
+            reorder: !self.no_reorder && (self.reorder || from.reorder),
+            no_reorder: self.no_reorder,
+            netem: None,
+            delay_half_life: self.delay_half_life,
+            delay_trace: self.delay_trace.clone(),
+            rate_trace: self.rate_trace.clone(),
+            aqm: self.aqm.clone(),
+            police: self.police,
+            ber: self.ber,
+            ..from
+        })
+    }
+
     /// The model configuration this spec asks for; reads the files it names.
     pub fn to_config(&self) -> Result<PathConfig, SpecError> {
+        match self.netem.as_ref().filter(|n| !n.is_empty()) {
+            None => self.flags_to_config(),
+            Some(netem) => self.resolved()?.flags_to_config().map_err(|e| netem.blame(e)),
+        }
+    }
+
+    /// The configuration the flags alone make (the netem spec aside).
+    fn flags_to_config(&self) -> Result<PathConfig, SpecError> {
         let server = match (&self.rate, &self.rate_trace) {
             (Some(_), Some(_)) => {
                 return Err(SpecError::Conflict("rate", "rate-trace", "the link has one rate or one trace"))
@@ -311,24 +622,27 @@ impl PathSpec {
             None => None,
         };
         let jitter = self.jitter.map(|j| j.0).unwrap_or_default();
-        let dist = match &self.delay_dist {
-            Some(DistSpec::Table(f)) => {
-                if self.jitter.is_some() {
-                    return Err(SpecError::Conflict(
-                        "jitter",
-                        "delay-dist table:",
-                        "the table is the variation",
-                    ));
+        let dist =
+            match &self.delay_dist {
+                Some(DistSpec::Table(f)) => {
+                    if self.jitter.is_some() {
+                        return Err(SpecError::Conflict(
+                            "jitter",
+                            "delay-dist table:",
+                            "the table is the variation",
+                        ));
+                    }
+                    Dist::Table(parse_file("delay-dist table:", f, DelayTable::parse)?)
                 }
-                Dist::Table(parse_file("delay-dist table:", f, DelayTable::parse)?)
-            }
-            Some(DistSpec::Named(d)) if jitter.as_nanos() == 0 => {
-                let _ = d;
-                return Err(SpecError::NeedsJitter("delay-dist"));
-            }
-            Some(DistSpec::Named(d)) => d.clone(),
-            None => Dist::Uniform,
-        };
+                Some(DistSpec::Named(_) | DistSpec::Tc(_)) if jitter.as_nanos() == 0 => {
+                    return Err(SpecError::NeedsJitter("delay-dist"));
+                }
+                Some(DistSpec::Tc(name)) => Dist::Custom(read_tc_table(name).map_err(|reason| {
+                    SpecError::File { flag: "delay-dist tc:", path: name.into(), reason }
+                })?),
+                Some(DistSpec::Named(d)) => d.clone(),
+                None => Dist::Uniform,
+            };
         let trace = match &self.delay_trace {
             Some(f) if self.delay.is_some() => {
                 let _ = f;
@@ -342,8 +656,13 @@ impl PathSpec {
             jitter,
             dist,
             half_life: None,
+            // No correlation draws as the plain variation does (the same decisions).
+            correlation: self.delay_correlation.filter(|c| c.get() > 0.0),
             trace,
         };
+        if delay.correlation.is_some() && !delay.is_random() {
+            return Err(SpecError::NeedsJitter("delay-correlation"));
+        }
         let delay = match self.delay_half_life {
             Some(_) if !delay.is_random() => return Err(SpecError::NeedsJitter("delay-half-life")),
             Some(h) if h.0.as_nanos() == 0 => {
@@ -355,6 +674,23 @@ impl PathSpec {
             }
             h => DelayConfig { half_life: h.map(|h| h.0), ..delay },
         };
+        let slot = match &self.slot {
+            Some(SlotSpec { config, table: Some(name) }) => {
+                let mut config = config.clone();
+                if let Spacing::Dist { dist, .. } = &mut config.spacing {
+                    *dist = Dist::Custom(read_tc_table(name).map_err(|reason| SpecError::File {
+                        flag: "slot dist=tc:",
+                        path: name.into(),
+                        reason,
+                    })?);
+                }
+                Some(config)
+            }
+            Some(s) => Some(s.config.clone()),
+            None => None,
+        };
+        // No correlation draws as no correlation does (the same decisions).
+        let positive = |c: Option<Probability>| c.filter(|c| c.get() > 0.0);
         let config = PathConfig {
             police: self.police,
             link,
@@ -362,9 +698,12 @@ impl PathSpec {
             loss,
             ber: self.ber,
             delay,
-            slot: self.slot,
+            slot,
             duplicate: self.duplicate,
+            duplicate_correlation: positive(self.duplicate_correlation),
             corrupt: self.corrupt,
+            corrupt_correlation: positive(self.corrupt_correlation),
+            skip_delay: self.skip_delay,
             ecn: self.ecn,
             reorder: self.reorder,
         };
@@ -437,6 +776,27 @@ mod tests {
         // The last of the two wins, as for any flag given twice.
         assert!(PathSpec::from_flags("--ecn --no-ecn").unwrap().no_ecn);
         assert!(PathSpec::from_flags("--no-ecn --ecn").unwrap().ecn);
+    }
+
+    #[test]
+    fn flag_strings_split_as_a_shell_would() {
+        let w = |t: &str| split_words(t).unwrap();
+        assert_eq!(
+            w("--netem \"delay 10ms 1ms\" --ber 1e-6"),
+            ["--netem", "delay 10ms 1ms", "--ber", "1e-6"]
+        );
+        assert_eq!(w("--netem 'delay 10ms'"), ["--netem", "delay 10ms"]);
+        assert_eq!(w("--netem=\"a b\"c"), ["--netem=a bc"]);
+        assert_eq!(w("  a\\ b  \"x\\\"y\" '' "), ["a b", "x\"y", ""]);
+        assert_eq!(w("\"it's\" 'say \"hi\"'"), ["it's", "say \"hi\""]);
+        assert!(w("").is_empty());
+        for bad in ["--netem 'delay", "--netem \"delay", "\"a\\"] {
+            assert!(split_words(bad).unwrap_err().contains("not closed"), "{bad}");
+        }
+        assert!(PathSpec::from_flags("--netem 'delay").unwrap_err().to_string().contains("not closed"));
+        for word in ["plain", "two words", "it's", "say \"hi\"", "back\\slash", ""] {
+            assert_eq!(split_words(&quote_word(word)).unwrap(), [word], "{word}");
+        }
     }
 
     #[test]
