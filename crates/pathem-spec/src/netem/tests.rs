@@ -110,6 +110,8 @@ fn tc_tables_from_a_file_or_tcs_folder() {
     );
     let e = refusal("delay 10ms 1ms distribution /nonexistent/x.dist");
     assert!(e.contains("word 5 \"/nonexistent/x.dist\" names no distribution table"), "{e}");
+    let e = refusal("delay 10ms 1ms distribution /dev/zero");
+    assert!(e.contains("longer than a table"), "{e}");
     std::fs::write(&file, "1 2 banana\n").unwrap();
     assert!(refusal(&spec).contains("line 1"));
 }
