@@ -171,10 +171,11 @@ fn queue_discipline(aqm: &pathem_model::aqm::AqmConfig, data: &[u8]) {
     assert_eq!(b.backlog(), (0, 0));
 }
 
-/// The model specs (`ge:`, `gi:`, police, slot, cell, dist, codel, aqm) and the probe's datagram header;
-/// what parses is run through a path.
+/// The model specs (`ge:`, `gi:`, police, slot, cell, dist, codel, aqm, skip-delay, netem) and the
+/// probe's datagram header; what parses is run through a path.
 pub fn specs(data: &[u8]) {
     let _ = pathem_probe::packet::decode(data);
+    netem(data);
     let Ok(text) = std::str::from_utf8(data) else { return };
     if let Ok(c) = text.parse::<pathem_model::aqm::CodelConfig>() {
         assert!(c.target > pathem_model::Nanos::ZERO && c.target < c.interval, "{text:?}: {c:?}");
@@ -194,6 +195,10 @@ pub fn specs(data: &[u8]) {
     if let Ok(p) = text.parse::<PolicerConfig>() {
         exercise(&PathConfig { police: Some(p), ..PathConfig::default() });
     }
+    if let Ok(s) = text.parse::<pathem_model::skip::SkipConfig>() {
+        let delay = DelayConfig::constant(Nanos::from_millis(1));
+        exercise(&PathConfig { skip_delay: Some(s), delay, ..PathConfig::default() });
+    }
     if let Ok(s) = text.parse::<SlotConfig>() {
         exercise(&PathConfig { slot: Some(s), ..PathConfig::default() });
     }
@@ -211,6 +216,34 @@ pub fn specs(data: &[u8]) {
             ..Default::default()
         };
         exercise(&PathConfig { delay, ..PathConfig::default() });
+    }
+}
+
+/// A netem spec (`--netem "..."`): never a panic; what parses makes its flags, and where they
+/// make a path it is run, the flags `explain` prints make the same path, and so does the netem
+/// spec `to_netem` writes for it, where NetEm has the words.
+pub fn netem(data: &[u8]) {
+    use pathem_spec::netem::{explain, to_netem};
+    use pathem_spec::{NetemSpec, PathSpec};
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(spec) = text.parse::<NetemSpec>() else { return };
+    let _ = spec.notes();
+    let flags = spec.flags();
+    // Tables are files: the fuzzer does not get to name what is read.
+    if matches!(flags.delay_dist, Some(pathem_spec::path::DistSpec::Tc(_)))
+        || flags.slot.as_ref().is_some_and(|s| s.table.is_some())
+    {
+        return;
+    }
+    let Ok(path) = flags.to_config() else { return };
+    exercise(&path);
+    let explained = explain(text).expect("a spec whose flags make a path is explained");
+    let back = PathSpec::from_flags(&explained.flags).expect("explain's flags parse");
+    assert_eq!(back.to_config().as_ref(), Ok(&path), "{text:?}: {}", explained.flags);
+    let whole = PathSpec { netem: Some(spec), ..PathSpec::default() };
+    if let Ok(written) = to_netem(&whole) {
+        let again: NetemSpec = written.parse().expect("to_netem's spec parses");
+        assert_eq!(again.flags().to_config().as_ref(), Ok(&path), "{text:?} → {written:?}");
     }
 }
 

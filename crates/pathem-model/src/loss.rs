@@ -103,7 +103,8 @@ impl LossConfig {
         })
     }
 
-    /// The long-run fraction of frames this model loses.
+    /// The long-run fraction of frames this model loses (for a correlated random loss, from
+    /// a few million steps of its process: milliseconds).
     pub fn loss_rate(&self) -> f64 {
         match self {
             LossConfig::Random(p) => p.get(),
@@ -268,11 +269,8 @@ impl fmt::Display for LossConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             LossConfig::Random(p) => write!(f, "random {p}"),
-            LossConfig::Correlated { p, corr } => write!(
-                f,
-                "random {p} correlated {corr} (NetEm's draw: rate {:.4}%)",
-                self.loss_rate() * 100.0
-            ),
+            // Its rate takes a simulation (`loss_rate`): not worth it for every printout.
+            LossConfig::Correlated { p, corr } => write!(f, "random {p} correlated {corr} (NetEm's draw)"),
             LossConfig::GilbertElliott { p, r, loss_bad, loss_good } => write!(
                 f,
                 "gilbert-elliott p={p} r={r} loss-bad={loss_bad} loss-good={loss_good} (rate {:.4}%, mean burst {:.2})",

@@ -245,15 +245,17 @@ impl Probability {
     /// Text that parses back to exactly this probability: a percentage where one does
     /// (`1%`, `0.3%`), else the fraction itself (`0.123456789012345`).
     pub fn spec(self) -> String {
-        let pct = self.0 * 100.0;
-        let bits = pct.to_bits();
-        for cand in [pct, f64::from_bits(bits.saturating_sub(1)), f64::from_bits(bits + 1)] {
-            let text = format!("{cand}%");
-            if text.parse::<Probability>().map(|p| p.0) == Ok(self.0) {
-                return text;
-            }
-        }
-        self.0.to_string()
+        self.percent().unwrap_or_else(|| self.0.to_string())
+    }
+
+    /// The percentage that parses back to exactly this probability, when there is one (a
+    /// number near `p · 100` whose hundredth is `p`; not every `p` is one).
+    pub fn percent(self) -> Option<String> {
+        let bits = (self.0 * 100.0).to_bits();
+        (0..=8u64)
+            .flat_map(|d| [bits.saturating_add(d), bits.saturating_sub(d)])
+            .map(|b| format!("{}%", f64::from_bits(b)))
+            .find(|text| text.parse::<Probability>().map(|p| p.0) == Ok(self.0))
     }
 
     /// The 64-bit threshold `t` such that a uniform `u64` below `t` happens with this
@@ -413,6 +415,9 @@ mod tests {
             assert_eq!(p.spec().parse::<Probability>(), Ok(p), "{x}: {}", p.spec());
         }
         assert_eq!(Probability::new(0.003).unwrap().spec(), "0.3%");
+        // 1 − 0.81 is no number's hundredth: written as the fraction, which reads back.
+        let r = Probability::new(1.0 - 0.81).unwrap();
+        assert_eq!((r.percent(), r.spec().parse()), (None, Ok(r)));
         assert_eq!(Probability::ONE.threshold(), u64::MAX);
         assert_eq!(Probability::ZERO.threshold(), 0);
         assert_eq!(Probability::new(0.5).unwrap().threshold(), 1 << 63);

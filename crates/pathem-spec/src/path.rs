@@ -163,8 +163,18 @@ pub fn read_tc_table(name: &str) -> Result<Arc<CustomTable>, String> {
             .map(|d| d.join(format!("{name}.dist")))
             .collect()
     };
+    // A table holds at most 16384 numbers: what is longer than this is not one (/dev/zero).
+    const MAX_TABLE_TEXT: u64 = 1 << 20;
     for path in &candidates {
-        match std::fs::read_to_string(path) {
+        let read = std::fs::File::open(path).and_then(|f| {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut std::io::Read::take(f, MAX_TABLE_TEXT + 1), &mut text)?;
+            Ok(text)
+        });
+        match read {
+            Ok(text) if text.len() as u64 > MAX_TABLE_TEXT => {
+                return Err(format!("{} is longer than a table (1 MiB)", path.display()))
+            }
             Ok(text) => {
                 return CustomTable::parse(&text)
                     .map(Arc::new)

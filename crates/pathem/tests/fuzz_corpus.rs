@@ -42,6 +42,11 @@ fn spec_inputs() {
 }
 
 #[test]
+fn netem_inputs() {
+    replay("netem", harness::netem);
+}
+
+#[test]
 fn config_inputs() {
     replay("config", harness::config);
 }

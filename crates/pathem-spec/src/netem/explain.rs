@@ -87,14 +87,20 @@ pub fn explain(spec: &str) -> Result<Explained, SpecError> {
     Ok(Explained { flags: words.join(" "), toml: lines.join("\n"), notes: netem.notes(), path })
 }
 
-/// A percentage as tc reads it back exactly (a netem PERCENT is always a percentage).
+/// A percentage as tc reads it back exactly where one does (a netem PERCENT is always a
+/// percentage), else the nearest.
 fn percent(p: Probability) -> String {
-    let s = p.spec();
-    if s.ends_with('%') {
-        s
-    } else {
-        format!("{}%", p.get() * 100.0)
+    p.percent().unwrap_or_else(|| format!("{}%", p.get() * 100.0))
+}
+
+/// Percentages, without the trailing ones that equal tc's defaults (`loss state`, `loss
+/// gemodel`): tc computes those itself, exactly as the netem reader does.
+fn percents(values: &[Probability], defaults: &[Option<f64>]) -> String {
+    let mut n = values.len();
+    while n > 1 && defaults[n - 1].and_then(Probability::new) == Some(values[n - 1]) {
+        n -= 1;
     }
+    values[..n].iter().map(|p| percent(*p)).collect::<Vec<_>>().join(" ")
 }
 
 /// Where the tc table NAME is read from, as a path a netem spec can name.
@@ -204,19 +210,15 @@ pub fn to_netem(spec: &PathSpec) -> Result<String, SpecError> {
             words.push(format!("loss random {} {}", percent(*p), percent(*corr)))
         }
         Some(LossConfig::GilbertElliott { p, r, loss_bad, loss_good }) => words.push(format!(
-            "loss gemodel {} {} {} {}",
-            percent(*p),
-            percent(*r),
-            percent(*loss_bad),
-            percent(*loss_good)
+            "loss gemodel {}",
+            percents(&[*p, *r, *loss_bad, *loss_good], &[None, Some(1.0 - p.get()), Some(1.0), Some(0.0)])
         )),
         Some(LossConfig::FourState { p13, p31, p32, p23, p14 }) => words.push(format!(
-            "loss state {} {} {} {} {}",
-            percent(*p13),
-            percent(*p31),
-            percent(*p32),
-            percent(*p23),
-            percent(*p14)
+            "loss state {}",
+            percents(
+                &[*p13, *p31, *p32, *p23, *p14],
+                &[None, Some(1.0 - p13.get()), Some(0.0), Some(1.0), Some(0.0)]
+            )
         )),
         Some(LossConfig::Trace(_)) | None => {}
     }

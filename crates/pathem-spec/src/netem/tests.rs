@@ -110,6 +110,8 @@ fn tc_tables_from_a_file_or_tcs_folder() {
     );
     let e = refusal("delay 10ms 1ms distribution /nonexistent/x.dist");
     assert!(e.contains("word 5 \"/nonexistent/x.dist\" names no distribution table"), "{e}");
+    let e = refusal("delay 10ms 1ms distribution /dev/zero");
+    assert!(e.contains("longer than a table"), "{e}");
     std::fs::write(&file, "1 2 banana\n").unwrap();
     assert!(refusal(&spec).contains("line 1"));
 }
@@ -363,6 +365,19 @@ fn to_netem_and_back_make_the_same_path() {
         .unwrap(),
         "delay 10ms 2ms 30%"
     );
+    assert_eq!(
+        to_netem(&PathSpec::from_flags("--netem 'loss gemodel 81%' --ber 0").unwrap())
+            .unwrap_err()
+            .to_string(),
+        "--ber 0 has no NetEm equivalent: NetEm corrupts frames, it does not drop them for bit errors"
+    );
+    let written =
+        to_netem(&PathSpec::from_flags("--netem 'limit 60 rate 2mbit 14 48 5 loss gemodel 81%'").unwrap());
+    assert_eq!(written.unwrap(), "limit 60 loss gemodel 81% rate 2mbit 14 48 5", "tc's defaults left to tc");
+    assert_eq!(
+        to_netem(&PathSpec::from_flags("--loss gi:p13=3%,p32=1%").unwrap()).unwrap(),
+        "loss state 3% 97% 1%"
+    );
     // Netem specs round trip too.
     for spec in SPECS {
         let s = PathSpec::from_flags(&format!("--netem {}", quote_word(spec))).unwrap();
@@ -414,6 +429,8 @@ fn a_netem_spec_with_flags_that_say_the_same_is_refused() {
     assert!(e.starts_with("--netem and --delay-half-life cannot be used together"), "{e}");
     // --no-reorder wins over the overtaking jitter implies, also once merged.
     assert!(!spec("--netem 'delay 10ms 2ms' --no-reorder").unwrap().reorder);
+    let keys: PathSpec = toml::from_str("netem = 'delay 10ms 2ms'\nno-reorder = true").unwrap();
+    assert!(!keys.to_config().unwrap().reorder, "the key too");
     let base = PathSpec::from_flags("--netem 'delay 10ms 2ms' --no-reorder").unwrap();
     let merged =
         PathSpec::default().overridden_by(&base).overridden_by(&PathSpec::from_flags("--ber 1e-9").unwrap());
