@@ -226,8 +226,14 @@ pub struct PathSpec {
     #[serde(default)]
     pub no_reorder: bool,
 
-    /// Send some frames without their delay: P[,corr=C][,gap=N] (NetEm reorder), e.g. 10%,gap=5.
-    #[arg(long, value_name = "SPEC", help_heading = "Delay", allow_hyphen_values = true)]
+    /// Send some frames without their delay (NetEm's reorder; clap shows `help`, rustdoc this line).
+    #[arg(
+        long,
+        value_name = "SPEC",
+        help_heading = "Delay",
+        allow_hyphen_values = true,
+        help = "Send some frames without their delay: P[,corr=C][,gap=N] (NetEm reorder), e.g. 10%,gap=5"
+    )]
     pub skip_delay: Option<SkipConfig>,
 
     /// The loss model: random, Gilbert-Elliott, 4-state or a trace (the help text gives the
@@ -429,9 +435,23 @@ impl PathSpec {
         fn switch(on: bool, off: bool, base: bool) -> bool {
             (base || on) && !off
         }
-        // What stays under a new netem spec: the settings netem has no words for.
-        let cleared;
+        // What stays under a new netem spec: the settings netem has no words for. Flags on
+        // top of an earlier layer's netem spec (a `ctl set --delay 5ms` on a link started with
+        // `--netem`, `--egress` flags over a file's `netem = ...`) change it word for word: the
+        // earlier spec is read as its flags first. Within one layer, the two stay refused.
+        let (cleared, resolved);
         let this = match &over.netem {
+            None if self.netem.as_ref().is_some_and(|n| !n.is_empty())
+                && over.said_by_netem_too().is_some() =>
+            {
+                match self.resolved() {
+                    Ok(r) => {
+                        resolved = r;
+                        &resolved
+                    }
+                    Err(_) => self,
+                }
+            }
             Some(n) if !n.is_empty() => {
                 cleared = PathSpec {
                     delay_half_life: self.delay_half_life,
@@ -822,5 +842,17 @@ mod tests {
         let spec: PathSpec = toml::from_str("loss = 'trace:l.txt'").unwrap();
         let cfg = spec.relative_to(dir.path()).to_config().unwrap();
         assert!(matches!(cfg.loss, Some(LossConfig::Trace(t)) if t.len() == 2));
+    }
+
+    #[test]
+    fn flags_over_an_earlier_netem_spec_change_it_word_for_word() {
+        let started = PathSpec::from_flags("--netem 'delay 40ms loss 1%'").unwrap();
+        let changed = started.overridden_by(&PathSpec::from_flags("--delay 20ms").unwrap());
+        let cfg = changed.to_config().unwrap();
+        assert_eq!(cfg.delay.base, pathem_model::Nanos::from_millis(20));
+        assert!(cfg.loss.is_some(), "the spec's loss stays");
+        // Within one layer, the two are refused.
+        let both = PathSpec::from_flags("--netem 'delay 40ms' --delay 20ms").unwrap();
+        assert!(both.to_config().unwrap_err().to_string().contains("cannot be used together"));
     }
 }
