@@ -1700,9 +1700,11 @@ fn attach_delays_each_direction_and_tcp_keeps_up() {
     let name = format!("t{}a{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
 
     // Egress alone, as tc's root netem: IPv4 and IPv6 both take the delay.
-    let (child, _) = attach(Some(&gen), "g0", &["--delay", "40ms", "--name", &name, "--metrics", "9477"]);
+    // In NetEm's words, as the README's first example.
+    let (child, _) =
+        attach(Some(&gen), "g0", &["--netem", "delay 40ms", "--name", &name, "--metrics", "9477"]);
     let (min, avg) = ping_in(&gen, SINK_IP, 20);
-    assert!(min >= 40.0 && avg <= 42.0, "egress --delay 40ms: rtt min {min} avg {avg}");
+    assert!(min >= 40.0 && avg <= 42.0, "egress --netem 'delay 40ms': rtt min {min} avg {avg}");
     // Metrics as for a run: egress is a_to_b.
     let metrics = scrape(&gen, 9477, "/metrics");
     let sent = metrics
@@ -1735,7 +1737,7 @@ fn attach_delays_each_direction_and_tcp_keeps_up() {
     assert!(min < 5.0, "the plain link after SIGINT: {min} ms");
 
     // Ingress adds its own delay.
-    let (child, _) = attach(Some(&gen), "g0", &["--delay", "40ms", "--ingress", "--delay 10ms"]);
+    let (child, _) = attach(Some(&gen), "g0", &["--delay", "40ms", "--ingress", "--netem 'delay 10ms'"]);
     let (min, avg) = ping_in(&gen, SINK_IP, 20);
     assert!(min >= 50.0 && avg <= 52.0, "egress 40 ms + ingress 10 ms: rtt min {min} avg {avg}");
     assert!(interrupt(child).success());
