@@ -21,7 +21,7 @@
 use crate::iface::failure;
 use crate::kstamp::{cmsg_time, monotonic_now, realtime_offset};
 use crate::offload::VnetRequest;
-use crate::port::{FallbackStamps, PollAt, RxFrame, RxPort, TxErrorClass, TxPort, TxRefused};
+use crate::port::{FallbackStamps, PollAt, RxFrame, RxPort, TxBatch, TxErrorClass, TxPort, TxRefused};
 use crate::Error;
 use pathem_model::Nanos;
 use std::mem::{size_of, zeroed};
@@ -425,12 +425,9 @@ pub(crate) fn ring_drops(fd: RawFd) -> Option<u32> {
 /// The transmitting half: frames leaving through the interface.
 pub struct AfPacketTx {
     fd: OwnedFd,
-    slot: usize,
-    bufs: Box<[u8]>,
-    lens: [usize; BURST],
+    batch: TxBatch<BURST>,
     iovecs: Box<[libc::iovec]>,
     msgs: Box<[libc::mmsghdr]>,
-    queued: usize,
     /// Frames the kernel refused (too large, the interface down, ...), by class.
     refused: TxRefused,
     /// The interface's MTU when opened.
@@ -448,16 +445,12 @@ impl AfPacketTx {
         let fd = packet_socket(ifname, idx, 0)?;
         let _ = set_opt(fd.as_raw_fd(), libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, &1i32);
         let _ = set_opt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, &(8i32 << 20));
-        let slot = max_frame.next_multiple_of(64).max(64);
         Ok(AfPacketTx {
             fd,
-            slot,
-            bufs: vec![0u8; slot * BURST].into_boxed_slice(),
-            lens: [0; BURST],
+            batch: TxBatch::new(max_frame),
             // SAFETY: iovec and mmsghdr are plain data; zero is a valid value.
             iovecs: (0..BURST).map(|_| unsafe { zeroed() }).collect(),
             msgs: (0..BURST).map(|_| unsafe { zeroed() }).collect(),
-            queued: 0,
             refused: TxRefused::default(),
             mtu: crate::iface::mtu(ifname),
         })
@@ -486,19 +479,11 @@ impl AfPacketTx {
 impl TxPort for AfPacketTx {
     #[inline]
     fn send(&mut self, _release: Nanos, _wire_len: u32, data: &[u8]) -> bool {
-        if self.queued == BURST {
-            return false;
-        }
-        let len = data.len().min(self.slot);
-        let i = self.queued;
-        self.bufs[i * self.slot..i * self.slot + len].copy_from_slice(&data[..len]);
-        self.lens[i] = len;
-        self.queued += 1;
-        true
+        self.batch.push(data)
     }
 
     fn queued(&self) -> usize {
-        self.queued
+        self.batch.len()
     }
 
     fn refused(&mut self, _fresh: bool) -> TxRefused {
@@ -507,39 +492,40 @@ impl TxPort for AfPacketTx {
 
     fn flush(&mut self) -> Result<(), Error> {
         let mut start = 0;
-        while start < self.queued {
-            let n = self.queued - start;
+        while start < self.batch.len() {
+            let n = self.batch.len() - start;
             for k in 0..n {
-                let i = start + k;
-                self.iovecs[k].iov_base = self.bufs[i * self.slot..].as_mut_ptr() as *mut libc::c_void;
-                self.iovecs[k].iov_len = self.lens[i];
+                let frame = self.batch.frame_mut(start + k);
+                self.iovecs[k].iov_base = frame.as_mut_ptr() as *mut libc::c_void;
+                self.iovecs[k].iov_len = frame.len();
                 // SAFETY: msghdr is plain data; zero is a valid value.
                 self.msgs[k].msg_hdr = unsafe { zeroed() };
                 self.msgs[k].msg_hdr.msg_iov = &mut self.iovecs[k];
                 self.msgs[k].msg_hdr.msg_iovlen = 1;
             }
-            // SAFETY: the n headers point at iovecs into self.bufs with in-bounds lengths.
+            // SAFETY: the n headers point at iovecs into the batch's frames, with their lengths;
+            // the batch is not touched until the call returns.
             let sent = unsafe { libc::sendmmsg(self.fd.as_raw_fd(), self.msgs.as_mut_ptr(), n as u32, 0) };
             if sent < 0 {
                 let errno = last_os_error().raw_os_error().unwrap_or(0);
                 match errno {
                     libc::EAGAIN | libc::ENOBUFS | libc::EINTR => {
                         // The device queue is full: keep the rest for the next flush.
-                        self.compact(start);
+                        self.batch.consume(start);
                         return Ok(());
                     }
                     _ => match TxErrorClass::of_errno(errno) {
                         // Down or gone: what is queued cannot leave; it may come back later.
                         TxErrorClass::Down => {
-                            for i in start..self.queued {
-                                self.refused.add(TxErrorClass::Down, errno, self.lens[i]);
+                            for i in start..self.batch.len() {
+                                self.refused.add(TxErrorClass::Down, errno, self.batch.frame(i).len());
                             }
                             break;
                         }
                         // sendmmsg fails on the batch's first frame only: that one is refused,
                         // the others go on.
                         class => {
-                            self.refused.add(class, errno, self.lens[start]);
+                            self.refused.add(class, errno, self.batch.frame(start).len());
                             start += 1;
                             continue;
                         }
@@ -548,20 +534,8 @@ impl TxPort for AfPacketTx {
             }
             start += sent.max(1) as usize;
         }
-        self.queued = 0;
+        self.batch.consume(usize::MAX);
         Ok(())
-    }
-}
-
-impl AfPacketTx {
-    /// Moves frames `from..queued` to the front of the batch.
-    fn compact(&mut self, from: usize) {
-        for (k, i) in (from..self.queued).enumerate() {
-            let len = self.lens[i];
-            self.bufs.copy_within(i * self.slot..i * self.slot + len, k * self.slot);
-            self.lens[k] = len;
-        }
-        self.queued -= from;
     }
 }
 

@@ -188,6 +188,62 @@ pub trait TxPort {
     }
 }
 
+/// Frames a transmitting port holds until its next flush: `N` slots of one size, in the order
+/// they were given. Shared by the ports that hand frames to the kernel in system calls
+/// (AF_PACKET, TAP).
+pub(crate) struct TxBatch<const N: usize> {
+    slot: usize,
+    bufs: Box<[u8]>,
+    lens: [usize; N],
+    queued: usize,
+}
+
+impl<const N: usize> TxBatch<N> {
+    /// Room for `N` frames of up to `max_frame` bytes.
+    pub(crate) fn new(max_frame: usize) -> Self {
+        let slot = max_frame.next_multiple_of(64).max(64);
+        TxBatch { slot, bufs: vec![0u8; slot * N].into_boxed_slice(), lens: [0; N], queued: 0 }
+    }
+
+    /// Copies `data` (cut to a slot) in behind the others; false when the batch is full.
+    pub(crate) fn push(&mut self, data: &[u8]) -> bool {
+        if self.queued == N {
+            return false;
+        }
+        let (len, i) = (data.len().min(self.slot), self.queued);
+        self.bufs[i * self.slot..i * self.slot + len].copy_from_slice(&data[..len]);
+        self.lens[i] = len;
+        self.queued += 1;
+        true
+    }
+
+    /// Frames held.
+    pub(crate) fn len(&self) -> usize {
+        self.queued
+    }
+
+    /// Frame `i`'s bytes.
+    pub(crate) fn frame(&self, i: usize) -> &[u8] {
+        &self.bufs[i * self.slot..i * self.slot + self.lens[i]]
+    }
+
+    /// Frame `i`'s bytes, writable (for an iovec the kernel reads).
+    pub(crate) fn frame_mut(&mut self, i: usize) -> &mut [u8] {
+        &mut self.bufs[i * self.slot..i * self.slot + self.lens[i]]
+    }
+
+    /// Forgets the first `n` frames (sent or refused): the rest move to the front, in order.
+    pub(crate) fn consume(&mut self, n: usize) {
+        let n = n.min(self.queued);
+        for (k, i) in (n..self.queued).enumerate() {
+            let len = self.lens[i];
+            self.bufs.copy_within(i * self.slot..i * self.slot + len, k * self.slot);
+            self.lens[k] = len;
+        }
+        self.queued -= n;
+    }
+}
+
 /// Software receive timestamps for a burst read at `now` (MoonEm §5.4): the last frame is
 /// stamped `now`, each earlier one by the wire time of the frames after it at `line_rate`
 /// bit/s (frame + 24 bytes of Ethernet framing). `len(k)` is frame k's length.
@@ -241,6 +297,19 @@ mod tests {
                 super::Nanos(10_000_000)
             ]
         );
+    }
+
+    #[test]
+    fn a_batch_keeps_frames_in_order_and_moves_the_rest_forward() {
+        let mut b = super::TxBatch::<3>::new(100);
+        assert!(b.push(b"one") && b.push(b"two") && b.push(b"three"));
+        assert!(!b.push(b"four"), "full");
+        b.consume(1);
+        assert_eq!((b.len(), b.frame(0), b.frame(1)), (2, &b"two"[..], &b"three"[..]));
+        assert!(b.push(&[7u8; 200]), "room again");
+        assert_eq!(b.frame(2).len(), 128, "cut to a slot");
+        b.consume(5);
+        assert_eq!(b.len(), 0);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! default) makes the kernel complete checksums and cut GSO super-frames on the way in, so
 //! what pathem reads are wire frames.
 
-use crate::port::{FallbackStamps, PollAt, RxFrame, RxPort, TxErrorClass, TxPort, TxRefused};
+use crate::port::{FallbackStamps, PollAt, RxFrame, RxPort, TxBatch, TxErrorClass, TxPort, TxRefused};
 use crate::Error;
 use pathem_model::Nanos;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -116,14 +116,7 @@ impl Tap {
             full: false,
             errors: 0,
         };
-        let tx = TapTx {
-            fd: dup,
-            slot,
-            bufs: vec![0u8; slot * BURST].into_boxed_slice(),
-            lens: [0; BURST],
-            queued: 0,
-            refused: TxRefused::default(),
-        };
+        let tx = TapTx { fd: dup, batch: TxBatch::new(max_frame), refused: TxRefused::default() };
         Ok((rx, tx))
     }
 }
@@ -202,30 +195,19 @@ impl RxPort for TapRx {
 /// Writes frames into the device, which receives them as if from a wire.
 pub struct TapTx {
     fd: OwnedFd,
-    slot: usize,
-    bufs: Box<[u8]>,
-    lens: [usize; BURST],
-    queued: usize,
+    batch: TxBatch<BURST>,
     refused: TxRefused,
 }
 
 impl TxPort for TapTx {
     fn send(&mut self, _release: Nanos, _wire_len: u32, data: &[u8]) -> bool {
-        if self.queued == BURST {
-            return false;
-        }
-        let len = data.len().min(self.slot);
-        let i = self.queued;
-        self.bufs[i * self.slot..i * self.slot + len].copy_from_slice(&data[..len]);
-        self.lens[i] = len;
-        self.queued += 1;
-        true
+        self.batch.push(data)
     }
 
     fn flush(&mut self) -> Result<(), Error> {
         let mut done = 0;
-        while done < self.queued {
-            let frame = &self.bufs[done * self.slot..done * self.slot + self.lens[done]];
+        while done < self.batch.len() {
+            let frame = self.batch.frame(done);
             // SAFETY: writing `frame.len()` bytes from a live buffer of that size.
             let rc = unsafe {
                 libc::write(self.fd.as_raw_fd(), frame.as_ptr() as *const libc::c_void, frame.len())
@@ -239,18 +221,13 @@ impl TxPort for TapTx {
             }
             done += 1;
         }
-        // Keep what the device did not take, in order, for the next flush.
-        for (k, i) in (done..self.queued).enumerate() {
-            let len = self.lens[i];
-            self.bufs.copy_within(i * self.slot..i * self.slot + len, k * self.slot);
-            self.lens[k] = len;
-        }
-        self.queued -= done;
+        // What the device did not take stays, in order, for the next flush.
+        self.batch.consume(done);
         Ok(())
     }
 
     fn queued(&self) -> usize {
-        self.queued
+        self.batch.len()
     }
 
     fn refused(&mut self, _fresh: bool) -> TxRefused {

@@ -303,30 +303,21 @@ impl NetemSpec {
                                     .copied()
                                     .unwrap_or(Probability::new(default).unwrap_or(Probability::ZERO))
                             };
-                            let text = if v == "state" {
+                            // Written as `--loss` would take it and read back, so the
+                            // model's own checks apply.
+                            let draft = if v == "state" {
                                 // tc's defaults: p31 = 1 − p13, p32 = 0, p23 = 1, p14 = 0.
                                 let p13 = first;
                                 let (p31, p32, p23, p14) =
                                     (rest(0, 1.0 - p13.get()), rest(1, 0.0), rest(2, 1.0), rest(3, 0.0));
-                                format!(
-                                    "gi:p13={},p31={},p32={},p23={},p14={}",
-                                    p13.spec(),
-                                    p31.spec(),
-                                    p32.spec(),
-                                    p23.spec(),
-                                    p14.spec()
-                                )
+                                LossConfig::FourState { p13, p31, p32, p23, p14 }
                             } else {
                                 // tc's defaults: r = 1 − p, 1-H = 100% (lost in bad), 1-K = 0.
-                                let (r_, h1, k1) = (rest(0, 1.0 - first.get()), rest(1, 1.0), rest(2, 0.0));
-                                format!(
-                                    "ge:p={},r={},loss-bad={},loss-good={}",
-                                    first.spec(),
-                                    r_.spec(),
-                                    h1.spec(),
-                                    k1.spec()
-                                )
+                                let (r, loss_bad, loss_good) =
+                                    (rest(0, 1.0 - first.get()), rest(1, 1.0), rest(2, 0.0));
+                                LossConfig::GilbertElliott { p: first, r, loss_bad, loss_good }
                             };
+                            let text = draft.spec().unwrap_or_default();
                             let cfg = text
                                 .parse::<LossConfig>()
                                 .map_err(|e| bad(vp, v, e.reason, LOSS_ACCEPTED))?;
