@@ -20,6 +20,9 @@ pub struct Direction {
     pub path: PathConfig,
     /// `--schedule`'s changes, built on `spec`.
     pub schedule: Option<Schedule>,
+    /// What a `--netem` spec in the layers said of how its words were read and where pathem's
+    /// meaning differs (`pathem netem` gives the same), a line each.
+    pub notes: Vec<String>,
 }
 
 impl Direction {
@@ -32,8 +35,23 @@ impl Direction {
             Some(f) => Some(schedule::to_schedule(&schedule::load(f, &spec)?, f)?),
             None => None,
         };
-        Ok(Direction { spec, path, schedule })
+        let mut notes: Vec<String> =
+            layers.iter().filter_map(|l| l.netem.as_ref()).flat_map(|n| n.notes()).collect();
+        notes.dedup();
+        Ok(Direction { spec, path, schedule, notes })
     }
+}
+
+/// The notes of `directions` (see [`Direction::notes`]), each once, as `note: ...` lines.
+pub fn notes(directions: &[&Direction]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for n in directions.iter().flat_map(|d| &d.notes) {
+        let line = format!("note: {n}");
+        if !out.contains(&line) {
+            out.push(line);
+        }
+    }
+    out
 }
 
 /// The config file at `path`, or an empty one.
@@ -116,5 +134,16 @@ mod tests {
         assert!(e && !i, "nothing asked: egress, ready for ctl set");
         let e = attach_directions(&file, &common, None, Some("--delay x"), None).unwrap_err();
         assert!(e.to_string().contains("ingress"), "{e}");
+    }
+
+    #[test]
+    fn a_netem_specs_notes_reach_the_direction_once() {
+        let common = PathSpec::from_flags("--netem 'delay 250'").unwrap();
+        let (ab, ba) =
+            directions(&ConfigFile::default(), &common, [("a-to-b", None), ("b-to-a", None)], None).unwrap();
+        let lines = notes(&[&ab, &ba]);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].starts_with("note: \"delay 250\" read as 250us"), "{lines:?}");
+        assert!(notes(&[&Direction::resolve(&[&PathSpec::default()], None).unwrap()]).is_empty());
     }
 }

@@ -55,6 +55,7 @@ pub fn main(args: AttachArgs) -> anyhow::Result<()> {
         args.schedule.as_deref(),
     )
     .map_err(usage)?;
+    let notes = link::notes(&[&egress, &ingress]);
     let cores = pathem_runtime::session::parse_cores(args.cores.as_deref()).map_err(usage)?;
     if cores.len() > 2 {
         return Err(usage("--cores for attach takes one or two CPUs"));
@@ -73,6 +74,6 @@ pub fn main(args: AttachArgs) -> anyhow::Result<()> {
     };
     let session =
         Session::start(spec, name, (egress.spec, ingress.spec), metrics).map_err(crate::runtime_error)?;
-    let lines = session.link.started.describe(&egress.path, &ingress.path, false, seed);
+    let lines = [notes, session.link.started.describe(&egress.path, &ingress.path, false, seed)].concat();
     crate::run::serve(&args.serve, session, lines)
 }

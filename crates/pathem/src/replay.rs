@@ -46,6 +46,7 @@ pub struct ReplayArgs {
 pub fn replay(args: &ReplayArgs) -> anyhow::Result<ReplayReport> {
     let file = link::config(args.config.as_deref()).map_err(usage)?;
     let ab = Direction::resolve(&[&file.a_to_b, &args.path], args.schedule.as_deref()).map_err(usage)?;
+    link::notes(&[&ab]).iter().for_each(|n| eprintln!("pathem: {n}"));
     let seed = args.seed.or(file.seed).unwrap_or_else(pathem_runtime::random_seed);
     let engine = EngineConfig {
         buffer: args.buffer.or(file.buffer).map(|s| usize::try_from(s.0).unwrap_or(usize::MAX)),

@@ -77,6 +77,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
     let file = link::config(args.config.as_deref()).map_err(usage)?;
     let own = [("a-to-b", args.a_to_b.as_deref()), ("b-to-a", args.b_to_a.as_deref())];
     let (ab, ba) = link::directions(&file, &args.path, own, args.schedule.as_deref()).map_err(usage)?;
+    let notes = link::notes(&[&ab, &ba]);
     let cores = pathem_runtime::session::parse_cores(args.cores.as_deref()).map_err(usage)?;
     let (engine, ports) = args.tuning.settings(&args.port_a, &file).map_err(crate::runtime_error)?;
     session::check_ports(&args.port_a, &args.port_b).map_err(usage)?;
@@ -99,6 +100,6 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
     };
     let session =
         Session::start(spec, name, (ab.spec, ba.spec), metrics_addr).map_err(crate::runtime_error)?;
-    let lines = session.link.started.describe(&ab.path, &ba.path, args.one_way, seed);
+    let lines = [notes, session.link.started.describe(&ab.path, &ba.path, args.one_way, seed)].concat();
     serve(&args.serve, session, lines)
 }

@@ -69,18 +69,14 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
     let metrics_addr =
         args.metrics.as_deref().map(pathem_runtime::metrics::parse_addr).transpose().map_err(usage)?;
     let bed = ShellBed::build(std::process::id()).map_err(usage)?;
-    if let Some(w) = &bed.warning {
-        eprintln!("pathem: {w}");
-    }
+    link::notes(&[&up, &down]).iter().chain(&bed.warning).for_each(|l| eprintln!("pathem: {l}"));
     if args.verbose {
         eprintln!(
             "pathem shell: {} behind uplink [{}] downlink [{}], gateway {}, seed {seed}",
             bed.ns, up.path, down.path, bed.gateway
         );
     }
-    // The longest frame is the ports' MTU's (Link::start bounds it by the transmitting
-    // interface), not a number of the shell's; pathem's ports and sockets live in the link
-    // namespace.
+    // pathem's ports and sockets live in the link namespace; Link::start bounds the frames.
     let (a, b) = (PortSpec::Auto("pa".into()), PortSpec::Auto("pb".into()));
     let spec =
         LinkSpec { netns: Some(bed.link_ns.clone()), ..LinkSpec::between(a, b, up.path, down.path, seed) };
