@@ -40,7 +40,7 @@ enum Command {
     Run(Box<run::RunArgs>),
     /// Emulate in place on an interface (egress, as tc netem; --ingress too); nothing on it moves.
     Attach(Box<attach::AttachArgs>),
-    /// Watch or change a running `run` or `shell`: ctl list, ctl NAME show, ctl NAME set FLAGS.
+    /// Watch or change a running `run`, `attach` or `shell`: ctl list, ctl NAME show, ctl NAME set FLAGS.
     Ctl(ctl::CtlArgs),
     /// Run a command in a network namespace behind an emulated link (uplink = a→b).
     Shell(shell::ShellArgs),
