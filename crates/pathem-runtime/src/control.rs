@@ -1,6 +1,6 @@
 //! The control socket of a running link: `pathem ctl NAME show|set` talks to it.
 //!
-//! Every `run` and `shell` listens on `/run/pathem/NAME.sock`, a Unix socket of mode 0600
+//! Every `run`, `attach` and `shell` listens on `/run/pathem/NAME.sock`, a Unix socket of mode 0600
 //! owned by whoever started pathem. A name taken by a live instance is refused; a socket
 //! left by a killed one (nobody answers on it) is replaced; the socket is removed when the
 //! link stops. The protocol is one JSON object per line each way, typed on both ends by the
