@@ -253,9 +253,11 @@ fn link(iface: &str, prog: &OwnedFd, ifindex: u32, attach: u32) -> Result<OwnedF
 /// Makes the TAP device of one direction, or says who holds it.
 fn tap(iface: &str, ingress: bool, ifindex: u32, mtu: u32) -> Result<Tap, Error> {
     let name = tap_name(ingress, ifindex);
-    Tap::create(&name, mtu, TAP_QUEUE).map_err(|e| match crate::iface::mtu(&name) {
-        Some(_) => taken(iface, ingress, &name),
-        None => e,
+    Tap::create(&name, mtu, TAP_QUEUE).map_err(|e| match (crate::iface::mtu(&name), e) {
+        (Some(_), _) => taken(iface, ingress, &name),
+        // Named after the interface the user gave, the tap in the reason.
+        (None, Error::Interface { reason, .. }) => refuse(iface, format!("tap {name}: {reason}")),
+        (None, e) => e,
     })
 }
 
