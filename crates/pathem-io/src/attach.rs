@@ -201,19 +201,8 @@ fn check_iface(iface: &str) -> Result<u32, Error> {
 
 /// The interface's ARP hardware type (`SIOCGIFHWADDR`): 1 for Ethernet, 772 for loopback.
 fn hardware_type(iface: &str) -> Option<u16> {
-    // SAFETY: a plain socket(2) call; the result is checked and owned below.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 || iface.len() >= libc::IFNAMSIZ {
-        return None;
-    }
-    let fd = crate::bpf::owned(fd);
-    let mut ifr = [0u8; 40];
-    ifr[..iface.len()].copy_from_slice(iface.as_bytes());
-    // SAFETY: `ifr` is 40 bytes, the size of struct ifreq, and outlives the call; the name is
-    // shorter than IFNAMSIZ, so it stays NUL-terminated.
-    let rc =
-        unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&fd), libc::SIOCGIFHWADDR, ifr.as_mut_ptr()) };
-    (rc == 0).then(|| u16::from_ne_bytes([ifr[16], ifr[17]]))
+    let ifr = crate::iface::ifreq(iface, libc::SIOCGIFHWADDR, 0).ok()?;
+    Some(u16::from_ne_bytes([ifr[16], ifr[17]]))
 }
 
 /// A receiving half that never has a frame and a transmitting half that is never used: the
@@ -277,7 +266,7 @@ pub fn open(spec: &AttachSpec, max_frame: usize) -> Result<Attached, Error> {
         true => {
             let tap = tap(iface, false, ifindex, mtu)?;
             let (name, tap_index) = (tap.name.clone(), tap.ifindex);
-            let (rx, _) = tap.halves(max_frame, line_rate)?;
+            let rx = tap.reader(max_frame, line_rate);
             let tx = AfPacketTx::open_marked(iface, max_frame, spec.mark)?;
             let prog = load(iface, &steer_program(spec.mark, tap_index), BPF_TCX_EGRESS)?;
             links.push(link(iface, &prog, ifindex, BPF_TCX_EGRESS)?);
@@ -294,7 +283,8 @@ pub fn open(spec: &AttachSpec, max_frame: usize) -> Result<Attached, Error> {
         true => {
             let tap = tap(iface, true, ifindex, mtu)?;
             let (name, tap_index) = (tap.name.clone(), tap.ifindex);
-            let (rx, tx) = tap.halves(max_frame, line_rate)?;
+            let tx = tap.writer(max_frame)?;
+            let rx = tap.reader(max_frame, line_rate);
             // The way back first, so no frame is steered in before it can come out.
             let back = load(iface, &return_program(spec.mark, ifindex), BPF_TCX_INGRESS)?;
             links.push(link(iface, &back, tap_index, BPF_TCX_INGRESS)?);

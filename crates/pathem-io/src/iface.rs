@@ -41,27 +41,44 @@ pub fn is_up(ifname: &str) -> bool {
         .is_some_and(|f| f & 1 != 0)
 }
 
+/// An interface ioctl (`SIOCGIFMTU`, `SIOCSIFFLAGS`, ...) on a struct ifreq naming `ifname`
+/// whose int is `value`, asked of the calling thread's network namespace; returns the ifreq
+/// as the kernel left it. The one place pathem builds an ifreq.
+pub(crate) fn ifreq(ifname: &str, req: libc::c_ulong, value: i32) -> std::io::Result<[u8; 40]> {
+    let name = ifname.as_bytes();
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains(&0) {
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // struct ifreq: the name, then a union whose first int is the value.
+    let mut ifr = [0u8; 40];
+    ifr[..name.len()].copy_from_slice(name);
+    ifr[16..20].copy_from_slice(&value.to_ne_bytes());
+    // SAFETY: a plain socket(2) call; the result is checked and owned below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd was just returned by socket(2) and has no other owner.
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    // SAFETY: `ifr` is 40 bytes, the size of struct ifreq, and outlives the call; the name is
+    // shorter than IFNAMSIZ, so it stays NUL-terminated.
+    let rc = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&fd), req as _, ifr.as_mut_ptr()) };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(ifr)
+}
+
+/// The int an [`ifreq`] answered.
+pub(crate) fn ifreq_int(ifr: &[u8; 40]) -> i32 {
+    i32::from_ne_bytes([ifr[16], ifr[17], ifr[18], ifr[19]])
+}
+
 /// The interface's MTU, asked of the calling thread's network namespace (`SIOCGIFMTU`):
 /// `/sys/class/net` shows the namespace sysfs was mounted in, which a thread that entered
 /// another one with `setns` (the shell's link) does not see.
 pub fn mtu(ifname: &str) -> Option<u32> {
-    let name = ifname.as_bytes();
-    if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains(&0) {
-        return None;
-    }
-    // struct ifreq: the name, then a union whose int is the MTU.
-    let mut ifr = [0u8; 40];
-    ifr[..name.len()].copy_from_slice(name);
-    // SAFETY: a plain socket(2) call; the result is checked and closed below.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: `ifr` is 40 bytes, the size of struct ifreq, and outlives the call.
-    let rc = unsafe { libc::ioctl(fd, libc::SIOCGIFMTU, ifr.as_mut_ptr()) };
-    // SAFETY: `fd` was opened above and is closed once.
-    unsafe { libc::close(fd) };
-    (rc == 0).then(|| i32::from_ne_bytes([ifr[16], ifr[17], ifr[18], ifr[19]]) as u32)
+    ifreq(ifname, libc::SIOCGIFMTU, 0).ok().map(|ifr| ifreq_int(&ifr) as u32)
 }
 
 /// The interface's link speed in bit/s, when the driver reports one.

@@ -33,7 +33,8 @@ pub enum LiveTx {
     Xdp(XdpTx),
     /// Into a TAP device, which receives the frames (`attach`'s ingress).
     Tap(crate::tap::TapTx),
-    /// Never given a frame (its direction's input is [`LiveRx::Idle`]).
+    /// Never given a frame (its direction's input is [`LiveRx::Idle`]); one that came would
+    /// be refused by `send` and stay counted in the engine, never counted as sent.
     Idle,
     #[cfg(feature = "dpdk")]
     Dpdk(crate::dpdk::DpdkTx),
@@ -311,7 +312,7 @@ impl TxPort for LiveTx {
             LiveTx::Packet(p) => p.send(release, wire_len, data),
             LiveTx::Xdp(x) => x.send(release, wire_len, data),
             LiveTx::Tap(t) => t.send(release, wire_len, data),
-            LiveTx::Idle => true,
+            LiveTx::Idle => false,
             #[cfg(feature = "dpdk")]
             LiveTx::Dpdk(d) => d.send(release, wire_len, data),
         }

@@ -8,6 +8,7 @@
 //! default) makes the kernel complete checksums and cut GSO super-frames on the way in, so
 //! what pathem reads are wire frames.
 
+use crate::iface::{ifreq, ifreq_int};
 use crate::port::{FallbackStamps, PollAt, RxFrame, RxPort, TxBatch, TxErrorClass, TxPort, TxRefused};
 use crate::Error;
 use pathem_model::Nanos;
@@ -30,20 +31,6 @@ fn os_err() -> std::io::Error {
     std::io::Error::last_os_error()
 }
 
-/// `ioctl(fd, req, ifreq)` on a 40-byte struct ifreq naming `name`, with `value` as its int.
-fn ifreq_ioctl(fd: RawFd, req: libc::c_ulong, name: &str, value: i32) -> std::io::Result<i32> {
-    let mut ifr = [0u8; 40];
-    ifr[..name.len()].copy_from_slice(name.as_bytes());
-    ifr[16..20].copy_from_slice(&value.to_ne_bytes());
-    // SAFETY: `ifr` is 40 bytes, the size of struct ifreq, and outlives the call; `name` is
-    // shorter than IFNAMSIZ (checked by the callers), so the name stays NUL-terminated.
-    let rc = unsafe { libc::ioctl(fd, req as _, ifr.as_mut_ptr()) };
-    if rc < 0 {
-        return Err(os_err());
-    }
-    Ok(i32::from_ne_bytes([ifr[16], ifr[17], ifr[18], ifr[19]]))
-}
-
 impl Tap {
     /// Creates TAP device `name` (at most 15 bytes) with `mtu` and a transmit queue of
     /// `queue` frames, silent and up. Fails with `EBUSY` in the reason when a live process
@@ -62,26 +49,24 @@ impl Tap {
         }
         // SAFETY: raw was just returned by open(2) and has no other owner.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        ifreq_ioctl(fd.as_raw_fd(), TUNSETIFF, name, i32::from(IFF_TAP | IFF_NO_PI) & 0xffff)
-            .map_err(|e| fail("cannot create the TAP device", e))?;
+        // TUNSETIFF takes the ifreq on the tun descriptor itself, not on a socket.
+        let mut ifr = [0u8; 40];
+        ifr[..name.len()].copy_from_slice(name.as_bytes());
+        ifr[16..18].copy_from_slice(&(IFF_TAP | IFF_NO_PI).to_ne_bytes());
+        // SAFETY: `ifr` is 40 bytes, the size of struct ifreq, and outlives the call; `name` is
+        // shorter than IFNAMSIZ (checked above), so it stays NUL-terminated.
+        if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF as _, ifr.as_mut_ptr()) } < 0 {
+            return Err(fail("cannot create the TAP device", os_err()));
+        }
         let ifindex = crate::afpacket::ifindex(name)? as u32;
         // Silent before it comes up: no IPv6 (router solicitations, MLD), no ARP.
         let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6"), "1");
-        // SAFETY: a plain socket(2) call for the interface ioctls; closed when `ctl` drops.
-        let ctl = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-        if ctl < 0 {
-            return Err(fail("cannot open a socket for interface settings", os_err()));
-        }
-        // SAFETY: ctl was just returned by socket(2) and has no other owner.
-        let ctl = unsafe { OwnedFd::from_raw_fd(ctl) };
-        let c = ctl.as_raw_fd();
-        ifreq_ioctl(c, libc::SIOCSIFMTU, name, mtu as i32).map_err(|e| fail("cannot set its MTU", e))?;
-        ifreq_ioctl(c, libc::SIOCSIFTXQLEN, name, queue as i32)
+        ifreq(name, libc::SIOCSIFMTU, mtu as i32).map_err(|e| fail("cannot set its MTU", e))?;
+        ifreq(name, libc::SIOCSIFTXQLEN, queue as i32)
             .map_err(|e| fail("cannot set its transmit queue", e))?;
-        let flags =
-            ifreq_ioctl(c, libc::SIOCGIFFLAGS, name, 0).map_err(|e| fail("cannot read its flags", e))?;
-        let up = (flags & 0xffff) | libc::IFF_UP | libc::IFF_NOARP;
-        ifreq_ioctl(c, libc::SIOCSIFFLAGS, name, up).map_err(|e| fail("cannot bring it up", e))?;
+        let flags = ifreq(name, libc::SIOCGIFFLAGS, 0).map_err(|e| fail("cannot read its flags", e))?;
+        let up = (ifreq_int(&flags) & 0xffff) | libc::IFF_UP | libc::IFF_NOARP;
+        ifreq(name, libc::SIOCSIFFLAGS, up).map_err(|e| fail("cannot bring it up", e))?;
         Ok(Tap { fd, name: name.into(), ifindex })
     }
 
@@ -97,27 +82,30 @@ impl Tap {
             .unwrap_or(0)
     }
 
-    /// A receiving half reading frames of up to `max_frame` bytes, stamped as read at
-    /// `line_rate` bit/s; and a transmitting half writing into the device (the device then
-    /// receives them).
-    pub fn halves(self, max_frame: usize, line_rate: u64) -> Result<(TapRx, TapTx), Error> {
-        let dup = self.fd.try_clone().map_err(|e| Error::Interface {
+    /// A transmitting half writing frames of up to `max_frame` bytes into the device (which
+    /// then receives them), on a second descriptor of the device.
+    pub fn writer(&self, max_frame: usize) -> Result<TapTx, Error> {
+        let fd = self.fd.try_clone().map_err(|e| Error::Interface {
             name: self.name.clone(),
             reason: format!("cannot duplicate its descriptor: {e}"),
         })?;
+        Ok(TapTx { fd, batch: TxBatch::new(max_frame), refused: TxRefused::default() })
+    }
+
+    /// The receiving half: frames of up to `max_frame` bytes, stamped as read at `line_rate`
+    /// bit/s. The device lives as long as this (and any writer).
+    pub fn reader(self, max_frame: usize, line_rate: u64) -> TapRx {
         let slot = max_frame.next_multiple_of(64).max(64);
-        let rx = TapRx {
+        TapRx {
             fd: self.fd,
-            name: self.name.clone(),
+            name: self.name,
             slot,
             bufs: vec![0u8; slot * BURST].into_boxed_slice(),
             lens: [0; BURST],
             line_rate,
             full: false,
             errors: 0,
-        };
-        let tx = TapTx { fd: dup, batch: TxBatch::new(max_frame), refused: TxRefused::default() };
-        Ok((rx, tx))
+        }
     }
 }
 
