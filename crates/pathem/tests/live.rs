@@ -252,17 +252,7 @@ impl Topo {
     }
 
     fn stop(&mut self) -> Option<std::process::ExitStatus> {
-        let mut child = self.pathem.take()?;
-        let _ =
-            nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::SIGINT);
-        for _ in 0..100 {
-            if let Ok(Some(status)) = child.try_wait() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = child.kill();
-        panic!("pathem did not stop within 5 s of SIGINT");
+        Some(interrupt(&mut self.pathem.take()?))
     }
 
     /// The JSON lines pathem printed so far (with --json), parsed.
@@ -289,12 +279,7 @@ impl Topo {
 
     /// Round-trip times from gen to sink: (min, avg) in ms.
     fn rtt(&self, count: u32) -> (f64, f64) {
-        let out = self.exec(
-            &self.gen,
-            &["ping", "-n", "-q", "-c", &count.to_string(), "-i", "0.05", "-W", "2", SINK_IP],
-        );
-        let nums = ping_rtts(&out);
-        (nums[0], nums[1])
+        ping_in(&self.gen, SINK_IP, count)
     }
 
     /// iperf3 from gen to sink (or back with `reverse`); returns its JSON report.
@@ -1657,9 +1642,9 @@ fn attach(ns: Option<&str>, iface: &str, args: &[&str]) -> (Attach, Arc<Mutex<Ve
     (Attach(child), lines)
 }
 
-/// Stops an attach with SIGINT and returns its exit status.
-fn interrupt(mut attach: Attach) -> std::process::ExitStatus {
-    let child = &mut attach.0;
+/// Stops a pathem (run or attach) with SIGINT and returns its exit status; kills it and fails
+/// the test if it has not stopped within 5 s.
+fn interrupt(child: &mut Child) -> std::process::ExitStatus {
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::SIGINT);
     for _ in 0..100 {
         if let Ok(Some(status)) = child.try_wait() {
@@ -1668,7 +1653,7 @@ fn interrupt(mut attach: Attach) -> std::process::ExitStatus {
         std::thread::sleep(Duration::from_millis(50));
     }
     let _ = child.kill();
-    panic!("pathem attach did not stop within 5 s of SIGINT");
+    panic!("pathem did not stop within 5 s of SIGINT");
 }
 
 /// Ping from `ns` to `to`: (min, avg) in ms.
@@ -1701,7 +1686,7 @@ fn attach_delays_each_direction_and_tcp_keeps_up() {
 
     // Egress alone, as tc's root netem: IPv4 and IPv6 both take the delay.
     // In NetEm's words, as the README's first example.
-    let (child, _) =
+    let (mut child, _) =
         attach(Some(&gen), "g0", &["--netem", "delay 40ms", "--name", &name, "--metrics", "9477"]);
     let (min, avg) = ping_in(&gen, SINK_IP, 20);
     assert!(min >= 40.0 && avg <= 42.0, "egress --netem 'delay 40ms': rtt min {min} avg {avg}");
@@ -1731,19 +1716,19 @@ fn attach_delays_each_direction_and_tcp_keeps_up() {
     ping_in(&gen, SINK_IP, 2);
     let dump = dump.join().unwrap();
     assert!(String::from_utf8_lossy(&dump.stdout).contains("ICMP echo"), "tcpdump sees the traffic");
-    assert!(interrupt(child).success(), "exit 0 after SIGINT");
+    assert!(interrupt(&mut child.0).success(), "exit 0 after SIGINT");
     assert_eq!(attach_leftovers(&gen, "g0"), (String::new(), (0, 0)), "SIGINT leaves nothing");
     let (min, _) = ping_in(&gen, SINK_IP, 5);
     assert!(min < 5.0, "the plain link after SIGINT: {min} ms");
 
     // Ingress adds its own delay.
-    let (child, _) = attach(Some(&gen), "g0", &["--delay", "40ms", "--ingress", "--netem 'delay 10ms'"]);
+    let (mut child, _) = attach(Some(&gen), "g0", &["--delay", "40ms", "--ingress", "--netem 'delay 10ms'"]);
     let (min, avg) = ping_in(&gen, SINK_IP, 20);
     assert!(min >= 50.0 && avg <= 52.0, "egress 40 ms + ingress 10 ms: rtt min {min} avg {avg}");
-    assert!(interrupt(child).success());
+    assert!(interrupt(&mut child.0).success());
 
     // TCP through 100 Mbit/s and 5 ms each way keeps up, both ways.
-    let (child, _) = attach(
+    let (mut child, _) = attach(
         Some(&gen),
         "g0",
         &["--rate", "100mbit", "--delay", "5ms", "--ingress", "--rate 100mbit --delay 5ms"],
@@ -1755,7 +1740,7 @@ fn attach_delays_each_direction_and_tcp_keeps_up() {
         println!("  attach TCP {}: {mbit:.1} Mbit/s", if reverse { "ingress" } else { "egress" });
         assert!(mbit >= 90.0, "TCP through 100 Mbit/s (reverse {reverse}): {mbit:.1} Mbit/s");
     }
-    assert!(interrupt(child).success());
+    assert!(interrupt(&mut child.0).success());
 }
 
 fn attach_leaves_nothing_after_sigkill_and_refuses_what_it_cannot_do() {
@@ -1846,9 +1831,9 @@ fn attach_on_the_host_end_of_a_containers_veth() {
     must(&["ip", "-n", &ns, "addr", "add", "10.203.0.2/30", "dev", "eth0"]);
     must(&["ip", "-n", &ns, "link", "set", "eth0", "up"]);
     let _ = sh(&["ping", "-c", "1", "-W", "2", "10.203.0.2"]);
-    let (child, _) = attach(None, &host, &["--delay", "30ms"]);
+    let (mut child, _) = attach(None, &host, &["--delay", "30ms"]);
     let out = sh(&["ip", "netns", "exec", &ns, "ping", "-n", "-q", "-c", "10", "-i", "0.05", "10.203.0.1"]);
     let (min, avg) = (ping_rtts(&out)[0], ping_rtts(&out)[1]);
     assert!(min >= 30.0 && avg <= 32.0, "the container sees 30 ms: min {min} avg {avg}");
-    assert!(interrupt(child).success());
+    assert!(interrupt(&mut child.0).success());
 }
