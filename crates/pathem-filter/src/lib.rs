@@ -195,7 +195,7 @@ fn tokenize(text: &str) -> Vec<Tok> {
             while i < chars.len()
                 && !chars[i].is_whitespace()
                 && !"()!&|".contains(chars[i])
-                && !(i > start && chars[i] == '[')
+                && (i == start || chars[i] != '[')
             {
                 i += 1;
             }
@@ -253,23 +253,26 @@ const NOT_YET: &[&str] = &[
     "geneve",
 ];
 
-fn port_by_name(w: &str) -> Option<u16> {
+/// Named ports, as netbase's /etc/services lists them: the number and the protocols it is
+/// named for (`None` for both tcp and udp, which then also means sctp, as libpcap does).
+fn port_by_name(w: &str) -> Option<(u16, Option<u8>)> {
+    const T: Option<u8> = Some(6);
+    const U: Option<u8> = Some(17);
     Some(match w {
-        "ftp-data" => 20,
-        "ftp" => 21,
-        "ssh" => 22,
-        "telnet" => 23,
-        "smtp" => 25,
-        "domain" => 53,
-        "bootps" => 67,
-        "bootpc" => 68,
-        "http" => 80,
-        "pop3" => 110,
-        "ntp" => 123,
-        "imap" => 143,
-        "snmp" => 161,
-        "bgp" => 179,
-        "https" => 443,
+        "ftp-data" => (20, T),
+        "ftp" => (21, T),
+        "ssh" => (22, T),
+        "telnet" => (23, T),
+        "smtp" => (25, T),
+        "domain" => (53, None),
+        "bootps" => (67, U),
+        "bootpc" => (68, U),
+        "http" | "www" => (80, T),
+        "pop3" => (110, T),
+        "ntp" => (123, U),
+        "snmp" => (161, None),
+        "bgp" => (179, T),
+        "https" => (443, None),
         _ => return None,
     })
 }
@@ -409,19 +412,26 @@ impl<'a> Parser<'a> {
                 self.i += 1;
                 let port = match self.peek() {
                     Some(w) if port_by_name(w).is_some() => port_by_name(w),
-                    Some(w) => parse_num(w).and_then(|n| u16::try_from(n).ok()),
+                    Some(w) => parse_num(w).and_then(|n| u16::try_from(n).ok()).map(|n| (n, None)),
                     None => None,
                 };
-                let Some(port) = port else {
+                let Some((port, named_for)) = port else {
                     return Err(self.err("a port number 0-65535 or a known service name (http, ssh, ...)"));
                 };
-                self.i += 1;
-                let protos = match proto {
-                    Some("tcp") => [Some(6), None, None],
-                    Some("udp") => [Some(17), None, None],
-                    Some("sctp") => [Some(132), None, None],
-                    _ => [Some(6), Some(17), Some(132)],
+                let qualifier = match proto {
+                    Some("tcp") => Some(6),
+                    Some("udp") => Some(17),
+                    Some("sctp") => Some(132),
+                    _ => None,
                 };
+                let protos = match (qualifier, named_for) {
+                    (Some(q), Some(n)) if q != n => {
+                        return Err(self.err("a port named for this protocol (the name is for another)"))
+                    }
+                    (Some(q), _) | (None, Some(q)) => [Some(q), None, None],
+                    (None, None) => [Some(6), Some(17), Some(132)],
+                };
+                self.i += 1;
                 Ok(Node::Port { protos, dir, port })
             }
             (Some(p), _) if !qualified => Ok(match p {
@@ -472,6 +482,7 @@ mod tests {
         assert!(err("ip host ::1").contains("at 9, \"::1\""));
         assert!(err("tcp[13] = 2").contains("at 4, \"[13]\""));
         assert!(err("src tcp").contains("at 5, \"tcp\""));
+        assert!(err("udp port http").contains("at 10, \"http\""));
     }
 
     #[test]
