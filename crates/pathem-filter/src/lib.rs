@@ -2,7 +2,7 @@
 //! tree and evaluated per Ethernet frame without allocation.
 //!
 //! Covered: `ip`, `ip6`, `arp`, `rarp`, `tcp`, `udp`, `icmp`, `sctp`; `[ip|arp|rarp] [src|dst]
-//! host A.B.C.D`; `[tcp|udp|sctp] [src|dst] port N|name`; `less N`, `greater N`; `and`/`&&`,
+//! host A.B.C.D`; `[tcp|udp|sctp] [src|dst|src or dst|src and dst] port N|name`, `portrange N-M`, `icmp6`; `less N`, `greater N`; `and`/`&&`,
 //! `or`/`||` (equal precedence, left to right, as tcpdump), `not`/`!`, parentheses.
 //! Everything else (byte expressions, `net`, `vlan`, `ether ...`, IPv6 addresses, implied
 //! qualifiers, ...) is refused at compile time with the word and its position.
@@ -30,7 +30,10 @@ pub struct FilterError {
 enum Dir {
     Src,
     Dst,
+    /// `src or dst` (the default).
     Any,
+    /// `src and dst`.
+    Both,
 }
 
 #[derive(Debug, Clone)]
@@ -48,11 +51,12 @@ enum Node {
     Ip4Host(Dir, u32),
     /// ARP (or RARP, by the ether type) sender/target protocol address.
     ArpHost(u16, Dir, u32),
-    /// A transport port over IPv4 (non-first fragments never match) or IPv6 (fixed header).
+    /// A transport port range (`port` is `lo == hi`) over IPv4 (non-first fragments never match) or IPv6 (fixed header).
     Port {
         protos: [Option<u8>; 3],
         dir: Dir,
-        port: u16,
+        lo: u16,
+        hi: u16,
     },
     /// `wire_len <= n` (less) or `wire_len >= n` (greater).
     Len {
@@ -89,6 +93,7 @@ fn dir_match(dir: Dir, a: impl FnOnce() -> Option<bool>, b: impl FnOnce() -> Opt
         Dir::Src => a(),
         Dir::Dst => b(),
         Dir::Any => Some(a()? || b()?),
+        Dir::Both => Some(a()? && b()?),
     }
 }
 
@@ -116,20 +121,18 @@ impl Node {
                 ld16(p, 12)? == u32::from(*t)
                     && dir_match(*dir, || Some(ld32(p, 28)? == *a), || Some(ld32(p, 38)? == *a))?
             }
-            Node::Port { protos, dir, port } => {
-                let port = u32::from(*port);
+            Node::Port { protos, dir, lo, hi } => {
+                let range = u32::from(*lo)..=u32::from(*hi);
+                let in_range = |off: usize| Some(range.contains(&ld16(p, off)?));
                 let proto_ok = |v: u32| protos.iter().flatten().any(|&q| u32::from(q) == v);
                 match ld16(p, 12)? {
                     0x0800 => {
                         proto_ok(ld8(p, 23)?) && ld16(p, 20)? & 0x1fff == 0 && {
                             let l4 = 14 + 4 * (ld8(p, 14)? as usize & 0xf);
-                            dir_match(*dir, || Some(ld16(p, l4)? == port), || Some(ld16(p, l4 + 2)? == port))?
+                            dir_match(*dir, || in_range(l4), || in_range(l4 + 2))?
                         }
                     }
-                    0x86dd => {
-                        proto_ok(ld8(p, 20)?)
-                            && dir_match(*dir, || Some(ld16(p, 54)? == port), || Some(ld16(p, 56)? == port))?
-                    }
+                    0x86dd => proto_ok(ld8(p, 20)?) && dir_match(*dir, || in_range(54), || in_range(56))?,
                     _ => false,
                 }
             }
@@ -220,7 +223,6 @@ const PRIMITIVE: &str = "a primitive (host, port, less, greater, ip, ip6, arp, r
 /// Words of pcap-filter(7) that this crate does not implement yet: refused by name.
 const NOT_YET: &[&str] = &[
     "net",
-    "portrange",
     "proto",
     "ether",
     "vlan",
@@ -232,7 +234,6 @@ const NOT_YET: &[&str] = &[
     "mpls",
     "pppoed",
     "pppoes",
-    "src or dst",
     "inbound",
     "outbound",
     "ifname",
@@ -365,6 +366,7 @@ impl<'a> Parser<'a> {
 
     fn primitive(&mut self) -> Result<Node, FilterError> {
         let Some(w) = self.peek() else { return Err(self.err(PRIMITIVE)) };
+        let start = self.i;
         let proto = match w {
             "less" | "greater" => {
                 let greater = w == "greater";
@@ -372,7 +374,7 @@ impl<'a> Parser<'a> {
                 let n = self.number("a number")?;
                 return Ok(Node::Len { greater, n });
             }
-            "ip" | "arp" | "rarp" | "tcp" | "udp" | "sctp" | "ip6" | "icmp" => {
+            "ip" | "arp" | "rarp" | "tcp" | "udp" | "sctp" | "ip6" | "icmp" | "icmp6" => {
                 self.i += 1;
                 Some(w)
             }
@@ -381,7 +383,18 @@ impl<'a> Parser<'a> {
         let dir = match self.peek() {
             Some("src") => {
                 self.i += 1;
-                Dir::Src
+                let both = |p: &Self, w: &str| {
+                    p.peek() == Some(w) && p.toks.get(p.i + 1).is_some_and(|t| t.word == "dst")
+                };
+                if both(self, "or") {
+                    self.i += 2;
+                    Dir::Any
+                } else if both(self, "and") {
+                    self.i += 2;
+                    Dir::Both
+                } else {
+                    Dir::Src
+                }
             }
             Some("dst") => {
                 self.i += 1;
@@ -389,7 +402,7 @@ impl<'a> Parser<'a> {
             }
             _ => Dir::Any,
         };
-        let qualified = dir != Dir::Any;
+        let qualified = dir != Dir::Any || self.i > start + usize::from(proto.is_some());
         match (proto, self.peek()) {
             (Some("ip" | "arp" | "rarp") | None, Some("host")) => {
                 self.i += 1;
@@ -408,8 +421,27 @@ impl<'a> Parser<'a> {
                     ),
                 })
             }
-            (Some("tcp" | "udp" | "sctp") | None, Some("port")) => {
+            (Some("tcp" | "udp" | "sctp") | None, Some(kw @ ("port" | "portrange"))) => {
                 self.i += 1;
+                if kw == "portrange" {
+                    let range = self.peek().and_then(|w| {
+                        let (a, b) = w.split_once('-')?;
+                        let a = u16::try_from(parse_num(a)?).ok()?;
+                        let b = u16::try_from(parse_num(b)?).ok()?;
+                        Some((a.min(b), a.max(b)))
+                    });
+                    let Some((lo, hi)) = range else {
+                        return Err(self.err("a port range N-M of numbers 0-65535"));
+                    };
+                    self.i += 1;
+                    let protos = match proto {
+                        Some("tcp") => [Some(6), None, None],
+                        Some("udp") => [Some(17), None, None],
+                        Some("sctp") => [Some(132), None, None],
+                        _ => [Some(6), Some(17), Some(132)],
+                    };
+                    return Ok(Node::Port { protos, dir, lo, hi });
+                }
                 let port = match self.peek() {
                     Some(w) if port_by_name(w).is_some() => port_by_name(w),
                     Some(w) => parse_num(w).and_then(|n| u16::try_from(n).ok()).map(|n| (n, None)),
@@ -432,7 +464,7 @@ impl<'a> Parser<'a> {
                     (None, None) => [Some(6), Some(17), Some(132)],
                 };
                 self.i += 1;
-                Ok(Node::Port { protos, dir, port })
+                Ok(Node::Port { protos, dir, lo: port, hi: port })
             }
             (Some(p), _) if !qualified => Ok(match p {
                 "ip" => Node::Ether(0x0800),
@@ -440,6 +472,7 @@ impl<'a> Parser<'a> {
                 "arp" => Node::Ether(0x0806),
                 "rarp" => Node::Ether(0x8035),
                 "icmp" => Node::Ip4Proto(1),
+                "icmp6" => Node::Ip6Proto(58),
                 _ => {
                     let v = match p {
                         "tcp" => 6,
@@ -482,6 +515,8 @@ mod tests {
         assert!(err("ip host ::1").contains("at 9, \"::1\""));
         assert!(err("tcp[13] = 2").contains("at 4, \"[13]\""));
         assert!(err("src tcp").contains("at 5, \"tcp\""));
+        assert!(err("portrange 80").contains("at 11, \"80\": expected a port range"));
+        assert!(err("src or dst").contains("at 11, the end: expected \"host\" or \"port\""));
         assert!(err("udp port http").contains("at 10, \"http\""));
     }
 
