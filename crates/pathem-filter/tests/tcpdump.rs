@@ -81,6 +81,13 @@ fn frames() -> Vec<Vec<u8>> {
         arp(0x8035, B, C),
         eth(0x9000, &[0; 46]),
     ];
+    // VLAN-tagged IPv4 TCP to port 80: untagged-only filters see ether type 0x8100.
+    let mut tagged = ip4(6, A, B, 0, 5, &ports(40000, 80, 20));
+    tagged.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
+    v.push(tagged);
+    // IPv6 fragment header carrying ICMPv6; IPv6 UDP whose ports are beyond the capture.
+    v.push(ip6(44, &[58, 0, 0, 1, 0, 0, 0, 0, 128, 0, 0, 0]));
+    v.push(ip6(17, &[]));
     // Truncated: an IPv4 TCP frame cut in its header, one cut before the ports, one just an
     // Ethernet header's start.
     let t = ip4(6, A, B, 0, 5, &ports(40000, 80, 20));
