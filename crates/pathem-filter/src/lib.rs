@@ -2,7 +2,7 @@
 //! tree and evaluated per Ethernet frame without allocation.
 //!
 //! Covered: `ip`, `ip6`, `arp`, `rarp`, `tcp`, `udp`, `icmp`, `sctp`; `[ip|arp|rarp] [src|dst]
-//! host A.B.C.D`; `[tcp|udp|sctp] [src|dst|src or dst|src and dst] port N|name`, `portrange N-M`, `icmp6`; `less N`, `greater N`; `and`/`&&`,
+//! host A.B.C.D`; `[tcp|udp|sctp] [src|dst|src or dst|src and dst] port N|name`, `portrange N-M`, `icmp6`, `[ip|ip6] proto N`; `less N`, `greater N`; `and`/`&&`,
 //! `or`/`||` (equal precedence, left to right, as tcpdump), `not`/`!`, parentheses.
 //! Everything else (byte expressions, `net`, `vlan`, `ether ...`, IPv6 addresses, implied
 //! qualifiers, ...) is refused at compile time with the word and its position.
@@ -223,7 +223,6 @@ const PRIMITIVE: &str = "a primitive (host, port, less, greater, ip, ip6, arp, r
 /// Words of pcap-filter(7) that this crate does not implement yet: refused by name.
 const NOT_YET: &[&str] = &[
     "net",
-    "proto",
     "ether",
     "vlan",
     "broadcast",
@@ -421,6 +420,18 @@ impl<'a> Parser<'a> {
                     ),
                 })
             }
+            (q @ (Some("ip" | "ip6") | None), Some("proto")) if !qualified => {
+                self.i += 1;
+                let Some(v) = self.peek().and_then(parse_num).and_then(|n| u8::try_from(n).ok()) else {
+                    return Err(self.err("a protocol number 0-255 (names are not supported yet)"));
+                };
+                self.i += 1;
+                Ok(match q {
+                    Some("ip") => Node::Ip4Proto(v),
+                    Some(_) => Node::Ip6Proto(v),
+                    None => Node::Or(Box::new(Node::Ip4Proto(v)), Box::new(Node::Ip6Proto(v))),
+                })
+            }
             (Some("tcp" | "udp" | "sctp") | None, Some(kw @ ("port" | "portrange"))) => {
                 self.i += 1;
                 if kw == "portrange" {
@@ -517,6 +528,8 @@ mod tests {
         assert!(err("src tcp").contains("at 5, \"tcp\""));
         assert!(err("portrange 80").contains("at 11, \"80\": expected a port range"));
         assert!(err("src or dst").contains("at 11, the end: expected \"host\" or \"port\""));
+        assert!(err("ip proto tcp").contains("at 10, \"tcp\": expected a protocol number"));
+        assert!(err("ip proto 256").contains("at 10, \"256\""));
         assert!(err("udp port http").contains("at 10, \"http\""));
     }
 
