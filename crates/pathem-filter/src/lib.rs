@@ -1,9 +1,11 @@
 //! A first subset of tcpdump's filter language (pcap-filter(7)), compiled once into a small
 //! tree and evaluated per Ethernet frame without allocation.
 //!
-//! Covered: `ip`, `ip6`, `arp`, `rarp`, `tcp`, `udp`, `icmp`, `sctp`; `[ip|arp|rarp] [src|dst]
-//! host A.B.C.D`; `[tcp|udp|sctp] [src|dst|src or dst|src and dst] port N|name`, `portrange N-M`, `icmp6`, `[ip|ip6] proto N`; `less N`, `greater N`; `and`/`&&`,
-//! `or`/`||` (equal precedence, left to right, as tcpdump), `not`/`!`, parentheses.
+//! Covered: `ip`, `ip6`, `arp`, `rarp`, `tcp`, `udp`, `icmp`, `icmp6`, `sctp`; `[ip|ip6] proto
+//! N` and `proto N` (numbers); `[ip|arp|rarp] [src|dst|src or dst|src and dst] host A.B.C.D`;
+//! `[tcp|udp|sctp] [src|dst|...] port N|name` and `portrange N-M` (IPv4 fragments other than
+//! the first never match; IPv6 ports at the fixed 40-byte header); `less N`, `greater N`;
+//! `and`/`&&`, `or`/`||` (equal precedence, left to right, as tcpdump), `not`/`!`, parentheses.
 //! Everything else (byte expressions, `net`, `vlan`, `ether ...`, IPv6 addresses, implied
 //! qualifiers, ...) is refused at compile time with the word and its position.
 //!
