@@ -5,6 +5,7 @@
 //! N` and `proto N` (numbers); `[ip|arp|rarp] [src|dst|src or dst|src and dst] host A.B.C.D`;
 //! `[tcp|udp|sctp] [src|dst|...] port N|name` and `portrange N-M` (IPv4 fragments other than
 //! the first never match; IPv6 ports at the fixed 40-byte header); `less N`, `greater N`;
+//! `[ether] broadcast`, `[ether] multicast`;
 //! `and`/`&&`, `or`/`||` (equal precedence, left to right, as tcpdump), `not`/`!`, parentheses.
 //! Everything else (byte expressions, `net`, `vlan`, `ether ...`, IPv6 addresses, implied
 //! qualifiers, ...) is refused at compile time with the word and its position.
@@ -59,6 +60,10 @@ enum Node {
         dir: Dir,
         lo: u16,
         hi: u16,
+    },
+    /// Destination MAC ff:ff:ff:ff:ff:ff (`true`) or with the group bit set (`false`).
+    MacDst {
+        broadcast: bool,
     },
     /// `wire_len <= n` (less) or `wire_len >= n` (greater).
     Len {
@@ -138,6 +143,8 @@ impl Node {
                     _ => false,
                 }
             }
+            Node::MacDst { broadcast: true } => ld32(p, 0)? == 0xffff_ffff && ld16(p, 4)? == 0xffff,
+            Node::MacDst { broadcast: false } => ld8(p, 0)? & 1 == 1,
             Node::Len { greater, n } => {
                 if *greater {
                     wire_len >= *n
@@ -224,35 +231,9 @@ const PRIMITIVE: &str = "a primitive (host, port, less, greater, ip, ip6, arp, r
 
 /// Words of pcap-filter(7) that this crate does not implement yet: refused by name.
 const NOT_YET: &[&str] = &[
-    "net",
-    "ether",
-    "vlan",
-    "broadcast",
-    "multicast",
-    "len",
-    "icmp6",
-    "gateway",
-    "mpls",
-    "pppoed",
-    "pppoes",
-    "inbound",
-    "outbound",
-    "ifname",
-    "wlan",
-    "type",
-    "subtype",
-    "decnet",
-    "atalk",
-    "ipx",
-    "iso",
-    "stp",
-    "netbeui",
-    "lat",
-    "moprc",
-    "mopdl",
-    "aarp",
-    "sca",
-    "geneve",
+    "net", "vlan", "len", "icmp6", "gateway", "mpls", "pppoed", "pppoes", "inbound", "outbound", "ifname",
+    "wlan", "type", "subtype", "decnet", "atalk", "ipx", "iso", "stp", "netbeui", "lat", "moprc", "mopdl",
+    "aarp", "sca", "geneve",
 ];
 
 /// Named ports, as netbase's /etc/services lists them: the number and the protocols it is
@@ -374,6 +355,21 @@ impl<'a> Parser<'a> {
                 self.i += 1;
                 let n = self.number("a number")?;
                 return Ok(Node::Len { greater, n });
+            }
+            "ether" | "broadcast" | "multicast" => {
+                if w == "ether" {
+                    self.i += 1;
+                }
+                let broadcast =
+                    match self.peek() {
+                        Some("broadcast") => true,
+                        Some("multicast") => false,
+                        _ => return Err(self.err(
+                            "\"broadcast\" or \"multicast\" (other ether primitives are not supported yet)",
+                        )),
+                    };
+                self.i += 1;
+                return Ok(Node::MacDst { broadcast });
             }
             "ip" | "arp" | "rarp" | "tcp" | "udp" | "sctp" | "ip6" | "icmp" | "icmp6" => {
                 self.i += 1;
@@ -532,6 +528,7 @@ mod tests {
         assert!(err("src or dst").contains("at 11, the end: expected \"host\" or \"port\""));
         assert!(err("ip proto tcp").contains("at 10, \"tcp\": expected a protocol number"));
         assert!(err("ip proto 256").contains("at 10, \"256\""));
+        assert!(err("ether host 1").contains("at 7, \"host\": expected \"broadcast\" or \"multicast\""));
         assert!(err("udp port http").contains("at 10, \"http\""));
     }
 

@@ -88,6 +88,13 @@ fn frames() -> Vec<Vec<u8>> {
     // IPv6 fragment header carrying ICMPv6; IPv6 UDP whose ports are beyond the capture.
     v.push(ip6(44, &[58, 0, 0, 1, 0, 0, 0, 0, 128, 0, 0, 0]));
     v.push(ip6(17, &[]));
+    // Broadcast ARP and multicast IPv4 UDP (01:00:5e:00:00:fb).
+    let mut bc = arp(0x0806, B, C);
+    bc[..6].fill(0xff);
+    v.push(bc);
+    let mut mc = ip4(17, A, [224, 0, 0, 251], 0, 5, &ports(5353, 5353, 8));
+    mc[..6].copy_from_slice(&[0x01, 0, 0x5e, 0, 0, 0xfb]);
+    v.push(mc);
     // Truncated: an IPv4 TCP frame cut in its header, one cut before the ports, one just an
     // Ethernet header's start.
     let t = ip4(6, A, B, 0, 5, &ports(40000, 80, 20));
@@ -154,6 +161,10 @@ const FILTERS: &[&str] = &[
     "sctp port 80",
     "port 53",
     "icmp6",
+    "broadcast",
+    "ether broadcast",
+    "multicast",
+    "ether multicast and not broadcast",
     "ip proto 17",
     "ip6 proto 58",
     "ip6 proto 6",
