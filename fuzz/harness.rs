@@ -61,7 +61,8 @@ pub fn pcap(data: &[u8]) {
     let path = &paths[data.len() % paths.len()];
     let engine = EngineConfig { buffer: Some(1 << 20), ..EngineConfig::default() };
     // The offline runtime `pathem replay` runs, into a counting sink.
-    let Ok(done) = pathem_runtime::replay::replay(src, MemSink::default(), path, None, 1, &engine) else {
+    let Ok(done) = pathem_runtime::replay::replay(src, MemSink::default(), path, &[], None, 1, &engine)
+    else {
         return;
     };
     let s = done.stats;

@@ -22,8 +22,10 @@ pub mod wait;
 
 pub use clock::{Clock, VirtualClock};
 pub use control::{ChangeError, Control, Schedule};
-pub use pipeline::{delay_line_size, delay_line_sizing, EngineConfig, Pipeline, Sizing};
+pub use pipeline::{
+    class_seed, delay_line_size, delay_line_sizing, ClassConfig, EngineConfig, Pipeline, Sizing,
+};
 pub use scheduler::run;
-pub use stats::{Counters, Stats};
+pub use stats::{Counters, DirectionCounters, Stats, DEFAULT_CLASS};
 pub use task::{Error, Next, Task};
 pub use wait::{monotonic_now, MonotonicClock, Waiter, DEFAULT_BUSY_POLL};

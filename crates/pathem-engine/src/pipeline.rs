@@ -3,10 +3,11 @@
 
 use crate::control::{Control, Inbox, Schedule, Timeline};
 use crate::delay_line::{delay_line, growing_delay_line, record_size};
-use crate::stage::{Egress, Ingress};
-use crate::stats::Counters;
+use crate::stage::{Egress, Ingress, EGRESS_BURST};
+use crate::stats::{Counters, DirectionCounters, DEFAULT_CLASS};
 use crate::task::{Error, Next, Task};
-use pathem_io::{PollAt, RxPort, TxPort};
+use pathem_filter::Filter;
+use pathem_io::{PollAt, RxFrame, RxPort, TxPort};
 use pathem_model::link::ETHERNET_OVERHEAD;
 use pathem_model::units::{QueueLimit, Rate};
 use pathem_model::{Nanos, Path, PathConfig, Rng};
@@ -114,40 +115,79 @@ pub fn delay_line_sizing(path: &PathConfig, engine: &EngineConfig) -> Sizing {
     Sizing { bytes, why }
 }
 
-/// One direction: receive port → ingress → delay line → egress → transmit port.
+/// A class of a direction: frames its filter matches (the first class that matches takes a
+/// frame) follow its own path.
+#[derive(Clone, Debug)]
+pub struct ClassConfig {
+    /// Its name, for counters, control and schedules.
+    pub name: String,
+    pub filter: Filter,
+    pub path: PathConfig,
+    /// Its changes at set times, followed from [`Pipeline::follow_classes`]'s origin.
+    pub schedule: Option<Schedule>,
+}
+
+/// The seed of a direction's `lane`-th path: the direction's own for the default path (lane
+/// 0), so a link without classes draws as it always has; a stream of its own for each class.
+pub fn class_seed(seed: u64, lane: usize) -> u64 {
+    if lane == 0 {
+        seed
+    } else {
+        pathem_model::rng::direction_seed(seed, 0x636c_6173_7300 + lane as u64)
+    }
+}
+
+/// One direction: receive port → classifier → ingress → delay line → egress → transmit port.
 ///
-/// Its two halves share only the delay line (and the counters, each written by one side):
+/// Its two halves share only the delay lines (and the counters, each written by one side):
 /// run together on one thread, or apart on two ([`Pipeline::split`]), TLEM's pipeline.
+///
+/// A direction has a path per class (`lane` 0 is the default path, for frames no class takes):
+/// each with its own models, queue, seed, counters and delay line, so frames of a class keep
+/// their order and one class's delay never holds another's frames back. Egress merges the
+/// lanes by release time.
 pub struct Pipeline<R, T> {
     pub input: Input<R>,
     pub output: Output<T>,
 }
 
-/// The receiving half: port, ingress stage, and what changes the path.
+/// The receiving half: port, classifier, ingress stages, and what changes the paths.
 pub struct Input<R> {
     pub rx: R,
-    ingress: Ingress,
-    counters: Arc<Counters>,
+    lanes: Vec<InLane>,
+    /// The classes' filters: `filters[i]` takes frames to lane `i + 1`.
+    filters: Vec<Filter>,
+    /// The port's own counters (kernel drops, offload).
+    port: Arc<Counters>,
+    counters: DirectionCounters,
     rx_ended: bool,
     busy_poll: Nanos,
     /// Until when to keep polling without sleeping (the last arrival + `busy_poll`).
     busy_until: Nanos,
     /// When the port's kernel drops were last read.
     drops_read: Nanos,
+    /// Set once the receiving port has ended (for an output running apart).
+    done: Arc<AtomicBool>,
+}
+
+/// One path's ingress and what changes it.
+struct InLane {
+    ingress: Ingress,
     /// Changes sent from other threads ([`Pipeline::control`]).
     inbox: Inbox,
     control: Control,
     /// Changes due at set times.
     timeline: Option<Timeline>,
-    /// Set once the receiving port has ended (for an output running apart).
-    done: Arc<AtomicBool>,
+    /// A class's schedule, until it is followed.
+    schedule: Option<Schedule>,
 }
 
-/// The transmitting half: egress stage and port.
+/// The transmitting half: egress stages and port.
 pub struct Output<T> {
     pub tx: T,
-    egress: Egress,
-    counters: Arc<Counters>,
+    lanes: Vec<Egress>,
+    /// The port's own counters (what waits in it, what it refused).
+    port: Arc<Counters>,
     done: Arc<AtomicBool>,
 }
 
@@ -155,6 +195,27 @@ pub struct Output<T> {
 const DROPS_EVERY: Nanos = Nanos::from_millis(10);
 /// While frames wait in a transmit port that took none of them, flush it again this often.
 const TX_RETRY: Nanos = Nanos::from_micros(100);
+
+/// Most classes a direction may have.
+pub const MAX_CLASSES: usize = 64;
+
+/// The lane a frame goes to: the first class whose filter matches it, else the default path.
+#[inline(always)]
+fn lane_of(filters: &[Filter], data: &[u8], wire_len: u32) -> usize {
+    for (i, f) in filters.iter().enumerate() {
+        if f.matches(data, wire_len) {
+            return i + 1;
+        }
+    }
+    0
+}
+
+/// Gives a received frame to its lane's ingress.
+#[inline(always)]
+fn classify(lanes: &mut [InLane], filters: &[Filter], frame: RxFrame<'_>) {
+    let lane = if filters.is_empty() { 0 } else { lane_of(filters, frame.data, frame.wire_len) };
+    lanes[lane].ingress.push(frame);
+}
 
 impl<R: RxPort, T: TxPort> Pipeline<R, T> {
     /// Builds a direction; fails on a setting outside its range or a delay line that cannot
@@ -166,71 +227,118 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
         seed: u64,
         engine: &EngineConfig,
     ) -> Result<Pipeline<R, T>, Error> {
-        path.validate()?;
+        Pipeline::with_classes(rx, tx, path, &[], seed, engine)
+    }
+
+    /// Builds a direction with `classes` (tried in order; frames none takes follow `path`).
+    /// Each class gets a delay line sized for its own path (`--buffer` sizes each).
+    pub fn with_classes(
+        rx: R,
+        tx: T,
+        path: &PathConfig,
+        classes: &[ClassConfig],
+        seed: u64,
+        engine: &EngineConfig,
+    ) -> Result<Pipeline<R, T>, Error> {
         engine.validate()?;
-        let counters = Arc::new(Counters::default());
-        let size = delay_line_size(path, engine);
-        let (writer, reader) = if engine.offline {
-            growing_delay_line(size, engine.max_frame)?
-        } else {
-            delay_line(size, engine.max_frame)?
-        };
-        let (control, inbox) = crate::control::channel(path);
-        let (decide, decided) = crate::stage::departures();
-        counters.delay_line_capacity.set(writer.limit() as u64);
+        let n = classes.len();
+        pathem_model::limits::at_most(
+            "class",
+            n,
+            MAX_CLASSES,
+            format!("{n} classes"),
+            "at most 64 per direction",
+        )?;
+        let default = (DEFAULT_CLASS.to_string(), path, None);
+        let paths = std::iter::once(default)
+            .chain(classes.iter().map(|c| (c.name.clone(), &c.path, c.schedule.clone())));
+        let (mut lanes, mut egress, mut named) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, (name, path, schedule)) in paths.enumerate() {
+            path.validate()?;
+            let counters = Arc::new(Counters::default());
+            let size = delay_line_size(path, engine);
+            let (writer, reader) = if engine.offline {
+                growing_delay_line(size, engine.max_frame)?
+            } else {
+                delay_line(size, engine.max_frame)?
+            };
+            let (control, inbox) = crate::control::channel(path);
+            let (decide, decided) = crate::stage::departures();
+            counters.delay_line_capacity.set(writer.limit() as u64);
+            let reorder_on = Arc::new(AtomicBool::new(path.reorder));
+            let ingress = Ingress::new(
+                Path::new(path),
+                Rng::seeded(class_seed(seed, i)),
+                writer,
+                counters.clone(),
+                engine.max_frame,
+                decide,
+            )
+            .with_options(path.ecn, path.reorder, reorder_on.clone());
+            lanes.push(InLane { ingress, inbox, control, timeline: None, schedule });
+            egress.push(Egress::new(reader, counters.clone(), reorder_on, decided));
+            named.push((name, counters));
+        }
+        let port = Arc::new(Counters::default());
         let done = Arc::new(AtomicBool::new(false));
-        let reorder_on = Arc::new(AtomicBool::new(path.reorder));
-        let ingress = Ingress::new(
-            Path::new(path),
-            Rng::seeded(seed),
-            writer,
-            counters.clone(),
-            engine.max_frame,
-            decide,
-        )
-        .with_options(path.ecn, path.reorder, reorder_on.clone());
         Ok(Pipeline {
             input: Input {
                 rx,
-                ingress,
-                counters: counters.clone(),
+                lanes,
+                filters: classes.iter().map(|c| c.filter.clone()).collect(),
+                port: port.clone(),
+                counters: DirectionCounters::new(port.clone(), named),
                 rx_ended: false,
                 busy_poll: engine.busy_poll,
                 busy_until: Nanos::ZERO,
                 drops_read: Nanos::ZERO,
-                inbox,
-                control,
-                timeline: None,
                 done: done.clone(),
             },
-            output: Output {
-                tx,
-                egress: Egress::new(reader, counters.clone(), reorder_on, decided),
-                counters,
-                done,
-            },
+            output: Output { tx, lanes: egress, port, done },
         })
     }
 
-    /// A handle that changes this direction's path from any thread.
+    /// A handle that changes this direction's default path from any thread.
     pub fn control(&self) -> Control {
-        self.input.control.clone()
+        self.input.lanes[0].control.clone()
+    }
+
+    /// Handles for every path, the default first then each class in order.
+    pub fn controls(&self) -> Vec<Control> {
+        self.input.lanes.iter().map(|l| l.control.clone()).collect()
     }
 
     /// Follows `schedule` from `origin` (the first frame's arrival offline, the start live):
     /// each step's configuration applies from its time on, exactly.
     pub fn follow(&mut self, schedule: Schedule, origin: Nanos) {
-        self.input.timeline = Some(Timeline::new(schedule, origin));
+        self.follow_lane(0, schedule, origin);
+    }
+
+    /// As [`follow`](Self::follow), for path `lane` (0 the default path, `i` the `i`-th class).
+    pub fn follow_lane(&mut self, lane: usize, schedule: Schedule, origin: Nanos) {
+        if let Some(l) = self.input.lanes.get_mut(lane) {
+            l.timeline = Some(Timeline::new(schedule, origin));
+        }
+    }
+
+    /// Follows the classes' own schedules ([`ClassConfig::schedule`]) from `origin`.
+    pub fn follow_classes(&mut self, origin: Nanos) {
+        for l in &mut self.input.lanes {
+            if let Some(s) = l.schedule.take() {
+                l.timeline = Some(Timeline::new(s, origin));
+            }
+        }
     }
 
     /// The counters, shareable with a reporting thread.
-    pub fn counters(&self) -> &Arc<Counters> {
+    pub fn counters(&self) -> &DirectionCounters {
         &self.input.counters
     }
 
-    /// The delay line's capacity in bytes (its limit, for a line that grows).
+    /// The delay lines' capacity in bytes, all paths together (their limits, for lines that
+    /// grow).
     pub fn delay_line_capacity(&self) -> usize {
-        self.input.counters.delay_line_capacity.get() as usize
+        self.input.counters.paths().map(|(_, c)| c.delay_line_capacity.get() as usize).sum()
     }
 
     /// The halves, to run on two threads: [`Input`] and [`Output`] are tasks of their own.
@@ -249,15 +357,15 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
     /// counters (frames still in the delay line are `in_flight`; they are not sent).
     pub fn finish(&mut self, now: Nanos, drain: std::time::Duration) -> Result<crate::Stats, Error> {
         let out = &mut self.output;
-        while out.egress.release(now, &mut out.tx)? > 0 {}
+        while out.release(now)? > 0 {}
         let deadline = std::time::Instant::now() + drain;
         while out.tx.queued() > 0 && std::time::Instant::now() < deadline {
             out.tx.flush()?;
             std::thread::sleep(std::time::Duration::from_micros(100));
         }
-        out.counters.port_tx_queued.set(out.tx.queued() as u64);
-        out.egress.take_refused(out.tx.refused(true));
-        self.input.counters.port_rx_dropped.set(self.input.rx.kernel_drops());
+        out.port.port_tx_queued.set(out.tx.queued() as u64);
+        out.take_refused(true);
+        self.input.port.port_rx_dropped.set(self.input.rx.kernel_drops());
         self.input.take_offload();
         Ok(self.input.counters.snapshot())
     }
@@ -271,38 +379,55 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
 impl<R: RxPort> Input<R> {
     /// Applies the changes due at `now`: scheduled ones at their own times (frames a port
     /// knows arrived before such a time are taken under the old path first), then the latest
-    /// one sent through [`Control`].
+    /// one sent through [`Control`], path by path.
     #[inline]
     fn apply_changes(&mut self, now: Nanos) -> Result<(), Error> {
-        while let Some(at) = self.timeline.as_ref().and_then(Timeline::next_at).filter(|&t| t <= now) {
+        loop {
+            // The earliest step due by now, of any path.
+            let due = self
+                .lanes
+                .iter()
+                .enumerate()
+                .filter_map(|(i, l)| Some((l.timeline.as_ref()?.next_at()?, i)))
+                .filter(|&(t, _)| t <= now)
+                .min();
+            let Some((at, lane)) = due else { break };
             while let PollAt::At(a) = self.rx.poll_at() {
                 if a >= at {
                     break;
                 }
-                let ingress = &mut self.ingress;
-                self.rx.recv_burst(at - Nanos(1), RX_BURST, |f| ingress.push(f))?;
+                let (lanes, filters) = (&mut self.lanes, &self.filters);
+                self.rx.recv_burst(at - Nanos(1), RX_BURST, |f| classify(lanes, filters, f))?;
             }
-            if let Some((at, config)) = self.timeline.as_mut().and_then(Timeline::advance) {
-                self.ingress.reconfigure(&config, at);
-                self.inbox.applied(Arc::new(config));
+            let l = &mut self.lanes[lane];
+            if let Some((at, config)) = l.timeline.as_mut().and_then(Timeline::advance) {
+                l.ingress.reconfigure(&config, at);
+                l.inbox.applied(Arc::new(config));
             }
         }
-        if let Some(config) = self.inbox.take() {
-            self.ingress.reconfigure(&config, now);
-            self.inbox.applied(config);
+        for l in &mut self.lanes {
+            if let Some(config) = l.inbox.take() {
+                l.ingress.reconfigure(&config, now);
+                l.inbox.applied(config);
+            }
         }
         Ok(())
     }
 
-    /// After the port ended: serves what the queue discipline still holds (decisions that
+    /// After the port ended: serves what the queue disciplines still hold (decisions that
     /// did not fit egress's queue are tried again soon), then ends.
     fn drain_queue(&mut self, now: Nanos) -> Next {
-        self.ingress.advance(now);
-        if self.ingress.holds_frames() {
-            return self.ingress.next_event().map_or(Next::At(now + TX_RETRY), Next::At);
+        let mut next = Next::Ended;
+        for l in &mut self.lanes {
+            l.ingress.advance(now);
+            if l.ingress.holds_frames() {
+                next = next.earliest(l.ingress.next_event().map_or(Next::At(now + TX_RETRY), Next::At));
+            }
         }
-        self.done.store(true, Ordering::Release);
-        Next::Ended
+        if next == Next::Ended {
+            self.done.store(true, Ordering::Release);
+        }
+        next
     }
 
     /// Reads what the port did to frames a local sender left to the hardware. Frames it could
@@ -310,7 +435,7 @@ impl<R: RxPort> Input<R> {
     /// (`offload`), so every frame that reached the port stays accounted for.
     fn take_offload(&mut self) {
         let o = self.rx.offload();
-        let c = &self.counters;
+        let c = &self.port;
         c.gso_frames.set(o.gso_frames);
         c.gso_segments.set(o.gso_segments);
         c.csum_completed.set(o.csum_completed);
@@ -329,12 +454,12 @@ impl<R: RxPort> Input<R> {
         if self.rx_ended {
             return Ok(self.drain_queue(now));
         }
-        let ingress = &mut self.ingress;
+        let (lanes, filters) = (&mut self.lanes, &self.filters);
         let received = self.rx.recv_burst(
             now,
             RX_BURST,
             #[inline(always)]
-            |f| ingress.push(f),
+            |f| classify(lanes, filters, f),
         )?;
         if received > 0 && self.busy_poll > Nanos::ZERO {
             self.busy_until = now + self.busy_poll;
@@ -348,24 +473,30 @@ impl<R: RxPort> Input<R> {
                 return Ok(self.drain_queue(now));
             }
         };
-        if self.ingress.has_aqm() {
-            // Decide what leaves the queue discipline by now, and wake for its next service.
-            self.ingress.advance(now);
-            if let Some(t) = self.ingress.next_event() {
-                next = next.earliest(Next::At(t));
+        for l in &mut self.lanes {
+            if l.ingress.has_aqm() {
+                // Decide what leaves the queue discipline by now, and wake for its next service.
+                l.ingress.advance(now);
+                if let Some(t) = l.ingress.next_event() {
+                    next = next.earliest(Next::At(t));
+                }
             }
         }
         // Kernel drops and occupancy are read every 10 ms, not per round: a system call on
         // live ports, and nobody reads them faster.
         if now >= self.drops_read + DROPS_EVERY {
             self.drops_read = now;
-            self.counters.port_rx_dropped.set(self.rx.kernel_drops());
+            self.port.port_rx_dropped.set(self.rx.kernel_drops());
             self.take_offload();
-            self.ingress.gauges(now);
+            for l in &mut self.lanes {
+                l.ingress.gauges(now);
+            }
         }
         // Wake for the next change, so an idle link still changes on time.
-        if let Some(t) = self.timeline.as_ref().and_then(Timeline::next_at) {
-            next = next.earliest(Next::At(t));
+        for l in &self.lanes {
+            if let Some(t) = l.timeline.as_ref().and_then(Timeline::next_at) {
+                next = next.earliest(Next::At(t));
+            }
         }
         if now < self.busy_until {
             // Traffic is flowing: look again right away instead of sleeping.
@@ -376,18 +507,53 @@ impl<R: RxPort> Input<R> {
 }
 
 impl<T: TxPort> Output<T> {
+    /// Hands every frame due at `now` (up to [`EGRESS_BURST`]) to the port, the paths' frames
+    /// merged in release order, then flushes it (also when only frames from an earlier round
+    /// still wait in the port). Returns how many left.
+    #[inline(always)]
+    fn release(&mut self, now: Nanos) -> Result<usize, pathem_io::Error> {
+        let n = match &mut self.lanes[..] {
+            [one] => one.hand(now, now, EGRESS_BURST, &mut self.tx),
+            lanes => merge(lanes, now, &mut self.tx),
+        };
+        if n > 0 || self.port.port_tx_queued.get() > 0 {
+            self.tx.flush()?;
+            self.port.port_tx_queued.set(self.tx.queued() as u64);
+            self.take_refused(false);
+        }
+        Ok(n)
+    }
+
+    /// Takes frames the port refused (see [`TxPort::refused`]) into the port's counters: out
+    /// of what the direction counts as sent, by class.
+    #[inline]
+    fn take_refused(&mut self, fresh: bool) {
+        let r = self.tx.refused(fresh);
+        let c = &self.port;
+        if r.total() == c.tx_refused() {
+            return;
+        }
+        for (counter, &frames) in c.port_tx_errors.iter().zip(&r.frames) {
+            counter.set(frames);
+        }
+        c.port_tx_refused_bytes.set(r.bytes);
+    }
+
     /// Sends what is due; says when the next frame falls due (`Ended` when none waits).
     #[inline]
     fn send(&mut self, now: Nanos) -> Result<Next, Error> {
-        self.egress.release(now, &mut self.tx)?;
-        let mut next = match self.egress.next_release() {
-            Some(t) if t <= now => Next::Now,
-            Some(t) => Next::At(t),
-            // Frames wait for the queue discipline's decisions: the input says when.
-            None if self.egress.awaits_decisions() => Next::Soon,
-            None => Next::Ended,
-        };
-        if self.counters.port_tx_queued.get() > 0 {
+        self.release(now)?;
+        let mut next = Next::Ended;
+        for e in &mut self.lanes {
+            next = next.earliest(match e.next_release() {
+                Some(t) if t <= now => Next::Now,
+                Some(t) => Next::At(t),
+                // Frames wait for the queue discipline's decisions: the input says when.
+                None if e.awaits_decisions() => Next::Soon,
+                None => Next::Ended,
+            });
+        }
+        if self.port.port_tx_queued.get() > 0 {
             // The port still holds frames the kernel did not take: come back to flush them
             // even if nothing new is due.
             next = next.earliest(Next::At(now + TX_RETRY));
@@ -396,11 +562,39 @@ impl<T: TxPort> Output<T> {
     }
 }
 
+/// Hands the frames of several paths due at `now` to `tx` in release order: each time, the
+/// path whose next frame is due first sends up to the next path's next release.
+fn merge<T: TxPort>(lanes: &mut [Egress], now: Nanos, tx: &mut T) -> usize {
+    let mut n = 0;
+    while n < EGRESS_BURST {
+        let (mut first, mut second) = (None, now);
+        for (i, e) in lanes.iter_mut().enumerate() {
+            let Some(t) = e.next_release().filter(|&t| t <= now) else { continue };
+            match first {
+                Some((f, _)) if t >= f => second = second.min(t),
+                _ => {
+                    if let Some((f, _)) = first {
+                        second = second.min(f);
+                    }
+                    first = Some((t, i));
+                }
+            }
+        }
+        let Some((_, i)) = first else { break };
+        let sent = lanes[i].hand(now, second, EGRESS_BURST - n, tx);
+        if sent == 0 {
+            break;
+        }
+        n += sent;
+    }
+    n
+}
+
 impl<R: RxPort, T: TxPort> Task for Pipeline<R, T> {
     #[inline]
     fn poll(&mut self, now: Nanos) -> Result<Next, Error> {
         // Release what is due before taking new frames, so the delay line has its room back.
-        self.output.egress.release(now, &mut self.output.tx)?;
+        self.output.release(now)?;
         let input = self.input.receive(now)?;
         // Frames with no delay are due at once.
         let output = self.output.send(now)?;

@@ -401,8 +401,6 @@ pub struct Egress {
     reorder: Option<Reorder>,
     reorder_on: Arc<AtomicBool>,
     departures: rtrb::Consumer<Departure>,
-    /// Bytes of the frames the port refused, as last taken back from `tx_bytes`.
-    refused_bytes: u64,
 }
 
 /// Egress state in reorder mode (and with a queue discipline).
@@ -507,56 +505,33 @@ impl Egress {
         departures: rtrb::Consumer<Departure>,
     ) -> Egress {
         let reorder = reorder_on.load(Ordering::Acquire).then(Reorder::new);
-        Egress { line, counters, reorder, reorder_on, departures, refused_bytes: 0 }
+        Egress { line, counters, reorder, reorder_on, departures }
     }
 
-    /// Hands every frame due at `now` (up to [`EGRESS_BURST`]) to `tx`, then flushes it (also
-    /// when only frames from an earlier round still wait in the port). Returns how many left.
+    /// Hands the frames released by `upto` (at most `budget`) to `tx`, without flushing it;
+    /// `now` is the time, against which lateness is counted. Returns how many it took.
     #[inline(always)]
-    pub fn release<T: TxPort>(&mut self, now: Nanos, tx: &mut T) -> Result<usize, pathem_io::Error> {
+    pub fn hand<T: TxPort>(&mut self, now: Nanos, upto: Nanos, budget: usize, tx: &mut T) -> usize {
         let mut n = 0;
         if self.reorder.is_none() && self.reorder_on.load(Ordering::Acquire) {
             // Reordering was turned on: release by time from here on, for good.
             self.reorder = Some(Reorder::new());
         }
         if self.reorder.is_none() {
-            n = self.release_in_order(now, tx);
+            n = self.release_in_order(now, upto, budget, tx);
         }
         if self.reorder.is_some() {
-            n += self.release_reordered(now, tx);
+            n += self.release_reordered(now, upto, budget - n, tx);
         }
-        if n > 0 || self.counters.port_tx_queued.get() > 0 {
-            tx.flush()?;
-            self.counters.port_tx_queued.set(tx.queued() as u64);
-            self.take_refused(tx.refused(false));
-        }
-        Ok(n)
-    }
-
-    /// Takes frames the port refused (see [`TxPort::refused`]) back out of what was counted
-    /// as sent, and counts them by class.
-    #[inline]
-    pub fn take_refused(&mut self, r: pathem_io::TxRefused) {
-        if r.total() == self.counters.tx_refused() {
-            return;
-        }
-        let c = &self.counters;
-        let new = r.total().saturating_sub(c.tx_refused());
-        // Refusals first, sends second: a reader in between sees the frame in neither.
-        for (counter, &frames) in c.port_tx_errors.iter().zip(&r.frames) {
-            counter.set(frames);
-        }
-        c.tx_packets.sub(new);
-        c.tx_bytes.sub(r.bytes.saturating_sub(self.refused_bytes));
-        self.refused_bytes = r.bytes;
+        n
     }
 
     #[inline(always)]
-    fn release_in_order<T: TxPort>(&mut self, now: Nanos, tx: &mut T) -> usize {
+    fn release_in_order<T: TxPort>(&mut self, now: Nanos, upto: Nanos, budget: usize, tx: &mut T) -> usize {
         let mut n = 0;
-        while n < EGRESS_BURST {
+        while n < budget {
             let Some(rec) = self.line.peek() else { break };
-            if rec.release > now {
+            if rec.release > upto {
                 if rec.release == UNDECIDED {
                     // A queue discipline decides from here on: take the heap for good.
                     self.reorder = Some(Reorder::new());
@@ -614,13 +589,13 @@ impl Egress {
     }
 
     #[inline(never)]
-    fn release_reordered<T: TxPort>(&mut self, now: Nanos, tx: &mut T) -> usize {
+    fn release_reordered<T: TxPort>(&mut self, now: Nanos, upto: Nanos, budget: usize, tx: &mut T) -> usize {
         self.scan();
         let r = self.reorder.as_mut().expect("reorder mode");
         let mut n = 0;
-        while n < EGRESS_BURST {
+        while n < budget {
             let Some((release, order, seq, edit)) = r.next() else { break };
-            if release > now {
+            if release > upto {
                 break;
             }
             let slot = r.in_ring[(seq - r.front_seq) as usize].0;

@@ -7,6 +7,7 @@
 use pathem_model::{DropReason, Nanos};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// A monotonically increasing count with a single writer.
 #[derive(Debug, Default)]
@@ -93,7 +94,89 @@ pub struct Counters {
     pub delay_line_used: Counter,
     /// Set once: the delay line's capacity (its limit, for one that grows).
     pub delay_line_capacity: Counter,
+    /// Written by egress (the port's counters): bytes of the frames the port refused.
+    pub port_tx_refused_bytes: Counter,
 }
+
+/// A direction's counters: the ports' own (the kernel's drops, what the receiving port cut or
+/// refused, what waits in or was refused by the transmitting port) and each path's — the
+/// default path's and, with classes (`--class`), each class's, in the order frames are tried.
+///
+/// A path counts the frames the classifier gave it: received, dropped by reason, written,
+/// handed to the transmitting port. The direction's totals are the paths' sums with the port's
+/// counts on top; a frame the transmitting port refused is taken out of the total sent (which
+/// class it was, the port does not say), so the classes' `tx` add up to the total `tx` plus
+/// the port's transmit errors.
+#[derive(Clone, Debug)]
+pub struct DirectionCounters {
+    port: Arc<Counters>,
+    paths: Vec<(String, Arc<Counters>)>,
+}
+
+impl DirectionCounters {
+    /// `paths` in classification order, the default path first.
+    pub fn new(port: Arc<Counters>, paths: Vec<(String, Arc<Counters>)>) -> DirectionCounters {
+        DirectionCounters { port, paths }
+    }
+
+    /// One path and its port (tests, the engine bench).
+    pub fn single(counters: Arc<Counters>) -> DirectionCounters {
+        DirectionCounters::new(Arc::new(Counters::default()), vec![(DEFAULT_CLASS.into(), counters)])
+    }
+
+    /// The ports' own counters.
+    pub fn port(&self) -> &Counters {
+        &self.port
+    }
+
+    /// True when the direction has classes (more than the default path).
+    pub fn has_classes(&self) -> bool {
+        self.paths.len() > 1
+    }
+
+    /// The direction's totals.
+    pub fn snapshot(&self) -> Stats {
+        let parts: Vec<Stats> = self.paths.iter().map(|(_, c)| c.snapshot()).collect();
+        let mut total = self.port.snapshot();
+        for s in &parts {
+            total.absorb(s);
+        }
+        total.tx_packets = total.tx_packets.saturating_sub(self.port.tx_refused());
+        total.tx_bytes = total.tx_bytes.saturating_sub(self.port.port_tx_refused_bytes.get());
+        let clamped_ns: f64 = parts.iter().map(|s| s.reorder_clamp_mean_ns * s.reorder_clamped as f64).sum();
+        total.reorder_clamp_mean_ns =
+            if total.reorder_clamped == 0 { 0.0 } else { clamped_ns / total.reorder_clamped as f64 };
+        total.late = self.late().snapshot();
+        total.sojourn = self.sojourn().snapshot();
+        total
+    }
+
+    /// Each path's own counters by name, the default path first; empty without classes.
+    pub fn classes(&self) -> Vec<(&str, Stats)> {
+        if !self.has_classes() {
+            return Vec::new();
+        }
+        self.paths.iter().map(|(n, c)| (n.as_str(), c.snapshot())).collect()
+    }
+
+    /// The paths' names and counters, the default path first.
+    pub fn paths(&self) -> impl Iterator<Item = (&str, &Counters)> {
+        self.paths.iter().map(|(n, c)| (n.as_str(), &**c))
+    }
+
+    /// The direction's release lateness, all paths together.
+    pub fn late(&self) -> Histo {
+        Lateness::summed(self.paths.iter().map(|(_, c)| &c.late))
+    }
+
+    /// The direction's sojourn in queue disciplines, all paths together.
+    pub fn sojourn(&self) -> Histo {
+        Lateness::summed(self.paths.iter().map(|(_, c)| &c.sojourn))
+    }
+}
+
+/// The name of a direction's default path, for frames no class takes.
+pub const DEFAULT_CLASS: &str = "default";
 
 /// Buckets of the lateness histogram: bucket 0 holds lateness below 2^[`LATE_SHIFT`] ns,
 /// bucket i (i ≥ 1) lateness in [2^(i−1+LATE_SHIFT), 2^(i+LATE_SHIFT)) ns.
@@ -122,47 +205,87 @@ impl Lateness {
         }
     }
 
-    /// Upper bound of the bucket holding quantile `q`, in ns (0 when nothing was recorded).
-    fn quantile(&self, counts: &[u64], total: u64, q: f64) -> u64 {
-        let rank = ((q * total as f64).ceil() as u64).max(1);
-        let mut seen = 0;
-        for (i, &c) in counts.iter().enumerate() {
-            seen += c;
-            if seen >= rank && i + 1 < LATE_BUCKETS {
-                return (1u64 << (i as u32 + LATE_SHIFT)).min(self.max.get());
-            }
+    /// The histogram's counts, for [`Lateness::summed`].
+    fn counts(&self) -> Histo {
+        Histo {
+            counts: std::array::from_fn(|i| self.buckets[i].get()),
+            max: self.max.get(),
+            sum: self.sum.get(),
         }
-        self.max.get()
+    }
+
+    /// Several histograms (a direction's classes) as one.
+    pub fn summed<'a>(parts: impl IntoIterator<Item = &'a Lateness>) -> Histo {
+        parts.into_iter().fold(Histo::default(), |mut acc, l| {
+            let h = l.counts();
+            for (a, c) in acc.counts.iter_mut().zip(h.counts) {
+                *a += c;
+            }
+            acc.max = acc.max.max(h.max);
+            acc.sum = acc.sum.saturating_add(h.sum);
+            acc
+        })
     }
 
     /// The histogram as cumulative `(upper bound in ns, frames at or below it)` per bucket
     /// (the last bound is `u64::MAX`), and the sum of all lateness in ns.
     pub fn cumulative(&self) -> (Vec<(u64, u64)>, u64) {
+        self.counts().cumulative()
+    }
+
+    pub fn snapshot(&self) -> LateStats {
+        self.counts().snapshot()
+    }
+}
+
+/// A copy of a [`Lateness`] histogram (or the sum of several).
+#[derive(Clone, Debug, Default)]
+pub struct Histo {
+    counts: [u64; LATE_BUCKETS],
+    max: u64,
+    sum: u64,
+}
+
+impl Histo {
+    /// Upper bound of the bucket holding quantile `q`, in ns (0 when nothing was recorded).
+    fn quantile(&self, total: u64, q: f64) -> u64 {
+        let rank = ((q * total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, &c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank && i + 1 < LATE_BUCKETS {
+                return (1u64 << (i as u32 + LATE_SHIFT)).min(self.max);
+            }
+        }
+        self.max
+    }
+
+    /// As [`Lateness::cumulative`].
+    pub fn cumulative(&self) -> (Vec<(u64, u64)>, u64) {
         let mut seen = 0;
         let buckets = self
-            .buckets
+            .counts
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                seen += c.get();
+                seen += c;
                 let upper = if i + 1 < LATE_BUCKETS { 1u64 << (i as u32 + LATE_SHIFT) } else { u64::MAX };
                 (upper, seen)
             })
             .collect();
-        (buckets, self.sum.get())
+        (buckets, self.sum)
     }
 
     pub fn snapshot(&self) -> LateStats {
-        let counts: Vec<u64> = self.buckets.iter().map(Counter::get).collect();
-        let total: u64 = counts.iter().sum();
+        let total: u64 = self.counts.iter().sum();
         if total == 0 {
             return LateStats::default();
         }
         LateStats {
-            p50_ns: self.quantile(&counts, total, 0.5),
-            p99_ns: self.quantile(&counts, total, 0.99),
-            p99_9_ns: self.quantile(&counts, total, 0.999),
-            max_ns: self.max.get(),
+            p50_ns: self.quantile(total, 0.5),
+            p99_ns: self.quantile(total, 0.99),
+            p99_9_ns: self.quantile(total, 0.999),
+            max_ns: self.max,
         }
     }
 }
@@ -364,6 +487,29 @@ pub struct Stats {
 }
 
 impl Stats {
+    /// Adds `o`'s counts to these (gauges too: they are the paths' sums); the histograms'
+    /// percentiles and the clamp's mean are left for the caller to merge.
+    fn absorb(&mut self, o: &Stats) {
+        self.rx_packets += o.rx_packets;
+        self.rx_bytes += o.rx_bytes;
+        self.tx_packets += o.tx_packets;
+        self.tx_bytes += o.tx_bytes;
+        for (a, b) in self.dropped.0.iter_mut().zip(o.dropped.0) {
+            *a += b;
+        }
+        self.duplicated += o.duplicated;
+        self.corrupted += o.corrupted;
+        self.reorder_clamped += o.reorder_clamped;
+        self.ecn_marked += o.ecn_marked;
+        self.aqm_mark += o.aqm_mark;
+        self.reordered += o.reordered;
+        self.in_flight += o.in_flight;
+        self.queue_frames += o.queue_frames;
+        self.queue_bytes += o.queue_bytes;
+        self.delay_line_used += o.delay_line_used;
+        self.delay_line_capacity += o.delay_line_capacity;
+    }
+
     /// True when every frame pathem took is accounted for: forwarded, dropped by a reason,
     /// refused by the transmitting port, or in the delay line (`rx + duplicated = tx + dropped
     /// + tx errors + in flight`).

@@ -247,6 +247,8 @@ impl Forwarder {
                 b: PortSpec::Auto("g0".into()),
                 ab: path.clone(),
                 ba: PathConfig::default(),
+                classes_ab: Vec::new(),
+                classes_ba: Vec::new(),
                 one_way: false,
                 seed: 1,
                 engine,
@@ -275,6 +277,8 @@ impl Forwarder {
                 b,
                 ab: path.clone(),
                 ba: PathConfig::default(),
+                classes_ab: Vec::new(),
+                classes_ba: Vec::new(),
                 // Split: a→b's input and output on CPUs 0 and 1, as `run --one-way --cores 0,1`.
                 one_way: split,
                 seed: 1,

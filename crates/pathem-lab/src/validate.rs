@@ -41,6 +41,8 @@ pub fn forwarder(bed: &Bed, kind: &str, path: PathConfig) -> Result<Link, Error>
         b: format!("{kind}:pb").parse()?,
         ab: path,
         ba: PathConfig::default(),
+        classes_ab: Vec::new(),
+        classes_ba: Vec::new(),
         one_way: false,
         seed: 1,
         engine: EngineConfig { max_frame: 2048, busy_poll: DEFAULT_BUSY_POLL, ..EngineConfig::default() },

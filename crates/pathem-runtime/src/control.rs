@@ -14,14 +14,13 @@
 //! each pipeline's `Control`.
 
 use crate::Error;
-use pathem_engine::{Control, Counters};
+use pathem_engine::{Control, DirectionCounters};
 use pathem_spec::PathSpec;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Where control sockets live.
@@ -43,6 +42,9 @@ pub enum Refusal {
     /// `--ingress` for an attach whose ingress is left alone.
     #[error("--{0} is not attached on this interface; start the attach with --{0} to impair it")]
     NotAttached(&'static str),
+    /// `--class NAME` for a class no direction has.
+    #[error("--class {name}: no class of that name (classes: {known}); classes cannot be added or removed on a running link: restart it with the new --class")]
+    NoClass { name: String, known: String },
     /// The change was sent but not applied in time (the link is stuck).
     #[error("the change was sent but the link has not applied it within 1 s")]
     NotApplied,
@@ -111,9 +113,39 @@ pub struct Message<T> {
 /// One direction as `show` reports it.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct DirectionState {
-    /// The path in effect, in words.
+    /// The path in effect, in words (the default path's, with classes).
+    pub path: String,
+    /// The direction's totals.
+    pub stats: pathem_engine::Stats,
+    /// With classes: each path's own, the default path first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<ClassState>,
+}
+
+/// One class (or the default path) as `show` reports it.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct ClassState {
+    pub class: String,
+    /// Its filter (empty for the default path).
+    pub filter: String,
     pub path: String,
     pub stats: pathem_engine::Stats,
+}
+
+/// What a direction started with, for `ctl set` to build on: the default path's spec and each
+/// class's name, filter and spec, in order.
+#[derive(Clone, Debug, Default)]
+pub struct DirectionSpecs {
+    pub path: PathSpec,
+    pub classes: Vec<(String, String, PathSpec)>,
+}
+
+impl From<&pathem_spec::link::Direction> for DirectionSpecs {
+    fn from(d: &pathem_spec::link::Direction) -> DirectionSpecs {
+        let classes =
+            d.classes.iter().map(|c| (c.name.clone(), c.filter.to_string(), c.spec.clone())).collect();
+        DirectionSpecs { path: d.spec.clone(), classes }
+    }
 }
 
 /// What `show` answers.
@@ -143,6 +175,19 @@ impl State {
                 "    link queue {} frames / {} B; delay line {} of {} B\n",
                 s.queue_frames, s.queue_bytes, s.delay_line_used, s.delay_line_capacity
             );
+            for c in &d.classes {
+                let filter = if c.filter.is_empty() {
+                    "frames no class takes".into()
+                } else {
+                    format!("{:?}", c.filter)
+                };
+                out += &format!(
+                    "    class {} ({filter}): {}\n      {}\n",
+                    c.class,
+                    c.path,
+                    c.stats.line("counters")
+                );
+            }
         }
         out
     }
@@ -174,16 +219,32 @@ pub struct Served {
     pub seed: u64,
     pub port_a: String,
     pub port_b: String,
-    pub controls: (Control, Option<Control>),
-    pub counters: (Arc<Counters>, Option<Arc<Counters>>),
+    pub controls: (Vec<Control>, Option<Vec<Control>>),
+    pub counters: (DirectionCounters, Option<DirectionCounters>),
+    /// Each direction's class filters, in order (for `show`).
+    pub filters: (Vec<String>, Vec<String>),
     pub setter: Setter,
     pub since: pathem_model::Nanos,
 }
 
 impl Served {
     fn state(&self) -> State {
-        let dir =
-            |c: &Control, k: &Counters| DirectionState { path: c.current().to_string(), stats: k.snapshot() };
+        let dir = |c: &[Control], k: &DirectionCounters, filters: &[String]| DirectionState {
+            path: c[0].current().to_string(),
+            stats: k.snapshot(),
+            classes: k
+                .classes()
+                .into_iter()
+                .zip(c)
+                .enumerate()
+                .map(|(i, ((name, stats), control))| ClassState {
+                    class: name.to_string(),
+                    filter: i.checked_sub(1).and_then(|i| filters.get(i)).cloned().unwrap_or_default(),
+                    path: control.current().to_string(),
+                    stats,
+                })
+                .collect(),
+        };
         State {
             name: self.name.clone(),
             pid: std::process::id(),
@@ -191,9 +252,9 @@ impl Served {
             seed: self.seed,
             port_a: self.port_a.clone(),
             port_b: self.port_b.clone(),
-            a_to_b: dir(&self.controls.0, &self.counters.0),
+            a_to_b: dir(&self.controls.0, &self.counters.0, &self.filters.0),
             b_to_a: match (&self.controls.1, &self.counters.1) {
-                (Some(c), Some(k)) => Some(dir(c, k)),
+                (Some(c), Some(k)) => Some(dir(c, k, &self.filters.1)),
                 _ => None,
             },
         }
@@ -344,17 +405,19 @@ pub fn list() -> Vec<String> {
 
 /// Serves `link`'s control socket as `name`: `show` reads its counters; `set` parses the words
 /// of `ctl set` ([`pathem_spec::change::Change`]) on top of each direction's current spec
-/// (`specs`, what the link started with), checks both directions, then changes both or
-/// neither.
+/// (`specs`, what the link started with) and each named class's, checks every path it
+/// changes, then changes all of them or none.
 pub fn serve(
     link: &crate::Link,
     name: String,
     seed: u64,
-    specs: (pathem_spec::PathSpec, pathem_spec::PathSpec),
+    specs: [DirectionSpecs; 2],
 ) -> Result<Server, Error> {
-    let (cab, cba) = link.controls();
-    let controls = (cab.clone(), cba.cloned());
+    let (cab, cba) = link.path_controls();
+    let controls = (cab.to_vec(), cba.map(<[Control]>::to_vec));
     let (kab, kba) = link.counters();
+    let filters = |d: &DirectionSpecs| d.classes.iter().map(|c| c.1.clone()).collect::<Vec<_>>();
+    let filters = (filters(&specs[0]), filters(&specs[1]));
     let current = std::sync::Mutex::new(specs);
     let attached = link.started.attached;
     let to = controls.clone();
@@ -370,21 +433,50 @@ pub fn serve(
                 return Err(Refusal::NotAttached("egress"));
             }
         }
-        let (ab, ba) = change.apply(&specs, attached.is_some());
-        let (ab_cfg, ba_cfg) = (ab.to_config()?, ba.to_config()?);
-        for (c, cfg) in [(Some(&to.0), &ab_cfg), (to.1.as_ref(), &ba_cfg)] {
-            if let Some(c) = c {
+        let (ab, ba) = change.apply(&(specs[0].path.clone(), specs[1].path.clone()), attached.is_some());
+        // Every path that changes: (direction, lane, new spec, its config).
+        let mut plan = vec![(0, 0, ab.to_config()?, ab), (1, 0, ba.to_config()?, ba)];
+        for (name, flags, dirs) in change.classes(attached.is_some())? {
+            let mut found = false;
+            for &d in dirs {
+                let lanes = &specs[d].classes;
+                if let Some(i) = lanes.iter().position(|c| c.0 == name) {
+                    let spec = lanes[i].2.overridden_by(&flags);
+                    plan.push((d, i + 1, spec.to_config()?, spec));
+                    found = true;
+                }
+            }
+            if !found {
+                let known: Vec<&str> =
+                    specs.iter().flat_map(|s| s.classes.iter().map(|c| c.0.as_str())).collect();
+                let known = if known.is_empty() { "none".into() } else { known.join(", ") };
+                return Err(Refusal::NoClass { name, known });
+            }
+        }
+        let control = |d: usize, lane: usize| match d {
+            0 => to.0.get(lane),
+            _ => to.1.as_ref().and_then(|c| c.get(lane)),
+        };
+        for (d, lane, cfg, _) in &plan {
+            if let Some(c) = control(*d, *lane) {
                 c.check(cfg)?;
             }
         }
-        to.0.set(ab_cfg.clone())?;
-        if let Some(c) = &to.1 {
-            c.set(ba_cfg.clone())?;
+        for (d, lane, cfg, _) in &plan {
+            if let Some(c) = control(*d, *lane) {
+                c.set(cfg.clone())?;
+            }
         }
-        *specs = (ab, ba);
+        for (d, lane, _, spec) in &plan {
+            match lane {
+                0 => specs[*d].path = spec.clone(),
+                l => specs[*d].classes[l - 1].2 = spec.clone(),
+            }
+        }
         // `set` answers once the change is in effect, so a `show` right after sees it.
         let limit = std::time::Duration::from_secs(1);
-        let done = to.0.applied(&ab_cfg, limit) && to.1.as_ref().is_none_or(|c| c.applied(&ba_cfg, limit));
+        let done =
+            plan.iter().all(|(d, lane, cfg, _)| control(*d, *lane).is_none_or(|c| c.applied(cfg, limit)));
         if !done {
             return Err(Refusal::NotApplied);
         }
@@ -397,6 +489,7 @@ pub fn serve(
         port_b: link.started.name_b.clone(),
         controls,
         counters: (kab.clone(), kba.cloned()),
+        filters,
         setter,
         since: link.since,
     })

@@ -15,7 +15,8 @@
 use crate::netns::enter;
 use crate::Error;
 use pathem_engine::{
-    delay_line_sizing, run, Control, Counters, EngineConfig, MonotonicClock, Pipeline, Schedule, Stats, Task,
+    delay_line_sizing, run, ClassConfig, Control, DirectionCounters, EngineConfig, MonotonicClock, Pipeline,
+    Schedule, Stats, Task,
 };
 use pathem_io::iface::{self, SavedOffloads};
 use pathem_io::live::{self, LiveRx, LiveTx, PortOptions, PortSpec};
@@ -38,6 +39,9 @@ pub struct LinkSpec {
     /// The path of frames from A to B, and from B to A.
     pub ab: PathConfig,
     pub ba: PathConfig,
+    /// Each direction's classes (`--class`), tried in order; frames none takes follow `ab`/`ba`.
+    pub classes_ab: Vec<ClassConfig>,
+    pub classes_ba: Vec<ClassConfig>,
     /// Forward from A to B only.
     pub one_way: bool,
     /// The run's seed; each direction's is derived from it.
@@ -69,6 +73,8 @@ impl LinkSpec {
             b,
             ab,
             ba,
+            classes_ab: Vec::new(),
+            classes_ba: Vec::new(),
             one_way: false,
             seed,
             engine: EngineConfig { busy_poll: pathem_engine::DEFAULT_BUSY_POLL, ..EngineConfig::default() },
@@ -79,6 +85,26 @@ impl LinkSpec {
             schedule_ab: None,
             schedule_ba: None,
             attach: None,
+        }
+    }
+}
+
+impl LinkSpec {
+    /// [`LinkSpec::between`] with the directions as the spec resolved them: their paths, their
+    /// classes and their schedules.
+    pub fn of(
+        a: PortSpec,
+        b: PortSpec,
+        ab: &pathem_spec::link::Direction,
+        ba: &pathem_spec::link::Direction,
+        seed: u64,
+    ) -> LinkSpec {
+        LinkSpec {
+            classes_ab: ab.class_configs(),
+            classes_ba: ba.class_configs(),
+            schedule_ab: ab.schedule.clone(),
+            schedule_ba: ba.schedule.clone(),
+            ..LinkSpec::between(a, b, ab.path.clone(), ba.path.clone(), seed)
         }
     }
 }
@@ -107,6 +133,9 @@ pub struct Started {
 pub struct Final {
     pub ab: Stats,
     pub ba: Option<Stats>,
+    /// Each class's own counters (the default path first; empty without classes).
+    pub classes_ab: Vec<(String, Stats)>,
+    pub classes_ba: Vec<(String, Stats)>,
     /// Receive errors (an interface that was down for a while).
     pub rx_errors: u64,
     /// Frames each transmitting port refused, by class, with its name and MTU (a line each
@@ -184,10 +213,11 @@ impl Final {
 pub struct Link {
     stop: Arc<AtomicBool>,
     worker: JoinHandle<Result<Final, Error>>,
-    counters_ab: Arc<Counters>,
-    counters_ba: Option<Arc<Counters>>,
-    control_ab: Control,
-    control_ba: Option<Control>,
+    counters_ab: DirectionCounters,
+    counters_ba: Option<DirectionCounters>,
+    /// Each direction's controls: the default path's, then each class's.
+    control_ab: Vec<Control>,
+    control_ba: Option<Vec<Control>>,
     pub started: Started,
     /// When the link started forwarding (CLOCK_MONOTONIC): schedules count from here.
     pub since: Nanos,
@@ -347,13 +377,18 @@ impl Link {
     }
 
     /// Each direction's counters (b→a is `None` one way).
-    pub fn counters(&self) -> (&Arc<Counters>, Option<&Arc<Counters>>) {
+    pub fn counters(&self) -> (&DirectionCounters, Option<&DirectionCounters>) {
         (&self.counters_ab, self.counters_ba.as_ref())
     }
 
-    /// Each direction's control: change its path while it runs.
+    /// Each direction's control of its default path: change it while it runs.
     pub fn controls(&self) -> (&Control, Option<&Control>) {
-        (&self.control_ab, self.control_ba.as_ref())
+        (&self.control_ab[0], self.control_ba.as_ref().map(|c| &c[0]))
+    }
+
+    /// Each direction's controls of every path: the default path's, then each class's in order.
+    pub fn path_controls(&self) -> (&[Control], Option<&[Control]>) {
+        (&self.control_ab, self.control_ba.as_deref())
     }
 
     /// Stops the link and returns its final counters.
@@ -372,8 +407,8 @@ impl Link {
 /// What the worker hands back once the ports are open.
 struct Ready {
     started: Started,
-    counters: (Arc<Counters>, Option<Arc<Counters>>),
-    controls: (Control, Option<Control>),
+    counters: (DirectionCounters, Option<DirectionCounters>),
+    controls: (Vec<Control>, Option<Vec<Control>>),
     since: Nanos,
 }
 
@@ -421,12 +456,21 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
         ..spec.engine.clone()
     };
     let (engine_ab, engine_ba) = (towards(&port_b.tx), towards(&port_a.tx));
+    let seed_ab = direction_seed(spec.seed, 0);
     let mut ab: LivePipe =
-        Pipeline::new(port_a.rx, port_b.tx, &spec.ab, direction_seed(spec.seed, 0), &engine_ab)?;
+        Pipeline::with_classes(port_a.rx, port_b.tx, &spec.ab, &spec.classes_ab, seed_ab, &engine_ab)?;
     let mut ba: Option<LivePipe> = match spec.one_way {
         true => None,
         false => {
-            Some(Pipeline::new(port_b.rx, port_a.tx, &spec.ba, direction_seed(spec.seed, 1), &engine_ba)?)
+            let seed_ba = direction_seed(spec.seed, 1);
+            Some(Pipeline::with_classes(
+                port_b.rx,
+                port_a.tx,
+                &spec.ba,
+                &spec.classes_ba,
+                seed_ba,
+                &engine_ba,
+            )?)
         }
     };
     let sizing = |p: &LivePipe, cfg: &PathConfig, engine: &EngineConfig| {
@@ -451,10 +495,14 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
     if let (Some(p), Some(s)) = (ba.as_mut(), spec.schedule_ba.clone()) {
         p.follow(s, since);
     }
+    ab.follow_classes(since);
+    if let Some(p) = ba.as_mut() {
+        p.follow_classes(since);
+    }
     let _ = ready.send(Ready {
         started,
         counters: (ab.counters().clone(), ba.as_ref().map(|p| p.counters().clone())),
-        controls: (ab.control(), ba.as_ref().map(|p| p.control())),
+        controls: (ab.controls(), ba.as_ref().map(|p| p.controls())),
         since,
     });
 
@@ -467,6 +515,9 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
         Some(p) => Some(p.finish(now, DRAIN)?),
         None => None,
     };
+    let classes =
+        |p: &LivePipe| p.counters().classes().into_iter().map(|(n, s)| (n.to_string(), s)).collect();
+    let (classes_ab, classes_ba) = (classes(&ab), ba.as_ref().map(classes).unwrap_or_default());
     let rx_errors = ab.input.rx.errors() + ba.as_ref().map_or(0, |p| p.input.rx.errors());
     let mut tx_refused = Vec::new();
     let outputs = [(&spec.b, Some(&mut ab)), (&spec.a, ba.as_mut())];
@@ -480,5 +531,13 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
     // are put back.
     drop((ab, ba));
     drop(offloads);
-    Ok(Final { ab: final_ab, ba: final_ba, rx_errors, tx_refused, closed: pathem_io::dpdk::closed() })
+    Ok(Final {
+        ab: final_ab,
+        ba: final_ba,
+        classes_ab,
+        classes_ba,
+        rx_errors,
+        tx_refused,
+        closed: pathem_io::dpdk::closed(),
+    })
 }

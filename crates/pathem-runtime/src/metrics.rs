@@ -22,29 +22,29 @@
 //! `pathem_checksums_completed_total` what the receiving port did to a local sender's frames.
 
 use crate::Error;
-use pathem_engine::{Control, Counters};
+use pathem_engine::{Control, DirectionCounters};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// One direction as exported.
 #[derive(Debug, Clone)]
 pub struct Exported {
     pub direction: &'static str,
-    pub counters: Arc<Counters>,
-    pub control: Control,
+    pub counters: DirectionCounters,
+    /// The default path's control, then each class's.
+    pub controls: Vec<Control>,
 }
 
 #[derive(Debug)]
 struct LinkCollector(Vec<Exported>);
 
 type Read = fn(&pathem_engine::Stats) -> u64;
-type Histogram = fn(&Counters) -> &pathem_engine::stats::Lateness;
+type Histogram = fn(&DirectionCounters) -> pathem_engine::stats::Histo;
 
 impl Collector for LinkCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
@@ -123,24 +123,101 @@ impl Collector for LinkCollector {
             (
                 "pathem_lateness_seconds",
                 "How long after its release time each frame reached the transmitting port",
-                |c| &c.late,
+                |c| c.late(),
             ),
             (
                 "pathem_sojourn_seconds",
                 "How long frames waited in the queue discipline's queue (--aqm)",
-                |c| &c.sojourn,
+                |c| c.sojourn(),
             ),
         ];
         for (name, help, which) in histograms {
             let mut m = encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
             for e in &self.0 {
-                histogram(&mut m, e.direction, which(&e.counters))?;
+                histogram(&mut m, e.direction, &which(&e.counters))?;
             }
         }
         let mut m = encoder.encode_descriptor("pathem_path", "The path in effect", None, MetricType::Info)?;
         for e in &self.0 {
-            let path = e.control.current().to_string();
+            let path = e.controls.first().map(|c| c.current().to_string()).unwrap_or_default();
             m.encode_info(&[("direction", e.direction.to_string()), ("path", path)])?;
+        }
+        self.encode_classes(&mut encoder)
+    }
+}
+
+impl LinkCollector {
+    /// With classes, each path's own counters in families of their own (`pathem_class_...`,
+    /// labels `direction` and `class`; the default path is `class="default"`), so a sum over a
+    /// direction's families above never counts a frame twice.
+    fn encode_classes(&self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let per: Vec<(&'static str, Vec<(&str, pathem_engine::Stats)>)> =
+            self.0.iter().map(|e| (e.direction, e.counters.classes())).collect();
+        if per.iter().all(|(_, c)| c.is_empty()) {
+            return Ok(());
+        }
+        let counters: [(&str, &str, Read); 6] = [
+            ("pathem_class_rx_frames", "Frames the classifier gave the class", |s| s.rx_packets),
+            ("pathem_class_rx_bytes", "Bytes the classifier gave the class", |s| s.rx_bytes),
+            ("pathem_class_tx_frames", "The class's frames handed to the transmitting port", |s| {
+                s.tx_packets
+            }),
+            ("pathem_class_tx_bytes", "The class's bytes handed to the transmitting port", |s| s.tx_bytes),
+            ("pathem_class_duplicated_frames", "The class's duplicates", |s| s.duplicated),
+            ("pathem_class_ecn_marked_frames", "The class's frames CE-marked", |s| s.ecn_marked + s.aqm_mark),
+        ];
+        for (name, help, read) in counters {
+            let mut m = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+            for (d, classes) in &per {
+                for (class, s) in classes {
+                    m.encode_family(&[("direction", *d), ("class", class)])?
+                        .encode_counter::<NoLabelSet, _, u64>(&read(s), None)?;
+                }
+            }
+        }
+        let mut m = encoder.encode_descriptor(
+            "pathem_class_dropped_frames",
+            "The class's frames pathem dropped, by reason",
+            None,
+            MetricType::Counter,
+        )?;
+        for (d, classes) in &per {
+            for (class, s) in classes {
+                for (r, v) in s.dropped.iter() {
+                    m.encode_family(&[("direction", *d), ("class", class), ("reason", r.name())])?
+                        .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
+                }
+            }
+        }
+        let gauges: [(&str, &str, Read); 3] = [
+            ("pathem_class_link_queue_frames", "Frames in the class's link queue", |s| s.queue_frames),
+            ("pathem_class_link_queue_bytes", "Bytes in the class's link queue", |s| s.queue_bytes),
+            ("pathem_class_in_flight_frames", "The class's frames in its delay line", |s| s.in_flight),
+        ];
+        for (name, help, read) in gauges {
+            let mut m = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for (d, classes) in &per {
+                for (class, s) in classes {
+                    m.encode_family(&[("direction", *d), ("class", class)])?
+                        .encode_gauge(&(read(s) as i64))?;
+                }
+            }
+        }
+        let mut m = encoder.encode_descriptor(
+            "pathem_class_path",
+            "The class's path in effect",
+            None,
+            MetricType::Info,
+        )?;
+        for (e, (_, classes)) in self.0.iter().zip(&per) {
+            for ((class, _), control) in classes.iter().zip(&e.controls) {
+                let labels = [
+                    ("direction", e.direction.to_string()),
+                    ("class", class.to_string()),
+                    ("path", control.current().to_string()),
+                ];
+                m.encode_info(&labels)?;
+            }
         }
         Ok(())
     }
@@ -150,7 +227,7 @@ impl Collector for LinkCollector {
 fn histogram(
     m: &mut prometheus_client::encoding::MetricEncoder,
     direction: &str,
-    h: &pathem_engine::stats::Lateness,
+    h: &pathem_engine::stats::Histo,
 ) -> Result<(), std::fmt::Error> {
     let (buckets, sum) = h.cumulative();
     let count = buckets.last().map_or(0, |b| b.1);
@@ -229,10 +306,10 @@ fn answer(stream: std::net::TcpStream, directions: &[Exported]) -> std::io::Resu
 /// Serves `link`'s metrics on `addr`, per direction.
 pub fn serve(link: &crate::Link, addr: SocketAddr) -> Result<Metrics, Error> {
     let (kab, kba) = link.counters();
-    let (cab, cba) = link.controls();
-    let mut dirs = vec![Exported { direction: "a_to_b", counters: kab.clone(), control: cab.clone() }];
+    let (cab, cba) = link.path_controls();
+    let mut dirs = vec![Exported { direction: "a_to_b", counters: kab.clone(), controls: cab.to_vec() }];
     if let (Some(k), Some(c)) = (kba, cba) {
-        dirs.push(Exported { direction: "b_to_a", counters: k.clone(), control: c.clone() });
+        dirs.push(Exported { direction: "b_to_a", counters: k.clone(), controls: c.to_vec() });
     }
     Metrics::serve(addr, dirs)
 }
@@ -244,7 +321,7 @@ mod tests {
 
     #[test]
     fn a_scrape_shows_every_counter_per_direction() {
-        let counters = Arc::new(Counters::default());
+        let counters = std::sync::Arc::new(pathem_engine::Counters::default());
         counters.rx_packets.add(7);
         counters.dropped[DropReason::Queue as usize].add(2);
         counters.late.record(pathem_model::Nanos(300));
@@ -262,7 +339,8 @@ mod tests {
         )
         .unwrap();
         let control = pipeline.control();
-        let text = render(&[Exported { direction: "a_to_b", counters, control }]);
+        let counters = DirectionCounters::single(counters);
+        let text = render(&[Exported { direction: "a_to_b", counters, controls: vec![control] }]);
         for want in [
             "pathem_rx_frames_total{direction=\"a_to_b\"} 7",
             "pathem_dropped_frames_total{direction=\"a_to_b\",reason=\"queue\"} 2",

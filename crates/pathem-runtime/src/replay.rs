@@ -7,7 +7,7 @@
 //! ([`replay`]).
 
 use crate::Error;
-use pathem_engine::{run, EngineConfig, Pipeline, Schedule, Stats, VirtualClock};
+use pathem_engine::{run, ClassConfig, EngineConfig, Pipeline, Schedule, Stats, VirtualClock};
 use pathem_io::pcap::{PcapSink, PcapSource};
 use pathem_io::TxPort;
 use pathem_model::rng::direction_seed;
@@ -19,6 +19,8 @@ use std::sync::atomic::AtomicBool;
 /// What a replay did.
 pub struct Replayed<T> {
     pub stats: Stats,
+    /// With classes: each path's own counters, the default path first.
+    pub classes: Vec<(String, Stats)>,
     /// Most bytes the delay line may hold (it grows with what is in flight, up to this).
     pub delay_line_bytes: usize,
     /// Input frames whose timestamp went back; they arrived with their predecessor.
@@ -27,28 +29,37 @@ pub struct Replayed<T> {
     pub sink: T,
 }
 
-/// Replays `src` through `path` (and its `schedule`, counted from the first frame's arrival)
-/// into `sink`, with the a→b direction's seed of `seed`.
+/// Replays `src` through `path` and its `classes` (and their schedules, counted from the
+/// first frame's arrival) into `sink`, with the a→b direction's seed of `seed`.
 pub fn replay<T: TxPort>(
     src: PcapSource,
     sink: T,
     path: &PathConfig,
+    classes: &[ClassConfig],
     schedule: Option<Schedule>,
     seed: u64,
     engine: &EngineConfig,
 ) -> Result<Replayed<T>, Error> {
     let engine = EngineConfig { offline: true, ..engine.clone() };
     let start = src.peek_arrival().unwrap_or(Nanos::ZERO);
-    let mut pipe = Pipeline::new(src, sink, path, direction_seed(seed, 0), &engine)?;
+    let mut pipe = Pipeline::with_classes(src, sink, path, classes, direction_seed(seed, 0), &engine)?;
     if let Some(s) = schedule {
         pipe.follow(s, start);
     }
+    pipe.follow_classes(start);
     let mut clock = VirtualClock::starting_at(start);
     run(&mut [&mut pipe], &mut clock, &AtomicBool::new(false))?;
     let stats = pipe.counters().snapshot();
+    let classes = pipe.counters().classes().into_iter().map(|(n, s)| (n.to_string(), s)).collect();
     let delay_line_bytes = pipe.delay_line_capacity();
     let (src, sink) = pipe.into_ports();
-    Ok(Replayed { stats, delay_line_bytes, input_backwards_timestamps: src.backwards_timestamps(), sink })
+    Ok(Replayed {
+        stats,
+        classes,
+        delay_line_bytes,
+        input_backwards_timestamps: src.backwards_timestamps(),
+        sink,
+    })
 }
 
 /// What `pathem replay` did, as `--stats` writes it.
@@ -62,6 +73,19 @@ pub struct ReplayReport {
     /// The process's peak resident memory (VmHWM), where the system reports it.
     pub peak_memory_bytes: Option<u64>,
     #[serde(flatten)]
+    pub stats: Stats,
+    /// With classes: each path's own counters, the default path first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<ReplayClass>,
+}
+
+/// One class in a [`ReplayReport`].
+#[derive(Serialize, Debug, Clone)]
+pub struct ReplayClass {
+    pub class: String,
+    /// Its filter (empty for the default path).
+    pub filter: String,
+    pub path: String,
     pub stats: Stats,
 }
 
@@ -106,6 +130,20 @@ impl ReplayReport {
             "  delay line up to {} (grows with what is in flight)",
             bytes(self.delay_line_bytes as u64)
         );
+        for c in &self.classes {
+            let filter =
+                if c.filter.is_empty() { "frames no class takes".into() } else { format!("{:?}", c.filter) };
+            let _ = writeln!(out, "  class {} ({filter}): {}", c.class, c.path);
+            let (cs, cd) = (&c.stats, &c.stats.dropped);
+            let _ = writeln!(
+                out,
+                "    received {} forwarded {} dropped {} ({})",
+                cs.rx_packets,
+                cs.tx_packets,
+                cd.total(),
+                cd.describe()
+            );
+        }
         if let Some(peak) = self.peak_memory_bytes {
             let _ = writeln!(out, "  peak memory {}", bytes(peak));
         }
@@ -125,6 +163,7 @@ pub fn replay_file(
     input: &Path,
     output: &Path,
     path: &PathConfig,
+    classes: &[ClassConfig],
     schedule: Option<Schedule>,
     seed: u64,
     engine: &EngineConfig,
@@ -132,8 +171,16 @@ pub fn replay_file(
     engine.validate().map_err(pathem_engine::Error::from)?;
     let src = PcapSource::open(input)?;
     let sink = PcapSink::create(output, src.snaplen())?;
-    let r = replay(src, sink, path, schedule, seed, engine)?;
+    let r = replay(src, sink, path, classes, schedule, seed, engine)?;
     r.sink.commit()?;
+    let paths = std::iter::once((String::new(), path.to_string()))
+        .chain(classes.iter().map(|c| (c.filter.to_string(), c.path.to_string())));
+    let classes = r
+        .classes
+        .into_iter()
+        .zip(paths)
+        .map(|((class, stats), (filter, path))| ReplayClass { class, filter, path, stats })
+        .collect();
     Ok(ReplayReport {
         seed,
         path: path.to_string(),
@@ -141,5 +188,6 @@ pub fn replay_file(
         input_backwards_timestamps: r.input_backwards_timestamps,
         peak_memory_bytes: pathem_io::proc_kb("/proc/self/status", "VmHWM"),
         stats: r.stats,
+        classes,
     })
 }

@@ -6,19 +6,17 @@
 use crate::control::{self, Server};
 use crate::metrics::{self, Metrics};
 use crate::{Error, Final, Link, LinkSpec};
-use pathem_engine::{monotonic_now, Counters, EngineConfig, Stats};
+use pathem_engine::{monotonic_now, DirectionCounters, EngineConfig, Stats};
 use pathem_io::iface;
 use pathem_io::live::{PortOptions, PortSpec};
 use pathem_model::units::Size;
 use pathem_model::units::{Rate, DEFAULT_LINE_RATE};
 use pathem_model::Nanos;
 use pathem_spec::file::ConfigFile;
-use pathem_spec::PathSpec;
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 /// How a live link is watched and ended, as `run` and `attach` take it on the command line.
 #[derive(clap::Args, Debug, Clone)]
@@ -73,12 +71,13 @@ impl Session {
     pub fn start(
         spec: LinkSpec,
         name: String,
-        specs: (PathSpec, PathSpec),
+        directions: [&pathem_spec::link::Direction; 2],
         metrics: Option<SocketAddr>,
     ) -> Result<Session, Error> {
         control::check_free(&name)?;
         let seed = spec.seed;
         let link = Link::start(spec)?;
+        let specs = directions.map(control::DirectionSpecs::from);
         let control = control::serve(&link, name.clone(), seed, specs)?;
         let metrics = metrics.map(|addr| metrics::serve(&link, addr)).transpose()?;
         Ok(Session { link, name, control, metrics, started: monotonic_now() })
@@ -163,7 +162,8 @@ impl Session {
             self.every(every, move |seconds| report(&Report::now("interval", seconds, &counters)));
         }
         let (end, seconds) = self.wait()?;
-        report(&Report { event: "final", seconds, a_to_b: end.ab.clone(), b_to_a: end.ba.clone() });
+        let classes = Report::class_list(&end.classes_ab, &end.classes_ba);
+        report(&Report { event: "final", seconds, a_to_b: end.ab.clone(), b_to_a: end.ba.clone(), classes });
         Ok(end)
     }
 
@@ -184,33 +184,65 @@ pub struct Report {
     pub a_to_b: Stats,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub b_to_a: Option<Stats>,
+    /// With classes: each path's own counters, a→b's then b→a's (the default path first).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<ClassReport>,
+}
+
+/// One class's counters in a [`Report`].
+#[derive(Clone, Debug, Serialize)]
+pub struct ClassReport {
+    pub direction: &'static str,
+    pub class: String,
+    pub stats: Stats,
 }
 
 impl Report {
-    /// The report of `counters` now.
+    /// The counters now.
     pub fn now(
         event: &'static str,
         seconds: f64,
-        counters: &(Arc<Counters>, Option<Arc<Counters>>),
+        counters: &(DirectionCounters, Option<DirectionCounters>),
     ) -> Report {
+        let own = |k: &DirectionCounters| -> Vec<(String, Stats)> {
+            k.classes().into_iter().map(|(n, s)| (n.to_string(), s)).collect()
+        };
+        let (ab, ba) = (own(&counters.0), counters.1.as_ref().map(own).unwrap_or_default());
         Report {
             event,
             seconds,
             a_to_b: counters.0.snapshot(),
             b_to_a: counters.1.as_ref().map(|c| c.snapshot()),
+            classes: Report::class_list(&ab, &ba),
         }
     }
 
-    /// A line per direction, ports named `a` and `b`.
+    /// Both directions' class counters as a list.
+    pub fn class_list(ab: &[(String, Stats)], ba: &[(String, Stats)]) -> Vec<ClassReport> {
+        let mut out = Vec::new();
+        for (direction, list) in [("a_to_b", ab), ("b_to_a", ba)] {
+            out.extend(list.iter().map(|(class, stats)| ClassReport {
+                direction,
+                class: class.clone(),
+                stats: stats.clone(),
+            }));
+        }
+        out
+    }
+
+    /// The report's text lines: a line per direction, then one per class.
     pub fn lines(&self, a: &str, b: &str) -> Vec<String> {
-        let at = |s: &Stats, from: &str, to: &str| {
-            format!("[{:.1}s] {}", self.seconds, s.line(&format!("{from}->{to}")))
-        };
-        std::iter::once(at(&self.a_to_b, a, b)).chain(self.b_to_a.as_ref().map(|s| at(s, b, a))).collect()
+        let at = |s: &Stats, name: String| format!("[{:.1}s] {}", self.seconds, s.line(&name));
+        let mut out = vec![at(&self.a_to_b, format!("{a}->{b}"))];
+        out.extend(self.b_to_a.as_ref().map(|s| at(s, format!("{b}->{a}"))));
+        for c in &self.classes {
+            let (from, to) = if c.direction == "a_to_b" { (a, b) } else { (b, a) };
+            out.push(at(&c.stats, format!("{from}->{to} class {}", c.class)));
+        }
+        out
     }
 }
 
-/// How a link's ports and engine are set up, as `run` takes them on the command line.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Tuning {
     /// DPDK's EAL arguments for dpdk: ports, separated by spaces (cores, memory, --no-huge,

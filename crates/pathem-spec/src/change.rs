@@ -43,10 +43,28 @@ impl Change {
     pub fn apply(&self, current: &(PathSpec, PathSpec), attached: bool) -> (PathSpec, PathSpec) {
         let none = PathSpec::default();
         let both_ba = if attached { &none } else { &self.both };
+        let (both, both_ba) = (self.both.without_classes(), both_ba.without_classes());
         (
-            current.0.overridden_by(&self.both).overridden_by(&self.a_to_b),
-            current.1.overridden_by(both_ba).overridden_by(&self.b_to_a),
+            current.0.overridden_by(&both).overridden_by(&self.a_to_b.without_classes()),
+            current.1.overridden_by(&both_ba).overridden_by(&self.b_to_a.without_classes()),
         )
+    }
+
+    /// The classes the change names (`--class NAME FLAGS`): each with its flags and the
+    /// directions it may change (0: a→b, 1: b→a). A name among the common words changes the
+    /// class of that name in each direction that has one (egress alone when attached); one in
+    /// `--a-to-b`/`--b-to-a` that direction's.
+    pub fn classes(&self, attached: bool) -> Result<Vec<(String, PathSpec, &'static [usize])>, SpecError> {
+        let both: &'static [usize] = if attached { &[0] } else { &[0, 1] };
+        let mut out = Vec::new();
+        for (spec, dirs) in [(&self.both, both), (&self.a_to_b, &[0][..]), (&self.b_to_a, &[1][..])] {
+            for pair in spec.class.chunks(2) {
+                if let [name, flags] = pair {
+                    out.push((name.clone(), crate::class::class_flags(name, flags)?, dirs));
+                }
+            }
+        }
+        Ok(out)
     }
 }
 

@@ -40,6 +40,12 @@ pub enum SpecError {
     /// A netem spec (`--netem "..."`) with a bad word.
     #[error("--netem \"{spec}\": {error}")]
     Netem { spec: String, error: crate::netem::NetemError },
+    /// A class (`--class`, `[[class]]`) that cannot be used.
+    #[error("{0}")]
+    Class(String),
+    /// A class's filter that is not tcpdump's language as pathem takes it.
+    #[error("--class {0}")]
+    Filter(#[from] pathem_filter::FilterError),
     /// A setting NetEm has no words for (asked of [`crate::netem::to_netem`]).
     #[error("{setting} has no NetEm equivalent: {reason}")]
     NotNetem { setting: String, reason: String },
@@ -63,6 +69,8 @@ impl SpecError {
             | SpecError::ScheduleUnreadable { .. }
             | SpecError::Schedule { .. }
             | SpecError::Netem { .. }
+            | SpecError::Class(_)
+            | SpecError::Filter(_)
             | SpecError::NotNetem { .. } => true,
         }
     }

@@ -32,6 +32,17 @@ pub struct ConfigFile {
     /// `[b_to_a]`; `[ingress]` for `attach` (frames the host receives).
     #[serde(default, alias = "ingress")]
     pub b_to_a: PathSpec,
+    /// `[[class]]` tables: classes of both directions (of egress for `attach`); see
+    /// [`crate::class`].
+    #[serde(default, rename = "class")]
+    pub classes: Vec<crate::class::ClassTable>,
+}
+
+impl ConfigFile {
+    /// The file's classes for both directions, as a layer.
+    pub fn common(&self) -> PathSpec {
+        PathSpec { classes: self.classes.clone(), ..PathSpec::default() }
+    }
 }
 
 /// Reads and checks a config file; the error is one line: `FILE:LINE: what is wrong`.
@@ -42,7 +53,16 @@ pub fn load(path: &Path) -> Result<ConfigFile, SpecError> {
         parse(&text).map_err(|(line, message)| SpecError::Config { path: path.into(), line, message })?;
     // Trace files named in the config are found next to it.
     let dir = path.parent().unwrap_or(Path::new("."));
-    Ok(ConfigFile { a_to_b: file.a_to_b.relative_to(dir), b_to_a: file.b_to_a.relative_to(dir), ..file })
+    let classes = file.classes.iter().cloned().map(|mut c| {
+        c.path = c.path.relative_to(dir);
+        c
+    });
+    Ok(ConfigFile {
+        classes: classes.collect(),
+        a_to_b: file.a_to_b.clone().relative_to(dir),
+        b_to_a: file.b_to_a.clone().relative_to(dir),
+        ..file
+    })
 }
 
 /// Parses config text; errors carry the 1-based line they point at.

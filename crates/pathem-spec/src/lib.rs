@@ -15,6 +15,7 @@
 //! - [`error`]: what can be wrong with any of them.
 
 pub mod change;
+pub mod class;
 pub mod error;
 pub mod file;
 pub mod link;

@@ -3,6 +3,7 @@
 //! a path; and the schedule of changes built on each.
 
 use crate::change::direction;
+use crate::class::Class;
 use crate::error::SpecError;
 use crate::file::{self, ConfigFile};
 use crate::path::PathSpec;
@@ -23,22 +24,46 @@ pub struct Direction {
     /// What a `--netem` spec in the layers said of how its words were read and where pathem's
     /// meaning differs (`pathem netem` gives the same), a line each.
     pub notes: Vec<String>,
+    /// The direction's classes, in the order frames are tried (`spec` and `path` are then the
+    /// default path's, for frames none takes).
+    pub classes: Vec<Class>,
 }
 
 impl Direction {
     /// `layers` merged in order (later ones win, field by field), checked, and the schedule
     /// in `schedule` built on the result.
     pub fn resolve(layers: &[&PathSpec], schedule: Option<&Path>) -> Result<Direction, SpecError> {
-        let spec = layers.iter().fold(PathSpec::default(), |acc, l| acc.overridden_by(l));
+        let merged = layers.iter().fold(PathSpec::default(), |acc, l| acc.overridden_by(l));
+        let classes = crate::class::resolve(&merged)?;
+        let spec = merged.without_classes();
         let path = spec.to_config()?;
+        let mut classes = classes;
         let schedule = match schedule {
-            Some(f) => Some(schedule::to_schedule(&schedule::load(f, &spec)?, f)?),
+            Some(f) => {
+                let named: Vec<(&str, &PathSpec)> =
+                    classes.iter().map(|c| (c.name.as_str(), &c.spec)).collect();
+                let s = schedule::load(f, &spec, &named)?;
+                for (c, sched) in classes.iter_mut().zip(schedule::class_schedules(&s, f)?) {
+                    c.schedule = sched;
+                }
+                Some(schedule::to_schedule(&s, f)?)
+            }
             None => None,
         };
-        let mut notes: Vec<String> =
-            layers.iter().filter_map(|l| l.netem.as_ref()).flat_map(|n| n.notes()).collect();
+        let class_netem = classes.iter().filter_map(|c| c.spec.netem.as_ref());
+        let mut notes: Vec<String> = layers
+            .iter()
+            .filter_map(|l| l.netem.as_ref())
+            .chain(class_netem)
+            .flat_map(|n| n.notes())
+            .collect();
         notes.dedup();
-        Ok(Direction { spec, path, schedule, notes })
+        Ok(Direction { spec, path, schedule, notes, classes })
+    }
+
+    /// The classes as the engine takes them.
+    pub fn class_configs(&self) -> Vec<pathem_engine::ClassConfig> {
+        self.classes.iter().map(Class::config).collect()
     }
 }
 
@@ -69,8 +94,9 @@ pub fn directions(
     schedule: Option<&Path>,
 ) -> Result<(Direction, Direction), SpecError> {
     let [(ab_flag, ab_text), (ba_flag, ba_text)] = own;
-    let ab = Direction::resolve(&[&file.a_to_b, common, &direction(ab_flag, ab_text)?], schedule)?;
-    let ba = Direction::resolve(&[&file.b_to_a, common, &direction(ba_flag, ba_text)?], schedule)?;
+    let both = file.common();
+    let ab = Direction::resolve(&[&file.a_to_b, &both, common, &direction(ab_flag, ab_text)?], schedule)?;
+    let ba = Direction::resolve(&[&file.b_to_a, &both, common, &direction(ba_flag, ba_text)?], schedule)?;
     Ok((ab, ba))
 }
 
@@ -88,12 +114,16 @@ pub fn attach_directions(
     schedule: Option<&Path>,
 ) -> Result<(Direction, Direction, bool, bool), SpecError> {
     let own = direction("egress", egress)?;
-    let out = Direction::resolve(&[&file.a_to_b, common, &own], schedule)?;
+    let out = Direction::resolve(&[&file.a_to_b, &file.common(), common, &own], schedule)?;
     let into = Direction::resolve(&[&file.b_to_a, &direction("ingress", ingress)?], None)?;
     let none = PathSpec::default();
     let ingress_asked = ingress.is_some() || file.b_to_a != none;
-    let egress_asked =
-        *common != none || egress.is_some() || file.a_to_b != none || schedule.is_some() || !ingress_asked;
+    let egress_asked = *common != none
+        || egress.is_some()
+        || file.a_to_b != none
+        || !file.classes.is_empty()
+        || schedule.is_some()
+        || !ingress_asked;
     Ok((out, into, egress_asked, ingress_asked))
 }
 

@@ -320,6 +320,27 @@ pub struct PathSpec {
     /// Impairments in tc-netem(8)'s words, e.g. "delay 100ms 10ms 25% loss 1%" (pathem netem explains one).
     #[arg(long, value_name = "SPEC", help_heading = "NetEm")]
     pub netem: Option<NetemSpec>,
+
+    /// A class (repeatable): frames a tcpdump FILTER matches follow FLAGS' own path (clap shows
+    /// `help`, rustdoc this line).
+    #[arg(
+        long = "class",
+        num_args = 2,
+        value_names = ["FILTER", "FLAGS"],
+        action = clap::ArgAction::Append,
+        allow_hyphen_values = true,
+        help_heading = "Classes",
+        help = "A per-flow path (repeatable): frames the tcpdump FILTER matches take FLAGS' own path, \
+                e.g. --class \"udp port 53\" \"--loss 10%\"; the first match wins, the rest take the bare \
+                flags. In ctl set and schedules: --class NAME FLAGS changes that class"
+    )]
+    #[serde(skip)]
+    pub class: Vec<String>,
+
+    /// A config file's `[[class]]` tables (see [`crate::class`]).
+    #[arg(skip)]
+    #[serde(default, rename = "class")]
+    pub classes: Vec<crate::class::ClassTable>,
 }
 
 fn read(flag: &'static str, path: &Path) -> Result<String, SpecError> {
@@ -497,11 +518,27 @@ impl PathSpec {
                 Some(n) => Some(n.clone()),
                 None => this.netem.clone(),
             },
+            // Classes add up, layer after layer (a file's, the common flags', a direction's).
+            class: [&self.class[..], &over.class[..]].concat(),
+            classes: [&self.classes[..], &over.classes[..]].concat(),
         }
+    }
+
+    /// True when the spec names classes (`--class` or `[[class]]`).
+    pub fn has_classes(&self) -> bool {
+        !self.class.is_empty() || !self.classes.is_empty()
+    }
+
+    /// The spec without its classes: the default path's.
+    pub fn without_classes(&self) -> PathSpec {
+        PathSpec { class: Vec::new(), classes: Vec::new(), ..self.clone() }
     }
 
     /// Makes the file paths this spec names relative to `dir` (a config file's folder).
     pub fn relative_to(mut self, dir: &Path) -> PathSpec {
+        for c in &mut self.classes {
+            c.path = std::mem::take(&mut c.path).relative_to(dir);
+        }
         let fix = |p: &mut PathBuf| {
             if p.is_relative() {
                 *p = dir.join(&*p);

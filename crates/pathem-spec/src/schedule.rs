@@ -11,7 +11,9 @@
 //! the first line), key by key, as `pathem ctl NAME set` does. Times count from the start (the
 //! first frame's arrival for `replay`), increase from line to line and stay within a day;
 //! `repeat T` starts the schedule again every T. Every line is checked before anything runs:
-//! a bad one is refused with its line number.
+//! a bad one is refused with its line number. A line may change a class as `ctl set` does,
+//! `10s --class dns "--loss 50%"` (the class's flags on top of its own, and the line's bare
+//! flags, if any, on the default path).
 
 use crate::error::{ScheduleError, SpecError};
 use crate::path::PathSpec;
@@ -25,12 +27,28 @@ use std::path::Path;
 pub struct ScheduleSpec {
     pub steps: Vec<(Nanos, usize, PathSpec)>,
     pub period: Option<Nanos>,
+    /// Each class's steps, in the order of the classes given to [`parse_with_classes`].
+    pub class_steps: Vec<Vec<(Nanos, usize, PathSpec)>>,
 }
 
 /// Parses a schedule whose first step builds on `base`; file names in flags are taken
 /// relative to `dir`. Errors are `line N: what is wrong`.
 pub fn parse(text: &str, base: &PathSpec, dir: &Path) -> Result<ScheduleSpec, ScheduleError> {
+    parse_with_classes(text, base, &[], dir)
+}
+
+/// [`parse`] for a direction with classes (`(name, spec)` each): a line's `--class NAME FLAGS`
+/// changes that class, building on its spec.
+pub fn parse_with_classes(
+    text: &str,
+    base: &PathSpec,
+    classes: &[(&str, &PathSpec)],
+    dir: &Path,
+) -> Result<ScheduleSpec, ScheduleError> {
     let mut steps: Vec<(Nanos, usize, PathSpec)> = Vec::new();
+    let mut class_steps: Vec<Vec<(Nanos, usize, PathSpec)>> = vec![Vec::new(); classes.len()];
+    let mut class_current: Vec<PathSpec> = classes.iter().map(|(_, s)| (*s).clone()).collect();
+    let mut last_time: Option<Nanos> = None;
     let mut period = None;
     let mut current = base.clone();
     for (n, line) in text.lines().enumerate() {
@@ -52,51 +70,105 @@ pub fn parse(text: &str, base: &PathSpec, dir: &Path) -> Result<ScheduleSpec, Sc
         if when > MAX_TRACE_SPAN {
             return Err(at(n, format!("{when} is past the longest schedule, 1 day")));
         }
-        if let Some((last, _, _)) = steps.last() {
-            if when <= *last {
+        if let Some(last) = last_time {
+            if when <= last {
                 return Err(at(n, format!("time {when} is not after the previous line's {last}")));
             }
         }
+        last_time = Some(when);
         if flags.trim().is_empty() {
             return Err(at(n, format!("`{line}` needs TIME FLAGS, e.g. 10s --delay 20ms")));
         }
         let change = PathSpec::from_flags(flags).map_err(|e| at(n, e.to_string()))?.relative_to(dir);
-        current = current.overridden_by(&change);
-        steps.push((when, n, current.clone()));
-    }
-    if steps.is_empty() {
-        return Err(ScheduleError::Empty);
-    }
-    if let (Some(p), Some((last, _, _))) = (period, steps.last()) {
-        if p <= *last || p > MAX_TRACE_SPAN {
-            return Err(ScheduleError::Period { period: p, last: *last });
+        for pair in change.class.chunks(2) {
+            let [name, flags] = pair else { continue };
+            let Some(i) = classes.iter().position(|(c, _)| c == name) else {
+                let known: Vec<&str> = classes.iter().map(|(c, _)| *c).collect();
+                return Err(at(
+                    n,
+                    format!("--class {name}: no class of that name (classes: {})", names(&known)),
+                ));
+            };
+            let flags =
+                crate::class::class_flags(name, flags).map_err(|e| at(n, e.to_string()))?.relative_to(dir);
+            class_current[i] = class_current[i].overridden_by(&flags);
+            class_steps[i].push((when, n, class_current[i].clone()));
+        }
+        let change = change.without_classes();
+        if change != PathSpec::default() || flags_name_no_class(flags) {
+            current = current.overridden_by(&change);
+            steps.push((when, n, current.clone()));
         }
     }
-    Ok(ScheduleSpec { steps, period })
+    let Some(last) = last_time else { return Err(ScheduleError::Empty) };
+    if let Some(p) = period {
+        if p <= last || p > MAX_TRACE_SPAN {
+            return Err(ScheduleError::Period { period: p, last });
+        }
+    }
+    Ok(ScheduleSpec { steps, period, class_steps })
+}
+
+/// True when a line's flags name no class (so it is a step of the default path, even one
+/// that changes nothing).
+fn flags_name_no_class(flags: &str) -> bool {
+    !crate::path::split_words(flags).unwrap_or_default().iter().any(|w| w == "--class")
+}
+
+fn names(list: &[&str]) -> String {
+    if list.is_empty() {
+        "none".into()
+    } else {
+        list.join(", ")
+    }
 }
 
 fn at(line: usize, reason: String) -> ScheduleError {
     ScheduleError::Line { line, reason }
 }
 
-/// Reads and parses a schedule file; errors are `schedule FILE:LINE: …`.
-pub fn load(file: &Path, base: &PathSpec) -> Result<ScheduleSpec, SpecError> {
+/// Reads and parses a schedule file for a direction with `classes`; errors are
+/// `schedule FILE:LINE: …`.
+pub fn load(file: &Path, base: &PathSpec, classes: &[(&str, &PathSpec)]) -> Result<ScheduleSpec, SpecError> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| SpecError::ScheduleUnreadable { path: file.into(), reason: e.to_string() })?;
     let dir = file.parent().unwrap_or(Path::new("."));
-    parse(&text, base, dir).map_err(|error| SpecError::Schedule { path: file.into(), error })
+    parse_with_classes(&text, base, classes, dir)
+        .map_err(|error| SpecError::Schedule { path: file.into(), error })
 }
 
 /// The engine's schedule for one direction: each step's flags made into a checked path.
 pub fn to_schedule(spec: &ScheduleSpec, file: &Path) -> Result<pathem_engine::Schedule, SpecError> {
+    steps_to_schedule(&spec.steps, spec.period, file)
+}
+
+/// Each class's schedule (`None` for a class no line names), in the classes' order.
+pub fn class_schedules(
+    spec: &ScheduleSpec,
+    file: &Path,
+) -> Result<Vec<Option<pathem_engine::Schedule>>, SpecError> {
+    spec.class_steps
+        .iter()
+        .map(|steps| match steps.is_empty() {
+            true => Ok(None),
+            false => steps_to_schedule(steps, spec.period, file).map(Some),
+        })
+        .collect()
+}
+
+fn steps_to_schedule(
+    steps_in: &[(Nanos, usize, PathSpec)],
+    period: Option<Nanos>,
+    file: &Path,
+) -> Result<pathem_engine::Schedule, SpecError> {
     let mut steps = Vec::new();
-    for (when, line, flags) in &spec.steps {
+    for (when, line, flags) in steps_in {
         let config = flags
             .to_config()
             .map_err(|e| SpecError::Schedule { path: file.into(), error: at(*line, e.to_string()) })?;
         steps.push((*when, config));
     }
-    Ok(pathem_engine::Schedule::new(steps, spec.period))
+    Ok(pathem_engine::Schedule::new(steps, period))
 }
 
 #[cfg(test)]

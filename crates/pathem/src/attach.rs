@@ -68,12 +68,10 @@ pub fn main(args: AttachArgs) -> anyhow::Result<()> {
     let spec = LinkSpec {
         cores,
         keep_offloads: true,
-        schedule_ab: egress.schedule,
         attach: Some(attach),
-        ..LinkSpec::between(port.clone(), port, egress.path.clone(), ingress.path.clone(), seed)
+        ..LinkSpec::of(port.clone(), port, &egress, &ingress, seed)
     };
-    let session =
-        Session::start(spec, name, (egress.spec, ingress.spec), metrics).map_err(crate::runtime_error)?;
+    let session = Session::start(spec, name, [&egress, &ingress], metrics).map_err(crate::runtime_error)?;
     let lines = [notes, session.link.started.describe(&egress.path, &ingress.path, false, seed)].concat();
     crate::run::serve(&args.serve, session, lines)
 }

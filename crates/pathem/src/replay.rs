@@ -45,7 +45,8 @@ pub struct ReplayArgs {
 /// Runs a replay and returns its report; OUT exists only if this returns `Ok`.
 pub fn replay(args: &ReplayArgs) -> anyhow::Result<ReplayReport> {
     let file = link::config(args.config.as_deref()).map_err(usage)?;
-    let ab = Direction::resolve(&[&file.a_to_b, &args.path], args.schedule.as_deref()).map_err(usage)?;
+    let layers = [&file.a_to_b, &file.common(), &args.path];
+    let ab = Direction::resolve(&layers, args.schedule.as_deref()).map_err(usage)?;
     link::notes(&[&ab]).iter().for_each(|n| eprintln!("pathem: {n}"));
     let seed = args.seed.or(file.seed).unwrap_or_else(pathem_runtime::random_seed);
     let engine = EngineConfig {
@@ -54,8 +55,17 @@ pub fn replay(args: &ReplayArgs) -> anyhow::Result<ReplayReport> {
         offline: true,
         ..EngineConfig::default()
     };
-    pathem_runtime::replay::replay_file(&args.input, &args.output, &ab.path, ab.schedule, seed, &engine)
-        .map_err(crate::runtime_error)
+    let classes = ab.class_configs();
+    pathem_runtime::replay::replay_file(
+        &args.input,
+        &args.output,
+        &ab.path,
+        &classes,
+        ab.schedule,
+        seed,
+        &engine,
+    )
+    .map_err(crate::runtime_error)
 }
 
 pub fn main(args: ReplayArgs) -> anyhow::Result<()> {

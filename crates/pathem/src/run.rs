@@ -82,24 +82,17 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
     let (engine, ports) = args.tuning.settings(&args.port_a, &file).map_err(crate::runtime_error)?;
     session::check_ports(&args.port_a, &args.port_b).map_err(usage)?;
     let seed = args.seed.or(file.seed).unwrap_or_else(pathem_runtime::random_seed);
+    let (a, b) = (args.port_a.clone(), args.port_b.clone());
+    let keep_offloads = args.tuning.keep_offloads;
     let spec = LinkSpec {
-        a: args.port_a.clone(),
-        b: args.port_b.clone(),
-        ab: ab.path.clone(),
-        ba: ba.path.clone(),
         one_way: args.one_way,
-        seed,
         ports,
         engine,
         cores,
-        netns: None,
-        keep_offloads: args.tuning.keep_offloads,
-        schedule_ab: ab.schedule,
-        schedule_ba: ba.schedule,
-        attach: None,
+        keep_offloads,
+        ..LinkSpec::of(a, b, &ab, &ba, seed)
     };
-    let session =
-        Session::start(spec, name, (ab.spec, ba.spec), metrics_addr).map_err(crate::runtime_error)?;
+    let session = Session::start(spec, name, [&ab, &ba], metrics_addr).map_err(crate::runtime_error)?;
     let lines = [notes, session.link.started.describe(&ab.path, &ba.path, args.one_way, seed)].concat();
     serve(&args.serve, session, lines)
 }

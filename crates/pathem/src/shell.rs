@@ -78,10 +78,8 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
     }
     // pathem's ports and sockets live in the link namespace; Link::start bounds the frames.
     let (a, b) = (PortSpec::Auto("pa".into()), PortSpec::Auto("pb".into()));
-    let spec =
-        LinkSpec { netns: Some(bed.link_ns.clone()), ..LinkSpec::between(a, b, up.path, down.path, seed) };
-    let session =
-        Session::start(spec, name, (up.spec, down.spec), metrics_addr).map_err(crate::runtime_error)?;
+    let spec = LinkSpec { netns: Some(bed.link_ns.clone()), ..LinkSpec::of(a, b, &up, &down, seed) };
+    let session = Session::start(spec, name, [&up, &down], metrics_addr).map_err(crate::runtime_error)?;
     // Ctrl-C belongs to the command: the shell ends when the command does.
     let interrupted = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGQUIT] {

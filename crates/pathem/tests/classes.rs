@@ -1,0 +1,180 @@
+//! End-to-end: per-flow classes (`--class "FILTER" "FLAGS"`) through `pathem replay`, in virtual
+//! time: each class its own path, order kept within a class, no class held back by another,
+//! counters per class adding up to the totals, seeded replays byte-identical.
+
+mod common;
+use common::{pathem, refused, seq, Dir};
+use pathem_io::mem::udp_frame;
+use pathem_io::pcap::{read_capture, write_capture};
+use pathem_model::Nanos;
+use std::process::Output;
+
+/// A UDP frame of flow `port` (destination port, and 10.0.0.`port % 250` as destination).
+fn flow_frame(port: u16, size: usize, i: u64) -> Vec<u8> {
+    let mut f = udp_frame(size, i);
+    f[36..38].copy_from_slice(&port.to_be_bytes());
+    f
+}
+
+/// Two flows interleaved, a frame of each every 100 µs for 1 s: port 53 and port 9000.
+fn two_flows() -> Vec<(Nanos, Vec<u8>)> {
+    (0..20_000u64)
+        .map(|i| {
+            let port = if i % 2 == 0 { 53 } else { 9000 };
+            (Nanos::from_secs(1) + Nanos::from_micros(50 * i), flow_frame(port, 200, i))
+        })
+        .collect()
+}
+
+fn replay(d: &Dir, extra: &[&str]) -> Output {
+    let (i, o, s) = (d.s("in.pcap"), d.s("out.pcap"), d.s("stats.json"));
+    let mut args = vec!["replay", &i, &o, "--seed", "5", "--stats", &s];
+    args.extend(extra);
+    pathem(&args)
+}
+
+fn ok(out: &Output) {
+    assert!(out.status.success(), "pathem failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn dport(f: &[u8]) -> u16 {
+    u16::from_be_bytes([f[36], f[37]])
+}
+
+#[test]
+fn each_class_has_its_own_path_and_none_holds_another_back() {
+    let d = Dir::new();
+    let frames = two_flows();
+    write_capture(&d.path("in.pcap"), frames.clone()).unwrap();
+    ok(&replay(&d, &["--delay", "5ms", "--class", "udp dst port 53", "--delay 300ms --loss 10%"]));
+    let out = read_capture(&d.path("out.pcap")).unwrap();
+    let arrival = |s: u64| frames[s as usize].0;
+    let (mut dns, mut other) = (Vec::new(), Vec::new());
+    for (t, _, f) in &out {
+        let delay = *t - arrival(seq(f));
+        if dport(f) == 53 {
+            assert_eq!(delay, Nanos::from_millis(300), "frame {} of the class", seq(f));
+            dns.push(seq(f));
+        } else {
+            // Never held behind a 300 ms class frame that arrived earlier.
+            assert_eq!(delay, Nanos::from_millis(5), "frame {} of the default path", seq(f));
+            other.push(seq(f));
+        }
+    }
+    // Order kept within each class; the class lost about 10%, the default path nothing.
+    assert!(dns.windows(2).all(|w| w[0] < w[1]) && other.windows(2).all(|w| w[0] < w[1]));
+    assert_eq!(other.len(), 10_000);
+    assert!((8_800..9_200).contains(&dns.len()), "class kept {}", dns.len());
+    // The capture is in release order across classes.
+    assert!(out.windows(2).all(|w| w[0].0 <= w[1].0));
+    // Counters per class add up to the totals.
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.path("stats.json")).unwrap()).unwrap();
+    let classes = s["classes"].as_array().unwrap();
+    let names: Vec<&str> = classes.iter().map(|c| c["class"].as_str().unwrap()).collect();
+    assert_eq!(names, ["default", "class1"]);
+    assert_eq!(classes[1]["filter"], "udp dst port 53");
+    for key in ["rx_packets", "tx_packets", "rx_bytes", "tx_bytes"] {
+        let sum: u64 = classes.iter().map(|c| c["stats"][key].as_u64().unwrap()).sum();
+        assert_eq!(sum, s[key].as_u64().unwrap(), "{key}");
+    }
+    let lost: u64 = classes.iter().map(|c| c["stats"]["dropped"]["loss"].as_u64().unwrap()).sum();
+    assert_eq!(lost, s["dropped"]["loss"].as_u64().unwrap());
+    assert_eq!(classes[0]["stats"]["rx_packets"], 10_000);
+    assert_eq!(classes[1]["stats"]["dropped"]["loss"].as_u64().unwrap() as usize, 10_000 - dns.len());
+}
+
+#[test]
+fn a_class_with_its_own_rate_queues_only_its_own_frames() {
+    // 10 000 frames of 1000 B per second in the class (80 Mbit/s) through a 10 Mbit/s class
+    // link: its queue fills and drops; the other flow, untouched, keeps zero delay.
+    let d = Dir::new();
+    let frames: Vec<_> = (0..20_000u64)
+        .map(|i| {
+            let port = if i % 2 == 0 { 5001 } else { 7 };
+            (Nanos::from_secs(1) + Nanos::from_micros(50 * i), flow_frame(port, 1000, i))
+        })
+        .collect();
+    write_capture(&d.path("in.pcap"), frames.clone()).unwrap();
+    ok(&replay(&d, &["--class", "port 5001", "--rate 10mbit --queue 50pkt"]));
+    let out = read_capture(&d.path("out.pcap")).unwrap();
+    for (t, _, f) in &out {
+        if dport(f) == 7 {
+            assert_eq!(*t, frames[seq(f) as usize].0, "the default path is transparent");
+        }
+    }
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.path("stats.json")).unwrap()).unwrap();
+    let class = &s["classes"][1]["stats"];
+    assert!(class["dropped"]["queue"].as_u64().unwrap() > 5_000, "{class}");
+    assert_eq!(s["classes"][0]["stats"]["dropped"]["queue"], 0);
+}
+
+#[test]
+fn seeded_replays_with_classes_are_byte_identical() {
+    let (a, b) = (Dir::new(), Dir::new());
+    for d in [&a, &b] {
+        write_capture(&d.path("in.pcap"), two_flows()).unwrap();
+        ok(&replay(
+            d,
+            &[
+                "--loss",
+                "5%",
+                "--jitter",
+                "1ms",
+                "--delay",
+                "2ms",
+                "--class",
+                "port 53",
+                "--loss 20% --delay 1ms --jitter 1ms",
+            ],
+        ));
+    }
+    assert!(std::fs::read(a.path("out.pcap")).unwrap() == std::fs::read(b.path("out.pcap")).unwrap());
+}
+
+#[test]
+fn classes_come_from_the_config_file_too_and_schedules_change_them() {
+    let d = Dir::new();
+    write_capture(&d.path("in.pcap"), two_flows()).unwrap();
+    std::fs::write(
+        d.path("p.toml"),
+        "[[class]]\nname = \"dns\"\nmatch = \"udp port 53\"\ndelay = \"50ms\"\n",
+    )
+    .unwrap();
+    std::fs::write(d.path("s.txt"), "500ms --class dns \"--delay 80ms\"\n").unwrap();
+    ok(&replay(&d, &["--config", &d.s("p.toml"), "--schedule", &d.s("s.txt")]));
+    let out = read_capture(&d.path("out.pcap")).unwrap();
+    let frames = two_flows();
+    let half = Nanos::from_secs(1) + Nanos::from_millis(500);
+    for (t, _, f) in &out {
+        let arrived = frames[seq(f) as usize].0;
+        let want = match (dport(f), arrived < half) {
+            (53, true) => Nanos::from_millis(50),
+            (53, false) => Nanos::from_millis(80),
+            _ => Nanos::ZERO,
+        };
+        assert_eq!(*t - arrived, want, "frame {}", seq(f));
+    }
+}
+
+#[test]
+fn bad_classes_are_refused_with_one_line() {
+    let d = Dir::new();
+    write_capture(&d.path("in.pcap"), two_flows()).unwrap();
+    let (i, o) = (d.s("in.pcap"), d.s("out.pcap"));
+    for (args, says) in [
+        (vec!["--class", "tcp prot 80", "--delay 1ms"], "at 5"),
+        (vec!["--class", "udp", "--delay 1x"], "--class \"udp\""),
+        (vec!["--class", "udp"], "FLAGS"),
+        (vec!["--class", "gateway snow", "--delay 1ms"], "gateway"),
+    ] {
+        let mut all = vec!["replay", &i, &o];
+        all.extend(args);
+        let e = refused(&d, &all, 2);
+        assert!(e.contains(says), "{e}");
+    }
+    std::fs::write(d.path("s.txt"), "1s --class nosuch \"--delay 1ms\"\n").unwrap();
+    let e = refused(&d, &["replay", &i, &o, "--class", "udp", "--delay 1ms", "--schedule", &d.s("s.txt")], 2);
+    assert!(e.contains("line 1") && e.contains("nosuch") && e.contains("class1"), "{e}");
+}
