@@ -158,6 +158,10 @@ impl RxPort for TapRx {
             n += 1;
         }
         self.full = n == want;
+        // Software stamps read after the reads, as the other live ports do: the caller's `now`
+        // was read before this round's releases, and a frame that arrived meanwhile would be
+        // stamped early and leave before its time.
+        let now = if n > 0 { crate::kstamp::monotonic_now().max(now) } else { now };
         let mut stamps = FallbackStamps::<BURST>::new(now, self.line_rate, n);
         for k in 0..n {
             let len = self.lens[k];

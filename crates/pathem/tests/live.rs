@@ -86,6 +86,8 @@ fn main() {
             attach_leaves_nothing_after_sigkill_and_refuses_what_it_cannot_do,
         ),
         ("attach_on_the_host_end_of_a_containers_veth", attach_on_the_host_end_of_a_containers_veth),
+        ("classes_give_two_addresses_their_own_paths", classes_give_two_addresses_their_own_paths),
+        ("attach_with_classes_delays_each_address_its_own", attach_with_classes_delays_each_address_its_own),
         ("dpdk_sigint_balances_and_returns_every_mbuf", dpdk_sigint_balances_and_returns_every_mbuf),
         ("dpdk_bad_arguments_are_refused_with_one_line", dpdk_bad_arguments_are_refused_with_one_line),
     ];
@@ -1836,4 +1838,104 @@ fn attach_on_the_host_end_of_a_containers_veth() {
     let (min, avg) = (ping_rtts(&out)[0], ping_rtts(&out)[1]);
     assert!(min >= 30.0 && avg <= 32.0, "the container sees 30 ms: min {min} avg {avg}");
     assert!(interrupt(&mut child.0).success());
+}
+
+/// A second address of the sink, on the bed's subnet: the target of the class tests.
+const SINK_IP_2: &str = "10.201.0.3";
+
+/// `ctl NAME show --json`, parsed.
+fn show_json(name: &str) -> serde_json::Value {
+    let out = ctl(&[name, "show", "--json"]);
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("show --json: {}", String::from_utf8_lossy(&out.stderr)))
+}
+
+fn classes_give_two_addresses_their_own_paths() {
+    let mut t = Topo::new();
+    t.exec(&t.sink, &["ip", "addr", "add", &format!("{SINK_IP_2}/24"), "dev", "s0"]);
+    let name = format!("t{}k{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let class = format!("host {SINK_IP_2}");
+    t.start(&[
+        "--delay",
+        "5ms",
+        "--class",
+        &class,
+        "--delay 40ms",
+        "--name",
+        &name,
+        "--json",
+        "--metrics",
+        "9479",
+    ]);
+    t.exec(&t.gen, &["ping", "-c", "1", "-W", "3", SINK_IP_2]);
+    // Each address its own RTT: 2 × 5 ms by the default path, 2 × 40 ms by the class.
+    let (min, avg) = t.rtt(10);
+    assert!(min >= 10.0 && avg < 12.0, "default path: rtt min {min} avg {avg}");
+    let (min, avg) = ping_in(&t.gen, SINK_IP_2, 10);
+    assert!(min >= 80.0 && avg < 82.0, "class: rtt min {min} avg {avg}");
+    // One class changes, the other path does not.
+    let out = ctl(&[&name, "set", "--class", "class1", "--delay 20ms"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (min, avg) = ping_in(&t.gen, SINK_IP_2, 10);
+    assert!(min >= 40.0 && avg < 42.0, "class after set --delay 20ms: rtt min {min} avg {avg}");
+    let (min, avg) = t.rtt(10);
+    assert!(min >= 10.0 && avg < 12.0, "default path untouched: rtt min {min} avg {avg}");
+    // A class that does not exist is refused with one line; adding one live is not possible.
+    let out = ctl(&[&name, "set", "--class", "video", "--delay 1ms"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.trim_end().lines().count() == 1, "{err}");
+    assert!(err.contains("video") && err.contains("class1"), "{err}");
+    // show: per class, the class's own path, counters adding up to the direction's.
+    let v = show_json(&name);
+    let classes = v["a_to_b"]["classes"].as_array().expect("classes in show");
+    assert_eq!(classes.len(), 2, "{v}");
+    assert_eq!(
+        (classes[0]["class"].as_str(), classes[1]["class"].as_str()),
+        (Some("default"), Some("class1"))
+    );
+    assert_eq!(classes[1]["filter"].as_str(), Some(class.as_str()));
+    assert!(classes[1]["path"].as_str().unwrap().contains("20ms"), "{v}");
+    assert!(classes[0]["path"].as_str().unwrap().contains("5ms"), "{v}");
+    for d in ["a_to_b", "b_to_a"] {
+        let sum: u64 = v[d]["classes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["stats"]["rx_packets"].as_u64().unwrap())
+            .sum();
+        assert_eq!(sum, v[d]["stats"]["rx_packets"].as_u64().unwrap(), "{d}: {v}");
+    }
+    assert!(v["a_to_b"]["classes"][1]["stats"]["rx_packets"].as_u64().unwrap() >= 21, "{v}");
+    // Prometheus: the class label.
+    let metrics = scrape(&t.mid, 9479, "/metrics");
+    let line = format!("pathem_class_rx_frames_total{{direction=\"a_to_b\",class=\"class1\"}} ");
+    assert!(metrics.lines().any(|l| l.starts_with(&line)), "{line} in\n{metrics}");
+    let f = t.stop_json();
+    let classes = f["classes"].as_array().expect("classes in the final report");
+    assert_eq!(classes.len(), 4, "two directions, two paths each: {f}");
+}
+
+fn attach_with_classes_delays_each_address_its_own() {
+    let id = format!("pt{}x{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let bed = Bed::direct(&id).expect("the test bed");
+    let (gen, sink) = (bed.gen.clone(), bed.sink.clone());
+    bed.exec(&sink, &["ip", "addr", "add", &format!("{SINK_IP_2}/24"), "dev", "s0"]).unwrap();
+    bed.warm_up();
+    bed.exec(&gen, &["ping", "-c", "1", "-W", "2", SINK_IP_2]).unwrap();
+    let name = format!("t{}a{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let class = format!("dst host {SINK_IP_2}");
+    let args = ["--delay", "10ms", "--class", &class, "--netem 'delay 30ms'", "--name", &name];
+    let (mut child, _) = attach(Some(&gen), "g0", &args);
+    let (min, avg) = ping_in(&gen, SINK_IP, 10);
+    assert!(min >= 10.0 && avg <= 12.0, "egress default path: rtt min {min} avg {avg}");
+    let (min, avg) = ping_in(&gen, SINK_IP_2, 10);
+    assert!(min >= 30.0 && avg <= 32.0, "egress class: rtt min {min} avg {avg}");
+    let out = ctl(&[&name, "set", "--class", "class1", "--delay 50ms"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (min, avg) = ping_in(&gen, SINK_IP_2, 10);
+    assert!(min >= 50.0 && avg <= 52.0, "class after set: rtt min {min} avg {avg}");
+    let (min, avg) = ping_in(&gen, SINK_IP, 10);
+    assert!(min >= 10.0 && avg <= 12.0, "default path untouched: rtt min {min} avg {avg}");
+    assert!(interrupt(&mut child.0).success(), "exit 0 after SIGINT");
+    assert_eq!(attach_leftovers(&gen, "g0"), (String::new(), (0, 0)), "SIGINT leaves nothing");
 }
