@@ -54,10 +54,22 @@ pub fn engine_split(path: &PathConfig, packets: u64, size: usize, seed: u64) -> 
 
 /// One run: busy nanoseconds per offered frame, and the counters.
 pub fn engine_alone(path: &PathConfig, packets: u64, size: usize, seed: u64) -> Result<(f64, Stats), Error> {
+    engine_with_classes(path, &[], packets, size, seed)
+}
+
+/// [`engine_alone`] with classes in front of the default path (`bench --classes`).
+pub fn engine_with_classes(
+    path: &PathConfig,
+    classes: &[pathem_engine::ClassConfig],
+    packets: u64,
+    size: usize,
+    seed: u64,
+) -> Result<(f64, Stats), Error> {
     // The in-memory source is as fast as the engine: size the delay line for a fast line.
     let engine = EngineConfig { line_rate: Rate(100_000_000_000), ..EngineConfig::default() };
     let src = MemSource::new(packets, size, Pace::AsFastAsPossible);
-    let mut pipe = Pipeline::new(src, MemSink::default(), path, direction_seed(seed, 0), &engine)?;
+    let mut pipe =
+        Pipeline::with_classes(src, MemSink::default(), path, classes, direction_seed(seed, 0), &engine)?;
     let mut clock = MonotonicClock::new();
     let t0 = clock.now();
     run(&mut [&mut pipe], &mut clock, &AtomicBool::new(false))?;

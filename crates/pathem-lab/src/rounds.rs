@@ -4,7 +4,9 @@
 //! Each function returns a report (serialisable as `--json` prints it) and calls `progress`
 //! with a line per round.
 
-use crate::bench::{engine_alone, engine_split, live_run, median, offload_costs, OffloadCosts};
+use crate::bench::{
+    engine_alone, engine_split, engine_with_classes, live_run, median, offload_costs, OffloadCosts,
+};
 use crate::testbed::Bed;
 use crate::Error;
 use pathem_engine::Stats;
@@ -78,6 +80,88 @@ pub fn engine(
         ns_per_packet_runs: with,
         baseline_ns_per_packet_runs: without,
         last_run: last,
+    })
+}
+
+/// `bench --classes N`: what classifying costs per frame.
+#[derive(Serialize, Debug)]
+pub struct ClassesReport {
+    pub packets: u64,
+    pub size: usize,
+    pub runs: usize,
+    pub path: String,
+    /// The classes tried in order: `n` that do not match the frames, then one that does
+    /// (with the path), and the default path (transparent).
+    pub filters: Vec<String>,
+    /// Classes that do not match before the one that does.
+    pub n: usize,
+    pub ns_per_packet: f64,
+    /// The same path with no classes at all, in the same rounds.
+    pub baseline_ns_per_packet: f64,
+    /// Median over rounds of (with classes − without) in the same round.
+    pub added_ns_per_packet: f64,
+    pub ns_per_packet_runs: Vec<f64>,
+    pub baseline_ns_per_packet_runs: Vec<f64>,
+    /// The last run's counters of the class that matched (every frame).
+    pub last_run_class: Stats,
+}
+
+/// The filters of `bench --classes n`: `n` host filters that miss the bench's frames (from
+/// 10.0.0.1 to 10.0.0.2), then one that takes them.
+pub fn bench_filters(n: usize) -> Vec<String> {
+    let mut f: Vec<String> = (0..n).map(|i| format!("host 192.0.2.{}", i % 250 + 1)).collect();
+    f.push("udp port 9".into());
+    f
+}
+
+/// `bench --classes n`: the path as the class that takes every frame, behind `n` classes that
+/// take none, against the same path with no classes, each round.
+pub fn classes(
+    path: &PathConfig,
+    n: usize,
+    plan: Plan,
+    mut progress: impl FnMut(String),
+) -> Result<ClassesReport, Error> {
+    let filters = bench_filters(n);
+    let mut list = Vec::new();
+    for (i, text) in filters.iter().enumerate() {
+        let filter = pathem_filter::Filter::compile(text).map_err(|e| Error::Measure(e.to_string()))?;
+        let p = if i == n { path.clone() } else { PathConfig::default() };
+        list.push(pathem_engine::ClassConfig {
+            name: format!("class{}", i + 1),
+            filter,
+            path: p,
+            schedule: None,
+        });
+    }
+    let (mut with, mut without, mut last) = (Vec::new(), Vec::new(), Stats::default());
+    for round in 0..plan.runs {
+        let (ns, _) = engine_with_classes(&PathConfig::default(), &list, plan.packets, plan.size, plan.seed)?;
+        with.push(ns);
+        let (base, stats) = engine_alone(path, plan.packets, plan.size, plan.seed)?;
+        without.push(base);
+        last = stats;
+        progress(format!(
+            "round {}: {:.1} ns/frame with {n} + 1 classes, {:.1} without",
+            round + 1,
+            ns,
+            base
+        ));
+    }
+    let added: Vec<f64> = with.iter().zip(&without).map(|(a, b)| a - b).collect();
+    Ok(ClassesReport {
+        packets: plan.packets,
+        size: plan.size,
+        runs: plan.runs,
+        path: path.to_string(),
+        filters,
+        n,
+        ns_per_packet: median(&with),
+        baseline_ns_per_packet: median(&without),
+        added_ns_per_packet: median(&added),
+        ns_per_packet_runs: with,
+        baseline_ns_per_packet_runs: without,
+        last_run_class: last,
     })
 }
 
@@ -234,6 +318,9 @@ pub fn live(
     mut progress: impl FnMut(String),
     mut row: impl FnMut(&LiveRow),
 ) -> Result<Vec<LiveRow>, Error> {
+    for k in kinds {
+        crate::testbed::check_kind(k)?;
+    }
     let bed = Bed::through(&format!("pb{}", std::process::id()))?;
     let impaired = live_impairment();
     let mut rows = Vec::new();
@@ -327,6 +414,27 @@ pub mod text {
             "  last run: forwarded {}, dropped {}",
             r.last_run.tx_packets,
             r.last_run.dropped.describe()
+        );
+        out
+    }
+
+    /// `bench --classes`.
+    pub fn classes(r: &ClassesReport) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "pathem bench --classes {}: {} frames of {} B per run, {} rounds, one thread",
+            r.n, r.packets, r.size, r.runs
+        );
+        let _ = writeln!(out, "  path            {}", r.path);
+        let _ =
+            writeln!(out, "  classes         {} missing, then {:?} taking every frame", r.n, r.filters[r.n]);
+        let _ = writeln!(out, "  with classes    {:>7.1} ns/frame (median)", r.ns_per_packet);
+        let _ = writeln!(out, "  without         {:>7.1} ns/frame (median)", r.baseline_ns_per_packet);
+        let _ = writeln!(
+            out,
+            "  added           {:>7.1} ns/frame (median of paired rounds)",
+            r.added_ns_per_packet
         );
         out
     }

@@ -42,6 +42,9 @@ pub struct BenchArgs {
     /// super-frame.
     #[arg(long, conflicts_with_all = ["split", "live", "hiccups", "disciplines"])]
     pub offloads: bool,
+    /// Measure classifying: the path as a class behind N (0 to 63) that take no frame, vs no classes.
+    #[arg(long, value_name = "N", conflicts_with_all = ["split", "live", "hiccups", "disciplines", "offloads"])]
+    pub classes: Option<usize>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -82,10 +85,6 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
     };
     crate::within("--runs", args.runs, 1..=1000, "1 to 1000")?;
     if !args.live.is_empty() {
-        for k in &args.live {
-            pathem_lab::testbed::check_kind(k)
-                .map_err(|_| usage(format!("--live {k}: accepted: {}", pathem_lab::testbed::PORT_KINDS)))?;
-        }
         if args.sizes.iter().any(|&s| !(60..=1514).contains(&s)) {
             return Err(usage("--sizes: accepted: frame sizes from 60 to 1514 bytes"));
         }
@@ -118,7 +117,11 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
     }
     let path = args.path.to_config().map_err(usage)?;
     let plan = Plan { packets: args.packets, size: args.size, runs: args.runs, seed: args.seed };
-    if args.split {
+    if let Some(n) = args.classes {
+        crate::within("--classes", n, 0..=63, "0 to 63")?;
+        let r = rounds::classes(&path, n, plan, progress).map_err(crate::lab_error)?;
+        emit(serde_json::to_value(&r)?, text::classes(&r));
+    } else if args.split {
         let r = rounds::split(&path, plan, progress).map_err(crate::lab_error)?;
         emit(serde_json::to_value(&r)?, text::split(&r, plan));
     } else if args.disciplines {

@@ -79,21 +79,21 @@ pub fn within<T: PartialOrd + std::fmt::Display>(
 
 /// A library's error as the command line reports it: what the user named wrongly (a setting
 /// out of range, a CPU, a port, a name) is bad usage (exit 2); what failed is a failed run.
-fn classify<E: std::error::Error + Send + Sync + 'static>(e: E, is_usage: bool) -> anyhow::Error {
-    match is_usage {
-        true => usage(e),
-        false => e.into(),
+pub fn runtime_error(e: pathem_runtime::Error) -> anyhow::Error {
+    if e.is_usage() {
+        usage(e)
+    } else {
+        e.into()
     }
 }
 
-pub fn runtime_error(e: pathem_runtime::Error) -> anyhow::Error {
-    let u = e.is_usage();
-    classify(e, u)
-}
-
+/// As [`runtime_error`], for the lab's.
 pub fn lab_error(e: pathem_lab::Error) -> anyhow::Error {
-    let u = e.is_usage();
-    classify(e, u)
+    if e.is_usage() {
+        usage(e)
+    } else {
+        e.into()
+    }
 }
 
 fn main() -> ExitCode {

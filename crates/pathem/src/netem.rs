@@ -17,7 +17,6 @@ pub struct NetemArgs {
 pub fn main(args: NetemArgs) -> anyhow::Result<()> {
     if let Some(flags) = &args.from_flags {
         let spec = PathSpec::from_flags(flags).map_err(usage)?;
-        spec.to_config().map_err(usage)?;
         println!("{}", netem::to_netem(&spec).map_err(usage)?);
         return Ok(());
     }

@@ -131,6 +131,12 @@ pub fn to_netem(spec: &PathSpec) -> Result<String, SpecError> {
     let flags = spec.resolved()?;
     let cfg = flags.to_config()?;
     let no = |setting: String, reason: &str| Err(SpecError::NotNetem { setting, reason: reason.into() });
+    if spec.has_classes() {
+        return no(
+            "--class".into(),
+            "one netem is one path; per-flow paths take a prio qdisc, filters and a netem per band",
+        );
+    }
     if let Some(p) = &cfg.police {
         return no(format!("--police {p}"), "NetEm has no policer");
     }
