@@ -621,6 +621,40 @@ mod tests {
 }
 
 #[cfg(test)]
+mod direction_tests {
+    use super::*;
+
+    #[test]
+    fn a_directions_totals_are_its_paths_sums_and_its_ports_own() {
+        let (port, a, b) =
+            (Arc::new(Counters::default()), Arc::new(Counters::default()), Arc::new(Counters::default()));
+        for (c, rx, tx, lost) in [(&a, 10, 8, 1), (&b, 5, 5, 0)] {
+            c.rx_packets.add(rx);
+            c.rx_bytes.add(rx * 100);
+            c.written.add(rx - lost);
+            c.tx_packets.add(tx);
+            c.tx_bytes.add(tx * 100);
+            c.dropped[DropReason::Loss as usize].add(lost);
+            c.late.record(Nanos(300 * rx));
+        }
+        // The port refused one frame of 100 B and dropped two before pathem saw them.
+        port.port_tx_errors[TxErrorClass::TooLarge as usize].set(1);
+        port.port_tx_refused_bytes.set(100);
+        port.port_rx_dropped.set(2);
+        let d = DirectionCounters::new(port, vec![("default".into(), a), ("c".into(), b)]);
+        let s = d.snapshot();
+        assert_eq!((s.rx_packets, s.tx_packets, s.tx_bytes, s.in_flight), (15, 12, 1200, 1));
+        assert_eq!((s.dropped.get(DropReason::Loss), s.port_rx_dropped), (1, 2));
+        assert!(s.balances(), "{s:?}");
+        assert_eq!(s.late.max_ns, 3000);
+        let classes = d.classes();
+        assert_eq!(classes.iter().map(|(n, _)| *n).collect::<Vec<_>>(), ["default", "c"]);
+        assert_eq!(classes.iter().map(|(_, s)| s.rx_packets).sum::<u64>(), s.rx_packets);
+        assert!(DirectionCounters::single(Arc::new(Counters::default())).classes().is_empty());
+    }
+}
+
+#[cfg(test)]
 mod lateness_tests {
     use super::*;
 

@@ -358,4 +358,45 @@ mod tests {
         assert!(parse_addr("9100").unwrap().ip().is_loopback());
         assert!(parse_addr("0.0.0.0:9100").is_ok() && parse_addr("nine").is_err());
     }
+
+    #[test]
+    fn classes_have_families_of_their_own_with_a_class_label() {
+        use std::sync::Arc;
+        let (port, default, dns) = (
+            Arc::new(pathem_engine::Counters::default()),
+            Arc::new(Default::default()),
+            Arc::new(Default::default()),
+        );
+        let (default, dns): (Arc<pathem_engine::Counters>, Arc<pathem_engine::Counters>) = (default, dns);
+        default.rx_packets.add(10);
+        dns.rx_packets.add(4);
+        dns.dropped[DropReason::Loss as usize].add(1);
+        port.port_rx_dropped.add(2);
+        let counters = DirectionCounters::new(port, vec![("default".into(), default), ("dns".into(), dns)]);
+        let pipeline = pathem_engine::Pipeline::new(
+            pathem_io::mem::MemSource::new(0, 60, pathem_io::mem::Pace::AsFastAsPossible),
+            pathem_io::mem::MemSink::default(),
+            &pathem_model::PathConfig::default(),
+            1,
+            &pathem_engine::EngineConfig { offline: true, ..Default::default() },
+        )
+        .unwrap();
+        let controls = vec![pipeline.control(), pipeline.control()];
+        let text = render(&[Exported { direction: "a_to_b", counters, controls }]);
+        for want in [
+            "pathem_rx_frames_total{direction=\"a_to_b\"} 14",
+            "pathem_dropped_frames_total{direction=\"a_to_b\",reason=\"port\"} 2",
+            "pathem_class_rx_frames_total{direction=\"a_to_b\",class=\"default\"} 10",
+            "pathem_class_rx_frames_total{direction=\"a_to_b\",class=\"dns\"} 4",
+            "pathem_class_dropped_frames_total{direction=\"a_to_b\",class=\"dns\",reason=\"loss\"} 1",
+            "pathem_class_path_info{direction=\"a_to_b\",class=\"dns\",path=\"transparent (no impairment)\"} 1",
+        ] {
+            assert!(text.contains(want), "{want} in\n{text}");
+        }
+        // Without classes, no class families.
+        let single = DirectionCounters::single(Arc::new(pathem_engine::Counters::default()));
+        let text =
+            render(&[Exported { direction: "a_to_b", counters: single, controls: vec![pipeline.control()] }]);
+        assert!(!text.contains("pathem_class_"), "{text}");
+    }
 }
