@@ -126,6 +126,13 @@ pub struct Started {
     pub eal: Vec<String>,
     /// On an attached interface, which of egress and ingress take their path.
     pub attached: Option<(bool, bool)>,
+    /// Each direction's classes, a line each (`class1 "host 10.0.0.3": delay 300ms`).
+    pub classes: [Vec<String>; 2],
+}
+
+/// A class in words, for the startup lines.
+fn class_line(c: &ClassConfig) -> String {
+    format!("class {} {:?}: {}", c.name, c.filter.to_string(), c.path)
 }
 
 /// What a link did, when it stopped.
@@ -158,6 +165,8 @@ impl Started {
                     true => format!("  {way} ({from} -> {to}): {path}"),
                     false => format!("  {way}: left alone (start with --{way} to impair it)"),
                 });
+                let classes = if way == "egress" { &self.classes[0] } else { &self.classes[1] };
+                out.extend(classes.iter().filter(|_| on).map(|c| format!("    {c}")));
             }
             out.extend(self.how_a.split("; ").map(|h| format!("  {h}")));
             return out;
@@ -172,10 +181,12 @@ impl Started {
         out.push(format!("port B {b}: {}", self.how_b));
         out.push(format!("forwarding {a} <-> {b} (seed {seed})"));
         out.push(format!("  {a} -> {b}: {ab}"));
+        out.extend(self.classes[0].iter().map(|c| format!("    {c}")));
         out.push(match one_way {
             false => format!("  {b} -> {a}: {ba}"),
             true => format!("  {b} -> {a}: not forwarded (--one-way)"),
         });
+        out.extend(self.classes[1].iter().filter(|_| !one_way).map(|c| format!("    {c}")));
         out.push(format!("  delay line {a} -> {b}: {}", self.delay_line_ab));
         if let Some(d) = &self.delay_line_ba {
             out.push(format!("  delay line {b} -> {a}: {d}"));
@@ -475,7 +486,14 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
     };
     let sizing = |p: &LivePipe, cfg: &PathConfig, engine: &EngineConfig| {
         let why = delay_line_sizing(cfg, engine).why;
-        format!("{} B ({why})", p.delay_line_capacity())
+        let classes = p.controls().len() - 1;
+        match classes {
+            0 => format!("{} B ({why})", p.delay_line_capacity()),
+            n => format!(
+                "{} B in all: the default path's ({why}) and a line per class ({n})",
+                p.delay_line_capacity()
+            ),
+        }
     };
     let started = Started {
         delay_line_ab: sizing(&ab, &spec.ab, &engine_ab),
@@ -487,6 +505,10 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
         offloads_off,
         eal,
         attached: spec.attach.as_ref().map(|a| (a.egress, a.ingress)),
+        classes: [
+            spec.classes_ab.iter().map(class_line).collect(),
+            spec.classes_ba.iter().map(class_line).collect(),
+        ],
     };
     let since = pathem_engine::monotonic_now();
     if let Some(s) = spec.schedule_ab.clone() {
