@@ -59,9 +59,23 @@ pub fn pcap(data: &[u8]) {
         },
     ];
     let path = &paths[data.len() % paths.len()];
+    // Every other input also through classes: frames split by filters onto the other paths.
+    let class = |name: &str, filter: &str, path: &PathConfig| pathem_engine::ClassConfig {
+        name: name.into(),
+        filter: pathem_filter::Filter::compile(filter).expect("a valid filter"),
+        path: path.clone(),
+        schedule: None,
+    };
+    let classes = match data.len() % 2 {
+        0 => Vec::new(),
+        _ => vec![
+            class("c1", "udp or ip6", &paths[(data.len() + 1) % 3]),
+            class("c2", "tcp or arp", &paths[(data.len() + 2) % 3]),
+        ],
+    };
     let engine = EngineConfig { buffer: Some(1 << 20), ..EngineConfig::default() };
     // The offline runtime `pathem replay` runs, into a counting sink.
-    let Ok(done) = pathem_runtime::replay::replay(src, MemSink::default(), path, &[], None, 1, &engine)
+    let Ok(done) = pathem_runtime::replay::replay(src, MemSink::default(), path, &classes, None, 1, &engine)
     else {
         return;
     };
@@ -71,6 +85,8 @@ pub fn pcap(data: &[u8]) {
         s.tx_packets + s.dropped.total(),
         "every frame accounted for: {s:?}"
     );
+    let rx: u64 = done.classes.iter().map(|(_, c)| c.rx_packets).sum();
+    assert!(classes.is_empty() || rx == s.rx_packets, "the classes' frames add up: {s:?}");
 }
 
 /// The unit parsers (durations, rates, sizes, queue limits, probabilities), and the short
