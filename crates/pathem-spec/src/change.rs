@@ -103,4 +103,25 @@ mod tests {
         w.push("--delay 1x".into());
         assert!(Change::parse(&w).unwrap_err().to_string().starts_with("--a-to-b \"--delay 1x\""));
     }
+
+    #[test]
+    fn classes_named_in_a_change_go_where_they_are_asked() {
+        let current = (PathSpec::from_flags("--delay 5ms").unwrap(), PathSpec::default());
+        let w: Vec<String> = ["--class", "dns", "--loss 50%", "--b-to-a", "--class video '--delay 1ms'"]
+            .map(String::from)
+            .into();
+        let change = Change::parse(&w).unwrap();
+        // The default paths are not touched by a class's flags.
+        let (ab, ba) = change.apply(&current, false);
+        assert_eq!((ab, ba), current);
+        let classes = change.classes(false).unwrap();
+        let got: Vec<(&str, &[usize])> = classes.iter().map(|(n, _, d)| (n.as_str(), *d)).collect();
+        assert_eq!(got, [("dns", &[0, 1][..]), ("video", &[1][..])]);
+        assert!(classes[0].1.loss.is_some());
+        // Attached, the common words are egress's alone.
+        assert_eq!(change.classes(true).unwrap()[0].2, &[0]);
+        let w: Vec<String> = ["--class", "dns", "--class x '--loss 1%'"].map(String::from).into();
+        let e = Change::parse(&w).unwrap().classes(false).unwrap_err().to_string();
+        assert!(e.contains("cannot hold --class"), "{e}");
+    }
 }
