@@ -17,6 +17,10 @@ struct SetWords {
     b_to_a: Option<String>,
 }
 
+/// A class a change names: its name, its flags, and the directions it may change (0: a→b,
+/// 1: b→a).
+pub type ClassChange = (String, PathSpec, &'static [usize]);
+
 /// What `ctl set` asks: flags for both directions, then each direction's own.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Change {
@@ -54,7 +58,7 @@ impl Change {
     /// directions it may change (0: a→b, 1: b→a). A name among the common words changes the
     /// class of that name in each direction that has one (egress alone when attached); one in
     /// `--a-to-b`/`--b-to-a` that direction's.
-    pub fn classes(&self, attached: bool) -> Result<Vec<(String, PathSpec, &'static [usize])>, SpecError> {
+    pub fn classes(&self, attached: bool) -> Result<Vec<ClassChange>, SpecError> {
         let both: &'static [usize] = if attached { &[0] } else { &[0, 1] };
         let mut out = Vec::new();
         for (spec, dirs) in [(&self.both, both), (&self.a_to_b, &[0][..]), (&self.b_to_a, &[1][..])] {

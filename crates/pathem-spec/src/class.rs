@@ -169,7 +169,7 @@ mod tests {
         assert!(classes[0].path.link.is_some());
         assert_eq!(classes[2].path.delay.base, pathem_model::Nanos::from_millis(300));
         assert_eq!(classes[1].path.delay.base, pathem_model::Nanos::ZERO, "nothing inherited");
-        assert!(classes[1].filter.matches(&[0u8; 10], 10) == false);
+        assert!(!classes[1].filter.matches(&[0u8; 10], 10));
     }
 
     #[test]
@@ -184,8 +184,7 @@ mod tests {
         let e = crate::file::parse("[[class]]\nrate = \"1mbit\"\n").unwrap_err().1;
         assert!(e.contains("needs `match`"), "{e}");
         let e = crate::file::parse("[[class]]\nname = \"default\"\nmatch = \"tcp\"\n").unwrap();
-        let mut spec = PathSpec::default();
-        spec.classes = e.classes;
+        let spec = PathSpec { classes: e.classes, ..PathSpec::default() };
         assert!(resolve(&spec).unwrap_err().to_string().contains("default path"));
         let e = crate::file::parse("[[class]]\nmatch = \"tcp\"\nloss = \"150%\"\n").unwrap_err().1;
         assert!(e.contains("150%"), "{e}");

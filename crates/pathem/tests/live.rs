@@ -1908,8 +1908,8 @@ fn classes_give_two_addresses_their_own_paths() {
     assert!(v["a_to_b"]["classes"][1]["stats"]["rx_packets"].as_u64().unwrap() >= 21, "{v}");
     // Prometheus: the class label.
     let metrics = scrape(&t.mid, 9479, "/metrics");
-    let line = format!("pathem_class_rx_frames_total{{direction=\"a_to_b\",class=\"class1\"}} ");
-    assert!(metrics.lines().any(|l| l.starts_with(&line)), "{line} in\n{metrics}");
+    let line = "pathem_class_rx_frames_total{direction=\"a_to_b\",class=\"class1\"} ";
+    assert!(metrics.lines().any(|l| l.starts_with(line)), "{line} in\n{metrics}");
     let f = t.stop_json();
     let classes = f["classes"].as_array().expect("classes in the final report");
     assert_eq!(classes.len(), 4, "two directions, two paths each: {f}");
