@@ -45,6 +45,47 @@ struct LinkCollector(Vec<Exported>);
 
 type Read = fn(&pathem_engine::Stats) -> u64;
 type Histogram = fn(&DirectionCounters) -> pathem_engine::stats::Histo;
+/// Series of a family: their labels and the counters they read.
+type Series<'a> = [(Vec<(&'static str, &'a str)>, &'a pathem_engine::Stats)];
+
+/// A family per row of `table` (`kind`: counter or gauge), a value per series.
+fn families(
+    encoder: &mut DescriptorEncoder,
+    kind: MetricType,
+    table: &[(&str, &str, Read)],
+    series: &Series,
+) -> Result<(), std::fmt::Error> {
+    for (name, help, read) in table {
+        let mut m = encoder.encode_descriptor(name, help, None, kind)?;
+        for (labels, s) in series {
+            let mut f = m.encode_family(labels)?;
+            match kind {
+                MetricType::Gauge => f.encode_gauge(&(read(s) as i64))?,
+                _ => f.encode_counter::<NoLabelSet, _, u64>(&read(s), None)?,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A counter family by a second label (`key`): each series' `(value of key, count)` pairs.
+fn by_label<'a>(
+    encoder: &mut DescriptorEncoder,
+    (name, help): (&str, &str),
+    key: &'static str,
+    series: &'a Series<'a>,
+    counts: impl Fn(&'a pathem_engine::Stats) -> Vec<(&'static str, u64)>,
+) -> Result<(), std::fmt::Error> {
+    let mut m = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (labels, s) in series {
+        for (value, n) in counts(s) {
+            let mut all = labels.clone();
+            all.push((key, value));
+            m.encode_family(&all)?.encode_counter::<NoLabelSet, _, u64>(&n, None)?;
+        }
+    }
+    Ok(())
+}
 
 impl Collector for LinkCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
@@ -70,39 +111,22 @@ impl Collector for LinkCollector {
                 s.offload.csum_completed
             }),
         ];
-        for (name, help, read) in counters {
-            let mut m = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
-            for (d, s) in &snaps {
-                m.encode_family(&[("direction", *d)])?
-                    .encode_counter::<NoLabelSet, _, u64>(&read(s), None)?;
-            }
-        }
-        let mut m = encoder.encode_descriptor(
+        let series: Vec<_> = snaps.iter().map(|(d, s)| (vec![("direction", *d)], s)).collect();
+        families(&mut encoder, MetricType::Counter, &counters, &series)?;
+        let drops = (
             "pathem_dropped_frames",
             "Frames dropped, by reason (port: by the kernel or NIC before pathem saw them)",
-            None,
-            MetricType::Counter,
-        )?;
-        for (d, s) in &snaps {
-            let by = s.dropped.iter().map(|(r, n)| (r.name(), n)).chain([("port", s.port_rx_dropped)]);
-            for (reason, v) in by {
-                m.encode_family(&[("direction", *d), ("reason", reason)])?
-                    .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
-            }
-        }
-        let mut m = encoder.encode_descriptor(
+        );
+        by_label(&mut encoder, drops, "reason", &series, |s| {
+            s.dropped.iter().map(|(r, n)| (r.name(), n)).chain([("port", s.port_rx_dropped)]).collect()
+        })?;
+        let refused = (
             "pathem_port_tx_errors",
             "Frames the transmitting port's kernel or NIC refused (not counted as sent), by class",
-            None,
-            MetricType::Counter,
-        )?;
-        for (d, s) in &snaps {
-            let by = s.port_tx_errors.iter().map(|(c, n)| (c.name(), n));
-            for (class, v) in by {
-                m.encode_family(&[("direction", *d), ("class", class)])?
-                    .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
-            }
-        }
+        );
+        by_label(&mut encoder, refused, "class", &series, |s| {
+            s.port_tx_errors.iter().map(|(c, n)| (c.name(), n)).collect()
+        })?;
         let gauges: [(&str, &str, Read); 6] = [
             ("pathem_link_queue_frames", "Frames in the link's queue (with a queue limit)", |s| {
                 s.queue_frames
@@ -113,12 +137,7 @@ impl Collector for LinkCollector {
             ("pathem_in_flight_frames", "Frames in the delay line", |s| s.in_flight),
             ("pathem_port_tx_queued_frames", "Frames waiting in the transmitting port", |s| s.port_tx_queued),
         ];
-        for (name, help, read) in gauges {
-            let mut m = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
-            for (d, s) in &snaps {
-                m.encode_family(&[("direction", *d)])?.encode_gauge(&(read(s) as i64))?;
-            }
-        }
+        families(&mut encoder, MetricType::Gauge, &gauges, &series)?;
         let histograms: [(&str, &str, Histogram); 2] = [
             (
                 "pathem_lateness_seconds",
@@ -156,6 +175,12 @@ impl LinkCollector {
         if per.iter().all(|(_, c)| c.is_empty()) {
             return Ok(());
         }
+        let series: Vec<_> = per
+            .iter()
+            .flat_map(|(d, classes)| {
+                classes.iter().map(move |(c, s)| (vec![("direction", *d), ("class", *c)], s))
+            })
+            .collect();
         let counters: [(&str, &str, Read); 6] = [
             ("pathem_class_rx_frames", "Frames the classifier gave the class", |s| s.rx_packets),
             ("pathem_class_rx_bytes", "Bytes the classifier gave the class", |s| s.rx_bytes),
@@ -166,43 +191,17 @@ impl LinkCollector {
             ("pathem_class_duplicated_frames", "The class's duplicates", |s| s.duplicated),
             ("pathem_class_ecn_marked_frames", "The class's frames CE-marked", |s| s.ecn_marked + s.aqm_mark),
         ];
-        for (name, help, read) in counters {
-            let mut m = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
-            for (d, classes) in &per {
-                for (class, s) in classes {
-                    m.encode_family(&[("direction", *d), ("class", class)])?
-                        .encode_counter::<NoLabelSet, _, u64>(&read(s), None)?;
-                }
-            }
-        }
-        let mut m = encoder.encode_descriptor(
-            "pathem_class_dropped_frames",
-            "The class's frames pathem dropped, by reason",
-            None,
-            MetricType::Counter,
-        )?;
-        for (d, classes) in &per {
-            for (class, s) in classes {
-                for (r, v) in s.dropped.iter() {
-                    m.encode_family(&[("direction", *d), ("class", class), ("reason", r.name())])?
-                        .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
-                }
-            }
-        }
+        families(encoder, MetricType::Counter, &counters, &series)?;
+        let drops = ("pathem_class_dropped_frames", "The class's frames pathem dropped, by reason");
+        by_label(encoder, drops, "reason", &series, |s| {
+            s.dropped.iter().map(|(r, n)| (r.name(), n)).collect()
+        })?;
         let gauges: [(&str, &str, Read); 3] = [
             ("pathem_class_link_queue_frames", "Frames in the class's link queue", |s| s.queue_frames),
             ("pathem_class_link_queue_bytes", "Bytes in the class's link queue", |s| s.queue_bytes),
             ("pathem_class_in_flight_frames", "The class's frames in its delay line", |s| s.in_flight),
         ];
-        for (name, help, read) in gauges {
-            let mut m = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
-            for (d, classes) in &per {
-                for (class, s) in classes {
-                    m.encode_family(&[("direction", *d), ("class", class)])?
-                        .encode_gauge(&(read(s) as i64))?;
-                }
-            }
-        }
+        families(encoder, MetricType::Gauge, &gauges, &series)?;
         let mut m = encoder.encode_descriptor(
             "pathem_class_path",
             "The class's path in effect",
@@ -319,6 +318,19 @@ mod tests {
     use super::*;
     use pathem_model::DropReason;
 
+    /// The control of a transparent path.
+    fn transparent() -> Control {
+        pathem_engine::Pipeline::new(
+            pathem_io::mem::MemSource::new(0, 60, pathem_io::mem::Pace::AsFastAsPossible),
+            pathem_io::mem::MemSink::default(),
+            &pathem_model::PathConfig::default(),
+            1,
+            &pathem_engine::EngineConfig { offline: true, ..Default::default() },
+        )
+        .unwrap()
+        .control()
+    }
+
     #[test]
     fn a_scrape_shows_every_counter_per_direction() {
         let counters = std::sync::Arc::new(pathem_engine::Counters::default());
@@ -330,15 +342,7 @@ mod tests {
         counters.aqm_marked.add(5);
         counters.sojourn.record(pathem_model::Nanos(2_000_000));
         counters.sojourn.record(pathem_model::Nanos(3_000_000));
-        let pipeline = pathem_engine::Pipeline::new(
-            pathem_io::mem::MemSource::new(0, 60, pathem_io::mem::Pace::AsFastAsPossible),
-            pathem_io::mem::MemSink::default(),
-            &pathem_model::PathConfig::default(),
-            1,
-            &pathem_engine::EngineConfig { offline: true, ..Default::default() },
-        )
-        .unwrap();
-        let control = pipeline.control();
+        let control = transparent();
         let counters = DirectionCounters::single(counters);
         let text = render(&[Exported { direction: "a_to_b", counters, controls: vec![control] }]);
         for want in [
@@ -373,15 +377,7 @@ mod tests {
         dns.dropped[DropReason::Loss as usize].add(1);
         port.port_rx_dropped.add(2);
         let counters = DirectionCounters::new(port, vec![("default".into(), default), ("dns".into(), dns)]);
-        let pipeline = pathem_engine::Pipeline::new(
-            pathem_io::mem::MemSource::new(0, 60, pathem_io::mem::Pace::AsFastAsPossible),
-            pathem_io::mem::MemSink::default(),
-            &pathem_model::PathConfig::default(),
-            1,
-            &pathem_engine::EngineConfig { offline: true, ..Default::default() },
-        )
-        .unwrap();
-        let controls = vec![pipeline.control(), pipeline.control()];
+        let controls = vec![transparent(), transparent()];
         let text = render(&[Exported { direction: "a_to_b", counters, controls }]);
         for want in [
             "pathem_rx_frames_total{direction=\"a_to_b\"} 14",
@@ -396,7 +392,7 @@ mod tests {
         // Without classes, no class families.
         let single = DirectionCounters::single(Arc::new(pathem_engine::Counters::default()));
         let text =
-            render(&[Exported { direction: "a_to_b", counters: single, controls: vec![pipeline.control()] }]);
+            render(&[Exported { direction: "a_to_b", counters: single, controls: vec![transparent()] }]);
         assert!(!text.contains("pathem_class_"), "{text}");
     }
 }
