@@ -68,6 +68,9 @@ impl fmt::Display for FilterError {
     }
 }
 
+/// The most words (tokens) a filter may have: it bounds the depth of what is built.
+const MAX_TOKENS: usize = 4096;
+
 /// A compiled filter.
 #[derive(Debug, Clone)]
 pub struct Filter {
@@ -86,6 +89,14 @@ impl Filter {
     /// Empty text matches every frame, as with tcpdump.
     pub fn compile(text: &str) -> Result<Filter, FilterError> {
         let toks = lex::tokenize(text)?;
+        if let Some(t) = toks.get(MAX_TOKENS) {
+            return Err(FilterError {
+                text: text.to_string(),
+                pos: t.pos,
+                found: format!("{:?}", t.text),
+                expected: format!("the end (pathem takes filters of at most {MAX_TOKENS} words)"),
+            });
+        }
         let root = parse::Parser::new(text, &toks).filter()?;
         Ok(Filter { text: text.to_string(), prog: prog::Prog::new(&root) })
     }

@@ -410,6 +410,46 @@ const FILTERS: &[&str] = &[
     "ether[12:2] = 0x88a8 and vlan and vlan 20",
     "vlan and ether proto 0x0800",
     "vlan and src host 10.0.0.1 or dst host 10.0.0.3",
+    "net 10.0.0.0 mask 255.0.0.1",
+    "host (10.0.0.1 or 10.0.0.2)",
+    "tcp port (80 or 443)",
+    "dst port (53 or (123 and not 22))",
+    "host 10.0.0.1 and (port 80) or 22",
+    "not not tcp",
+    "!tcp",
+    "ip and not (port 80 or 22)",
+    "tcp[13]&tcp-syn!=0",
+    "ip[9]=6&&tcp[2:2]=80||udp",
+    "ether host 02:00:00:00:00:01 or 02:00:00:00:00:02",
+    "arp and src host 10.0.0.1 or 10.0.0.2",
+    "udp and port 53 or 123",
+    "port 53 and not 5353",
+    "portrange 1-100 or 50000-60000",
+    "net 10.0.0.0/30 or 192.168.1.0/24",
+    "ip6 net 2001:db8::/64 and tcp",
+    "ip proto 17 or 6",
+    "proto 6 or 17 or 58",
+    "ether proto 0x0806 or 0x8035",
+    "(tcp) or (udp)",
+    "((ip))",
+    "(ip[9] + 1) * 2 = 14",
+    "((ip[9])) = 6",
+    "(1) = 1",
+    "ip[9] - 1 - 1 = 4",
+    "ip[9] / 3 * 3 = 6",
+    "ip[9] & 4 | 2 = 6",
+    "ip[9] | 2 & 4 = 6",
+    "ip[9] ^ 1 + 1 = 4",
+    "ip[9] + 1 ^ 1 = 6",
+    "ip[9] * 2 % 5 = 2",
+    "1 << ip[9] >> ip[9] = 1",
+    "ip[0] & 0xf << 2 = 20",
+    "- ip[9] % 4 = 4294967294",
+    "ip[9] - ip[9] = 0",
+    "tcp[0:4] & 0xffff = 80",
+    "ip[2:2] > 1000 and len > 1000",
+    "icmp[0] = 8 or icmp6[0] = 128",
+    "ether[6:4] = 0x00000002 and ether[10:2] = 2",
 ];
 
 #[test]
@@ -426,6 +466,7 @@ fn frames_accepted_are_those_tcpdump_prints() {
     let frames = frames();
     let wire = write_pcap(&cap, &frames);
     let mut bad = Vec::new();
+    let (mut none, mut all) = (0, 0);
     for text in FILTERS {
         let out = Command::new("tcpdump")
             .arg("-r")
@@ -459,10 +500,162 @@ fn frames_accepted_are_those_tcpdump_prints() {
             .filter(|(_, (fr, w))| f.matches(fr, **w))
             .map(|(i, _)| i + 1)
             .collect();
+        none += usize::from(theirs.is_empty());
+        all += usize::from(theirs.len() == frames.len());
         if ours != theirs {
             bad.push(format!("{text:?}: pathem {ours:?}, tcpdump {theirs:?}"));
         }
     }
-    println!("{} filters compared against tcpdump over {} frames", FILTERS.len(), frames.len());
+    println!(
+        "{} filters compared against tcpdump over {} frames ({none} match none, {all} match all)",
+        FILTERS.len(),
+        frames.len()
+    );
+    assert!(
+        none >= 5 && all >= 2,
+        "the capture should leave some filters matching nothing and some everything"
+    );
+    assert!(bad.is_empty(), "differences:\n{}", bad.join("\n"));
+}
+
+/// Filters tcpdump refuses (syntax and meaning): pathem must refuse each too.
+const BAD: &[&str] = &[
+    "tcp prot 80",
+    "host",
+    "10.0.0.1",
+    "tcp and 80",
+    "not 22",
+    "(tcp",
+    "tcp)",
+    "tcp and",
+    "and tcp",
+    "port 99999",
+    "port gopherx",
+    "udp port http",
+    "ip port 80",
+    "ip proto tcp",
+    "ether proto ip",
+    "src proto 6",
+    "src or 10.0.0.1",
+    "net 10/8",
+    "net 10.1.0.0/8",
+    "net 10.0.0.1 mask 255.0.0.0",
+    "net 10.0.0.0/33",
+    "host 10.0.0.1/32",
+    "host 2001:db8::/32",
+    "net 2001:db8::1/32",
+    "ip6 host 10.0.0.1",
+    "ip host 2001:db8::1",
+    "tcp host 10.0.0.1",
+    "arp net 2001:db8::/32",
+    "ether host 1",
+    "ether host 10.0.0.1",
+    "ether src 1:2:3:4:5",
+    "host 02:00:00:00:00:01",
+    "ip[0] / 0 = 1",
+    "ip[0] % 0 = 1",
+    "ip[0] << 32 = 1",
+    "ether[0:3] = 1",
+    "ip[0] = 08",
+    "udp[4294967296] = 1",
+    "len-1 > 0",
+    "ip[0] = 1/(1-1)",
+    "1 = 1 = 1",
+    "ip[0]",
+    "len",
+    "vlan 4096",
+    "less",
+    "greater x",
+    "tcp proto 6",
+    "arp proto 6",
+    "ip6 broadcast",
+    "arp multicast",
+    "ether",
+    "ip6 proto \\icmp6",
+    "ip proto \\nosuchproto",
+    "portrange 80-",
+    "portrange 80-70000",
+    "a # b",
+    "()",
+    "!",
+    "tcp[0] = 1 and and",
+    "ip and ()",
+    "src src host 10.0.0.1",
+    "host 10.0.0.1 10.0.0.2",
+    "ether proto 0x10000 or",
+    "port 80 and host",
+    "ip6 and 2001:db8::2",
+    "ip and 10.0.0.1",
+    "ip and not 10.0.0.1",
+];
+
+/// Filters whose words pathem refuses by name: each gives one line naming the word.
+const REFUSED: &[(&str, &str)] = &[
+    ("gateway 10.0.0.1", "gateway"),
+    ("mpls", "mpls"),
+    ("mpls 100 and ip", "mpls"),
+    ("pppoed", "pppoed"),
+    ("pppoes 5", "pppoes"),
+    ("geneve", "geneve"),
+    ("inbound", "inbound"),
+    ("outbound", "outbound"),
+    ("ifname eth0", "ifname"),
+    ("on eth0", "on"),
+    ("wlan host 02:00:00:00:00:01", "wlan"),
+    ("decnet host 1.2", "decnet"),
+    ("iso", "iso"),
+    ("isis", "isis"),
+    ("atalk", "atalk"),
+    ("llc", "llc"),
+    ("stp", "stp"),
+    ("ipx", "ipx"),
+    ("netbeui", "netbeui"),
+    ("ip protochain 6", "protochain"),
+    ("radio[0] = 1", "radio"),
+    ("type mgt", "type"),
+    ("tcp and ifindex 2", "ifindex"),
+    ("vpi 1", "vpi"),
+];
+
+fn tcpdump_accepts(cap: &std::path::Path, text: &str) -> bool {
+    let out = Command::new("tcpdump").arg("-r").arg(cap).args(["-nn", "--", text]).output().unwrap();
+    out.status.success()
+}
+
+#[test]
+fn filters_refused_are_those_tcpdump_refuses() {
+    if Command::new("tcpdump").arg("--version").output().is_err() {
+        if std::env::var("PATHEM_REQUIRE_LIVE").as_deref() == Ok("1") {
+            panic!("tcpdump not installed and PATHEM_REQUIRE_LIVE=1");
+        }
+        println!("SKIPPED: tcpdump not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cap = dir.path().join("mix.pcap");
+    write_pcap(&cap, &frames());
+    let mut bad = Vec::new();
+    for text in BAD {
+        if tcpdump_accepts(&cap, text) {
+            bad.push(format!("{text:?}: tcpdump accepts it"));
+        }
+        if Filter::compile(text).is_ok() {
+            bad.push(format!("{text:?}: pathem accepts it"));
+        }
+    }
+    for (text, word) in REFUSED {
+        match Filter::compile(text) {
+            Ok(_) => bad.push(format!("{text:?}: pathem accepts it")),
+            Err(e) => {
+                let line = e.to_string();
+                if !line.contains(&format!("pcap-filter's {word} is not supported by pathem"))
+                    || line.contains('\n')
+                {
+                    bad.push(format!("{text:?}: {line}"));
+                }
+            }
+        }
+    }
+    println!("{} bad filters refused by both, {} words refused by name", BAD.len(), REFUSED.len());
     assert!(bad.is_empty(), "differences:\n{}", bad.join("\n"));
 }
