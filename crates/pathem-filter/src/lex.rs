@@ -341,7 +341,8 @@ fn mac(s: &[char]) -> Option<(usize, [u8; 6])> {
 
 /// The longest IPv6 address at the start (it must contain a `:`).
 fn v6_len(s: &[char]) -> usize {
-    let run = s.iter().take_while(|c| c.is_ascii_hexdigit() || **c == ':' || **c == '.').count();
+    // The longest IPv6 address libpcap's scanner takes is 45 characters (with an IPv4 tail).
+    let run = s.iter().take(45).take_while(|c| c.is_ascii_hexdigit() || **c == ':' || **c == '.').count();
     let mut n = run;
     while n > 0 {
         let t: String = s[..n].iter().collect();

@@ -103,6 +103,7 @@ impl Filter {
 
     /// Whether the frame (Ethernet, from the destination MAC, as captured; `wire_len` its
     /// length on the wire, which `len`, `less` and `greater` test) passes the filter.
+    #[inline]
     pub fn matches(&self, frame: &[u8], wire_len: u32) -> bool {
         self.prog.run(frame, wire_len)
     }

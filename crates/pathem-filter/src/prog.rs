@@ -21,6 +21,7 @@ pub(crate) enum Jmp {
 }
 
 impl Jmp {
+    #[inline(always)]
     fn test(self, a: u32, b: u32) -> bool {
         match self {
             Jmp::Eq => a == b,
@@ -88,11 +89,17 @@ pub(crate) enum Val {
     Bin(Ar, Box<Val>, Box<Val>),
 }
 
+#[inline(always)]
 fn load(p: &[u8], off: usize, size: u8) -> Option<u32> {
-    let b = p.get(off..off.checked_add(usize::from(size))?)?;
-    Some(b.iter().fold(0u32, |a, &x| (a << 8) | u32::from(x)))
+    let at = p.get(off..)?;
+    match size {
+        1 => at.first().map(|&b| u32::from(b)),
+        2 => at.first_chunk::<2>().map(|b| u32::from(u16::from_be_bytes(*b))),
+        _ => at.first_chunk::<4>().map(|b| u32::from_be_bytes(*b)),
+    }
 }
 
+#[inline(always)]
 fn ihl(p: &[u8], at: u32) -> Option<u32> {
     Some(4 * (u32::from(*p.get(at as usize)?) & 0xf))
 }
@@ -187,11 +194,12 @@ impl B {
 const ACCEPT: u32 = u32::MAX;
 const REJECT: u32 = u32::MAX - 1;
 
+/// A test with its jumps. Comparisons of a field at a fixed place, the commonest tests, are
+/// kept inline; the rest are boxed so that the array stays compact.
 #[derive(Debug, Clone)]
-struct Insn {
-    test: Test,
-    jt: u32,
-    jf: u32,
+enum Insn {
+    Abs { off: u32, size: u8, jmp: Jmp, mask: u32, val: u32, jt: u32, jf: u32 },
+    Other { test: Box<Test>, jt: u32, jf: u32 },
 }
 
 /// Tests with their jumps; every jump goes to a lower index or to an end, so a run ends.
@@ -213,14 +221,25 @@ impl Prog {
         self.start == ACCEPT
     }
 
+    #[inline]
     pub(crate) fn run(&self, p: &[u8], len: u32) -> bool {
         let mut pc = self.start;
         loop {
             let Some(i) = self.insns.get(pc as usize) else { return pc == ACCEPT };
-            pc = match i.test.eval(p, len) {
-                Some(true) => i.jt,
-                Some(false) => i.jf,
-                None => return false,
+            pc = match i {
+                Insn::Abs { off, size, jmp, mask, val, jt, jf } => {
+                    let Some(v) = load(p, *off as usize, *size) else { return false };
+                    if jmp.test(v & mask, *val) {
+                        *jt
+                    } else {
+                        *jf
+                    }
+                }
+                Insn::Other { test, jt, jf } => match test.eval(p, len) {
+                    Some(true) => *jt,
+                    Some(false) => *jf,
+                    None => return false,
+                },
             };
         }
     }
@@ -232,7 +251,12 @@ fn emit(b: &B, t: u32, f: u32, out: &mut Vec<Insn>) -> u32 {
         B::Const(true) => t,
         B::Const(false) => f,
         B::Test(test) => {
-            out.push(Insn { test: test.clone(), jt: t, jf: f });
+            out.push(match *test {
+                Test::Cmp { off: Off::Abs(off), size, mask, jmp, val } => {
+                    Insn::Abs { off, size, jmp, mask, val, jt: t, jf: f }
+                }
+                _ => Insn::Other { test: Box::new(test.clone()), jt: t, jf: f },
+            });
             (out.len() - 1) as u32
         }
         B::And(a, b) => {

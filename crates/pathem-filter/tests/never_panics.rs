@@ -134,3 +134,12 @@ fn long_chains_compile_or_are_refused() {
         let _ = Filter::compile(&text);
     }
 }
+
+#[test]
+fn long_words_are_quick() {
+    let start = std::time::Instant::now();
+    for unit in ["a", "1", "1:", "1.", "-", "\\x", ":1"] {
+        let _ = Filter::compile(&unit.repeat(200_000));
+    }
+    assert!(start.elapsed().as_secs() < 20, "{:?}", start.elapsed());
+}
