@@ -184,6 +184,60 @@ mod tests {
         assert!(!Filter::compile("tcp").unwrap().is_match_all());
     }
 
+    /// The flat program (fused tests, threaded jumps) decides as the tree it came from, on
+    /// frames cut at every length and with bytes changed at random.
+    #[test]
+    fn flat_program_agrees_with_the_tree() {
+        let texts = [
+            "host 10.0.0.1",
+            "host 10.0.0.1 or 10.0.0.2 and not arp",
+            "net 10.0.0.0/8 or ip6 and tcp",
+            "port 53 or portrange 1-100",
+            "tcp port 80 or 443 and not 22",
+            "udp src or dst port 53",
+            "vlan and vlan 5 or ip",
+            "not vlan and (icmp or icmp6)",
+            "ip[6:2] & 0x1fff = 0 and tcp[13] & 2 != 0",
+            "ether proto 0x42 or ether proto 6 or arp or rarp",
+            "(ip or ip6) and (tcp or udp) and not port 22",
+            "ip6 host 2001:db8::1 or ether host 02:00:00:00:00:01",
+        ];
+        let mut s: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let mut seed =
+            vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x08, 0x00, 0x45, 0, 0, 40, 0, 0, 0, 0, 64, 6];
+        seed.extend_from_slice(&[
+            0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0, 53, 0, 80, 0, 0, 0, 0, 0, 0, 0, 0, 0x50, 2,
+        ]);
+        seed.resize(80, 0);
+        for text in texts {
+            let toks = lex::tokenize(text).unwrap();
+            let tree = parse::Parser::new(text, &toks).filter().unwrap();
+            let flat = prog::Prog::new(&tree);
+            for _ in 0..3000 {
+                let mut f = seed.clone();
+                for _ in 0..(next() % 4) {
+                    let i = (next() % 60) as usize;
+                    let choices =
+                        [0x00, 0x06, 0x08, 0x11, 0x2c, 0x35, 0x81, 0x86, 0xdd, 0x0a, 0x45, 0x4f, 0x20, 0xff];
+                    f[i] = choices[(next() % choices.len() as u64) as usize];
+                }
+                let n = (next() % 81) as usize;
+                let frame = &f[..n];
+                assert_eq!(
+                    flat.run(frame, 80),
+                    tree.eval(frame, 80).unwrap_or(false),
+                    "{text}: {frame:02x?}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn display_gives_the_text_back() {
         assert_eq!(Filter::compile("tcp port 80").unwrap().to_string(), "tcp port 80");

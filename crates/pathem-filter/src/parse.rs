@@ -300,6 +300,28 @@ fn mcmp(off: Off, size: u8, val: u32, mask: u32) -> B {
     B::Test(Test::Cmp { off, size, mask, jmp: Jmp::Eq, val })
 }
 
+/// `a jmp b` as a plain field test when it is one (`ip[1] & 0xfc = 0xb8`, `tcp[13] = 2`):
+/// the same loads in the same order, so the same outcome, checked more cheaply.
+fn simple(a: Val, jmp: Jmp, b: Val) -> Test {
+    let field = |v: &Val| -> Option<(Off, u8, u32)> {
+        let (ld, mask) = match v {
+            Val::Bin(Ar::And, l, m) => (&**l, m.constant()?),
+            other => (other, u32::MAX),
+        };
+        let Val::Ld { base, idx, size } = ld else { return None };
+        let i = idx.constant().filter(|&i| i < 0x1_0000)?;
+        let off = match *base {
+            Base::Abs(k) => Off::Abs(k.checked_add(i)?),
+            Base::Tran(k) => Off::Tran(k, i),
+        };
+        Some((off, *size, mask))
+    };
+    match (field(&a), b.constant()) {
+        (Some((off, size, mask)), Some(val)) => Test::Cmp { off, size, mask, jmp, val },
+        _ => Test::Rel { a, jmp, b },
+    }
+}
+
 fn and_opt(a: Option<B>, b: Option<B>) -> Option<B> {
     match (a, b) {
         (Some(a), Some(b)) => Some(B::and(a, b)),
@@ -733,7 +755,7 @@ impl<'a> Parser<'a> {
         };
         self.i += 1;
         let (b, bpre) = self.arth(0)?;
-        let t = B::Test(Test::Rel { a, jmp, b });
+        let t = B::Test(simple(a, jmp, b));
         let t = if reversed { B::not(t) } else { t };
         Ok(match and_opt(apre, bpre) {
             Some(pre) => B::and(pre, t),
@@ -977,19 +999,22 @@ impl<'a> Parser<'a> {
             }
         };
         let pl = self.linkpl;
-        let op4 = |v: u32| {
-            let head = B::and(cmp(Off::Abs(pl + 9), 1, Jmp::Eq, v), self.not_later_fragment());
-            B::and(head, Self::dirs(d, |o| atom(Off::Tran(pl, o))))
+        // Source or destination: one test that loads the destination only when needed.
+        let ports = |off: &dyn Fn(u32) -> Off| match d {
+            D::Default | D::Or if !range => {
+                B::Test(Test::Any2 { a: off(0), b: off(2), size: 2, mask: u32::MAX, val: lo })
+            }
+            _ => Self::dirs(d, |o| atom(off(o))),
         };
-        let op6 = |v: u32| {
-            B::and(cmp(Off::Abs(pl + 6), 1, Jmp::Eq, v), Self::dirs(d, |o| atom(Off::Abs(pl + 40 + o))))
+        // libpcap tests sctp, tcp and udp in turn, each followed by the same port tests: the
+        // same as one test of the protocol among the three, then the port tests.
+        let proto_is = |at: u32| match proto {
+            Some(v) => cmp(Off::Abs(at), 1, Jmp::Eq, u32::from(v)),
+            None => B::Test(Test::In { off: Off::Abs(at), size: 1, vals: [132, 6, 17] }),
         };
-        let each = |op: &dyn Fn(u32) -> B| match proto {
-            Some(v) => op(u32::from(v)),
-            None => B::or(op(132), B::or(op(6), op(17))),
-        };
-        let v4 = B::and(self.linktype(0x0800)?, each(&op4));
-        let v6 = B::and(self.linktype(0x86dd)?, each(&op6));
+        let head4 = B::and(proto_is(pl + 9), self.not_later_fragment());
+        let v4 = B::and(self.linktype(0x0800)?, B::and(head4, ports(&|o| Off::Tran(pl, o))));
+        let v6 = B::and(self.linktype(0x86dd)?, B::and(proto_is(pl + 6), ports(&|o| Off::Abs(pl + 40 + o))));
         Ok(B::or(v6, v4))
     }
 
@@ -1000,6 +1025,9 @@ impl<'a> Parser<'a> {
             D::Src => at(src),
             D::Dst => at(dst),
             D::And => B::and(at(src), at(dst)),
+            D::Default | D::Or if mask != 0 => {
+                B::Test(Test::Any2 { a: Off::Abs(pl + src), b: Off::Abs(pl + dst), size: 4, mask, val: addr })
+            }
             D::Default | D::Or => B::or(at(src), at(dst)),
         }
     }
@@ -1244,7 +1272,8 @@ impl<'a> Parser<'a> {
     /// gen_vlan without BPF extensions (as for a file): a VLAN TPID, then the offsets of
     /// everything after grow by 4.
     fn vlan(&mut self, num: Option<u32>) -> R<B> {
-        let tpid = B::or(B::or(self.linktype(0x8100)?, self.linktype(0x88a8)?), self.linktype(0x9100)?);
+        let tpid =
+            B::Test(Test::In { off: Off::Abs(self.linktype), size: 2, vals: [0x8100, 0x88a8, 0x9100] });
         let b = match num {
             Some(n) if n > 0x0fff => return Err(self.err_at(self.i - 1, "a VLAN ID of at most 4095")),
             Some(n) => B::and(tpid, mcmp(Off::Abs(self.linkpl), 2, n, 0x0fff)),

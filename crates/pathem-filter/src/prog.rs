@@ -142,21 +142,39 @@ impl Val {
 pub(crate) enum Test {
     /// `(load(off, size) & mask) jmp val`.
     Cmp { off: Off, size: u8, mask: u32, jmp: Jmp, val: u32 },
+    /// `load(off, size)` is one of `vals` (libpcap's chain of equality tests on one field).
+    In { off: Off, size: u8, vals: [u32; 3] },
+    /// `load(a) & mask == val || load(b) & mask == val`, `b` loaded only when `a` differs
+    /// (libpcap's `src or dst` tests).
+    Any2 { a: Off, b: Off, size: u8, mask: u32, val: u32 },
     /// `a jmp b` between byte expressions.
     Rel { a: Val, jmp: Jmp, b: Val },
     /// `wire_len jmp n`.
     Len { jmp: Jmp, n: u32 },
 }
 
+impl Off {
+    #[inline(always)]
+    fn at(self, p: &[u8]) -> Option<usize> {
+        Some(match self {
+            Off::Abs(k) => k as usize,
+            Off::Tran(k, o) => k.checked_add(ihl(p, k)?)?.checked_add(o)? as usize,
+        })
+    }
+}
+
 impl Test {
     fn eval(&self, p: &[u8], len: u32) -> Option<bool> {
         match self {
             Test::Cmp { off, size, mask, jmp, val } => {
-                let at = match *off {
-                    Off::Abs(k) => k,
-                    Off::Tran(k, o) => k.checked_add(ihl(p, k)?)?.checked_add(o)?,
-                };
-                Some(jmp.test(load(p, at as usize, *size)? & mask, *val))
+                Some(jmp.test(load(p, off.at(p)?, *size)? & mask, *val))
+            }
+            Test::In { off, size, vals } => {
+                let v = load(p, off.at(p)?, *size)?;
+                Some(vals.contains(&v))
+            }
+            Test::Any2 { a, b, size, mask, val } => {
+                Some(load(p, a.at(p)?, *size)? & mask == *val || load(p, b.at(p)?, *size)? & mask == *val)
             }
             Test::Rel { a, jmp, b } => {
                 let a = a.eval(p, len)?;
@@ -178,6 +196,19 @@ pub(crate) enum B {
 }
 
 impl B {
+    /// The tree walked as written, without fused tests or threaded jumps: what the flat
+    /// program must agree with (tests only).
+    #[cfg(test)]
+    pub(crate) fn eval(&self, p: &[u8], len: u32) -> Option<bool> {
+        Some(match self {
+            B::Const(c) => *c,
+            B::Test(t) => t.eval(p, len)?,
+            B::And(a, b) => a.eval(p, len)? && b.eval(p, len)?,
+            B::Or(a, b) => a.eval(p, len)? || b.eval(p, len)?,
+            B::Not(a) => !a.eval(p, len)?,
+        })
+    }
+
     pub(crate) fn and(a: B, b: B) -> B {
         B::And(Box::new(a), Box::new(b))
     }
@@ -198,8 +229,69 @@ const REJECT: u32 = u32::MAX - 1;
 /// kept inline; the rest are boxed so that the array stays compact.
 #[derive(Debug, Clone)]
 enum Insn {
-    Abs { off: u32, size: u8, jmp: Jmp, mask: u32, val: u32, jt: u32, jf: u32 },
-    Other { test: Box<Test>, jt: u32, jf: u32 },
+    Abs {
+        off: u32,
+        size: u8,
+        jmp: Jmp,
+        mask: u32,
+        val: u32,
+        jt: u32,
+        jf: u32,
+    },
+    AbsIn {
+        off: u32,
+        size: u8,
+        vals: [u32; 3],
+        jt: u32,
+        jf: u32,
+    },
+    AbsAny2 {
+        a: u32,
+        b: u32,
+        size: u8,
+        mask: u32,
+        val: u32,
+        jt: u32,
+        jf: u32,
+    },
+    /// A field after the IPv4 header that starts at `ip`.
+    Tran {
+        ip: u32,
+        off: u32,
+        size: u8,
+        jmp: Jmp,
+        mask: u32,
+        val: u32,
+        jt: u32,
+        jf: u32,
+    },
+    /// Either of two 16-bit fields after the IPv4 header (the ports).
+    TranAny2 {
+        ip: u32,
+        a: u32,
+        b: u32,
+        val: u32,
+        jt: u32,
+        jf: u32,
+    },
+    Other {
+        test: Box<Test>,
+        jt: u32,
+        jf: u32,
+    },
+}
+
+impl Insn {
+    fn jumps(&mut self) -> (&mut u32, &mut u32) {
+        match self {
+            Insn::Abs { jt, jf, .. }
+            | Insn::AbsIn { jt, jf, .. }
+            | Insn::AbsAny2 { jt, jf, .. }
+            | Insn::Tran { jt, jf, .. }
+            | Insn::TranAny2 { jt, jf, .. }
+            | Insn::Other { jt, jf, .. } => (jt, jf),
+        }
+    }
 }
 
 /// Tests with their jumps; every jump goes to a lower index or to an end, so a run ends.
@@ -213,6 +305,7 @@ impl Prog {
     pub(crate) fn new(root: &B) -> Prog {
         let mut insns = Vec::new();
         let start = emit(root, ACCEPT, REJECT, &mut insns);
+        thread_jumps(&mut insns, start);
         Prog { insns, start }
     }
 
@@ -235,6 +328,50 @@ impl Prog {
                         *jf
                     }
                 }
+                Insn::AbsIn { off, size, vals, jt, jf } => {
+                    let Some(v) = load(p, *off as usize, *size) else { return false };
+                    if vals.contains(&v) {
+                        *jt
+                    } else {
+                        *jf
+                    }
+                }
+                Insn::AbsAny2 { a, b, size, mask, val, jt, jf } => {
+                    let Some(v) = load(p, *a as usize, *size) else { return false };
+                    if v & mask == *val {
+                        *jt
+                    } else {
+                        let Some(v) = load(p, *b as usize, *size) else { return false };
+                        if v & mask == *val {
+                            *jt
+                        } else {
+                            *jf
+                        }
+                    }
+                }
+                Insn::Tran { ip, off, size, jmp, mask, val, jt, jf } => {
+                    let Some(at) = Off::Tran(*ip, *off).at(p) else { return false };
+                    let Some(v) = load(p, at, *size) else { return false };
+                    if jmp.test(v & mask, *val) {
+                        *jt
+                    } else {
+                        *jf
+                    }
+                }
+                Insn::TranAny2 { ip, a, b, val, jt, jf } => {
+                    let Some(base) = Off::Tran(*ip, 0).at(p) else { return false };
+                    let Some(v) = load(p, base.saturating_add(*a as usize), 2) else { return false };
+                    if v == *val {
+                        *jt
+                    } else {
+                        let Some(v) = load(p, base.saturating_add(*b as usize), 2) else { return false };
+                        if v == *val {
+                            *jt
+                        } else {
+                            *jf
+                        }
+                    }
+                }
                 Insn::Other { test, jt, jf } => match test.eval(p, len) {
                     Some(true) => *jt,
                     Some(false) => *jf,
@@ -255,6 +392,18 @@ fn emit(b: &B, t: u32, f: u32, out: &mut Vec<Insn>) -> u32 {
                 Test::Cmp { off: Off::Abs(off), size, mask, jmp, val } => {
                     Insn::Abs { off, size, jmp, mask, val, jt: t, jf: f }
                 }
+                Test::Cmp { off: Off::Tran(ip, off), size, mask, jmp, val } => {
+                    Insn::Tran { ip, off, size, jmp, mask, val, jt: t, jf: f }
+                }
+                Test::Any2 { a: Off::Tran(ip, a), b: Off::Tran(ip2, b), size: 2, mask: u32::MAX, val }
+                    if ip == ip2 && a < 0x10000 && b < 0x10000 =>
+                {
+                    Insn::TranAny2 { ip, a, b, val, jt: t, jf: f }
+                }
+                Test::In { off: Off::Abs(off), size, vals } => Insn::AbsIn { off, size, vals, jt: t, jf: f },
+                Test::Any2 { a: Off::Abs(a), b: Off::Abs(b), size, mask, val } => {
+                    Insn::AbsAny2 { a, b, size, mask, val, jt: t, jf: f }
+                }
                 _ => Insn::Other { test: Box::new(test.clone()), jt: t, jf: f },
             });
             (out.len() - 1) as u32
@@ -268,5 +417,119 @@ fn emit(b: &B, t: u32, f: u32, out: &mut Vec<Insn>) -> u32 {
             emit(a, t, second, out)
         }
         B::Not(a) => emit(a, f, t, out),
+    }
+}
+
+/// A field: offset, size and mask.
+type Key = (u32, u8, u32);
+
+/// What a path through the program knows of a field it loaded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Fact {
+    Eq(u32),
+    /// Differs from each of these.
+    Ne(Vec<u32>),
+}
+
+type Facts = Vec<(Key, Fact)>;
+
+/// What taking the `taken` jump of `insn` tells of a field.
+fn edge_fact(insn: &Insn, taken: bool) -> Option<(Key, Fact)> {
+    match *insn {
+        Insn::Abs { off, size, jmp: Jmp::Eq, mask, val, .. } => {
+            Some(((off, size, mask), if taken { Fact::Eq(val) } else { Fact::Ne(vec![val]) }))
+        }
+        Insn::AbsIn { off, size, vals, .. } if !taken => {
+            Some(((off, size, u32::MAX), Fact::Ne(vals.to_vec())))
+        }
+        _ => None,
+    }
+}
+
+fn with_fact(facts: &Facts, fact: Option<(Key, Fact)>) -> Facts {
+    let mut out = facts.clone();
+    let Some((key, f)) = fact else { return out };
+    match (out.iter_mut().find(|(k, _)| *k == key), f) {
+        (None, f) => out.push((key, f)),
+        (Some((_, old)), Fact::Eq(v)) => *old = Fact::Eq(v),
+        (Some((_, Fact::Ne(old))), Fact::Ne(new)) => old.extend(new),
+        (Some((_, Fact::Eq(_))), Fact::Ne(_)) => {}
+    }
+    out
+}
+
+/// What holds on both paths.
+fn meet(a: &Facts, b: &Facts) -> Facts {
+    let mut out = Facts::new();
+    for (key, fa) in a {
+        let Some((_, fb)) = b.iter().find(|(k, _)| k == key) else { continue };
+        let f = match (fa, fb) {
+            (Fact::Eq(x), Fact::Eq(y)) if x == y => Fact::Eq(*x),
+            (Fact::Eq(x), Fact::Ne(s)) | (Fact::Ne(s), Fact::Eq(x)) => {
+                Fact::Ne(s.iter().copied().filter(|v| v != x).collect())
+            }
+            (Fact::Ne(s), Fact::Ne(t)) => Fact::Ne(s.iter().copied().filter(|v| t.contains(v)).collect()),
+            _ => continue,
+        };
+        if f != Fact::Ne(Vec::new()) {
+            out.push((*key, f));
+        }
+    }
+    out
+}
+
+/// The outcome of `insn` when the path to it already knows it (it loads a field already
+/// loaded on the way, so skipping it changes nothing, not even for a short frame).
+fn decide(facts: &Facts, insn: &Insn) -> Option<bool> {
+    let known = |key: Key| facts.iter().find(|(k, _)| *k == key).map(|(_, f)| f);
+    match insn {
+        Insn::Abs { off, size, jmp, mask, val, .. } => match known((*off, *size, *mask))? {
+            Fact::Eq(v) => Some(jmp.test(*v, *val)),
+            Fact::Ne(s) if *jmp == Jmp::Eq && s.contains(val) => Some(false),
+            Fact::Ne(_) => None,
+        },
+        Insn::AbsIn { off, size, vals, .. } => match known((*off, *size, u32::MAX))? {
+            Fact::Eq(v) => Some(vals.contains(v)),
+            Fact::Ne(s) if vals.iter().all(|v| s.contains(v)) => Some(false),
+            Fact::Ne(_) => None,
+        },
+        _ => None,
+    }
+}
+
+/// libpcap's jump threading, on the fields at fixed offsets: a jump to a test whose outcome
+/// the path already knows goes straight to that outcome (`host X` tests the Ethernet type
+/// once, not three times).
+fn thread_jumps(insns: &mut [Insn], start: u32) {
+    let mut incoming: Vec<Option<Facts>> = vec![None; insns.len()];
+    if let Some(slot) = incoming.get_mut(start as usize) {
+        *slot = Some(Facts::new());
+    }
+    for i in (0..insns.len()).rev() {
+        let Some(facts) = incoming[i].take() else { continue };
+        for taken in [true, false] {
+            let edge = with_fact(&facts, edge_fact(&insns[i], taken));
+            let mut target = {
+                let (jt, jf) = insns[i].jumps();
+                if taken {
+                    *jt
+                } else {
+                    *jf
+                }
+            };
+            while let Some(next) = insns.get_mut(target as usize) {
+                let Some(outcome) = decide(&edge, next) else { break };
+                let (jt, jf) = next.jumps();
+                target = if outcome { *jt } else { *jf };
+            }
+            let (jt, jf) = insns[i].jumps();
+            *(if taken { jt } else { jf }) = target;
+            if let Some(slot) = incoming.get_mut(target as usize) {
+                *slot = Some(match slot.take() {
+                    Some(old) => meet(&old, &edge),
+                    None => edge,
+                });
+            }
+        }
     }
 }

@@ -15,15 +15,20 @@ fn udp_frame() -> Vec<u8> {
     f
 }
 
+/// The best of several rounds: the machine may be busy with other work.
 fn ns_per_call(f: &Filter, frame: &[u8]) -> f64 {
-    let n = 20_000_000u32;
-    let start = Instant::now();
-    let mut hits = 0u32;
-    for _ in 0..n {
-        hits += u32::from(f.matches(black_box(frame), black_box(60)));
+    let n = 2_000_000u32;
+    let mut best = f64::MAX;
+    for _ in 0..7 {
+        let start = Instant::now();
+        let mut hits = 0u32;
+        for _ in 0..n {
+            hits += u32::from(f.matches(black_box(frame), black_box(60)));
+        }
+        black_box(hits);
+        best = best.min(start.elapsed().as_nanos() as f64 / f64::from(n));
     }
-    black_box(hits);
-    start.elapsed().as_nanos() as f64 / f64::from(n)
+    best
 }
 
 #[test]
@@ -40,6 +45,16 @@ fn cost_per_frame() {
         "tcp[tcpflags] & (tcp-syn|tcp-ack) == tcp-syn",
         "udp[2:2] / 2 = 26",
         "vlan 10 and host 10.0.0.1",
+        "udp",
+        "ip and udp",
+        "ip[9] = 17",
+        "udp src port 5353",
+        "udp dst port 53",
+        "ip6 or ip",
+        "ip[6:2] & 0x1fff = 0",
+        "udp and ip[6:2] & 0x1fff = 0",
+        "ip[6:2] & 0x1fff = 0 and ip[23] = 0",
+        "udp[0:2] = 5353",
     ] {
         let f = Filter::compile(text).unwrap();
         println!("{:>48}: {:5.1} ns, match {}", text, ns_per_call(&f, &frame), f.matches(&frame, 60));
@@ -50,22 +65,23 @@ fn cost_per_frame() {
             .map(|t| Filter::compile(t).unwrap())
             .collect();
     let last = Filter::compile("udp port 53").unwrap();
-    let n = 5_000_000u32;
-    let start = Instant::now();
-    let mut hits = 0usize;
-    for _ in 0..n {
-        let fr = black_box(&frame[..]);
-        hits += eight.iter().position(|f| f.matches(fr, 60)).unwrap_or_else(|| {
-            if last.matches(fr, 60) {
-                8
-            } else {
-                9
-            }
-        });
+    let n = 1_000_000u32;
+    let mut best = f64::MAX;
+    for _ in 0..7 {
+        let start = Instant::now();
+        let mut hits = 0usize;
+        for _ in 0..n {
+            let fr = black_box(&frame[..]);
+            hits += eight.iter().position(|f| f.matches(fr, 60)).unwrap_or_else(|| {
+                if last.matches(fr, 60) {
+                    8
+                } else {
+                    9
+                }
+            });
+        }
+        black_box(hits);
+        best = best.min(start.elapsed().as_nanos() as f64 / f64::from(n));
     }
-    black_box(hits);
-    println!(
-        "8 non-matching filters then a matching one: {:.1} ns",
-        start.elapsed().as_nanos() as f64 / f64::from(n)
-    );
+    println!("8 non-matching filters then a matching one: {best:.1} ns");
 }
