@@ -652,7 +652,15 @@ impl<'a> Parser<'a> {
             }
             Kind::Punct if t.text == "(" => {
                 self.i += 1;
-                let mut b = self.id(q)?;
+                // libpcap's `( pid )`: what follows the parenthesis is a number (itself maybe in
+                // parentheses), an address or a name, or `not`, never a parenthesized list.
+                let mut b = if self.is_punct("(") {
+                    let at = self.i;
+                    let v = self.pnum()?;
+                    self.ncode(at, None, v, q)?
+                } else {
+                    self.id(q)?
+                };
                 while let Some(t) = self.peek() {
                     let is_and = match t.kind {
                         Kind::And => true,
@@ -1006,15 +1014,19 @@ impl<'a> Parser<'a> {
             }
             _ => Self::dirs(d, |o| atom(off(o))),
         };
-        // libpcap tests sctp, tcp and udp in turn, each followed by the same port tests: the
-        // same as one test of the protocol among the three, then the port tests.
-        let proto_is = |at: u32| match proto {
-            Some(v) => cmp(Off::Abs(at), 1, Jmp::Eq, u32::from(v)),
-            None => B::Test(Test::In { off: Off::Abs(at), size: 1, vals: [132, 6, 17] }),
+        // Without a protocol, libpcap tests sctp, tcp and udp in turn, each with its own copy
+        // of the port tests (its optimizer then knows which protocol a path has seen).
+        let each = |op: &dyn Fn(u32) -> B| match proto {
+            Some(v) => op(u32::from(v)),
+            None => B::or(op(132), B::or(op(6), op(17))),
         };
-        let head4 = B::and(proto_is(pl + 9), self.not_later_fragment());
-        let v4 = B::and(self.linktype(0x0800)?, B::and(head4, ports(&|o| Off::Tran(pl, o))));
-        let v6 = B::and(self.linktype(0x86dd)?, B::and(proto_is(pl + 6), ports(&|o| Off::Abs(pl + 40 + o))));
+        let op4 = |v: u32| {
+            let head = B::and(cmp(Off::Abs(pl + 9), 1, Jmp::Eq, v), self.not_later_fragment());
+            B::and(head, ports(&|o| Off::Tran(pl, o)))
+        };
+        let op6 = |v: u32| B::and(cmp(Off::Abs(pl + 6), 1, Jmp::Eq, v), ports(&|o| Off::Abs(pl + 40 + o)));
+        let v4 = B::and(self.linktype(0x0800)?, each(&op4));
+        let v6 = B::and(self.linktype(0x86dd)?, each(&op6));
         // libpcap tests IPv6 first; both sides begin with the Ethernet type, only one of them
         // can hold, so IPv4 first decides the same and spares IPv4 frames a test.
         Ok(B::or(v4, v6))

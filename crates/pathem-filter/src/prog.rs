@@ -296,6 +296,17 @@ enum Insn {
 }
 
 impl Insn {
+    fn targets(&self) -> (u32, u32) {
+        match *self {
+            Insn::Abs { jt, jf, .. }
+            | Insn::AbsIn { jt, jf, .. }
+            | Insn::AbsAny2 { jt, jf, .. }
+            | Insn::Tran { jt, jf, .. }
+            | Insn::TranAny2 { jt, jf, .. }
+            | Insn::Other { jt, jf, .. } => (jt, jf),
+        }
+    }
+
     fn jumps(&mut self) -> (&mut u32, &mut u32) {
         match self {
             Insn::Abs { jt, jf, .. }
@@ -319,7 +330,18 @@ impl Prog {
     pub(crate) fn new(root: &B) -> Prog {
         let mut insns = Vec::new();
         let start = emit(root, ACCEPT, REJECT, &mut insns);
-        thread_jumps(&mut insns, start);
+        let mut start = start;
+        // As libpcap's optimizer, to a fixed point (each round only shortens paths): jumps
+        // threaded past tests the path already knows, and tests whose two jumps meet removed,
+        // loads and all (so `tcp or port 80` accepts a TCP frame cut before its ports).
+        for _ in 0..16 {
+            let before = insns.iter().map(Insn::targets).collect::<Vec<_>>();
+            thread_jumps(&mut insns, start);
+            start = drop_useless(&mut insns, start);
+            if insns.iter().map(Insn::targets).eq(before) {
+                break;
+            }
+        }
         Prog { insns, start }
     }
 
@@ -546,4 +568,20 @@ fn thread_jumps(insns: &mut [Insn], start: u32) {
             }
         }
     }
+}
+
+/// Removes the tests whose two jumps go to the same place: every jump to one goes where it
+/// would have gone. Returns the new entry.
+fn drop_useless(insns: &mut [Insn], start: u32) -> u32 {
+    let mut to: Vec<u32> = (0..insns.len() as u32).collect();
+    let resolve = |to: &[u32], t: u32| to.get(t as usize).copied().unwrap_or(t);
+    for i in 0..insns.len() {
+        let (jt, jf) = insns[i].jumps();
+        *jt = resolve(&to, *jt);
+        *jf = resolve(&to, *jf);
+        if *jt == *jf {
+            to[i] = *jt;
+        }
+    }
+    resolve(&to, start)
 }
