@@ -28,7 +28,17 @@
 //! - `and`/`&&`, `or`/`||` (equal precedence, left to right), `not`/`!`, parentheses, and the
 //!   implied qualifiers (`host a or b`, `tcp port 80 or 443 and not 22`).
 //!
-//! As with BPF, a load beyond the captured bytes rejects the whole frame.
+//! libpcap's quirks are kept: `vlan` moves the offsets of everything after it, across `or`
+//! too; `%` and `^` have no precedence (they take all of the expression after them); an
+//! arithmetic operator keeps only its left operand's protocol checks (`0 - ip[9] = 250` reads
+//! byte 23 of any frame); `ip broadcast` is 0.0.0.0 or 255.255.255.255, as tcpdump reading a
+//! file has no netmask; keywords used as names need a `\` (`ip proto \tcp`).
+//!
+//! As with BPF, a load beyond the captured bytes rejects the whole frame. As libpcap's
+//! optimizer, a test whose outcome cannot change the result is skipped (so `tcp or port 80`
+//! accepts a TCP frame cut before its ports); the optimizer skips a few more or fewer than
+//! pathem in rare filters, which then differ from tcpdump on frames cut short of the bytes
+//! they read (never on frames that hold them).
 //!
 //! Refused, with the word and its position: the rest of pcap-filter(7) (`gateway`, `mpls`,
 //! `pppoed`, `pppoes`, `geneve`, `inbound`, `outbound`, `ifindex`, `ifname`/`on`, `wlan`/
