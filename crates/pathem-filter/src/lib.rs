@@ -249,6 +249,13 @@ mod tests {
     }
 
     #[test]
+    fn filter_is_clone_debug_send_sync() {
+        fn check<T: Clone + fmt::Debug + Send + Sync + 'static>() {}
+        check::<Filter>();
+        check::<FilterError>();
+    }
+
+    #[test]
     fn display_gives_the_text_back() {
         assert_eq!(Filter::compile("tcp port 80").unwrap().to_string(), "tcp port 80");
     }
