@@ -182,6 +182,11 @@ fn frames() -> Vec<Vec<u8>> {
     let mut mac = ip4(17, C, N, 0, 5, &ports(161, 162, 8));
     mac[..12].copy_from_slice(&[0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff, 0x00, 0x1b, 0x21, 0x0a, 0x0b, 0x0c]);
     v.push(mac);
+    // 48: IPv6 hop-by-hop options before TCP (libpcap looks past a fragment header only);
+    // 49: VLAN 10 ICMP echo; 50: VLAN 5 ICMPv6 echo with a fragment header.
+    v.push(ip6(0, &[&[6, 0, 0, 0, 0, 0, 0, 0][..], &tcp(40000, 80, 0x02)].concat()));
+    v.push(tag(ip4(1, C, B, 0, 5, &icmp(8, 0)), 0x8100, 10));
+    v.push(tag(ip6(44, &[&[58, 0, 0, 1, 0, 0, 0, 0][..], &icmp(128, 0)].concat()), 0x8100, 5));
     v
 }
 
@@ -478,6 +483,12 @@ const FILTERS: &[&str] = &[
     "ip[9] != 6 and ip[9] != 17",
     "ip[9] < 6 or ip[9] >= 132",
     "ip[9] <= 2",
+    "ip6 proto 0",
+    "vlan and icmp[icmptype] = icmp-echo",
+    "vlan 5 and icmp6",
+    "vlan and ip6 proto 58",
+    "vlan and icmp6[icmp6type] = icmp6-echo",
+    "vlan and not icmp",
 ];
 
 #[test]
