@@ -1018,7 +1018,9 @@ impl<'a> Parser<'a> {
         // of the port tests (its optimizer then knows which protocol a path has seen).
         let each = |op: &dyn Fn(u32) -> B| match proto {
             Some(v) => op(u32::from(v)),
-            None => B::or(op(132), B::or(op(6), op(17))),
+            // libpcap's order is sctp, tcp, udp: these tests of one byte exclude each other,
+            // so tcp and udp first decide the same, sooner for the common protocols.
+            None => B::or(op(6), B::or(op(17), op(132))),
         };
         let op4 = |v: u32| {
             let head = B::and(cmp(Off::Abs(pl + 9), 1, Jmp::Eq, v), self.not_later_fragment());

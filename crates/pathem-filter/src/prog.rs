@@ -243,6 +243,41 @@ const REJECT: u32 = u32::MAX - 1;
 /// kept inline; the rest are boxed so that the array stays compact.
 #[derive(Debug, Clone)]
 enum Insn {
+    /// A byte, half-word or word at a fixed offset equals `val` (the commonest tests, made
+    /// last from `Abs`: fewer branches per test).
+    Eq8 {
+        off: u32,
+        val: u32,
+        jt: u32,
+        jf: u32,
+    },
+    Eq16 {
+        off: u32,
+        val: u32,
+        jt: u32,
+        jf: u32,
+    },
+    Eq32 {
+        off: u32,
+        val: u32,
+        jt: u32,
+        jf: u32,
+    },
+    /// Any of the bits of `val` set in the half-word at `off` (the fragment offset test).
+    Set16 {
+        off: u32,
+        val: u32,
+        jt: u32,
+        jf: u32,
+    },
+    /// The word at `a`, or else the one at `b`, equals `val` (an IPv4 host).
+    Any32 {
+        a: u32,
+        b: u32,
+        val: u32,
+        jt: u32,
+        jf: u32,
+    },
     Abs {
         off: u32,
         size: u8,
@@ -298,7 +333,12 @@ enum Insn {
 impl Insn {
     fn targets(&self) -> (u32, u32) {
         match *self {
-            Insn::Abs { jt, jf, .. }
+            Insn::Eq8 { jt, jf, .. }
+            | Insn::Set16 { jt, jf, .. }
+            | Insn::Any32 { jt, jf, .. }
+            | Insn::Eq16 { jt, jf, .. }
+            | Insn::Eq32 { jt, jf, .. }
+            | Insn::Abs { jt, jf, .. }
             | Insn::AbsIn { jt, jf, .. }
             | Insn::AbsAny2 { jt, jf, .. }
             | Insn::Tran { jt, jf, .. }
@@ -309,7 +349,12 @@ impl Insn {
 
     fn jumps(&mut self) -> (&mut u32, &mut u32) {
         match self {
-            Insn::Abs { jt, jf, .. }
+            Insn::Eq8 { jt, jf, .. }
+            | Insn::Set16 { jt, jf, .. }
+            | Insn::Any32 { jt, jf, .. }
+            | Insn::Eq16 { jt, jf, .. }
+            | Insn::Eq32 { jt, jf, .. }
+            | Insn::Abs { jt, jf, .. }
             | Insn::AbsIn { jt, jf, .. }
             | Insn::AbsAny2 { jt, jf, .. }
             | Insn::Tran { jt, jf, .. }
@@ -342,6 +387,26 @@ impl Prog {
                 break;
             }
         }
+        for i in &mut insns {
+            *i = match *i {
+                Insn::Abs { off, size: 1, jmp: Jmp::Eq, mask: u32::MAX, val, jt, jf } => {
+                    Insn::Eq8 { off, val, jt, jf }
+                }
+                Insn::Abs { off, size: 2, jmp: Jmp::Eq, mask: u32::MAX, val, jt, jf } => {
+                    Insn::Eq16 { off, val, jt, jf }
+                }
+                Insn::Abs { off, size: 4, jmp: Jmp::Eq, mask: u32::MAX, val, jt, jf } => {
+                    Insn::Eq32 { off, val, jt, jf }
+                }
+                Insn::Abs { off, size: 2, jmp: Jmp::Set, mask: u32::MAX, val, jt, jf } => {
+                    Insn::Set16 { off, val, jt, jf }
+                }
+                Insn::AbsAny2 { a, b, size: 4, mask: u32::MAX, val, jt, jf } => {
+                    Insn::Any32 { a, b, val, jt, jf }
+                }
+                _ => continue,
+            };
+        }
         Prog { insns, start }
     }
 
@@ -356,6 +421,61 @@ impl Prog {
         loop {
             let Some(i) = self.insns.get(pc as usize) else { return pc == ACCEPT };
             pc = match i {
+                Insn::Eq8 { off, val, jt, jf } => {
+                    let Some(&b) = p.get(*off as usize) else { return false };
+                    if branch(u32::from(b) == *val) {
+                        *jt
+                    } else {
+                        *jf
+                    }
+                }
+                Insn::Eq16 { off, val, jt, jf } => {
+                    let Some(b) = p.get(*off as usize..).and_then(<[u8]>::first_chunk::<2>) else {
+                        return false;
+                    };
+                    if branch(u32::from(u16::from_be_bytes(*b)) == *val) {
+                        *jt
+                    } else {
+                        *jf
+                    }
+                }
+                Insn::Eq32 { off, val, jt, jf } => {
+                    let Some(b) = p.get(*off as usize..).and_then(<[u8]>::first_chunk::<4>) else {
+                        return false;
+                    };
+                    if branch(u32::from_be_bytes(*b) == *val) {
+                        *jt
+                    } else {
+                        *jf
+                    }
+                }
+                Insn::Set16 { off, val, jt, jf } => {
+                    let Some(b) = p.get(*off as usize..).and_then(<[u8]>::first_chunk::<2>) else {
+                        return false;
+                    };
+                    if branch(u32::from(u16::from_be_bytes(*b)) & *val != 0) {
+                        *jt
+                    } else {
+                        *jf
+                    }
+                }
+                Insn::Any32 { a, b, val, jt, jf } => {
+                    let Some(w) = p.get(*a as usize..).and_then(<[u8]>::first_chunk::<4>) else {
+                        return false;
+                    };
+                    if branch(u32::from_be_bytes(*w) == *val) {
+                        *jt
+                    } else {
+                        let Some(w) = p.get(*b as usize..).and_then(<[u8]>::first_chunk::<4>) else {
+                            return false;
+                        };
+                        if branch(u32::from_be_bytes(*w) == *val) {
+                            *jt
+                        } else {
+                            *jf
+                        }
+                    }
+                }
                 Insn::Abs { off, size, jmp, mask, val, jt, jf } => {
                     let Some(v) = load(p, *off as usize, *size) else { return false };
                     if branch(jmp.test(v & mask, *val)) {
