@@ -241,7 +241,7 @@ const REJECT: u32 = u32::MAX - 1;
 
 /// A test with its jumps. Comparisons of a field at a fixed place, the commonest tests, are
 /// kept inline; the rest are boxed so that the array stays compact.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 enum Insn {
     /// A byte, half-word or word at a fixed offset equals `val` (the commonest tests, made
     /// last from `Abs`: fewer branches per test).
@@ -331,6 +331,14 @@ enum Insn {
 }
 
 impl Insn {
+    /// The test alone, its jumps cleared: two tests equal so are the same test of the frame.
+    fn test_only(&self) -> Insn {
+        let mut t = self.clone();
+        let (jt, jf) = t.jumps();
+        (*jt, *jf) = (0, 0);
+        t
+    }
+
     fn targets(&self) -> (u32, u32) {
         match *self {
             Insn::Eq8 { jt, jf, .. }
@@ -653,18 +661,37 @@ fn decide(facts: &Facts, insn: &Insn) -> Option<bool> {
     }
 }
 
-/// libpcap's jump threading, on the fields at fixed offsets: a jump to a test whose outcome
-/// the path already knows goes straight to that outcome (`host X` tests the Ethernet type
-/// once, not three times).
+/// Tests already made on the way, and their outcomes.
+type Seen = Vec<(Insn, bool)>;
+
+/// What a path knows is bounded (the most recent facts), so that threading stays cheap on
+/// long filters.
+const MAX_KNOWN: usize = 64;
+
+fn meet_seen(a: &Seen, b: &Seen) -> Seen {
+    a.iter().filter(|x| b.contains(x)).cloned().collect()
+}
+
+/// libpcap's jump threading: a jump to a test whose outcome the path already knows (the same
+/// test made before, or a field at a fixed offset already compared) goes straight to that
+/// outcome (`host X` tests the Ethernet type once, not three times).
 fn thread_jumps(insns: &mut [Insn], start: u32) {
-    let mut incoming: Vec<Option<Facts>> = vec![None; insns.len()];
+    let mut incoming: Vec<Option<(Facts, Seen)>> = vec![None; insns.len()];
     if let Some(slot) = incoming.get_mut(start as usize) {
-        *slot = Some(Facts::new());
+        *slot = Some((Facts::new(), Seen::new()));
     }
     for i in (0..insns.len()).rev() {
-        let Some(facts) = incoming[i].take() else { continue };
+        let Some((facts, seen)) = incoming[i].take() else { continue };
         for taken in [true, false] {
-            let edge = with_fact(&facts, edge_fact(&insns[i], taken));
+            let mut edge = with_fact(&facts, edge_fact(&insns[i], taken));
+            let mut eseen = seen.clone();
+            eseen.push((insns[i].test_only(), taken));
+            if edge.len() > MAX_KNOWN {
+                edge.remove(0);
+            }
+            if eseen.len() > MAX_KNOWN {
+                eseen.remove(0);
+            }
             let mut target = {
                 let (jt, jf) = insns[i].jumps();
                 if taken {
@@ -674,7 +701,11 @@ fn thread_jumps(insns: &mut [Insn], start: u32) {
                 }
             };
             while let Some(next) = insns.get_mut(target as usize) {
-                let Some(outcome) = decide(&edge, next) else { break };
+                let again = || {
+                    let t = next.test_only();
+                    eseen.iter().find(|(s, _)| *s == t).map(|(_, o)| *o)
+                };
+                let Some(outcome) = decide(&edge, next).or_else(again) else { break };
                 let (jt, jf) = next.jumps();
                 target = if outcome { *jt } else { *jf };
             }
@@ -682,8 +713,8 @@ fn thread_jumps(insns: &mut [Insn], start: u32) {
             *(if taken { jt } else { jf }) = target;
             if let Some(slot) = incoming.get_mut(target as usize) {
                 *slot = Some(match slot.take() {
-                    Some(old) => meet(&old, &edge),
-                    None => edge,
+                    Some((old, old_seen)) => (meet(&old, &edge), meet_seen(&old_seen, &eseen)),
+                    None => (edge, eseen),
                 });
             }
         }
