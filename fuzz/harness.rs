@@ -355,3 +355,23 @@ pub fn offload(data: &[u8]) {
         assert_eq!(checksum_ok(&f), Some(true), "a completed checksum that does not verify");
     }
 }
+
+/// A tcpdump filter: the text up to the first NUL byte is compiled, and what follows is run
+/// through the compiled filter as an Ethernet frame (cut at every length, so loads beyond the
+/// end are exercised too).
+pub fn filter(data: &[u8]) {
+    let (text, frame) = match data.iter().position(|&b| b == 0) {
+        Some(i) => (&data[..i], &data[i + 1..]),
+        None => (data, &[][..]),
+    };
+    let Ok(text) = std::str::from_utf8(text) else { return };
+    let Ok(f) = pathem_filter::Filter::compile(text) else { return };
+    assert_eq!(f.to_string(), text);
+    if f.is_match_all() {
+        assert!(f.matches(frame, 0), "a filter that matches all refused a frame");
+    }
+    for n in 0..=frame.len().min(200) {
+        let _ = f.matches(&frame[..n], (frame.len() as u32).wrapping_mul(7));
+    }
+    let _ = f.matches(frame, u32::MAX);
+}

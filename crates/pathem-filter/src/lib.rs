@@ -1,23 +1,63 @@
-//! A first subset of tcpdump's filter language (pcap-filter(7)), compiled once into a small
-//! tree and evaluated per Ethernet frame without allocation.
+//! tcpdump's filter language (pcap-filter(7)) for Ethernet frames, in pure Rust, with the
+//! semantics libpcap 1.10 gives it when tcpdump reads a capture file: compiled once into a
+//! flat array of tests with true/false jumps (as BPF), and run per frame without allocation.
 //!
-//! Covered: `ip`, `ip6`, `arp`, `rarp`, `tcp`, `udp`, `icmp`, `icmp6`, `sctp`; `[ip|ip6] proto
-//! N` and `proto N` (numbers); `[ip|arp|rarp] [src|dst|src or dst|src and dst] host A.B.C.D`;
-//! `[tcp|udp|sctp] [src|dst|...] port N|name` and `portrange N-M` (IPv4 fragments other than
-//! the first never match; IPv6 ports at the fixed 40-byte header); `less N`, `greater N`;
-//! `[ether] broadcast`, `[ether] multicast`;
-//! `and`/`&&`, `or`/`||` (equal precedence, left to right, as tcpdump), `not`/`!`, parentheses.
-//! Everything else (byte expressions, `net`, `vlan`, `ether ...`, IPv6 addresses, implied
-//! qualifiers, ...) is refused at compile time with the word and its position.
+//! Covered, as libpcap compiles them for DLT_EN10MB:
+//! - protocols: `ip`, `ip6`, `arp`, `rarp`, `tcp`, `udp`, `sctp`, `icmp`, `icmp6`, `igmp`,
+//!   `igrp`, `pim`, `vrrp`, `carp`, `ah`, `esp`; `[ip|ip6] proto N|name` and `proto N|name`
+//!   (names from /etc/protocols: `\tcp`, `ospf`, `ipv6-icmp`, ...; IPv6 also matches the protocol
+//!   after a fragment header, as libpcap does); `ether proto N|\name` (`\ip`, `\ip6`, `\arp`,
+//!   `\rarp`, `loopback`, `decnet`, ...; values up to 1500 are 802.3 LLC SAPs, as libpcap);
+//! - addresses: `[ip|arp|rarp] [src|dst|src or dst|src and dst] host|net` with IPv4 hosts,
+//!   abbreviated nets (`net 10`, `host 10.1`), `net A/len`, `net A mask M` (host bits set are
+//!   refused, as libpcap); IPv6 hosts and `net ADDR/len`; `ether host|src|dst MAC` in libpcap's
+//!   forms (`a:b:c:d:e:f`, `a-b-..`, `a.b.c.d.e.f`, `aabb.ccdd.eeff`, `aabbccddeeff`);
+//!   `[ether|ip|ip6] broadcast|multicast`;
+//! - ports: `[tcp|udp|sctp] [src|dst|...] port N|name` and `portrange N-M` (IPv4 fragments
+//!   other than the first never match; IPv6 ports at the fixed 40-byte header, as libpcap),
+//!   with a table of common service names;
+//! - `vlan [ID]` (TPIDs 0x8100, 0x88a8, 0x9100), which, as in libpcap, moves the offsets of
+//!   everything parsed after it by 4 (`vlan and vlan` is a double tag);
+//! - `less N`, `greater N`, and byte expressions: `proto[expr]`, `proto[expr:size]` for ether,
+//!   ip, ip6, arp, rarp, tcp, udp, sctp, icmp, icmp6, igmp, igrp, pim, vrrp, carp, with
+//!   libpcap's bases and conditions (tcp[] and the like need IPv4 and not a later fragment),
+//!   `len`, `+ - * / % & | ^ << >>`, unary minus, `= == != < <= > >=`, and the named constants
+//!   (`icmptype`, `icmp-echo`, `icmp6type`, `icmp6-echo`, `tcpflags`, `tcp-syn`, ...); arithmetic
+//!   is 32-bit unsigned, a constant zero divisor is refused, a zero divisor at run time rejects
+//!   the frame;
+//! - `and`/`&&`, `or`/`||` (equal precedence, left to right), `not`/`!`, parentheses, and the
+//!   implied qualifiers (`host a or b`, `tcp port 80 or 443 and not 22`).
 //!
-//! As with BPF, a load beyond the captured bytes rejects the whole frame, not just the
-//! primitive that made it.
+//! libpcap's quirks are kept: `vlan` moves the offsets of everything after it, across `or`
+//! too; `%` and `^` have no precedence (they take all of the expression after them); an
+//! arithmetic operator keeps only its left operand's protocol checks (`0 - ip[9] = 250` reads
+//! byte 23 of any frame); `ip broadcast` is 0.0.0.0 or 255.255.255.255, as tcpdump reading a
+//! file has no netmask; keywords used as names need a `\` (`ip proto \tcp`).
+//!
+//! As with BPF, a load beyond the captured bytes rejects the whole frame. As libpcap's
+//! optimizer, a test whose outcome cannot change the result is skipped (so `tcp or port 80`
+//! accepts a TCP frame cut before its ports); the optimizer skips a few more or fewer than
+//! pathem in rare filters, which then differ from tcpdump on frames cut short of the bytes
+//! they read (never on frames that hold them).
+//!
+//! Refused, with the word and its position: the rest of pcap-filter(7) (`gateway`, `mpls`,
+//! `pppoed`, `pppoes`, `geneve`, `inbound`, `outbound`, `ifindex`, `ifname`/`on`, `wlan`/
+//! `fddi`/`tr`/`ppp`/`slip`, 802.11 `type`/`subtype`/`dir`/`addr1`-`addr4`/`ra`/`ta`,
+//! `radio`, `decnet`, `iso`, `esis`, `isis` and its levels, `clnp`, `stp`, `ipx`, `netbeui`,
+//! `atalk`, `aarp`, `lat`, `sca`, `moprc`, `mopdl`, `llc`, `protochain`, `byte`, ATM and MTP
+//! words, pf words), host and network names (they would need DNS or local databases), ether
+//! proto values of IPX and AppleTalk, and port ranges given by service names.
+//! Unlike libpcap, a filter that can never match (`ip6 proto 6 and ip6 proto 7`) is
+//! accepted: libpcap's optimizer refuses those.
+
+mod lex;
+mod parse;
+mod prog;
 
 use std::fmt;
 
 /// Why a filter's text was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("filter {text:?}: at {pos}, {found}: expected {expected}")]
 pub struct FilterError {
     /// The whole filter text.
     pub text: String,
@@ -25,58 +65,27 @@ pub struct FilterError {
     pub pos: usize,
     /// The word found, quoted, or `the end`.
     pub found: String,
-    /// What would have been accepted there.
+    /// What would have been accepted there; for a word of pcap-filter(7) that pathem does
+    /// not implement, the sentence that says so (`pcap-filter's gateway is not supported by
+    /// pathem`).
     pub expected: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Dir {
-    Src,
-    Dst,
-    /// `src or dst` (the default).
-    Any,
-    /// `src and dst`.
-    Both,
+impl fmt::Display for FilterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let expected = if self.expected.starts_with("pcap-filter's ") { "" } else { "expected " };
+        write!(f, "filter {:?}: at {}, {}: {expected}{}", self.text, self.pos, self.found, self.expected)
+    }
 }
 
-#[derive(Debug, Clone)]
-enum Node {
-    And(Box<Node>, Box<Node>),
-    Or(Box<Node>, Box<Node>),
-    Not(Box<Node>),
-    /// The Ethernet type field equals this.
-    Ether(u16),
-    /// IPv4 with this protocol number.
-    Ip4Proto(u8),
-    /// IPv6 whose Next Header is this, or a fragment header followed by this.
-    Ip6Proto(u8),
-    /// IPv4 source and/or destination address.
-    Ip4Host(Dir, u32),
-    /// ARP (or RARP, by the ether type) sender/target protocol address.
-    ArpHost(u16, Dir, u32),
-    /// A transport port range (`port` is `lo == hi`) over IPv4 (non-first fragments never match) or IPv6 (fixed header).
-    Port {
-        protos: [Option<u8>; 3],
-        dir: Dir,
-        lo: u16,
-        hi: u16,
-    },
-    /// Destination MAC ff:ff:ff:ff:ff:ff (`true`) or with the group bit set (`false`).
-    MacDst {
-        broadcast: bool,
-    },
-    /// `wire_len <= n` (less) or `wire_len >= n` (greater).
-    Len {
-        greater: bool,
-        n: u32,
-    },
-}
+/// The most words (tokens) a filter may have: it bounds the depth of what is built.
+const MAX_TOKENS: usize = 4096;
 
 /// A compiled filter.
 #[derive(Debug, Clone)]
 pub struct Filter {
     text: String,
-    root: Option<Node>,
+    prog: prog::Prog,
 }
 
 impl fmt::Display for Filter {
@@ -85,419 +94,33 @@ impl fmt::Display for Filter {
     }
 }
 
-fn ld8(p: &[u8], off: usize) -> Option<u32> {
-    p.get(off).map(|&b| u32::from(b))
-}
-fn ld16(p: &[u8], off: usize) -> Option<u32> {
-    Some(u32::from(u16::from_be_bytes([*p.get(off)?, *p.get(off + 1)?])))
-}
-fn ld32(p: &[u8], off: usize) -> Option<u32> {
-    Some(u32::from_be_bytes([*p.get(off)?, *p.get(off + 1)?, *p.get(off + 2)?, *p.get(off + 3)?]))
-}
-
-fn dir_match(dir: Dir, a: impl FnOnce() -> Option<bool>, b: impl FnOnce() -> Option<bool>) -> Option<bool> {
-    match dir {
-        Dir::Src => a(),
-        Dir::Dst => b(),
-        Dir::Any => Some(a()? || b()?),
-        Dir::Both => Some(a()? && b()?),
-    }
-}
-
-impl Node {
-    /// `None`: a load went beyond the frame, so the whole filter rejects it.
-    fn eval(&self, p: &[u8], wire_len: u32) -> Option<bool> {
-        Some(match self {
-            Node::And(a, b) => a.eval(p, wire_len)? && b.eval(p, wire_len)?,
-            Node::Or(a, b) => a.eval(p, wire_len)? || b.eval(p, wire_len)?,
-            Node::Not(a) => !a.eval(p, wire_len)?,
-            Node::Ether(t) => ld16(p, 12)? == u32::from(*t),
-            Node::Ip4Proto(v) => ld16(p, 12)? == 0x0800 && ld8(p, 23)? == u32::from(*v),
-            Node::Ip6Proto(v) => {
-                let v = u32::from(*v);
-                ld16(p, 12)? == 0x86dd && {
-                    let nh = ld8(p, 20)?;
-                    (nh == 44 && ld8(p, 54)? == v) || nh == v
-                }
-            }
-            Node::Ip4Host(dir, a) => {
-                ld16(p, 12)? == 0x0800
-                    && dir_match(*dir, || Some(ld32(p, 26)? == *a), || Some(ld32(p, 30)? == *a))?
-            }
-            Node::ArpHost(t, dir, a) => {
-                ld16(p, 12)? == u32::from(*t)
-                    && dir_match(*dir, || Some(ld32(p, 28)? == *a), || Some(ld32(p, 38)? == *a))?
-            }
-            Node::Port { protos, dir, lo, hi } => {
-                let range = u32::from(*lo)..=u32::from(*hi);
-                let in_range = |off: usize| Some(range.contains(&ld16(p, off)?));
-                let proto_ok = |v: u32| protos.iter().flatten().any(|&q| u32::from(q) == v);
-                match ld16(p, 12)? {
-                    0x0800 => {
-                        proto_ok(ld8(p, 23)?) && ld16(p, 20)? & 0x1fff == 0 && {
-                            let l4 = 14 + 4 * (ld8(p, 14)? as usize & 0xf);
-                            dir_match(*dir, || in_range(l4), || in_range(l4 + 2))?
-                        }
-                    }
-                    0x86dd => proto_ok(ld8(p, 20)?) && dir_match(*dir, || in_range(54), || in_range(56))?,
-                    _ => false,
-                }
-            }
-            Node::MacDst { broadcast: true } => ld32(p, 0)? == 0xffff_ffff && ld16(p, 4)? == 0xffff,
-            Node::MacDst { broadcast: false } => ld8(p, 0)? & 1 == 1,
-            Node::Len { greater, n } => {
-                if *greater {
-                    wire_len >= *n
-                } else {
-                    wire_len <= *n
-                }
-            }
-        })
-    }
-}
-
 impl Filter {
-    /// Compiles tcpdump filter text (the covered subset; see the crate's documentation).
+    /// Compiles tcpdump filter text (see the crate's documentation for what is covered).
     /// Empty text matches every frame, as with tcpdump.
     pub fn compile(text: &str) -> Result<Filter, FilterError> {
-        let toks = tokenize(text);
-        let mut p = Parser { text, toks: &toks, i: 0 };
-        let root = if toks.is_empty() { None } else { Some(p.expr()?) };
-        if p.i < toks.len() {
-            return Err(p.err("\"and\", \"or\" or the end"));
+        let toks = lex::tokenize(text)?;
+        if let Some(t) = toks.get(MAX_TOKENS) {
+            return Err(FilterError {
+                text: text.to_string(),
+                pos: t.pos,
+                found: format!("{:?}", t.text),
+                expected: format!("the end (pathem takes filters of at most {MAX_TOKENS} words)"),
+            });
         }
-        Ok(Filter { text: text.to_string(), root })
+        let root = parse::Parser::new(text, &toks).filter()?;
+        Ok(Filter { text: text.to_string(), prog: prog::Prog::new(&root) })
     }
 
-    /// Whether the frame (Ethernet, from the destination MAC; `wire_len` its length on the
-    /// wire) passes the filter.
+    /// Whether the frame (Ethernet, from the destination MAC, as captured; `wire_len` its
+    /// length on the wire, which `len`, `less` and `greater` test) passes the filter.
+    #[inline]
     pub fn matches(&self, frame: &[u8], wire_len: u32) -> bool {
-        match &self.root {
-            None => true,
-            Some(n) => n.eval(frame, wire_len).unwrap_or(false),
-        }
-    }
-}
-
-/// A word and its 1-based character position.
-#[derive(Debug, Clone)]
-struct Tok {
-    pos: usize,
-    word: String,
-}
-
-fn tokenize(text: &str) -> Vec<Tok> {
-    let chars: Vec<char> = text.chars().collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        if c.is_whitespace() {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        if c == '(' || c == ')' {
-            i += 1;
-        } else if c == '!' {
-            i += if chars.get(i + 1) == Some(&'=') { 2 } else { 1 };
-        } else if (c == '&' || c == '|') && chars.get(i + 1) == Some(&c) {
-            i += 2;
-        } else {
-            while i < chars.len()
-                && !chars[i].is_whitespace()
-                && !"()!&|".contains(chars[i])
-                && (i == start || chars[i] != '[')
-            {
-                i += 1;
-            }
-            if i == start {
-                i += 1;
-            }
-        }
-        out.push(Tok { pos: start + 1, word: chars[start..i].iter().collect() });
-    }
-    out
-}
-
-struct Parser<'a> {
-    text: &'a str,
-    toks: &'a [Tok],
-    i: usize,
-}
-
-const PRIMITIVE: &str = "a primitive (host, port, less, greater, ip, ip6, arp, rarp, tcp, udp, icmp, sctp), \
-                         \"not\" or \"(\"";
-
-/// Words of pcap-filter(7) that this crate does not implement yet: refused by name.
-const NOT_YET: &[&str] = &[
-    "net", "vlan", "len", "icmp6", "gateway", "mpls", "pppoed", "pppoes", "inbound", "outbound", "ifname",
-    "wlan", "type", "subtype", "decnet", "atalk", "ipx", "iso", "stp", "netbeui", "lat", "moprc", "mopdl",
-    "aarp", "sca", "geneve",
-];
-
-/// Named ports, as netbase's /etc/services lists them: the number and the protocols it is
-/// named for (`None` for both tcp and udp, which then also means sctp, as libpcap does).
-fn port_by_name(w: &str) -> Option<(u16, Option<u8>)> {
-    const T: Option<u8> = Some(6);
-    const U: Option<u8> = Some(17);
-    Some(match w {
-        "ftp-data" => (20, T),
-        "ftp" => (21, T),
-        "ssh" => (22, T),
-        "telnet" => (23, T),
-        "smtp" => (25, T),
-        "domain" => (53, None),
-        "bootps" => (67, U),
-        "bootpc" => (68, U),
-        "http" | "www" => (80, T),
-        "pop3" => (110, T),
-        "ntp" => (123, U),
-        "snmp" => (161, None),
-        "bgp" => (179, T),
-        "https" => (443, None),
-        _ => return None,
-    })
-}
-
-fn parse_num(w: &str) -> Option<u32> {
-    if let Some(h) = w.strip_prefix("0x").or_else(|| w.strip_prefix("0X")) {
-        u32::from_str_radix(h, 16).ok()
-    } else if w.len() > 1 && w.starts_with('0') {
-        u32::from_str_radix(&w[1..], 8).ok()
-    } else {
-        w.parse().ok()
-    }
-}
-
-fn parse_ip4(w: &str) -> Option<u32> {
-    let parts: Vec<&str> = w.split('.').collect();
-    if parts.len() != 4 {
-        return None;
-    }
-    let mut a = 0u32;
-    for p in parts {
-        if p.is_empty() || p.len() > 3 || !p.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        a = (a << 8) | p.parse::<u8>().ok()? as u32;
-    }
-    Some(a)
-}
-
-impl<'a> Parser<'a> {
-    fn peek(&self) -> Option<&'a str> {
-        let toks: &'a [Tok] = self.toks;
-        toks.get(self.i).map(|t| t.word.as_str())
+        self.prog.run(frame, wire_len)
     }
 
-    fn err(&self, expected: &str) -> FilterError {
-        let (pos, found) = match self.toks.get(self.i) {
-            Some(t) => (t.pos, format!("{:?}", t.word)),
-            None => (self.text.chars().count() + 1, "the end".to_string()),
-        };
-        FilterError { text: self.text.to_string(), pos, found, expected: expected.to_string() }
-    }
-
-    /// Alternation and concatenation: equal precedence, left to right.
-    fn expr(&mut self) -> Result<Node, FilterError> {
-        let mut left = self.unary()?;
-        loop {
-            match self.peek() {
-                Some("and" | "&&") => {
-                    self.i += 1;
-                    left = Node::And(Box::new(left), Box::new(self.unary()?));
-                }
-                Some("or" | "||") => {
-                    self.i += 1;
-                    left = Node::Or(Box::new(left), Box::new(self.unary()?));
-                }
-                _ => return Ok(left),
-            }
-        }
-    }
-
-    fn unary(&mut self) -> Result<Node, FilterError> {
-        match self.peek() {
-            Some("not" | "!") => {
-                self.i += 1;
-                Ok(Node::Not(Box::new(self.unary()?)))
-            }
-            Some("(") => {
-                self.i += 1;
-                let e = self.expr()?;
-                if self.peek() != Some(")") {
-                    return Err(self.err("\")\", \"and\" or \"or\""));
-                }
-                self.i += 1;
-                Ok(e)
-            }
-            _ => self.primitive(),
-        }
-    }
-
-    fn number(&mut self, what: &str) -> Result<u32, FilterError> {
-        match self.peek().and_then(parse_num) {
-            Some(n) => {
-                self.i += 1;
-                Ok(n)
-            }
-            None => Err(self.err(what)),
-        }
-    }
-
-    fn primitive(&mut self) -> Result<Node, FilterError> {
-        let Some(w) = self.peek() else { return Err(self.err(PRIMITIVE)) };
-        let start = self.i;
-        let proto = match w {
-            "less" | "greater" => {
-                let greater = w == "greater";
-                self.i += 1;
-                let n = self.number("a number")?;
-                return Ok(Node::Len { greater, n });
-            }
-            "ether" | "broadcast" | "multicast" => {
-                if w == "ether" {
-                    self.i += 1;
-                }
-                let broadcast =
-                    match self.peek() {
-                        Some("broadcast") => true,
-                        Some("multicast") => false,
-                        _ => return Err(self.err(
-                            "\"broadcast\" or \"multicast\" (other ether primitives are not supported yet)",
-                        )),
-                    };
-                self.i += 1;
-                return Ok(Node::MacDst { broadcast });
-            }
-            "ip" | "arp" | "rarp" | "tcp" | "udp" | "sctp" | "ip6" | "icmp" | "icmp6" => {
-                self.i += 1;
-                Some(w)
-            }
-            _ => None,
-        };
-        let dir = match self.peek() {
-            Some("src") => {
-                self.i += 1;
-                let both = |p: &Self, w: &str| {
-                    p.peek() == Some(w) && p.toks.get(p.i + 1).is_some_and(|t| t.word == "dst")
-                };
-                if both(self, "or") {
-                    self.i += 2;
-                    Dir::Any
-                } else if both(self, "and") {
-                    self.i += 2;
-                    Dir::Both
-                } else {
-                    Dir::Src
-                }
-            }
-            Some("dst") => {
-                self.i += 1;
-                Dir::Dst
-            }
-            _ => Dir::Any,
-        };
-        let qualified = dir != Dir::Any || self.i > start + usize::from(proto.is_some());
-        match (proto, self.peek()) {
-            (Some("ip" | "arp" | "rarp") | None, Some("host")) => {
-                self.i += 1;
-                let Some(a) = self.peek().and_then(parse_ip4) else {
-                    return Err(self.err("an IPv4 address A.B.C.D (IPv6 and host names not supported yet)"));
-                };
-                self.i += 1;
-                let arp = |t| Node::ArpHost(t, dir, a);
-                Ok(match proto {
-                    Some("ip") => Node::Ip4Host(dir, a),
-                    Some("arp") => arp(0x0806),
-                    Some("rarp") => arp(0x8035),
-                    _ => Node::Or(
-                        Box::new(Node::Or(Box::new(Node::Ip4Host(dir, a)), Box::new(arp(0x0806)))),
-                        Box::new(arp(0x8035)),
-                    ),
-                })
-            }
-            (q @ (Some("ip" | "ip6") | None), Some("proto")) if !qualified => {
-                self.i += 1;
-                let Some(v) = self.peek().and_then(parse_num).and_then(|n| u8::try_from(n).ok()) else {
-                    return Err(self.err("a protocol number 0-255 (names are not supported yet)"));
-                };
-                self.i += 1;
-                Ok(match q {
-                    Some("ip") => Node::Ip4Proto(v),
-                    Some(_) => Node::Ip6Proto(v),
-                    None => Node::Or(Box::new(Node::Ip4Proto(v)), Box::new(Node::Ip6Proto(v))),
-                })
-            }
-            (Some("tcp" | "udp" | "sctp") | None, Some(kw @ ("port" | "portrange"))) => {
-                self.i += 1;
-                if kw == "portrange" {
-                    let range = self.peek().and_then(|w| {
-                        let (a, b) = w.split_once('-')?;
-                        let a = u16::try_from(parse_num(a)?).ok()?;
-                        let b = u16::try_from(parse_num(b)?).ok()?;
-                        Some((a.min(b), a.max(b)))
-                    });
-                    let Some((lo, hi)) = range else {
-                        return Err(self.err("a port range N-M of numbers 0-65535"));
-                    };
-                    self.i += 1;
-                    let protos = match proto {
-                        Some("tcp") => [Some(6), None, None],
-                        Some("udp") => [Some(17), None, None],
-                        Some("sctp") => [Some(132), None, None],
-                        _ => [Some(6), Some(17), Some(132)],
-                    };
-                    return Ok(Node::Port { protos, dir, lo, hi });
-                }
-                let port = match self.peek() {
-                    Some(w) if port_by_name(w).is_some() => port_by_name(w),
-                    Some(w) => parse_num(w).and_then(|n| u16::try_from(n).ok()).map(|n| (n, None)),
-                    None => None,
-                };
-                let Some((port, named_for)) = port else {
-                    return Err(self.err("a port number 0-65535 or a known service name (http, ssh, ...)"));
-                };
-                let qualifier = match proto {
-                    Some("tcp") => Some(6),
-                    Some("udp") => Some(17),
-                    Some("sctp") => Some(132),
-                    _ => None,
-                };
-                let protos = match (qualifier, named_for) {
-                    (Some(q), Some(n)) if q != n => {
-                        return Err(self.err("a port named for this protocol (the name is for another)"))
-                    }
-                    (Some(q), _) | (None, Some(q)) => [Some(q), None, None],
-                    (None, None) => [Some(6), Some(17), Some(132)],
-                };
-                self.i += 1;
-                Ok(Node::Port { protos, dir, lo: port, hi: port })
-            }
-            (Some(p), _) if !qualified => Ok(match p {
-                "ip" => Node::Ether(0x0800),
-                "ip6" => Node::Ether(0x86dd),
-                "arp" => Node::Ether(0x0806),
-                "rarp" => Node::Ether(0x8035),
-                "icmp" => Node::Ip4Proto(1),
-                "icmp6" => Node::Ip6Proto(58),
-                _ => {
-                    let v = match p {
-                        "tcp" => 6,
-                        "udp" => 17,
-                        _ => 132,
-                    };
-                    Node::Or(Box::new(Node::Ip4Proto(v)), Box::new(Node::Ip6Proto(v)))
-                }
-            }),
-            (_, Some(w)) if NOT_YET.contains(&w) => {
-                Err(self.err(&format!("{PRIMITIVE}; \"{w}\" is not supported by pathem yet")))
-            }
-            (Some(_), _) => Err(self.err("\"host\" or \"port\" (the qualifiers this protocol takes here)")),
-            (None, _) if qualified => Err(self.err("\"host\" or \"port\"")),
-            (None, _) => Err(self.err(PRIMITIVE)),
-        }
+    /// Whether the filter accepts every frame without looking at it (empty text, for one).
+    pub fn is_match_all(&self) -> bool {
+        self.prog.is_match_all()
     }
 }
 
@@ -515,21 +138,126 @@ mod tests {
             err("tcp prot 80"),
             "filter \"tcp prot 80\": at 5, \"prot\": expected \"and\", \"or\" or the end"
         );
-        assert!(err("host").contains("at 5, the end: expected an IPv4 address"));
-        assert!(err("port 99999").contains("at 6, \"99999\""));
-        assert!(err("port gopherx").contains("at 6, \"gopherx\""));
-        assert!(err("net 10").contains("at 1, \"net\"") && err("net 10").contains("not supported"));
+        assert_eq!(
+            err("tcp and gateway 1"),
+            "filter \"tcp and gateway 1\": at 9, \"gateway\": pcap-filter's gateway is not supported by pathem"
+        );
+        assert!(err("host").contains("at 5, the end: expected an address"));
+        assert!(err("port 99999").contains("at 6, \"99999\": expected a port number 0-65535"));
+        assert!(err("port gopherx").contains("at 6, \"gopherx\": expected a port number or a service name"));
+        assert!(
+            err("net 10.1.0.0/8").contains("at 5, \"10.1.0.0\": expected a network without host bits set")
+        );
         assert!(err("(tcp").contains("at 5, the end: expected \")\""));
-        assert!(err("tcp and").contains("at 8, the end"));
-        assert!(err("ip host ::1").contains("at 9, \"::1\""));
-        assert!(err("tcp[13] = 2").contains("at 4, \"[13]\""));
-        assert!(err("src tcp").contains("at 5, \"tcp\""));
-        assert!(err("portrange 80").contains("at 11, \"80\": expected a port range"));
-        assert!(err("src or dst").contains("at 11, the end: expected \"host\" or \"port\""));
-        assert!(err("ip proto tcp").contains("at 10, \"tcp\": expected a protocol number"));
-        assert!(err("ip proto 256").contains("at 10, \"256\""));
-        assert!(err("ether host 1").contains("at 7, \"host\": expected \"broadcast\" or \"multicast\""));
-        assert!(err("udp port http").contains("at 10, \"http\""));
+        assert!(err("tcp and").contains("at 8, the end: expected a primitive"));
+        assert!(err("ip host ::1").contains("at 9, \"::1\": expected ip6 before an IPv6 address"));
+        assert!(err("src tcp").contains("at 5, \"tcp\": expected an address"));
+        assert!(err("ip proto tcp").contains("at 10, \"tcp\""));
+        assert!(err("ether host 1").contains("at 12, \"1\": expected an Ethernet address"));
+        assert!(err("udp port http")
+            .contains("at 10, \"http\": expected a port of this protocol (port 'http' is tcp)"));
+        assert!(err("host foo").contains("at 6, \"foo\": expected an IP address (host names need DNS"));
+        assert!(err("ip[0] / 0 = 1").contains("at 9, \"0\": expected a divisor that is not zero"));
+        assert!(err("ip[0] % (2 - 2) = 1").contains("at 9, \"(\": expected a divisor that is not zero"));
+        assert!(err("ip[0] << 32 = 1").contains("at 10, \"32\": expected a shift of at most 31 bits"));
+        assert!(err("vlan 4096").contains("at 6, \"4096\": expected a VLAN ID of at most 4095"));
+        assert!(err("ether[0:3] = 1").contains("at 9, \"3\": expected a size of 1, 2 or 4"));
+        assert!(err("udp[4294967296] = 1")
+            .contains("at 5, \"4294967296\": expected a number that fits in 32 bits"));
+        assert!(err("ip[0] = 08").contains("at 9, \"08\": expected a number (octal"));
+        assert!(err("10.0.0.1").contains("at 1, \"10.0.0.1\": expected a primitive"));
+        assert!(err("host 10.0.0.1/32")
+            .contains("at 6, \"10.0.0.1\": expected net before an address with a mask"));
+        assert!(err("tcp host 1.2.3.4").contains("('tcp' modifier applied to host)"));
+        assert!(err("a # b").contains("at 3, '#'"));
+        assert!(err("ether proto \\ipx").contains("at 13, \"ipx\": pcap-filter's ether proto 0xe0"));
+        assert!(err("ah[0] = 1").contains("at 1, \"ah\": expected a protocol that can be indexed"));
+        assert!(err("src or host 1.2.3.4").contains("at 8, \"host\": expected \"dst\""));
+    }
+
+    #[test]
+    fn every_refused_word_is_named() {
+        for w in lex::REFUSED {
+            for text in [w.to_string(), format!("tcp or {w} 1"), format!("not ({w})")] {
+                let e = Filter::compile(&text).unwrap_err();
+                assert_eq!(e.found, format!("{w:?}"), "{text}");
+                assert_eq!(e.expected, format!("pcap-filter's {w} is not supported by pathem"), "{text}");
+                assert!(!e.to_string().contains('\n'));
+            }
+        }
+    }
+
+    #[test]
+    fn constant_filters_are_known() {
+        assert!(Filter::compile("").unwrap().is_match_all());
+        assert!(Filter::compile("net 0.0.0.0/0 or tcp").is_ok());
+        assert!(!Filter::compile("tcp").unwrap().is_match_all());
+        // As libpcap's optimizer folds them to `ret #65535`, whatever the frame's length.
+        for text in ["tcp or not tcp", "port 53 or not port 53", "not (host 10.0.0.1 and not host 10.0.0.1)"]
+        {
+            assert!(Filter::compile(text).unwrap().is_match_all(), "{text}");
+        }
+    }
+
+    /// The flat program (fused tests, threaded jumps) decides as the tree it came from, on
+    /// frames cut at every length and with bytes changed at random.
+    #[test]
+    fn flat_program_agrees_with_the_tree() {
+        let texts = [
+            "host 10.0.0.1",
+            "host 10.0.0.1 or 10.0.0.2 and not arp",
+            "net 10.0.0.0/8 or ip6 and tcp",
+            "port 53 or portrange 1-100",
+            "tcp port 80 or 443 and not 22",
+            "udp src or dst port 53",
+            "vlan and vlan 5 or ip",
+            "not vlan and (icmp or icmp6)",
+            "ip[6:2] & 0x1fff = 0 and tcp[13] & 2 != 0",
+            "ether proto 0x42 or ether proto 6 or arp or rarp",
+            "(ip or ip6) and (tcp or udp) and not port 22",
+            "ip6 host 2001:db8::1 or ether host 02:00:00:00:00:01",
+        ];
+        let mut s: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let mut seed =
+            vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x08, 0x00, 0x45, 0, 0, 40, 0, 0, 0, 0, 64, 6];
+        seed.extend_from_slice(&[
+            0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0, 53, 0, 80, 0, 0, 0, 0, 0, 0, 0, 0, 0x50, 2,
+        ]);
+        seed.resize(80, 0);
+        for text in texts {
+            let toks = lex::tokenize(text).unwrap();
+            let tree = parse::Parser::new(text, &toks).filter().unwrap();
+            let flat = prog::Prog::new(&tree);
+            for _ in 0..3000 {
+                let mut f = seed.clone();
+                for _ in 0..(next() % 4) {
+                    let i = (next() % 60) as usize;
+                    let choices =
+                        [0x00, 0x06, 0x08, 0x11, 0x2c, 0x35, 0x81, 0x86, 0xdd, 0x0a, 0x45, 0x4f, 0x20, 0xff];
+                    f[i] = choices[(next() % choices.len() as u64) as usize];
+                }
+                let n = (next() % 81) as usize;
+                let frame = &f[..n];
+                assert_eq!(
+                    flat.run(frame, 80),
+                    tree.eval(frame, 80).unwrap_or(false),
+                    "{text}: {frame:02x?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn filter_is_clone_debug_send_sync() {
+        fn check<T: Clone + fmt::Debug + Send + Sync + 'static>() {}
+        check::<Filter>();
+        check::<FilterError>();
     }
 
     #[test]

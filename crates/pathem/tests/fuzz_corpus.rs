@@ -60,3 +60,8 @@ fn trace_inputs() {
 fn offload_inputs() {
     replay("offload", harness::offload);
 }
+
+#[test]
+fn filter_inputs() {
+    replay("filter", harness::filter);
+}
