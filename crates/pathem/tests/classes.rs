@@ -178,3 +178,89 @@ fn bad_classes_are_refused_with_one_line() {
     let e = refused(&d, &["replay", &i, &o, "--class", "udp", "--delay 1ms", "--schedule", &d.s("s.txt")], 2);
     assert!(e.contains("line 1") && e.contains("nosuch") && e.contains("class1"), "{e}");
 }
+
+/// A frame of the mixed capture: `kind` 0 UDP to port 53, 1 UDP to 9000, 2 TCP to
+/// 10.0.0.3:443, 3 IPv6 UDP, 4 ARP.
+fn mixed_frame(kind: u64, i: u64) -> Vec<u8> {
+    let mut f = flow_frame(if kind == 0 { 53 } else { 9000 }, 120, i);
+    match kind {
+        2 => {
+            f[23] = 6;
+            f[30..34].copy_from_slice(&[10, 0, 0, 3]);
+            f[36..38].copy_from_slice(&443u16.to_be_bytes());
+            f[46] = 0x50;
+        }
+        3 => {
+            let mut v6 = f[..14].to_vec();
+            v6[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+            let mut h = vec![0u8; 40];
+            h[0] = 0x60;
+            h[4..6].copy_from_slice(&16u16.to_be_bytes());
+            h[6] = 17;
+            h[7] = 64;
+            h[23] = 1;
+            h[39] = 2;
+            v6.extend_from_slice(&h);
+            v6.extend_from_slice(&[0, 9, 0, 53, 0, 16, 0, 0]);
+            v6.extend_from_slice(&i.to_be_bytes());
+            f = v6;
+        }
+        4 => {
+            f.truncate(14);
+            f[0..6].copy_from_slice(&[0xff; 6]);
+            f[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+            f.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1, 2, 0, 0, 0, 0, 1, 10, 0, 0, 1]);
+            f.extend_from_slice(&[0, 0, 0, 0, 0, 0, 10, 0, 0, 3]);
+            f.extend_from_slice(&[0; 18]);
+        }
+        _ => {}
+    }
+    f
+}
+
+/// The frames of each class are exactly those tcpdump prints for its filter: each filter as a
+/// class that drops everything it takes, the frames missing from the output against
+/// `tcpdump -r` on the input (frames told apart by their timestamps).
+#[test]
+fn a_class_takes_exactly_what_tcpdump_prints() {
+    if std::process::Command::new("tcpdump").arg("--version").output().is_err() {
+        assert!(std::env::var("PATHEM_REQUIRE_LIVE").as_deref() != Ok("1"), "tcpdump is required");
+        println!("SKIPPED: tcpdump not installed");
+        return;
+    }
+    let d = Dir::new();
+    // Frame i at i ms after 1 s: its timestamp names it.
+    let frames: Vec<_> = (0..200u64)
+        .map(|i| (Nanos::from_secs(1) + Nanos::from_millis(i), mixed_frame(i * 7 % 5, i)))
+        .collect();
+    write_capture(&d.path("in.pcap"), frames.clone()).unwrap();
+    let name = |t: Nanos| (t.as_nanos() / 1_000_000 - 1000) as usize;
+    for filter in [
+        "udp port 53",
+        "tcp port 443",
+        "host 10.0.0.3",
+        "not udp",
+        "udp and dst port 9000",
+        "ip6",
+        "arp or ip6 and udp",
+        "ip[9] = 6 or ether broadcast",
+        "greater 100 and not tcp",
+        "vlan",
+    ] {
+        ok(&replay(&d, &["--class", filter, "--loss 100%"]));
+        let kept: std::collections::BTreeSet<usize> =
+            read_capture(&d.path("out.pcap")).unwrap().iter().map(|(t, _, _)| name(*t)).collect();
+        let taken: Vec<usize> = (0..frames.len()).filter(|i| !kept.contains(i)).collect();
+        let out = std::process::Command::new("tcpdump")
+            .args(["-r", &d.s("in.pcap"), "-n", "-tt", filter])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "tcpdump {filter}: {}", String::from_utf8_lossy(&out.stderr));
+        let printed: Vec<usize> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_whitespace().next()?.parse::<f64>().ok())
+            .map(|t| ((t - 1.0) * 1000.0).round() as usize)
+            .collect();
+        assert_eq!(taken, printed, "{filter}");
+    }
+}
