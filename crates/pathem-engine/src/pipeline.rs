@@ -6,7 +6,7 @@ use crate::delay_line::{delay_line, growing_delay_line, record_size};
 use crate::stage::{Egress, Ingress, EGRESS_BURST};
 use crate::stats::{Counters, DirectionCounters, DEFAULT_CLASS};
 use crate::task::{Error, Next, Task};
-use pathem_filter::Filter;
+use pathem_filter::{Classifier, Filter};
 use pathem_io::{PollAt, RxFrame, RxPort, TxPort};
 use pathem_model::link::ETHERNET_OVERHEAD;
 use pathem_model::units::{QueueLimit, Rate};
@@ -155,8 +155,8 @@ pub struct Pipeline<R, T> {
 pub struct Input<R> {
     pub rx: R,
     lanes: Vec<InLane>,
-    /// The classes' filters: `filters[i]` takes frames to lane `i + 1`.
-    filters: Vec<Filter>,
+    /// The classes' filters compiled together: the first that matches a frame names its lane.
+    classifier: Option<Classifier>,
     /// The port's own counters (kernel drops, offload).
     port: Arc<Counters>,
     counters: DirectionCounters,
@@ -199,21 +199,11 @@ const TX_RETRY: Nanos = Nanos::from_micros(100);
 /// Most classes a direction may have.
 pub const MAX_CLASSES: usize = 64;
 
-/// The lane a frame goes to: the first class whose filter matches it, else the default path.
+/// Gives a received frame to its lane's ingress: the first class whose filter matches it, else
+/// the default path.
 #[inline(always)]
-fn lane_of(filters: &[Filter], data: &[u8], wire_len: u32) -> usize {
-    for (i, f) in filters.iter().enumerate() {
-        if f.matches(data, wire_len) {
-            return i + 1;
-        }
-    }
-    0
-}
-
-/// Gives a received frame to its lane's ingress.
-#[inline(always)]
-fn classify(lanes: &mut [InLane], filters: &[Filter], frame: RxFrame<'_>) {
-    let lane = if filters.is_empty() { 0 } else { lane_of(filters, frame.data, frame.wire_len) };
+fn classify(lanes: &mut [InLane], classifier: &Option<Classifier>, frame: RxFrame<'_>) {
+    let lane = classifier.as_ref().map_or(0, |c| c.classify(frame.data, frame.wire_len));
     lanes[lane].ingress.push(frame);
 }
 
@@ -285,7 +275,8 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
             input: Input {
                 rx,
                 lanes,
-                filters: classes.iter().map(|c| c.filter.clone()).collect(),
+                classifier: (!classes.is_empty())
+                    .then(|| Classifier::new(&classes.iter().map(|c| c.filter.clone()).collect::<Vec<_>>())),
                 port: port.clone(),
                 counters: DirectionCounters::new(port.clone(), named),
                 rx_ended: false,
@@ -396,8 +387,8 @@ impl<R: RxPort> Input<R> {
                 if a >= at {
                     break;
                 }
-                let (lanes, filters) = (&mut self.lanes, &self.filters);
-                self.rx.recv_burst(at - Nanos(1), RX_BURST, |f| classify(lanes, filters, f))?;
+                let (lanes, classifier) = (&mut self.lanes, &self.classifier);
+                self.rx.recv_burst(at - Nanos(1), RX_BURST, |f| classify(lanes, classifier, f))?;
             }
             let l = &mut self.lanes[lane];
             if let Some((at, config)) = l.timeline.as_mut().and_then(Timeline::advance) {
@@ -454,12 +445,12 @@ impl<R: RxPort> Input<R> {
         if self.rx_ended {
             return Ok(self.drain_queue(now));
         }
-        let (lanes, filters) = (&mut self.lanes, &self.filters);
+        let (lanes, classifier) = (&mut self.lanes, &self.classifier);
         let received = self.rx.recv_burst(
             now,
             RX_BURST,
             #[inline(always)]
-            |f| classify(lanes, filters, f),
+            |f| classify(lanes, classifier, f),
         )?;
         if received > 0 && self.busy_poll > Nanos::ZERO {
             self.busy_until = now + self.busy_poll;

@@ -328,6 +328,43 @@ enum Insn {
         jt: u32,
         jf: u32,
     },
+    /// A chain of `Any32` tests of the same two words (hosts of several filters, one after the
+    /// other), made at once: the words loaded once, then each case's value in order, to its
+    /// `jt`; none, to `jf`. A frame too short for the second word goes where the case whose
+    /// test needed it would have failed (`oob`).
+    Any32Set {
+        a: u32,
+        b: u32,
+        cases: Box<[Case]>,
+        jf: u32,
+        /// Where a frame too short for the first word goes (the chain's head's failure).
+        oob: u32,
+    },
+    /// A chain of equality tests of one field (ports, networks of several filters), made at
+    /// once: the field loaded once, then each case's `(value, jt)` in order; none, to `jf`;
+    /// a frame too short for the field, to `oob` (the head's failure, as the chain would).
+    EqSet {
+        field: Field,
+        cases: Box<[(u32, u32)]>,
+        jf: u32,
+        oob: u32,
+    },
+}
+
+/// A field several tests compare with a value, for [`Insn::EqSet`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Field {
+    off: Off,
+    size: u8,
+    mask: u32,
+}
+
+/// A case of [`Insn::Any32Set`]: its value, where it jumps, where a short frame goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Case {
+    val: u32,
+    jt: u32,
+    oob: u32,
 }
 
 impl Insn {
@@ -352,6 +389,7 @@ impl Insn {
             | Insn::Tran { jt, jf, .. }
             | Insn::TranAny2 { jt, jf, .. }
             | Insn::Other { jt, jf, .. } => (jt, jf),
+            Insn::Any32Set { jf, oob, .. } | Insn::EqSet { jf, oob, .. } => (jf, oob),
         }
     }
 
@@ -368,7 +406,24 @@ impl Insn {
             | Insn::Tran { jt, jf, .. }
             | Insn::TranAny2 { jt, jf, .. }
             | Insn::Other { jt, jf, .. } => (jt, jf),
+            // Made after every pass over the jumps (see `Combined::new`): its cases' jumps stay.
+            Insn::Any32Set { jf, oob, .. } | Insn::EqSet { jf, oob, .. } => (jf, oob),
         }
+    }
+
+    /// The field and value of an equality test, with its jumps.
+    fn equality(&self) -> Option<(Field, u32, u32, u32)> {
+        let abs = |off, size, mask| Field { off: Off::Abs(off), size, mask };
+        Some(match *self {
+            Insn::Eq8 { off, val, jt, jf } => (abs(off, 1, u32::MAX), val, jt, jf),
+            Insn::Eq16 { off, val, jt, jf } => (abs(off, 2, u32::MAX), val, jt, jf),
+            Insn::Eq32 { off, val, jt, jf } => (abs(off, 4, u32::MAX), val, jt, jf),
+            Insn::Abs { off, size, jmp: Jmp::Eq, mask, val, jt, jf } => (abs(off, size, mask), val, jt, jf),
+            Insn::Tran { ip, off, size, jmp: Jmp::Eq, mask, val, jt, jf } => {
+                (Field { off: Off::Tran(ip, off), size, mask }, val, jt, jf)
+            }
+            _ => return None,
+        })
     }
 }
 
@@ -389,32 +444,13 @@ impl Prog {
         // loads and all (so `tcp or port 80` accepts a TCP frame cut before its ports).
         for _ in 0..16 {
             let before = insns.iter().map(Insn::targets).collect::<Vec<_>>();
-            thread_jumps(&mut insns, start);
+            thread_jumps(&mut insns, &[start]);
             start = drop_useless(&mut insns, start);
             if insns.iter().map(Insn::targets).eq(before) {
                 break;
             }
         }
-        for i in &mut insns {
-            *i = match *i {
-                Insn::Abs { off, size: 1, jmp: Jmp::Eq, mask: u32::MAX, val, jt, jf } => {
-                    Insn::Eq8 { off, val, jt, jf }
-                }
-                Insn::Abs { off, size: 2, jmp: Jmp::Eq, mask: u32::MAX, val, jt, jf } => {
-                    Insn::Eq16 { off, val, jt, jf }
-                }
-                Insn::Abs { off, size: 4, jmp: Jmp::Eq, mask: u32::MAX, val, jt, jf } => {
-                    Insn::Eq32 { off, val, jt, jf }
-                }
-                Insn::Abs { off, size: 2, jmp: Jmp::Set, mask: u32::MAX, val, jt, jf } => {
-                    Insn::Set16 { off, val, jt, jf }
-                }
-                Insn::AbsAny2 { a, b, size: 4, mask: u32::MAX, val, jt, jf } => {
-                    Insn::Any32 { a, b, val, jt, jf }
-                }
-                _ => continue,
-            };
-        }
+        specialize(&mut insns);
         Prog { insns, start }
     }
 
@@ -425,12 +461,26 @@ impl Prog {
 
     #[inline(always)]
     pub(crate) fn run(&self, p: &[u8], len: u32) -> bool {
+        self.run_to(p, len, |_| REJECT) == ACCEPT
+    }
+
+    /// Runs the program to its end (a target past the instructions); a load beyond the frame
+    /// at instruction `pc` goes on at `oob(pc)` (BPF: the filter rejects the frame).
+    #[inline(always)]
+    fn run_to(&self, p: &[u8], len: u32, oob: impl Fn(u32) -> u32) -> u32 {
         let mut pc = self.start;
         loop {
-            let Some(i) = self.insns.get(pc as usize) else { return pc == ACCEPT };
+            let at = pc;
+            macro_rules! fail {
+                () => {{
+                    pc = oob(at);
+                    continue;
+                }};
+            }
+            let Some(i) = self.insns.get(pc as usize) else { return pc };
             pc = match i {
                 Insn::Eq8 { off, val, jt, jf } => {
-                    let Some(&b) = p.get(*off as usize) else { return false };
+                    let Some(&b) = p.get(*off as usize) else { fail!() };
                     if branch(u32::from(b) == *val) {
                         *jt
                     } else {
@@ -438,9 +488,7 @@ impl Prog {
                     }
                 }
                 Insn::Eq16 { off, val, jt, jf } => {
-                    let Some(b) = p.get(*off as usize..).and_then(<[u8]>::first_chunk::<2>) else {
-                        return false;
-                    };
+                    let Some(b) = p.get(*off as usize..).and_then(<[u8]>::first_chunk::<2>) else { fail!() };
                     if branch(u32::from(u16::from_be_bytes(*b)) == *val) {
                         *jt
                     } else {
@@ -448,9 +496,7 @@ impl Prog {
                     }
                 }
                 Insn::Eq32 { off, val, jt, jf } => {
-                    let Some(b) = p.get(*off as usize..).and_then(<[u8]>::first_chunk::<4>) else {
-                        return false;
-                    };
+                    let Some(b) = p.get(*off as usize..).and_then(<[u8]>::first_chunk::<4>) else { fail!() };
                     if branch(u32::from_be_bytes(*b) == *val) {
                         *jt
                     } else {
@@ -458,9 +504,7 @@ impl Prog {
                     }
                 }
                 Insn::Set16 { off, val, jt, jf } => {
-                    let Some(b) = p.get(*off as usize..).and_then(<[u8]>::first_chunk::<2>) else {
-                        return false;
-                    };
+                    let Some(b) = p.get(*off as usize..).and_then(<[u8]>::first_chunk::<2>) else { fail!() };
                     if branch(u32::from(u16::from_be_bytes(*b)) & *val != 0) {
                         *jt
                     } else {
@@ -468,14 +512,12 @@ impl Prog {
                     }
                 }
                 Insn::Any32 { a, b, val, jt, jf } => {
-                    let Some(w) = p.get(*a as usize..).and_then(<[u8]>::first_chunk::<4>) else {
-                        return false;
-                    };
+                    let Some(w) = p.get(*a as usize..).and_then(<[u8]>::first_chunk::<4>) else { fail!() };
                     if branch(u32::from_be_bytes(*w) == *val) {
                         *jt
                     } else {
                         let Some(w) = p.get(*b as usize..).and_then(<[u8]>::first_chunk::<4>) else {
-                            return false;
+                            fail!()
                         };
                         if branch(u32::from_be_bytes(*w) == *val) {
                             *jt
@@ -485,7 +527,7 @@ impl Prog {
                     }
                 }
                 Insn::Abs { off, size, jmp, mask, val, jt, jf } => {
-                    let Some(v) = load(p, *off as usize, *size) else { return false };
+                    let Some(v) = load(p, *off as usize, *size) else { fail!() };
                     if branch(jmp.test(v & mask, *val)) {
                         *jt
                     } else {
@@ -493,7 +535,7 @@ impl Prog {
                     }
                 }
                 Insn::AbsIn { off, size, vals, jt, jf } => {
-                    let Some(v) = load(p, *off as usize, *size) else { return false };
+                    let Some(v) = load(p, *off as usize, *size) else { fail!() };
                     if branch(vals.contains(&v)) {
                         *jt
                     } else {
@@ -501,11 +543,11 @@ impl Prog {
                     }
                 }
                 Insn::AbsAny2 { a, b, size, mask, val, jt, jf } => {
-                    let Some(v) = load(p, *a as usize, *size) else { return false };
+                    let Some(v) = load(p, *a as usize, *size) else { fail!() };
                     if branch(v & mask == *val) {
                         *jt
                     } else {
-                        let Some(v) = load(p, *b as usize, *size) else { return false };
+                        let Some(v) = load(p, *b as usize, *size) else { fail!() };
                         if branch(v & mask == *val) {
                             *jt
                         } else {
@@ -514,8 +556,8 @@ impl Prog {
                     }
                 }
                 Insn::Tran { ip, off, size, jmp, mask, val, jt, jf } => {
-                    let Some(at) = Off::Tran(*ip, *off).at(p) else { return false };
-                    let Some(v) = load(p, at, *size) else { return false };
+                    let Some(at) = Off::Tran(*ip, *off).at(p) else { fail!() };
+                    let Some(v) = load(p, at, *size) else { fail!() };
                     if branch(jmp.test(v & mask, *val)) {
                         *jt
                     } else {
@@ -523,12 +565,12 @@ impl Prog {
                     }
                 }
                 Insn::TranAny2 { ip, a, b, val, jt, jf } => {
-                    let Some(base) = Off::Tran(*ip, 0).at(p) else { return false };
-                    let Some(v) = load(p, base.saturating_add(*a as usize), 2) else { return false };
+                    let Some(base) = Off::Tran(*ip, 0).at(p) else { fail!() };
+                    let Some(v) = load(p, base.saturating_add(*a as usize), 2) else { fail!() };
                     if branch(v == *val) {
                         *jt
                     } else {
-                        let Some(v) = load(p, base.saturating_add(*b as usize), 2) else { return false };
+                        let Some(v) = load(p, base.saturating_add(*b as usize), 2) else { fail!() };
                         if branch(v == *val) {
                             *jt
                         } else {
@@ -539,10 +581,183 @@ impl Prog {
                 Insn::Other { test, jt, jf } => match test.eval(p, len) {
                     Some(true) => *jt,
                     Some(false) => *jf,
-                    None => return false,
+                    None => fail!(),
                 },
+                Insn::EqSet { field, cases, jf, oob } => {
+                    let Some(v) = field.off.at(p).and_then(|at| load(p, at, field.size)) else {
+                        pc = *oob;
+                        continue;
+                    };
+                    let v = v & field.mask;
+                    cases.iter().find(|c| c.0 == v).map_or(*jf, |c| c.1)
+                }
+                Insn::Any32Set { a, b, cases, jf, oob } => {
+                    let Some(w) = p.get(*a as usize..).and_then(<[u8]>::first_chunk::<4>) else {
+                        pc = *oob;
+                        continue;
+                    };
+                    let wa = u32::from_be_bytes(*w);
+                    let wb = p
+                        .get(*b as usize..)
+                        .and_then(<[u8]>::first_chunk::<4>)
+                        .map(|w| u32::from_be_bytes(*w));
+                    let mut to = *jf;
+                    for c in cases.iter() {
+                        if wa == c.val {
+                            to = c.jt;
+                            break;
+                        }
+                        match wb {
+                            Some(wb) if wb == c.val => {
+                                to = c.jt;
+                                break;
+                            }
+                            Some(_) => {}
+                            None => {
+                                to = c.oob;
+                                break;
+                            }
+                        }
+                    }
+                    to
+                }
             };
         }
+    }
+}
+
+/// The commonest tests as their own instructions (fewer branches per test).
+fn specialize(insns: &mut [Insn]) {
+    for i in insns.iter_mut() {
+        *i = match *i {
+            Insn::Abs { off, size: 1, jmp: Jmp::Eq, mask: u32::MAX, val, jt, jf } => {
+                Insn::Eq8 { off, val, jt, jf }
+            }
+            Insn::Abs { off, size: 2, jmp: Jmp::Eq, mask: u32::MAX, val, jt, jf } => {
+                Insn::Eq16 { off, val, jt, jf }
+            }
+            Insn::Abs { off, size: 4, jmp: Jmp::Eq, mask: u32::MAX, val, jt, jf } => {
+                Insn::Eq32 { off, val, jt, jf }
+            }
+            Insn::Abs { off, size: 2, jmp: Jmp::Set, mask: u32::MAX, val, jt, jf } => {
+                Insn::Set16 { off, val, jt, jf }
+            }
+            Insn::AbsAny2 { a, b, size: 4, mask: u32::MAX, val, jt, jf } => Insn::Any32 { a, b, val, jt, jf },
+            _ => continue,
+        };
+    }
+}
+
+/// A specialised instruction as the general one it stands for (what threading reasons on).
+fn general(i: &Insn) -> Insn {
+    match *i {
+        Insn::Eq8 { off, val, jt, jf } => {
+            Insn::Abs { off, size: 1, jmp: Jmp::Eq, mask: u32::MAX, val, jt, jf }
+        }
+        Insn::Eq16 { off, val, jt, jf } => {
+            Insn::Abs { off, size: 2, jmp: Jmp::Eq, mask: u32::MAX, val, jt, jf }
+        }
+        Insn::Eq32 { off, val, jt, jf } => {
+            Insn::Abs { off, size: 4, jmp: Jmp::Eq, mask: u32::MAX, val, jt, jf }
+        }
+        Insn::Set16 { off, val, jt, jf } => {
+            Insn::Abs { off, size: 2, jmp: Jmp::Set, mask: u32::MAX, val, jt, jf }
+        }
+        Insn::Any32 { a, b, val, jt, jf } => Insn::AbsAny2 { a, b, size: 4, mask: u32::MAX, val, jt, jf },
+        ref other => other.clone(),
+    }
+}
+
+/// Several filters tried in order as one program: the first that accepts a frame names its
+/// lane (its place from 1), none accepting is lane 0. Each filter's own (optimised) program is
+/// kept whole, its accept jumping to its lane's end and its reject to the next filter; then
+/// jumps are threaded across filters, so a test a filter made is not made again by the next
+/// (`host A`, `host B` test the Ethernet type once). A load beyond the frame rejects the
+/// filter it belongs to (BPF's meaning), and the next filter is tried from its start.
+#[derive(Debug, Clone)]
+pub(crate) struct Combined {
+    prog: Prog,
+    /// For each instruction, where its filter's reject goes (the next filter's start).
+    reject: Vec<u32>,
+}
+
+/// The chain of `Any32` tests of the same two words that starts at `i`, each false jump to the
+/// next, as one [`Insn::Any32Set`] (when it has two tests or more).
+fn any32_set(insns: &[Insn], reject: &[u32], i: usize) -> Option<Insn> {
+    let Insn::Any32 { a, b, .. } = insns[i] else { return None };
+    let (mut cases, mut at) = (Vec::new(), i);
+    loop {
+        match insns.get(at) {
+            Some(&Insn::Any32 { a: a2, b: b2, val, jt, jf }) if (a2, b2) == (a, b) && cases.len() < 64 => {
+                cases.push(Case { val, jt, oob: *reject.get(at)? });
+                at = jf as usize;
+            }
+            _ => break,
+        }
+    }
+    (cases.len() >= 2).then(|| Insn::Any32Set { a, b, cases: cases.into(), jf: at as u32, oob: reject[i] })
+}
+
+/// The chain of equality tests of one field that starts at `i`, each false jump to the next,
+/// as one [`Insn::EqSet`] (when it has two tests or more).
+fn eq_set(insns: &[Insn], reject: &[u32], i: usize) -> Option<Insn> {
+    let (field, ..) = insns[i].equality()?;
+    let (mut cases, mut at) = (Vec::new(), i);
+    while let Some((f, val, jt, jf)) = insns.get(at).and_then(Insn::equality) {
+        if f != field || cases.len() >= 64 {
+            break;
+        }
+        cases.push((val, jt));
+        at = jf as usize;
+    }
+    (cases.len() >= 2).then(|| Insn::EqSet { field, cases: cases.into(), jf: at as u32, oob: reject[i] })
+}
+
+/// The end of lane `k` in a combined program.
+const fn lane_end(k: usize) -> u32 {
+    u32::MAX - k as u32
+}
+
+impl Combined {
+    pub(crate) fn new(progs: &[&Prog]) -> Combined {
+        let (mut insns, mut reject, mut entries) = (Vec::new(), Vec::new(), Vec::new());
+        // The last filter first: every jump goes to a lower index or to an end.
+        let mut next = lane_end(0);
+        for (k, p) in progs.iter().enumerate().rev() {
+            let base = insns.len() as u32;
+            let map = |t: u32| match t {
+                ACCEPT => lane_end(k + 1),
+                REJECT => next,
+                t => base + t,
+            };
+            for i in &p.insns {
+                let mut g = general(i);
+                let (jt, jf) = g.jumps();
+                (*jt, *jf) = (map(*jt), map(*jf));
+                insns.push(g);
+                reject.push(next);
+            }
+            next = map(p.start);
+            entries.push(next);
+        }
+        thread_jumps(&mut insns, &entries);
+        specialize(&mut insns);
+        let sets: Vec<Option<Insn>> = (0..insns.len())
+            .map(|i| any32_set(&insns, &reject, i).or_else(|| eq_set(&insns, &reject, i)))
+            .collect();
+        for (i, set) in sets.into_iter().enumerate() {
+            if let Some(set) = set {
+                insns[i] = set;
+            }
+        }
+        Combined { prog: Prog { insns, start: next }, reject }
+    }
+
+    /// The lane of the first filter that accepts the frame (from 1), or 0.
+    #[inline(always)]
+    pub(crate) fn lane(&self, p: &[u8], len: u32) -> usize {
+        let end = self.prog.run_to(p, len, |pc| self.reject.get(pc as usize).copied().unwrap_or(lane_end(0)));
+        (u32::MAX - end) as usize
     }
 }
 
@@ -675,10 +890,15 @@ fn meet_seen(a: &Seen, b: &Seen) -> Seen {
 /// libpcap's jump threading: a jump to a test whose outcome the path already knows (the same
 /// test made before, or a field at a fixed offset already compared) goes straight to that
 /// outcome (`host X` tests the Ethernet type once, not three times).
-fn thread_jumps(insns: &mut [Insn], start: u32) {
+///
+/// `entries` are where a run may begin knowing nothing (the start, and in a combined program
+/// each filter's start, where a load beyond the frame sends a run).
+fn thread_jumps(insns: &mut [Insn], entries: &[u32]) {
     let mut incoming: Vec<Option<(Facts, Seen)>> = vec![None; insns.len()];
-    if let Some(slot) = incoming.get_mut(start as usize) {
-        *slot = Some((Facts::new(), Seen::new()));
+    for &e in entries {
+        if let Some(slot) = incoming.get_mut(e as usize) {
+            *slot = Some((Facts::new(), Seen::new()));
+        }
     }
     for i in (0..insns.len()).rev() {
         let Some((facts, seen)) = incoming[i].take() else { continue };
