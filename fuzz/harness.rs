@@ -370,8 +370,18 @@ pub fn filter(data: &[u8]) {
     if f.is_match_all() {
         assert!(f.matches(frame, 0), "a filter that matches all refused a frame");
     }
+    // Compiled together with others, it classifies as trying each in turn does.
+    let others = ["host 10.0.0.1", "udp dst port 53", "host 10.0.0.2", "udp dst port 80", "vlan"];
+    let mut set: Vec<pathem_filter::Filter> =
+        others.iter().map(|t| pathem_filter::Filter::compile(t).expect("a valid filter")).collect();
+    set.insert(data.len() % (set.len() + 1), f.clone());
+    set.push(f.clone());
+    let classifier = pathem_filter::Classifier::new(&set);
     for n in 0..=frame.len().min(200) {
-        let _ = f.matches(&frame[..n], (frame.len() as u32).wrapping_mul(7));
+        let len = (frame.len() as u32).wrapping_mul(7);
+        let _ = f.matches(&frame[..n], len);
+        let first = set.iter().position(|g| g.matches(&frame[..n], len)).map_or(0, |i| i + 1);
+        assert_eq!(classifier.classify(&frame[..n], len), first, "{text}");
     }
     let _ = f.matches(frame, u32::MAX);
 }
