@@ -188,5 +188,20 @@ mod tests {
         assert!(resolve(&spec).unwrap_err().to_string().contains("default path"));
         let e = crate::file::parse("[[class]]\nmatch = \"tcp\"\nloss = \"150%\"\n").unwrap_err().1;
         assert!(e.contains("150%"), "{e}");
+        // At most 64 per direction; names of 1 to 32 characters, each once.
+        let many: String = (0..65).map(|i| format!("--class 'udp port {i}' '--delay 1ms' ")).collect();
+        assert!(err(&many).contains("65 classes: at most 64"), "{}", err(&many));
+        let spec = PathSpec {
+            classes: vec![ClassTable {
+                name: Some("x".repeat(33)),
+                filter: "tcp".into(),
+                ..Default::default()
+            }],
+            ..PathSpec::default()
+        };
+        assert!(resolve(&spec).unwrap_err().to_string().contains("1 to 32"));
+        let twice = ClassTable { name: Some("a".into()), filter: "tcp".into(), ..Default::default() };
+        let spec = PathSpec { classes: vec![twice.clone(), twice], ..PathSpec::default() };
+        assert!(resolve(&spec).unwrap_err().to_string().contains("two classes are named \"a\""));
     }
 }
