@@ -1871,15 +1871,19 @@ fn classes_give_two_addresses_their_own_paths() {
     // Each address its own RTT: 2 × 5 ms by the default path, 2 × 40 ms by the class.
     let (min, avg) = t.rtt(10);
     assert!(min >= 10.0 && avg < 12.0, "default path: rtt min {min} avg {avg}");
-    let (min, avg) = ping_in(&t.gen, SINK_IP_2, 10);
-    assert!(min >= 80.0 && avg < 82.0, "class: rtt min {min} avg {avg}");
+    let (min2, avg2) = ping_in(&t.gen, SINK_IP_2, 10);
+    assert!(min2 >= 80.0 && avg2 < 82.0, "class: rtt min {min2} avg {avg2}");
+    println!("  run: default path (5 ms) rtt avg {avg:.2} ms, class (40 ms) {avg2:.2} ms");
     // One class changes, the other path does not.
     let out = ctl(&[&name, "set", "--class", "class1", "--delay 20ms"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let (min, avg) = ping_in(&t.gen, SINK_IP_2, 10);
-    assert!(min >= 40.0 && avg < 42.0, "class after set --delay 20ms: rtt min {min} avg {avg}");
+    let (min2, avg2) = ping_in(&t.gen, SINK_IP_2, 10);
+    assert!(min2 >= 40.0 && avg2 < 42.0, "class after set --delay 20ms: rtt min {min2} avg {avg2}");
     let (min, avg) = t.rtt(10);
     assert!(min >= 10.0 && avg < 12.0, "default path untouched: rtt min {min} avg {avg}");
+    println!(
+        "  run: after ctl set --class class1 \"--delay 20ms\": class {avg2:.2} ms, default path {avg:.2} ms"
+    );
     // A class that does not exist is refused with one line; adding one live is not possible.
     let out = ctl(&[&name, "set", "--class", "video", "--delay 1ms"]);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -1928,14 +1932,16 @@ fn attach_with_classes_delays_each_address_its_own() {
     let (mut child, _) = attach(Some(&gen), "g0", &args);
     let (min, avg) = ping_in(&gen, SINK_IP, 10);
     assert!(min >= 10.0 && avg <= 12.0, "egress default path: rtt min {min} avg {avg}");
-    let (min, avg) = ping_in(&gen, SINK_IP_2, 10);
-    assert!(min >= 30.0 && avg <= 32.0, "egress class: rtt min {min} avg {avg}");
+    let (min2, avg2) = ping_in(&gen, SINK_IP_2, 10);
+    assert!(min2 >= 30.0 && avg2 <= 32.0, "egress class: rtt min {min2} avg {avg2}");
+    println!("  attach: default path (10 ms) rtt avg {avg:.2} ms, class (netem delay 30ms) {avg2:.2} ms");
     let out = ctl(&[&name, "set", "--class", "class1", "--delay 50ms"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let (min, avg) = ping_in(&gen, SINK_IP_2, 10);
-    assert!(min >= 50.0 && avg <= 52.0, "class after set: rtt min {min} avg {avg}");
+    let (min2, avg2) = ping_in(&gen, SINK_IP_2, 10);
+    assert!(min2 >= 50.0 && avg2 <= 52.0, "class after set: rtt min {min2} avg {avg2}");
     let (min, avg) = ping_in(&gen, SINK_IP, 10);
     assert!(min >= 10.0 && avg <= 12.0, "default path untouched: rtt min {min} avg {avg}");
+    println!("  attach: after ctl set --class class1 \"--delay 50ms\": class {avg2:.2} ms, default path {avg:.2} ms");
     assert!(interrupt(&mut child.0).success(), "exit 0 after SIGINT");
     assert_eq!(attach_leftovers(&gen, "g0"), (String::new(), (0, 0)), "SIGINT leaves nothing");
 }
