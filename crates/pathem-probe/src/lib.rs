@@ -5,6 +5,7 @@
 pub mod analysis;
 pub mod error;
 pub mod net;
+pub mod opts;
 pub mod packet;
 pub mod pattern;
 pub mod plot;

@@ -11,6 +11,7 @@ mod attach;
 mod bench;
 mod ctl;
 mod demo;
+mod docs;
 mod netem;
 mod probe;
 mod replay;
@@ -18,7 +19,7 @@ mod run;
 mod shell;
 mod validate;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// pathem — a software network path emulator.
@@ -26,7 +27,7 @@ use std::process::ExitCode;
 /// Forwards Ethernet frames and imposes, per direction, the properties of a chosen path:
 /// rate and queue, loss, delay. Reproducible with --seed.
 #[derive(Parser, Debug)]
-#[command(name = "pathem", version, about, long_about = None, max_term_width = 110)]
+#[command(name = "pathem", version = env!("PATHEM_VERSION"), about, long_about = None, max_term_width = 110)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -54,6 +55,11 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Say a tc-netem(8) spec in pathem's flags and config lines, or (--from-flags) the reverse.
     Netem(netem::NetemArgs),
+    /// Print the completion script of SHELL (bash, zsh, fish, elvish, powershell) on stdout.
+    Completions { shell: clap_complete::Shell },
+    /// Write the man pages (pathem.1, pathem-run.1, ...) into DIR (for packages).
+    #[command(hide = true)]
+    Manpages { dir: std::path::PathBuf },
 }
 
 /// Bad usage: reported on one line, exit code 2.
@@ -129,6 +135,8 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::main(args),
         Command::Demo(args) => demo::main(args),
         Command::Netem(args) => netem::main(args),
+        Command::Completions { shell } => Ok(docs::completions(shell, Cli::command())),
+        Command::Manpages { dir } => docs::manpages(&dir, Cli::command()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,56 @@
+//! The flags of `pathem probe`'s two ends (clap reads them; the CLI only dispatches).
+
+use crate::session::{Plan, ProbeRate};
+use crate::{Error, Pattern};
+use clap::Args;
+use pathem_model::loss::LossConfig;
+use pathem_model::units::Duration;
+use std::path::PathBuf;
+
+#[derive(Args, Debug, Clone)]
+pub struct SendOpts {
+    /// Sending pattern: cbr, poisson, or burst:N,every=DUR.
+    #[arg(long, value_name = "PATTERN", default_value = "cbr")]
+    pub pattern: Pattern,
+    /// Mean rate: 1000pps, 100kpps, or bits per second of frames (10mbit).
+    #[arg(long, value_name = "RATE", default_value = "1000pps")]
+    pub rate: ProbeRate,
+    /// Frame size on the wire in bytes (Ethernet + IPv4 + UDP + payload), 62 to 1514.
+    #[arg(long, value_name = "BYTES", default_value_t = 64)]
+    pub size: usize,
+    /// Datagrams to send.
+    #[arg(long, value_name = "N", conflicts_with = "duration")]
+    pub count: Option<u64>,
+    /// Or: send for this long.
+    #[arg(long, value_name = "DUR")]
+    pub duration: Option<Duration>,
+    /// Seed of the Poisson pattern.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub seed: u64,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RecvOpts {
+    /// The delay the path should add; deviations are measured from it.
+    #[arg(long, value_name = "DUR", default_value = "0ns")]
+    pub expect_delay: Duration,
+    /// The loss model the path should apply, to draw its loss-burst CDF next to the measured one.
+    #[arg(long, value_name = "SPEC")]
+    pub expect_loss: Option<LossConfig>,
+    /// Write the summary as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write the figures (SVG) into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub figures: Option<PathBuf>,
+    /// Give up when nothing arrives for this long.
+    #[arg(long, value_name = "DUR", default_value = "5s")]
+    pub idle: Duration,
+}
+
+impl SendOpts {
+    /// The sender's plan from its flags (checked: the error is one line).
+    pub fn plan(&self) -> Result<Plan, Error> {
+        Plan::new(self.pattern, self.rate, self.size, self.count, self.duration.map(|d| d.0), self.seed)
+    }
+}
