@@ -264,3 +264,18 @@ fn a_class_takes_exactly_what_tcpdump_prints() {
         assert_eq!(taken, printed, "{filter}");
     }
 }
+
+/// The examples the package ships stay valid: the config file and the schedule replay.
+#[test]
+fn the_shipped_examples_are_accepted() {
+    let d = Dir::new();
+    write_capture(&d.path("in.pcap"), two_flows()).unwrap();
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/");
+    let (config, schedule) = (format!("{root}path.toml"), format!("{root}schedule.txt"));
+    let out = replay(&d, &["--config", &config, "--schedule", &schedule]);
+    ok(&out);
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(d.path("stats.json")).unwrap()).unwrap();
+    let names: Vec<&str> = s["classes"].as_array().unwrap().iter().map(|c| c["class"].as_str().unwrap()).collect();
+    assert_eq!(names, ["default", "dns", "satellite"]);
+    assert!(s["classes"][1]["stats"]["rx_packets"].as_u64().unwrap() > 0, "port 53 frames reach the dns class");
+}
