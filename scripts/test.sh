@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 need=()
 for tool in ip:iproute2 ethtool:ethtool iperf3:iperf3 ping:iputils-ping nft:nftables pkg-config:pkg-config \
-    tcpdump:tcpdump dpdk-testpmd:dpdk-dev; do
+    tcpdump:tcpdump dpdk-testpmd:dpdk-dev man:man-db; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
 # DPDK's headers and libraries, for --features dpdk.
@@ -41,6 +41,10 @@ cargo build --workspace --locked --profile test 2>&1
 cargo test -p pathem-io --locked --lib 2>&1
 # Everything, DPDK ports included.
 cargo test --workspace --locked --features dpdk 2>&1
+
+# The Debian package: built with cargo deb (from the test build), installed, its man pages and
+# completions checked, removed.
+bash scripts/package-test.sh
 
 # The delay line's unsafe code under Miri (nightly only; installed here where rustup can).
 if rustup run nightly cargo miri --version >/dev/null 2>&1 ||
