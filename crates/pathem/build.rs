@@ -16,6 +16,7 @@ fn main() {
     let dpdk = if std::env::var_os("CARGO_FEATURE_DPDK").is_some() { ", dpdk" } else { "" };
     println!("cargo:rustc-env=PATHEM_VERSION={version} ({commit}{dpdk})");
     // Built again when the commit changes (HEAD, or the branch it points at).
+    println!("cargo:rerun-if-env-changed=GIT_DIR");
     if let Some(dir) = git(&["rev-parse", "--absolute-git-dir"]).map(PathBuf::from) {
         for f in [dir.join("HEAD"), dir.join("packed-refs")] {
             if f.exists() {

@@ -274,8 +274,13 @@ fn the_shipped_examples_are_accepted() {
     let (config, schedule) = (format!("{root}path.toml"), format!("{root}schedule.txt"));
     let out = replay(&d, &["--config", &config, "--schedule", &schedule]);
     ok(&out);
-    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(d.path("stats.json")).unwrap()).unwrap();
-    let names: Vec<&str> = s["classes"].as_array().unwrap().iter().map(|c| c["class"].as_str().unwrap()).collect();
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.path("stats.json")).unwrap()).unwrap();
+    let names: Vec<&str> =
+        s["classes"].as_array().unwrap().iter().map(|c| c["class"].as_str().unwrap()).collect();
     assert_eq!(names, ["default", "dns", "satellite"]);
-    assert!(s["classes"][1]["stats"]["rx_packets"].as_u64().unwrap() > 0, "port 53 frames reach the dns class");
+    assert!(
+        s["classes"][1]["stats"]["rx_packets"].as_u64().unwrap() > 0,
+        "port 53 frames reach the dns class"
+    );
 }
