@@ -4,8 +4,9 @@
 use anyhow::Context;
 use std::path::Path;
 
-pub fn completions(shell: clap_complete::Shell, mut cmd: clap::Command) {
+pub fn completions(shell: clap_complete::Shell, mut cmd: clap::Command) -> anyhow::Result<()> {
     clap_complete::generate(shell, &mut cmd, "pathem", &mut std::io::stdout());
+    Ok(())
 }
 
 /// `pathem.1` and one page per subcommand (`pathem-run.1`, `pathem-probe-send.1`, ...).

@@ -135,7 +135,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::main(args),
         Command::Demo(args) => demo::main(args),
         Command::Netem(args) => netem::main(args),
-        Command::Completions { shell } => Ok(docs::completions(shell, Cli::command())),
+        Command::Completions { shell } => docs::completions(shell, Cli::command()),
         Command::Manpages { dir } => docs::manpages(&dir, Cli::command()),
     };
     match result {
