@@ -32,7 +32,7 @@ if ! rustup target list --installed 2>/dev/null | grep -qx "$target"; then
 fi
 
 cargo build --release --locked -p pathem --target "$target" 2>&1
-bin="target/$target/release/pathem"
+bin="${CARGO_TARGET_DIR:-target}/$target/release/pathem"
 version="$(cargo pkgid -p pathem | sed 's/.*[#@]//')"
 
 ctx="$(mktemp -d)"
