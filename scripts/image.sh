@@ -40,7 +40,12 @@ trap 'rm -rf "$ctx"' EXIT
 mkdir -p "$ctx/rootfs/usr/local/bin" "$ctx/rootfs/tmp"
 chmod 1777 "$ctx/rootfs/tmp"
 cp "$bin" "$ctx/rootfs/usr/local/bin/pathem"
-strip "$ctx/rootfs/usr/local/bin/pathem" 2>/dev/null || true
+# The release profile keeps line tables (debug = 1): 24 MB with them, under 4 MB without.
+if ! command -v strip >/dev/null 2>&1; then
+    echo "scripts/image.sh: needs strip (apt-get install binutils)" >&2
+    exit 1
+fi
+strip "$ctx/rootfs/usr/local/bin/pathem"
 cp scripts/Containerfile "$ctx/Containerfile"
 
 # The image these tags named before, removed once they name the new one (no dangling images).
