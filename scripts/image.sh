@@ -11,17 +11,26 @@ export CONTAINERS_CONF="${CONTAINERS_CONF:-$PWD/scripts/containers.conf}"
 target=x86_64-unknown-linux-musl
 limit=$((20 * 1000 * 1000))
 
-tool=""
-for t in podman docker buildah; do
-    if command -v "$t" >/dev/null 2>&1; then tool=$t; break; fi
-done
-if [ -z "$tool" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+# As root, podman and runc (scripts/containers.conf asks for runc) are installed when missing:
+# the image tests run podman.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 &&
+    ! { command -v podman && command -v runc; } >/dev/null 2>&1; then
     echo "scripts/image.sh: installing podman runc" >&2
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends podman runc >/dev/null
-    tool=podman
 fi
+tool=""
+for t in podman docker buildah; do
+    command -v "$t" >/dev/null 2>&1 || continue
+    # A docker client without a daemon cannot build.
+    if [ "$t" = docker ] && ! docker info >/dev/null 2>&1; then
+        echo "scripts/image.sh: docker's daemon does not answer: not using docker" >&2
+        continue
+    fi
+    tool=$t
+    break
+done
 if [ -z "$tool" ]; then
     echo "scripts/image.sh: no podman, docker or buildah here (apt-get install podman runc)" >&2
     exit 1
