@@ -39,6 +39,16 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --locked --features d
 # (device strings, EAL arguments, clock fit, the message of a build without DPDK) in it.
 cargo build --workspace --locked --profile test 2>&1
 cargo test -p pathem-io --locked --lib 2>&1
+# The OCI image that crates/pathem/tests/image.rs runs with podman, built first (as root:
+# scripts/image.sh installs podman, runc and the musl target when missing; pods need catatonit).
+if [ "$(id -u)" = 0 ]; then
+    if ! command -v catatonit >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+        echo "scripts/test.sh: installing catatonit" >&2
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends catatonit >/dev/null
+    fi
+    bash scripts/image.sh
+fi
 # Everything, DPDK ports included.
 cargo test --workspace --locked --features dpdk 2>&1
 

@@ -291,7 +291,8 @@ impl RxPort for AfPacketRx {
             m.msg_hdr.msg_iov = &mut self.iovecs[i];
             m.msg_hdr.msg_iovlen = 1;
             m.msg_hdr.msg_control = self.ctrl[i * CMSG_SPACE..].as_mut_ptr() as *mut libc::c_void;
-            m.msg_hdr.msg_controllen = CMSG_SPACE;
+            // `as _`: a usize in glibc's msghdr, a u32 in musl's.
+            m.msg_hdr.msg_controllen = CMSG_SPACE as _;
             m.msg_hdr.msg_flags = 0;
         }
         // SAFETY: every header points into buffers owned by self with the lengths set above;
@@ -301,7 +302,8 @@ impl RxPort for AfPacketRx {
                 self.fd.as_raw_fd(),
                 self.msgs.as_mut_ptr(),
                 want as u32,
-                libc::MSG_DONTWAIT,
+                // A c_int in glibc's recvmmsg, a c_uint in musl's.
+                libc::MSG_DONTWAIT as _,
                 std::ptr::null_mut(),
             )
         };
@@ -595,7 +597,7 @@ impl RawSocket {
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
         msg.msg_control = ctrl.as_mut_ptr() as *mut libc::c_void;
-        msg.msg_controllen = ctrl.len();
+        msg.msg_controllen = ctrl.len() as _;
         // SAFETY: the message points at live buffers with their own lengths.
         let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
         if n < 0 {
@@ -623,7 +625,8 @@ pub fn wait_readable(fds: &[RawFd], timeout: Nanos) {
         p.fd = fd;
     }
     let ts = libc::timespec {
-        tv_sec: (timeout.as_nanos() / 1_000_000_000) as libc::time_t,
+        // `as _`: musl deprecates naming its time_t.
+        tv_sec: (timeout.as_nanos() / 1_000_000_000) as _,
         tv_nsec: (timeout.as_nanos() % 1_000_000_000) as libc::c_long,
     };
     // SAFETY: `polls` and `ts` are live locals of the right types; a null sigmask means none.

@@ -59,8 +59,8 @@ pub(crate) fn recv_stamped(
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
     msg.msg_control = ctrl.as_mut_ptr() as *mut libc::c_void;
-    msg.msg_controllen = ctrl.len();
-    // SAFETY: msg points at `buf` and `ctrl`, both live for the call.
+    msg.msg_controllen = ctrl.len() as _; // usize in glibc, u32 in musl
+                                          // SAFETY: msg points at `buf` and `ctrl`, both live for the call.
     let n = unsafe { libc::recvmsg(fd, &mut msg, flags) };
     if n < 0 {
         return Err(std::io::Error::last_os_error());
