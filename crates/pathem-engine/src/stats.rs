@@ -152,11 +152,11 @@ impl DirectionCounters {
     }
 
     /// Each path's own counters by name, the default path first; empty without classes.
-    pub fn classes(&self) -> Vec<(&str, Stats)> {
+    pub fn classes(&self) -> Vec<(String, Stats)> {
         if !self.has_classes() {
             return Vec::new();
         }
-        self.paths.iter().map(|(n, c)| (n.as_str(), c.snapshot())).collect()
+        self.paths.iter().map(|(n, c)| (n.clone(), c.snapshot())).collect()
     }
 
     /// The paths' names and counters, the default path first.
@@ -648,7 +648,7 @@ mod direction_tests {
         assert!(s.balances(), "{s:?}");
         assert_eq!(s.late.max_ns, 3000);
         let classes = d.classes();
-        assert_eq!(classes.iter().map(|(n, _)| *n).collect::<Vec<_>>(), ["default", "c"]);
+        assert_eq!(classes.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["default", "c"]);
         assert_eq!(classes.iter().map(|(_, s)| s.rx_packets).sum::<u64>(), s.rx_packets);
         assert!(DirectionCounters::single(Arc::new(Counters::default())).classes().is_empty());
     }

@@ -122,7 +122,7 @@ pub struct DirectionState {
     pub classes: Vec<ClassState>,
 }
 
-/// One class (or the default path) as `show` reports it.
+/// One class (or the default path) as `show` and `replay --stats` report it.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct ClassState {
     pub class: String,
@@ -130,6 +130,18 @@ pub struct ClassState {
     pub filter: String,
     pub path: String,
     pub stats: pathem_engine::Stats,
+}
+
+impl ClassState {
+    /// `class NAME ("FILTER"): PATH`, the line that heads its counters.
+    pub fn heading(&self) -> String {
+        let filter = if self.filter.is_empty() {
+            "frames no class takes".into()
+        } else {
+            format!("{:?}", self.filter)
+        };
+        format!("class {} ({filter}): {}", self.class, self.path)
+    }
 }
 
 /// What a direction started with, for `ctl set` to build on: the default path's spec and each
@@ -176,17 +188,7 @@ impl State {
                 s.queue_frames, s.queue_bytes, s.delay_line_used, s.delay_line_capacity
             );
             for c in &d.classes {
-                let filter = if c.filter.is_empty() {
-                    "frames no class takes".into()
-                } else {
-                    format!("{:?}", c.filter)
-                };
-                out += &format!(
-                    "    class {} ({filter}): {}\n      {}\n",
-                    c.class,
-                    c.path,
-                    c.stats.line("counters")
-                );
+                out += &format!("    {}\n      {}\n", c.heading(), c.stats.line("counters"));
             }
         }
         out
@@ -238,7 +240,7 @@ impl Served {
                 .zip(c)
                 .enumerate()
                 .map(|(i, ((name, stats), control))| ClassState {
-                    class: name.to_string(),
+                    class: name,
                     filter: i.checked_sub(1).and_then(|i| filters.get(i)).cloned().unwrap_or_default(),
                     path: control.current().to_string(),
                     stats,

@@ -392,11 +392,6 @@ impl Link {
         (&self.counters_ab, self.counters_ba.as_ref())
     }
 
-    /// Each direction's control of its default path: change it while it runs.
-    pub fn controls(&self) -> (&Control, Option<&Control>) {
-        (&self.control_ab[0], self.control_ba.as_ref().map(|c| &c[0]))
-    }
-
     /// Each direction's controls of every path: the default path's, then each class's in order.
     pub fn path_controls(&self) -> (&[Control], Option<&[Control]>) {
         (&self.control_ab, self.control_ba.as_deref())
@@ -537,9 +532,8 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
         Some(p) => Some(p.finish(now, DRAIN)?),
         None => None,
     };
-    let classes =
-        |p: &LivePipe| p.counters().classes().into_iter().map(|(n, s)| (n.to_string(), s)).collect();
-    let (classes_ab, classes_ba) = (classes(&ab), ba.as_ref().map(classes).unwrap_or_default());
+    let classes_ab = ab.counters().classes();
+    let classes_ba = ba.as_ref().map(|p| p.counters().classes()).unwrap_or_default();
     let rx_errors = ab.input.rx.errors() + ba.as_ref().map_or(0, |p| p.input.rx.errors());
     let mut tx_refused = Vec::new();
     let outputs = [(&spec.b, Some(&mut ab)), (&spec.a, ba.as_mut())];

@@ -170,7 +170,7 @@ impl LinkCollector {
     /// labels `direction` and `class`; the default path is `class="default"`), so a sum over a
     /// direction's families above never counts a frame twice.
     fn encode_classes(&self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let per: Vec<(&'static str, Vec<(&str, pathem_engine::Stats)>)> =
+        let per: Vec<(&'static str, Vec<(String, pathem_engine::Stats)>)> =
             self.0.iter().map(|e| (e.direction, e.counters.classes())).collect();
         if per.iter().all(|(_, c)| c.is_empty()) {
             return Ok(());
@@ -178,7 +178,7 @@ impl LinkCollector {
         let series: Vec<_> = per
             .iter()
             .flat_map(|(d, classes)| {
-                classes.iter().map(move |(c, s)| (vec![("direction", *d), ("class", *c)], s))
+                classes.iter().map(move |(c, s)| (vec![("direction", *d), ("class", c.as_str())], s))
             })
             .collect();
         let counters: [(&str, &str, Read); 6] = [

@@ -6,6 +6,7 @@
 //! times ([`replay_file`]); the fuzz harness and the tests run the same loop into any port
 //! ([`replay`]).
 
+use crate::control::ClassState;
 use crate::Error;
 use pathem_engine::{run, ClassConfig, EngineConfig, Pipeline, Schedule, Stats, VirtualClock};
 use pathem_io::pcap::{PcapSink, PcapSource};
@@ -50,7 +51,7 @@ pub fn replay<T: TxPort>(
     let mut clock = VirtualClock::starting_at(start);
     run(&mut [&mut pipe], &mut clock, &AtomicBool::new(false))?;
     let stats = pipe.counters().snapshot();
-    let classes = pipe.counters().classes().into_iter().map(|(n, s)| (n.to_string(), s)).collect();
+    let classes = pipe.counters().classes();
     let delay_line_bytes = pipe.delay_line_capacity();
     let (src, sink) = pipe.into_ports();
     Ok(Replayed {
@@ -76,17 +77,7 @@ pub struct ReplayReport {
     pub stats: Stats,
     /// With classes: each path's own counters, the default path first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub classes: Vec<ReplayClass>,
-}
-
-/// One class in a [`ReplayReport`].
-#[derive(Serialize, Debug, Clone)]
-pub struct ReplayClass {
-    pub class: String,
-    /// Its filter (empty for the default path).
-    pub filter: String,
-    pub path: String,
-    pub stats: Stats,
+    pub classes: Vec<ClassState>,
 }
 
 impl ReplayReport {
@@ -131,9 +122,7 @@ impl ReplayReport {
             bytes(self.delay_line_bytes as u64)
         );
         for c in &self.classes {
-            let filter =
-                if c.filter.is_empty() { "frames no class takes".into() } else { format!("{:?}", c.filter) };
-            let _ = writeln!(out, "  class {} ({filter}): {}", c.class, c.path);
+            let _ = writeln!(out, "  {}", c.heading());
             let (cs, cd) = (&c.stats, &c.stats.dropped);
             let _ = writeln!(
                 out,
@@ -179,7 +168,7 @@ pub fn replay_file(
         .classes
         .into_iter()
         .zip(paths)
-        .map(|((class, stats), (filter, path))| ReplayClass { class, filter, path, stats })
+        .map(|((class, stats), (filter, path))| ClassState { class, filter, path, stats })
         .collect();
     Ok(ReplayReport {
         seed,

@@ -204,10 +204,8 @@ impl Report {
         seconds: f64,
         counters: &(DirectionCounters, Option<DirectionCounters>),
     ) -> Report {
-        let own = |k: &DirectionCounters| -> Vec<(String, Stats)> {
-            k.classes().into_iter().map(|(n, s)| (n.to_string(), s)).collect()
-        };
-        let (ab, ba) = (own(&counters.0), counters.1.as_ref().map(own).unwrap_or_default());
+        let (ab, ba) =
+            (counters.0.classes(), counters.1.as_ref().map(DirectionCounters::classes).unwrap_or_default());
         Report {
             event,
             seconds,
