@@ -436,8 +436,16 @@ pub fn serve(
             }
         }
         let (ab, ba) = change.apply(&(specs[0].path.clone(), specs[1].path.clone()), attached.is_some());
-        // Every path that changes: (direction, lane, new spec, its config).
-        let mut plan = vec![(0, 0, ab.to_config()?, ab), (1, 0, ba.to_config()?, ba)];
+        // Every path that changes: (direction, lane, new spec, its config). A default path the
+        // words leave alone (they name only classes) is not set again.
+        let asks = |s: &PathSpec| s.without_classes() != PathSpec::default();
+        let both = asks(&change.both);
+        let mut plan = Vec::new();
+        for (d, spec, own) in [(0, ab, &change.a_to_b), (1, ba, &change.b_to_a)] {
+            if asks(own) || (both && (d == 0 || attached.is_none())) {
+                plan.push((d, 0, spec.to_config()?, spec));
+            }
+        }
         for (name, flags, dirs) in change.classes(attached.is_some())? {
             let mut found = false;
             for &d in dirs {
