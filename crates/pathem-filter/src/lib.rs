@@ -132,21 +132,18 @@ impl Filter {
 #[derive(Debug, Clone)]
 pub struct Classifier {
     combined: prog::Combined,
-    empty: bool,
 }
 
 impl Classifier {
     pub fn new(filters: &[Filter]) -> Classifier {
         let progs: Vec<&prog::Prog> = filters.iter().map(|f| &f.prog).collect();
-        Classifier { combined: prog::Combined::new(&progs), empty: filters.is_empty() }
+        // No filters: a program that ends at once, in lane 0.
+        Classifier { combined: prog::Combined::new(&progs) }
     }
 
     /// 0 when no filter matches the frame, `i` when the `i`-th (from 1) is the first that does.
     #[inline(always)]
     pub fn classify(&self, frame: &[u8], wire_len: u32) -> usize {
-        if self.empty {
-            return 0;
-        }
         self.combined.lane(frame, wire_len)
     }
 }
@@ -226,6 +223,46 @@ mod tests {
         }
     }
 
+    /// A TCP/IPv4 frame (10.0.0.1:53 → 10.0.0.2:80, SYN) with up to `changes - 1` of its first
+    /// 60 bytes set to one of `choices` and cut at a length from 0 to 80, from a xorshift stream:
+    /// the same start, the same frames.
+    struct Mutated {
+        s: u64,
+        changes: u64,
+        choices: &'static [u8],
+        seed: Vec<u8>,
+    }
+
+    impl Mutated {
+        fn new(s: u64, changes: u64, choices: &'static [u8]) -> Mutated {
+            let mut seed =
+                vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x08, 0x00, 0x45, 0, 0, 40, 0, 0, 0, 0, 64, 6];
+            seed.extend_from_slice(&[
+                0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0, 53, 0, 80, 0, 0, 0, 0, 0, 0, 0, 0, 0x50, 2,
+            ]);
+            seed.resize(80, 0);
+            Mutated { s, changes, choices, seed }
+        }
+
+        fn next(&mut self) -> u64 {
+            self.s ^= self.s << 13;
+            self.s ^= self.s >> 7;
+            self.s ^= self.s << 17;
+            self.s
+        }
+
+        fn frame(&mut self) -> Vec<u8> {
+            let mut f = self.seed.clone();
+            for _ in 0..(self.next() % self.changes) {
+                let i = (self.next() % 60) as usize;
+                f[i] = self.choices[(self.next() % self.choices.len() as u64) as usize];
+            }
+            let n = (self.next() % 81) as usize;
+            f.truncate(n);
+            f
+        }
+    }
+
     /// The flat program (fused tests, threaded jumps) decides as the tree it came from, on
     /// frames cut at every length and with bytes changed at random.
     #[test]
@@ -244,33 +281,16 @@ mod tests {
             "(ip or ip6) and (tcp or udp) and not port 22",
             "ip6 host 2001:db8::1 or ether host 02:00:00:00:00:01",
         ];
-        let mut s: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = move || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        };
-        let mut seed =
-            vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x08, 0x00, 0x45, 0, 0, 40, 0, 0, 0, 0, 64, 6];
-        seed.extend_from_slice(&[
-            0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0, 53, 0, 80, 0, 0, 0, 0, 0, 0, 0, 0, 0x50, 2,
-        ]);
-        seed.resize(80, 0);
+        const CHOICES: &[u8] =
+            &[0x00, 0x06, 0x08, 0x11, 0x2c, 0x35, 0x81, 0x86, 0xdd, 0x0a, 0x45, 0x4f, 0x20, 0xff];
+        let mut frames = Mutated::new(0x2545_f491_4f6c_dd1d, 4, CHOICES);
         for text in texts {
             let toks = lex::tokenize(text).unwrap();
             let tree = parse::Parser::new(text, &toks).filter().unwrap();
             let flat = prog::Prog::new(&tree);
             for _ in 0..3000 {
-                let mut f = seed.clone();
-                for _ in 0..(next() % 4) {
-                    let i = (next() % 60) as usize;
-                    let choices =
-                        [0x00, 0x06, 0x08, 0x11, 0x2c, 0x35, 0x81, 0x86, 0xdd, 0x0a, 0x45, 0x4f, 0x20, 0xff];
-                    f[i] = choices[(next() % choices.len() as u64) as usize];
-                }
-                let n = (next() % 81) as usize;
-                let frame = &f[..n];
+                let f = frames.frame();
+                let frame = &f[..];
                 assert_eq!(
                     flat.run(frame, 80),
                     tree.eval(frame, 80).unwrap_or(false),
@@ -308,19 +328,9 @@ mod tests {
             "",
         ];
         let filters: Vec<Filter> = texts.iter().map(|t| Filter::compile(t).unwrap()).collect();
-        let mut s: u64 = 0x1234_5678_9abc_def1;
-        let mut next = move || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        };
-        let mut seed =
-            vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x08, 0x00, 0x45, 0, 0, 40, 0, 0, 0, 0, 64, 6];
-        seed.extend_from_slice(&[
-            0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0, 53, 0, 80, 0, 0, 0, 0, 0, 0, 0, 0, 0x50, 2,
-        ]);
-        seed.resize(80, 0);
+        const CHOICES: &[u8] =
+            &[0x00, 0x06, 0x08, 0x11, 0x20, 0x35, 0x50, 0x81, 0x86, 0xdd, 0x0a, 0x45, 0xff];
+        let mut frames = Mutated::new(0x1234_5678_9abc_def1, 5, CHOICES);
         let mut lanes = [0usize; 40];
         // Every window of filters (the order matters), and every subset's first match.
         for start in 0..texts.len() {
@@ -328,15 +338,8 @@ mod tests {
                 let set = &filters[start..end];
                 let c = Classifier::new(set);
                 for _ in 0..400 {
-                    let mut f = seed.clone();
-                    for _ in 0..(next() % 5) {
-                        let i = (next() % 60) as usize;
-                        let choices =
-                            [0x00, 0x06, 0x08, 0x11, 0x20, 0x35, 0x50, 0x81, 0x86, 0xdd, 0x0a, 0x45, 0xff];
-                        f[i] = choices[(next() % choices.len() as u64) as usize];
-                    }
-                    let n = (next() % 81) as usize;
-                    let frame = &f[..n];
+                    let f = frames.frame();
+                    let (frame, n) = (&f[..], f.len());
                     let want = set.iter().position(|flt| flt.matches(frame, n as u32)).map_or(0, |i| i + 1);
                     let got = c.classify(frame, n as u32);
                     assert_eq!(got, want, "{:?}: {frame:02x?}", &texts[start..end]);
@@ -345,7 +348,7 @@ mod tests {
             }
         }
         assert!(lanes.iter().filter(|&&n| n > 0).count() > 10, "most filters took some frames: {lanes:?}");
-        assert_eq!(Classifier::new(&[]).classify(&seed, 80), 0);
+        assert_eq!(Classifier::new(&[]).classify(&frames.seed, 80), 0);
     }
 
     #[test]

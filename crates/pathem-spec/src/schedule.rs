@@ -80,6 +80,7 @@ pub fn parse_with_classes(
             return Err(at(n, format!("`{line}` needs TIME FLAGS, e.g. 10s --delay 20ms")));
         }
         let change = PathSpec::from_flags(flags).map_err(|e| at(n, e.to_string()))?.relative_to(dir);
+        let names_a_class = change.has_classes();
         for pair in change.class.chunks(2) {
             let [name, flags] = pair else { continue };
             let Some(i) = classes.iter().position(|(c, _)| c == name) else {
@@ -95,7 +96,7 @@ pub fn parse_with_classes(
             class_steps[i].push((when, n, class_current[i].clone()));
         }
         let change = change.without_classes();
-        if change != PathSpec::default() || flags_name_no_class(flags) {
+        if change != PathSpec::default() || !names_a_class {
             current = current.overridden_by(&change);
             steps.push((when, n, current.clone()));
         }
@@ -107,12 +108,6 @@ pub fn parse_with_classes(
         }
     }
     Ok(ScheduleSpec { steps, period, class_steps })
-}
-
-/// True when a line's flags name no class (so it is a step of the default path, even one
-/// that changes nothing).
-fn flags_name_no_class(flags: &str) -> bool {
-    !crate::path::split_words(flags).unwrap_or_default().iter().any(|w| w == "--class")
 }
 
 fn names(list: &[&str]) -> String {
