@@ -11,6 +11,7 @@
 //! reports a test that cannot run as SKIPPED with the reason, and ends with
 //! `image: N passed, N failed, N skipped`; with PATHEM_REQUIRE_LIVE=1 a skip fails the run.
 
+mod common;
 use pathem_lab::testbed::{Bed, GEN_IP, SINK_IP};
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -76,46 +77,7 @@ fn main() {
         ("image_kube_pod_with_a_pathem_sidecar", image_kube_pod_with_a_pathem_sidecar),
         ("image_containerlab_wiring", image_containerlab_wiring),
     ];
-    let filters: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
-    let chosen: Vec<_> = tests
-        .iter()
-        .filter(|(n, _)| filters.is_empty() || filters.iter().any(|f| n.contains(f.as_str())))
-        .collect();
-    if std::env::args().any(|a| a == "--list") {
-        for (n, _) in &chosen {
-            println!("{n}: test");
-        }
-        return;
-    }
-    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
-    let why = cannot_run();
-    println!("\nrunning {} image tests", chosen.len());
-    for (name, test) in &chosen {
-        if let Some(why) = &why {
-            println!("test {name} ... SKIPPED: {why}");
-            skipped += 1;
-            continue;
-        }
-        let started = Instant::now();
-        match std::panic::catch_unwind(test) {
-            Ok(()) => {
-                println!("test {name} ... ok ({:.1} s)", started.elapsed().as_secs_f64());
-                passed += 1;
-            }
-            Err(_) => {
-                println!("test {name} ... FAILED");
-                failed += 1;
-            }
-        }
-    }
-    println!("image: {passed} passed, {failed} failed, {skipped} skipped");
-    let required = std::env::var("PATHEM_REQUIRE_LIVE").is_ok_and(|v| v == "1");
-    if failed > 0 || (skipped > 0 && required) {
-        if skipped > 0 && required {
-            eprintln!("image tests were required (PATHEM_REQUIRE_LIVE=1) but {skipped} could not run");
-        }
-        std::process::exit(1);
-    }
+    common::harness("image", tests, cannot_run, |_| None);
 }
 
 /// A unique short tag for this process's namespaces, containers and links.

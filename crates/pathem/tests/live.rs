@@ -9,6 +9,7 @@
 //! as passed, and ends with `live: N passed, N failed, N skipped`. With PATHEM_REQUIRE_LIVE=1
 //! (the test script sets it when run as root) a skip fails the run.
 
+mod common;
 use pathem_io::afpacket::{AfPacketRx, AfPacketTx};
 use pathem_io::kstamp::monotonic_now;
 use pathem_io::{RxPort, TxPort};
@@ -91,53 +92,10 @@ fn main() {
         ("dpdk_sigint_balances_and_returns_every_mbuf", dpdk_sigint_balances_and_returns_every_mbuf),
         ("dpdk_bad_arguments_are_refused_with_one_line", dpdk_bad_arguments_are_refused_with_one_line),
     ];
-    let filters: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
-    let chosen: Vec<_> = tests
-        .iter()
-        .filter(|(n, _)| filters.is_empty() || filters.iter().any(|f| n.contains(f.as_str())))
-        .collect();
-    let list = std::env::args().any(|a| a == "--list");
-    if list {
-        for (n, _) in &chosen {
-            println!("{n}: test");
-        }
-        return;
-    }
-    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
-    let why = cannot_run();
-    println!("\nrunning {} live tests", chosen.len());
-    for (name, test) in &chosen {
-        let why = match why.clone() {
-            None if name.starts_with("dpdk_") && !cfg!(feature = "dpdk") => {
-                Some("built without the dpdk feature (cargo test --features dpdk)".to_string())
-            }
-            w => w,
-        };
-        if let Some(why) = &why {
-            println!("test {name} ... SKIPPED: {why}");
-            skipped += 1;
-            continue;
-        }
-        let started = std::time::Instant::now();
-        match std::panic::catch_unwind(test) {
-            Ok(()) => {
-                println!("test {name} ... ok ({:.1} s)", started.elapsed().as_secs_f64());
-                passed += 1;
-            }
-            Err(_) => {
-                println!("test {name} ... FAILED");
-                failed += 1;
-            }
-        }
-    }
-    println!("live: {passed} passed, {failed} failed, {skipped} skipped");
-    let required = std::env::var("PATHEM_REQUIRE_LIVE").is_ok_and(|v| v == "1");
-    if failed > 0 || (skipped > 0 && required) {
-        if skipped > 0 && required {
-            eprintln!("live tests were required (PATHEM_REQUIRE_LIVE=1) but {skipped} could not run");
-        }
-        std::process::exit(1);
-    }
+    common::harness("live", tests, cannot_run, |name| {
+        (name.starts_with("dpdk_") && !cfg!(feature = "dpdk"))
+            .then(|| "built without the dpdk feature (cargo test --features dpdk)".to_string())
+    });
 }
 
 fn sh(cmd: &[&str]) -> Output {

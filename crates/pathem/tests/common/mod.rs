@@ -52,3 +52,56 @@ pub fn seq(frame: &[u8]) -> u64 {
 pub fn bursts(lost: &[bool]) -> Vec<usize> {
     pathem_model::loss::burst_lengths(lost)
 }
+
+/// The harness of the test files that need root and tools (live, image): runs the tests named on
+/// the command line (all by default; a word filters by substring, as libtest does), one at a
+/// time, and reports each; a test that cannot run (`cannot_run` for all, `skip` for one) is
+/// SKIPPED with the reason, never passed, and a skip fails the run when PATHEM_REQUIRE_LIVE=1.
+/// Ends with `SUITE: N passed, N failed, N skipped`.
+pub fn harness(
+    suite: &str,
+    tests: &[(&str, fn())],
+    cannot_run: impl FnOnce() -> Option<String>,
+    skip: impl Fn(&str) -> Option<String>,
+) {
+    let filters: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let chosen: Vec<_> = tests
+        .iter()
+        .filter(|(n, _)| filters.is_empty() || filters.iter().any(|f| n.contains(f.as_str())))
+        .collect();
+    if std::env::args().any(|a| a == "--list") {
+        for (n, _) in &chosen {
+            println!("{n}: test");
+        }
+        return;
+    }
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    let why = cannot_run();
+    println!("\nrunning {} {suite} tests", chosen.len());
+    for (name, test) in &chosen {
+        if let Some(why) = why.clone().or_else(|| skip(name)) {
+            println!("test {name} ... SKIPPED: {why}");
+            skipped += 1;
+            continue;
+        }
+        let started = std::time::Instant::now();
+        match std::panic::catch_unwind(test) {
+            Ok(()) => {
+                println!("test {name} ... ok ({:.1} s)", started.elapsed().as_secs_f64());
+                passed += 1;
+            }
+            Err(_) => {
+                println!("test {name} ... FAILED");
+                failed += 1;
+            }
+        }
+    }
+    println!("{suite}: {passed} passed, {failed} failed, {skipped} skipped");
+    let required = std::env::var("PATHEM_REQUIRE_LIVE").is_ok_and(|v| v == "1");
+    if failed > 0 || (skipped > 0 && required) {
+        if skipped > 0 && required {
+            eprintln!("{suite} tests were required (PATHEM_REQUIRE_LIVE=1) but {skipped} could not run");
+        }
+        std::process::exit(1);
+    }
+}
