@@ -264,7 +264,8 @@ pub fn netem(data: &[u8]) {
     }
 }
 
-/// The TOML config file and the schedule file (`TIME FLAGS` lines); what parses is turned into
+/// The TOML config file, flag strings with classes, `ctl set` words and the schedule file (`TIME
+/// FLAGS` lines, which may name a class `dns`); what parses is turned into
 /// paths (files they name are read, and fail).
 pub fn config(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
@@ -273,14 +274,39 @@ pub fn config(data: &[u8]) {
             if let Ok(path) = spec.to_config() {
                 exercise(&path);
             }
+            // Its classes (`[[a_to_b.class]]`, and the file's `[[class]]` for both).
+            classes(&spec.overridden_by(&file.common()));
+        }
+    }
+    // Flags as a direction string or `ctl set` takes them, `--class` pairs included.
+    if let Ok(spec) = pathem_spec::PathSpec::from_flags(text) {
+        classes(&spec);
+    }
+    if let Ok(words) = pathem_spec::path::split_words(text) {
+        if let Ok(change) = pathem_spec::change::Change::parse(&words) {
+            let _ = change.classes(false);
         }
     }
     let base = pathem_spec::PathSpec::default();
-    if let Ok(s) = pathem_spec::schedule::parse(text, &base, std::path::Path::new("/nonexistent")) {
+    let dns = pathem_spec::PathSpec::default();
+    let named = [("dns", &dns)];
+    let dir = std::path::Path::new("/nonexistent");
+    if let Ok(s) = pathem_spec::schedule::parse_with_classes(text, &base, &named, dir) {
         if let Ok(schedule) = pathem_spec::schedule::to_schedule(&s, std::path::Path::new("fuzz")) {
             for (_, path) in schedule.steps() {
                 exercise(path);
             }
+        }
+        let _ = pathem_spec::schedule::class_schedules(&s, std::path::Path::new("fuzz"));
+    }
+}
+
+/// A spec's classes, resolved (names, filters, paths); each path that is made is run.
+fn classes(spec: &pathem_spec::PathSpec) {
+    if let Ok(classes) = pathem_spec::class::resolve(spec) {
+        assert!(classes.len() <= pathem_spec::class::MAX_CLASSES);
+        for c in classes {
+            exercise(&c.path);
         }
     }
 }

@@ -60,6 +60,9 @@ fn bad_input_is_refused_with_one_line() {
         (vec!["probe", "send", "--to", "127.0.0.1:9", "--count", "100000000000"], 2, "1 to 10000000000"),
         (vec!["probe", "recv", "--listen", "127.0.0.1:9", "--idle", "2h"], 2, "1ms to 1h"),
         (vec!["bench", "--packets", "0"], 2, "1 to 10^12"),
+        (vec!["bench", "--classes", "64", "--packets", "10"], 2, "0 to 63"),
+        (vec!["bench", "--live", "frob"], 2, "port kind `frob`"),
+        (vec!["run", "lo", "lo2", "--class", "tcp prot 1", "--delay 1ms"], 2, "at 5, \"prot\""),
         (vec!["demo", "--frames", "0"], 2, "1 to 10^8"),
         (vec!["bench", "--size", "1099511627776"], 2, "14 to 65536"),
         (
