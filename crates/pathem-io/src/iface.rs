@@ -3,12 +3,11 @@
 //! Receive aggregation (GRO, LRO) merges wire frames into large ones before pathem sees them,
 //! so one emulated loss would drop a whole burst (the DEMU paper, §4.3–4.4). pathem decides
 //! per wire frame: it turns those offloads off on its ports for the duration of the run and
-//! puts them back afterwards. The settings are changed with `ethtool`, the interface's own
-//! tool, so what pathem does is what an administrator would type.
+//! puts them back afterwards, through the same `SIOCETHTOOL` commands `ethtool -K gro off`
+//! uses, so what pathem does is what an administrator would type.
 
 use crate::Error;
 use std::path::PathBuf;
-use std::process::Command;
 
 fn sys(ifname: &str, attr: &str) -> Option<String> {
     std::fs::read_to_string(format!("/sys/class/net/{ifname}/{attr}")).ok().map(|s| s.trim().to_string())
@@ -95,55 +94,107 @@ pub fn line_rate_bps(ifname: &str) -> u64 {
     speed_bps(ifname).unwrap_or(pathem_model::units::DEFAULT_LINE_RATE.0)
 }
 
-/// Offloads that merge or split frames, by ethtool's long names.
-const AGGREGATION: [&str; 2] = ["generic-receive-offload", "large-receive-offload"];
-const SEGMENTATION: [&str; 3] =
-    ["tcp-segmentation-offload", "generic-segmentation-offload", "generic-receive-offload"];
+/// The receive offloads that merge wire frames, by the words `ethtool -K` uses for them. They
+/// are read and changed with the `SIOCETHTOOL` ioctl's per-feature commands, the kernel's
+/// stable interface for them, so no `ethtool` binary is needed (the OCI image has none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Offload {
+    /// Generic receive offload (`rx-gro`).
+    Gro,
+    /// Large receive offload (`rx-lro`), a bit of the device's ethtool flags.
+    Lro,
+}
+
+// From <linux/ethtool.h>.
+const ETHTOOL_GDRVINFO: u32 = 0x03;
+const ETHTOOL_GFLAGS: u32 = 0x25;
+const ETHTOOL_SFLAGS: u32 = 0x26;
+const ETHTOOL_GGRO: u32 = 0x2b;
+const ETHTOOL_SGRO: u32 = 0x2c;
+const ETH_FLAG_LRO: u32 = 1 << 15;
+
+impl Offload {
+    const ALL: [Offload; 2] = [Offload::Gro, Offload::Lro];
+
+    fn word(self) -> &'static str {
+        match self {
+            Offload::Gro => "gro",
+            Offload::Lro => "lro",
+        }
+    }
+
+    fn from_word(word: &str) -> Option<Offload> {
+        Offload::ALL.into_iter().find(|o| o.word() == word)
+    }
+
+    /// Whether the offload is on.
+    fn get(self, ifname: &str) -> std::io::Result<bool> {
+        Ok(match self {
+            Offload::Gro => ethtool_value(ifname, ETHTOOL_GGRO, 0)? != 0,
+            Offload::Lro => ethtool_value(ifname, ETHTOOL_GFLAGS, 0)? & ETH_FLAG_LRO != 0,
+        })
+    }
+
+    /// Turns the offload on or off. The kernel answers `EOPNOTSUPP` for an offload the device
+    /// cannot change (ethtool's "[fixed]").
+    fn set(self, ifname: &str, on: bool) -> std::io::Result<()> {
+        match self {
+            Offload::Gro => ethtool_value(ifname, ETHTOOL_SGRO, on as u32).map(drop),
+            Offload::Lro => {
+                let flags = ethtool_value(ifname, ETHTOOL_GFLAGS, 0)?;
+                let flags = if on { flags | ETH_FLAG_LRO } else { flags & !ETH_FLAG_LRO };
+                ethtool_value(ifname, ETHTOOL_SFLAGS, flags).map(drop)
+            }
+        }
+    }
+}
+
+/// A `SIOCETHTOOL` command whose argument is a `struct ethtool_value` (`cmd`, `data`): sends
+/// `data`, returns the `data` the kernel left.
+fn ethtool_value(ifname: &str, cmd: u32, data: u32) -> std::io::Result<u32> {
+    let mut value = [0u8; 8];
+    value[..4].copy_from_slice(&cmd.to_ne_bytes());
+    value[4..].copy_from_slice(&data.to_ne_bytes());
+    ethtool(ifname, &mut value)?;
+    Ok(u32::from_ne_bytes([value[4], value[5], value[6], value[7]]))
+}
+
+/// A `SIOCETHTOOL` ioctl on `ifname` whose argument, starting with the command, is `arg`.
+fn ethtool(ifname: &str, arg: &mut [u8]) -> std::io::Result<()> {
+    let name = ifname.as_bytes();
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains(&0) || arg.len() < 4 {
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // struct ifreq: the name, then a union whose pointer member (ifr_data) points at `arg`.
+    let mut ifr = [0u8; 40];
+    ifr[..name.len()].copy_from_slice(name);
+    ifr[16..24].copy_from_slice(&(arg.as_mut_ptr() as usize as u64).to_ne_bytes());
+    // SAFETY: a plain socket(2) call; the result is checked and owned below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd was just returned by socket(2) and has no other owner.
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    // SAFETY: `ifr` is a 40-byte struct ifreq whose name is NUL-terminated and whose ifr_data
+    // points at `arg`, which is mutably borrowed for the call. Every command sent here (see the
+    // callers) reads and writes no more than the struct its size was chosen for: 8 bytes for
+    // ethtool_value, 196 for ethtool_drvinfo.
+    let rc = unsafe {
+        libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&fd), libc::SIOCETHTOOL as _, ifr.as_mut_ptr())
+    };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
 
 /// What pathem changed on an interface, to put back on exit.
 #[derive(Debug, Clone)]
 pub struct SavedOffloads {
     ifname: String,
-    /// `(ethtool -K keyword, was on)`.
-    changed: Vec<(&'static str, bool)>,
-}
-
-fn keyword(long: &str) -> &'static str {
-    match long {
-        "generic-receive-offload" => "gro",
-        "large-receive-offload" => "lro",
-        "tcp-segmentation-offload" => "tso",
-        "generic-segmentation-offload" => "gso",
-        _ => "gro",
-    }
-}
-
-fn ethtool_k(ifname: &str) -> Result<String, Error> {
-    let out = Command::new("ethtool").arg("-k").arg(ifname).output().map_err(|e| Error::Interface {
-        name: ifname.into(),
-        reason: format!(
-            "cannot run ethtool to check its offloads ({e}); install ethtool or pass --keep-offloads"
-        ),
-    })?;
-    if !out.status.success() {
-        return Err(Error::Interface {
-            name: ifname.into(),
-            reason: format!("ethtool -k failed: {}", String::from_utf8_lossy(&out.stderr).trim()),
-        });
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// Which of `names` are on (and changeable) according to `ethtool -k` output.
-fn enabled(text: &str, names: &[&str]) -> Vec<&'static str> {
-    let mut on = Vec::new();
-    for line in text.lines() {
-        let Some((name, state)) = line.trim().split_once(':') else { continue };
-        if names.contains(&name) && state.trim().starts_with("on") && !state.contains("[fixed]") {
-            on.push(keyword(name));
-        }
-    }
-    on
+    /// The offloads that were on and that pathem turned off.
+    changed: Vec<Offload>,
 }
 
 /// Where pathem notes the offloads it turned off, so that a run killed by SIGKILL is repaired
@@ -168,84 +219,102 @@ fn recover_stale(ifname: &str) -> Result<(), Error> {
             reason: format!("is in use by another pathem (pid {pid})"),
         });
     }
-    let keywords: Vec<&str> = lines.next().unwrap_or("").split_whitespace().collect();
-    if !keywords.is_empty() {
-        set(ifname, &keywords, "on")?;
+    let left_off: Vec<Offload> =
+        lines.next().unwrap_or("").split_whitespace().filter_map(Offload::from_word).collect();
+    if !left_off.is_empty() {
+        set(ifname, &left_off, true)?;
+        let words: Vec<&str> = left_off.iter().map(|o| o.word()).collect();
         eprintln!(
             "pathem: {ifname}: turned {} back on (left off by a pathem that was killed)",
-            keywords.join(", ")
+            words.join(", ")
         );
     }
     let _ = std::fs::remove_file(path);
     Ok(())
 }
 
-/// The interface's driver (`veth`, `ixgbe`, ...), as `ethtool -i` names it.
+/// The interface's driver (`veth`, `ixgbe`, ...), as `ethtool -i` names it (`ETHTOOL_GDRVINFO`).
 pub fn driver(ifname: &str) -> Option<String> {
-    let out = std::process::Command::new("ethtool").args(["-i", ifname]).output().ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines().find_map(|l| l.strip_prefix("driver:")).map(|d| d.trim().to_string())
+    // struct ethtool_drvinfo: cmd, then driver[32], version[32], ... 196 bytes in all.
+    let mut info = [0u8; 196];
+    info[..4].copy_from_slice(&ETHTOOL_GDRVINFO.to_ne_bytes());
+    ethtool(ifname, &mut info).ok()?;
+    let driver = &info[4..36];
+    let len = driver.iter().position(|&b| b == 0).unwrap_or(driver.len());
+    (len > 0).then(|| String::from_utf8_lossy(&driver[..len]).into_owned())
 }
 
-/// Turns off receive aggregation on `ifname` (and, with `segmentation`, the offloads that make
-/// the interface hand over frames larger than its MTU), returning what to restore.
-pub fn disable_offloads(ifname: &str, segmentation: bool) -> Result<SavedOffloads, Error> {
+/// Turns off receive aggregation (GRO, LRO) on `ifname`, returning what to restore. An offload
+/// the device cannot change is left as it is.
+pub fn disable_offloads(ifname: &str) -> Result<SavedOffloads, Error> {
     recover_stale(ifname)?;
-    let text = ethtool_k(ifname)?;
-    let names: &[&str] = if segmentation { &SEGMENTATION } else { &AGGREGATION };
-    let mut on = enabled(&text, names);
-    if segmentation {
-        on.extend(enabled(&text, &AGGREGATION[1..]));
-    }
-    on.dedup();
-    let saved = SavedOffloads { ifname: ifname.into(), changed: on.iter().map(|k| (*k, true)).collect() };
-    if !on.is_empty() {
-        // Note what is about to change first: if this process is killed, the next start repairs it.
-        let path = state_file(ifname);
-        if let Some(dir) = path.parent() {
-            let _ = std::fs::create_dir_all(dir);
+    let mut on = Vec::new();
+    for offload in Offload::ALL {
+        match offload.get(ifname) {
+            Ok(true) => on.push(offload),
+            Ok(false) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
+            Err(e) => {
+                return Err(failure(
+                    ifname,
+                    &format!("cannot read its {} setting", offload.word()),
+                    e,
+                    "CAP_NET_ADMIN",
+                ))
+            }
         }
-        let _ = std::fs::write(&path, format!("{}\n{}\n", std::process::id(), on.join(" ")));
-        set(ifname, &on, "off")?;
     }
-    Ok(saved)
+    let mut changed = Vec::new();
+    if on.is_empty() {
+        return Ok(SavedOffloads { ifname: ifname.into(), changed });
+    }
+    // Note what is about to change first: if this process is killed, the next start repairs it.
+    let path = state_file(ifname);
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let words: Vec<&str> = on.iter().map(|o| o.word()).collect();
+    let _ = std::fs::write(&path, format!("{}\n{}\n", std::process::id(), words.join(" ")));
+    for offload in on {
+        match offload.set(ifname, false) {
+            Ok(()) => changed.push(offload),
+            // One the device holds fixed stays on: there is nothing to put back.
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
+            Err(e) => {
+                let _ = set(ifname, &changed, true);
+                let _ = std::fs::remove_file(&path);
+                let what =
+                    format!("cannot turn {} off for the run (or pass --keep-offloads)", offload.word());
+                return Err(failure(ifname, &what, e, "CAP_NET_ADMIN"));
+            }
+        }
+    }
+    Ok(SavedOffloads { ifname: ifname.into(), changed })
 }
 
-fn set(ifname: &str, keywords: &[&str], state: &str) -> Result<(), Error> {
-    let mut cmd = Command::new("ethtool");
-    cmd.arg("-K").arg(ifname);
-    for k in keywords {
-        cmd.arg(k).arg(state);
-    }
-    let out = cmd
-        .output()
-        .map_err(|e| Error::Interface { name: ifname.into(), reason: format!("cannot run ethtool: {e}") })?;
-    if !out.status.success() {
-        return Err(Error::Interface {
-            name: ifname.into(),
-            reason: format!(
-                "ethtool -K {} {state} failed: {}; pass --keep-offloads to run with them",
-                keywords.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
-        });
+/// Sets every one of `offloads` on or off.
+fn set(ifname: &str, offloads: &[Offload], on: bool) -> Result<(), Error> {
+    for offload in offloads {
+        offload.set(ifname, on).map_err(|e| {
+            let what = format!("cannot turn {} {}", offload.word(), if on { "on" } else { "off" });
+            failure(ifname, &what, e, "CAP_NET_ADMIN")
+        })?;
     }
     Ok(())
 }
 
 impl SavedOffloads {
-    /// Offloads that were on and are now off.
+    /// Offloads that were on and are now off, by their `ethtool -K` words.
     pub fn changed(&self) -> Vec<&'static str> {
-        self.changed.iter().map(|c| c.0).collect()
+        self.changed.iter().map(|o| o.word()).collect()
     }
 
     /// Puts the offloads back as they were (best effort: the interface may be gone).
     pub fn restore(&self) -> Result<(), Error> {
-        let on: Vec<&str> = self.changed.iter().filter(|c| c.1).map(|c| c.0).collect();
-        if on.is_empty() {
+        if self.changed.is_empty() {
             return Ok(());
         }
-        set(&self.ifname, &on, "on")?;
+        set(&self.ifname, &self.changed, true)?;
         let _ = std::fs::remove_file(state_file(&self.ifname));
         Ok(())
     }
@@ -280,11 +349,14 @@ mod tests {
     }
 
     #[test]
-    fn parses_ethtool_output() {
-        let text = "Features for veth0:\nrx-checksumming: on\ngeneric-receive-offload: on\nlarge-receive-offload: off [fixed]\n\
-                    tcp-segmentation-offload: on\n\ttx-tcp-segmentation: on\ngeneric-segmentation-offload: on [fixed]\n";
-        assert_eq!(enabled(text, &AGGREGATION), vec!["gro"]);
-        assert_eq!(enabled(text, &SEGMENTATION), vec!["gro", "tso"]);
+    fn the_loopbacks_offloads_and_driver_are_read_without_ethtool() {
+        // lo can aggregate (GRO is on by default) and its driver answers GDRVINFO with nothing.
+        assert!(Offload::Gro.get("lo").is_ok());
+        assert!(Offload::Lro.get("lo").is_ok_and(|on| !on));
+        assert_eq!(driver("no-such-if0"), None);
+        assert!(Offload::Gro.get("no-such-if0").is_err());
+        assert_eq!(Offload::from_word("gro"), Some(Offload::Gro));
+        assert_eq!(Offload::from_word("tso"), None);
     }
 
     #[test]

@@ -444,7 +444,7 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
         None => {
             if !spec.keep_offloads {
                 for name in [spec.a.kernel_iface(), spec.b.kernel_iface()].into_iter().flatten() {
-                    let saved = iface::disable_offloads(name, false)?;
+                    let saved = iface::disable_offloads(name)?;
                     if !saved.changed().is_empty() {
                         offloads_off.push((name.to_string(), saved.changed()));
                     }
