@@ -9,6 +9,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each stage's start, as time since the run began: where the minutes go.
+stage() { echo "scripts/test.sh: [$((SECONDS / 60))m$(printf %02d $((SECONDS % 60)))s] $*" >&2; }
+stage "installing what the tests need"
+
 need=()
 for tool in ip:iproute2 ethtool:ethtool iperf3:iperf3 ping:iputils-ping nft:nftables pkg-config:pkg-config \
     tcpdump:tcpdump dpdk-testpmd:dpdk-dev man:man-db; do
@@ -30,6 +34,7 @@ fi
 # to temporary directories or ignored paths).
 before="$(git status --porcelain 2>/dev/null || true)"
 
+stage "formatting, lints and docs"
 cargo fmt --all -- --check
 # Lints and docs with warnings as errors, in both builds.
 cargo clippy --workspace --all-targets --locked --profile test -- -D warnings 2>&1
@@ -37,10 +42,12 @@ cargo clippy --workspace --all-targets --locked --profile test --features dpdk -
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --locked --features dpdk 2>&1
 # The default build needs no C library: build it, and test the DPDK module's plain-Rust part
 # (device strings, EAL arguments, clock fit, the message of a build without DPDK) in it.
+stage "the default build, pure Rust"
 cargo build --workspace --locked --profile test 2>&1
 cargo test -p pathem-io --locked --lib 2>&1
 # The OCI image that crates/pathem/tests/image.rs runs with podman, built first (as root:
 # scripts/image.sh installs podman, runc and the musl target when missing; pods need catatonit).
+stage "the OCI image"
 if [ "$(id -u)" = 0 ]; then
     if ! command -v catatonit >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
         echo "scripts/test.sh: installing catatonit" >&2
@@ -50,12 +57,15 @@ if [ "$(id -u)" = 0 ]; then
     bash scripts/image.sh
 fi
 # Everything, DPDK ports included.
+stage "every test, DPDK ports included"
 cargo test --workspace --locked --features dpdk 2>&1
 
 # The Debian package: built with cargo deb (from the test build), installed, its man pages and
 # completions checked, removed.
+stage "the Debian package"
 bash scripts/package-test.sh
 
+stage "Miri"
 # The delay line's unsafe code under Miri (nightly only; installed here where rustup can).
 if rustup run nightly cargo miri --version >/dev/null 2>&1 ||
     rustup component add miri rust-src --toolchain nightly >/dev/null 2>&1 ||
@@ -67,6 +77,7 @@ else
 fi
 
 # Every parser fuzzed for a few seconds: a regression that the corpora miss may still show.
+stage "fuzzing"
 bash scripts/fuzz.sh "${PATHEM_FUZZ_SECONDS:-10}"
 
 after="$(git status --porcelain 2>/dev/null || true)"
@@ -75,3 +86,4 @@ if [ "$before" != "$after" ]; then
     diff <(echo "$before") <(echo "$after") >&2 || true
     exit 1
 fi
+stage "done: every test passed"
