@@ -71,11 +71,21 @@ pub struct MemSource {
     pace: Pace,
     start: Option<Nanos>,
     sent: u64,
+    /// With [`Pace::PerSecond`], frames come `burst` at a time (each stamped with its own
+    /// arrival), as a NIC's interrupt or poll hands them over.
+    burst: u64,
 }
 
 impl MemSource {
     pub fn new(count: u64, size: usize, pace: Pace) -> MemSource {
-        MemSource { frame: udp_frame(size, 0), remaining: count, pace, start: None, sent: 0 }
+        MemSource { frame: udp_frame(size, 0), remaining: count, pace, start: None, sent: 0, burst: 1 }
+    }
+
+    /// Paced frames handed over `burst` at a time: a poll finds frames once the last of the
+    /// next `burst` is due (each keeps its own arrival time).
+    pub fn in_bursts(mut self, burst: u64) -> MemSource {
+        self.burst = burst.max(1);
+        self
     }
 
     fn scheduled(&self, index: u64, start: Nanos, pps: u64) -> Nanos {
@@ -124,7 +134,10 @@ impl RxPort for MemSource {
             return PollAt::Ended;
         }
         match (self.pace, self.start) {
-            (Pace::PerSecond(pps), Some(start)) => PollAt::At(self.scheduled(self.sent, start, pps)),
+            (Pace::PerSecond(pps), Some(start)) => {
+                let last = self.sent + self.burst.min(self.remaining) - 1;
+                PollAt::At(self.scheduled(last, start, pps))
+            }
             _ => PollAt::Now,
         }
     }
@@ -182,6 +195,24 @@ mod tests {
         }
         let want: Vec<Nanos> = (0..5u64).map(|i| Nanos(1_000 + i * 1_000_000_000 / 3)).collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn paced_bursts_come_when_their_last_frame_is_due() {
+        let mut src = MemSource::new(5, 60, Pace::PerSecond(1_000)).in_bursts(2);
+        let mut got = Vec::new();
+        let mut now = Nanos(0);
+        let mut polls = Vec::new();
+        while src.poll_at() != PollAt::Ended {
+            src.recv_burst(now, 32, |f| got.push(f.arrival)).unwrap();
+            if let PollAt::At(t) = src.poll_at() {
+                polls.push(t);
+                now = t;
+            }
+        }
+        let ms = |k: u64| Nanos(k * 1_000_000);
+        assert_eq!(got, (0..5).map(ms).collect::<Vec<_>>(), "each frame keeps its own arrival");
+        assert_eq!(polls, vec![ms(2), ms(4)], "the second and the last frame of each burst");
     }
 
     #[test]

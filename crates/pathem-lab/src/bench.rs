@@ -57,6 +57,39 @@ pub fn engine_alone(path: &PathConfig, packets: u64, size: usize, seed: u64) -> 
     engine_with_classes(path, &[], packets, size, seed)
 }
 
+/// One run of `path` offered `load` times its bottleneck's mean rate (frames of `size` bytes,
+/// on the wire with the link's overhead), in virtual time: arrivals are exactly spaced and
+/// come in bursts of 32, and the clock jumps to each next event instead of waiting, so the
+/// wall time per frame is the engine's work alone while the queue holds what that load makes
+/// it hold (at a load above 1, its limit). Wall nanoseconds per offered frame, and the
+/// counters (the same for every run with the same seed).
+pub fn engine_offered(
+    path: &PathConfig,
+    load: f64,
+    packets: u64,
+    size: usize,
+    seed: u64,
+) -> Result<(f64, Stats), Error> {
+    let link =
+        path.link.as_ref().ok_or_else(|| Error::Measure("an offered load needs a bottleneck rate".into()))?;
+    let wire_bits = link.wire_len(size as u32).max(1) * 8;
+    let pps = (link.mean_rate().bits_per_sec() as f64 * load / wire_bits as f64).round();
+    if !(1.0..=1e12).contains(&pps) {
+        return Err(Error::Measure(format!(
+            "load {load} of {} makes {pps} frames per second",
+            link.mean_rate()
+        )));
+    }
+    let engine = EngineConfig { line_rate: link.mean_rate(), ..EngineConfig::default() };
+    let src = MemSource::new(packets, size, Pace::PerSecond(pps as u64)).in_bursts(32);
+    let mut pipe = Pipeline::new(src, MemSink::default(), path, direction_seed(seed, 0), &engine)?;
+    let mut clock = pathem_engine::VirtualClock::starting_at(Nanos(1_000_000_000));
+    let t0 = std::time::Instant::now();
+    run(&mut [&mut pipe], &mut clock, &AtomicBool::new(false))?;
+    let wall = t0.elapsed();
+    Ok((wall.as_nanos() as f64 / packets as f64, pipe.counters().snapshot()))
+}
+
 /// [`engine_alone`] with classes in front of the default path (`bench --classes`).
 pub fn engine_with_classes(
     path: &PathConfig,
@@ -392,6 +425,35 @@ pub fn live_run(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_offered_load_fills_the_queue_as_it_should_and_is_repeatable() {
+        let path = |aqm: &str| {
+            crate::rounds::with_one_limit(&pathem_model::PathConfig {
+                link: Some(pathem_model::link::LinkConfig::rate(pathem_model::units::Rate(1_000_000_000))),
+                aqm: aqm.parse().unwrap(),
+                ..Default::default()
+            })
+        };
+        let n = 30_000;
+        for aqm in ["droptail", "drophead", "codel", "fq-codel"] {
+            let (_, under) = super::engine_offered(&path(aqm), 0.95, n, 64, 1).unwrap();
+            assert_eq!((under.tx_packets, under.dropped.total()), (n, 0), "{aqm} at 95%");
+            let (_, over) = super::engine_offered(&path(aqm), 1.5, n, 64, 1).unwrap();
+            let dropped = over.dropped.total();
+            assert_eq!(over.tx_packets + dropped, n, "{aqm}: every frame sent or dropped");
+            // A third of what is offered above the rate, less the 1000 frames the queue holds.
+            let want = (n as f64 / 3.0 - 1000.0) as u64;
+            assert!(dropped.abs_diff(want) < 100, "{aqm} at 150% dropped {dropped}, not about {want}");
+            let (_, again) = super::engine_offered(&path(aqm), 1.5, n, 64, 1).unwrap();
+            assert_eq!(
+                (again.tx_packets, again.dropped.total()),
+                (over.tx_packets, dropped),
+                "{aqm} repeats"
+            );
+        }
+        assert!(super::engine_offered(&pathem_model::PathConfig::default(), 1.0, 10, 64, 1).is_err());
+    }
+
     #[test]
     fn median_odd_even() {
         assert_eq!(super::median(&[3.0, 1.0, 2.0]), 2.0);

@@ -10,6 +10,8 @@ use crate::bench::{
 use crate::testbed::Bed;
 use crate::Error;
 use pathem_engine::Stats;
+use pathem_model::link::LinkConfig;
+use pathem_model::units::QueueLimit;
 use pathem_model::{Nanos, PathConfig};
 use serde::Serialize;
 
@@ -165,51 +167,82 @@ pub fn classes(
     })
 }
 
-/// One queue discipline as `bench --disciplines` measured it.
+/// One queue discipline at one load as `bench --disciplines` measured it.
 #[derive(Serialize, Debug)]
 pub struct DisciplineCost {
     pub aqm: &'static str,
+    /// Offered load as a fraction of the bottleneck's rate.
+    pub load: f64,
     pub ns_per_packet: f64,
-    /// Median over rounds of its cost over drop-tail's in the same round.
+    /// Median over rounds of its cost over drop-tail's at the same load in the same round.
     pub ratio_to_droptail: f64,
     pub runs: Vec<f64>,
-    pub last_run_tx: u64,
-    pub last_run_dropped: u64,
+    /// Frames sent, dropped (by any reason) and CE-marked in a run: the same in every round.
+    pub sent: u64,
+    pub dropped: u64,
+    pub marked: u64,
 }
 
-/// `bench --disciplines`: the path (it has a bottleneck) with each queue discipline, drop-tail
-/// first, every round.
+/// `path` with the hard limit every discipline gets in `bench --disciplines`: its `--queue`,
+/// else 1000 frames (the disciplines' own defaults differ, and would not compare).
+pub fn with_one_limit(path: &PathConfig) -> PathConfig {
+    let link = path
+        .link
+        .as_ref()
+        .map(|l| LinkConfig { queue: l.queue.or(Some(QueueLimit::Packets(1000))), ..l.clone() });
+    PathConfig { link, ..path.clone() }
+}
+
+/// The loads `bench --disciplines` offers: a short queue, and one held at its limit.
+pub const DISCIPLINE_LOADS: [f64; 2] = [0.95, 1.5];
+
+/// `bench --disciplines`: the path (it has a bottleneck) with each queue discipline at each of
+/// [`DISCIPLINE_LOADS`], all with the same hard limit (`--queue`, else 1000 frames), in virtual
+/// time ([`crate::bench::engine_offered`]); every round runs every pair, drop-tail first.
 pub fn disciplines(
     path: &PathConfig,
     plan: Plan,
     mut progress: impl FnMut(String),
 ) -> Result<Vec<DisciplineCost>, Error> {
+    if path.link.is_none() {
+        return Err(Error::Measure("--disciplines needs a bottleneck rate".into()));
+    }
+    let path = &with_one_limit(path);
     let kinds: Vec<&str> = pathem_model::aqm::KINDS.iter().map(|k| k.name).collect();
-    let mut ns: Vec<Vec<f64>> = vec![Vec::new(); kinds.len()];
+    let pairs: Vec<(f64, &str)> =
+        DISCIPLINE_LOADS.iter().flat_map(|&l| kinds.iter().map(move |&k| (l, k))).collect();
+    let mut ns: Vec<Vec<f64>> = vec![Vec::new(); pairs.len()];
     let mut last = Vec::new();
     for round in 0..plan.runs {
         last.clear();
-        for (k, kind) in kinds.iter().enumerate() {
+        for (i, &(load, kind)) in pairs.iter().enumerate() {
             let aqm = kind.parse().map_err(|e| Error::Measure(format!("{kind}: {e}")))?;
+            let config = PathConfig { aqm, ..path.clone() };
             let (cost, stats) =
-                engine_alone(&PathConfig { aqm, ..path.clone() }, plan.packets, plan.size, plan.seed)?;
-            ns[k].push(cost);
+                crate::bench::engine_offered(&config, load, plan.packets, plan.size, plan.seed)?;
+            ns[i].push(cost);
             last.push(stats);
         }
-        let each: Vec<String> = kinds.iter().zip(&ns).map(|(k, v)| format!("{k} {:.1}", v[round])).collect();
+        let each: Vec<String> =
+            pairs.iter().zip(&ns).map(|((l, k), v)| format!("{k}@{l} {:.1}", v[round])).collect();
         progress(format!("round {}: ns/frame {}", round + 1, each.join(", ")));
     }
-    Ok(kinds
+    Ok(pairs
         .iter()
-        .zip(&ns)
-        .zip(&last)
-        .map(|((&aqm, v), stats)| DisciplineCost {
-            aqm,
-            ns_per_packet: median(v),
-            ratio_to_droptail: paired(v, &ns[0]),
-            runs: v.clone(),
-            last_run_tx: stats.tx_packets,
-            last_run_dropped: stats.dropped.total(),
+        .enumerate()
+        .map(|(i, &(load, aqm))| {
+            let droptail = &ns[i - i % kinds.len()];
+            let stats = &last[i];
+            DisciplineCost {
+                aqm,
+                load,
+                ns_per_packet: median(&ns[i]),
+                ratio_to_droptail: paired(&ns[i], droptail),
+                runs: ns[i].clone(),
+                sent: stats.tx_packets,
+                dropped: stats.dropped.total(),
+                marked: stats.aqm_mark + stats.ecn_marked,
+            }
         })
         .collect())
 }
@@ -456,30 +489,36 @@ pub mod text {
         out
     }
 
-    /// `bench --disciplines`: a row per discipline.
+    /// `bench --disciplines`: a row per discipline and load.
     pub fn disciplines(path: &PathConfig, plan: Plan, rows: &[DisciplineCost]) -> String {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "pathem bench --disciplines: {} frames of {} B per run, {} rounds, one thread",
+            "pathem bench --disciplines: {} frames of {} B per run, {} rounds, one thread, virtual time",
             plan.packets, plan.size, plan.runs
         );
-        let _ = writeln!(out, "  path  {path}");
+        let _ = writeln!(out, "  path  {} (every discipline with this limit)", with_one_limit(path));
         let _ = writeln!(
             out,
-            "  {:>9}  {:>9}  {:>8}  {:>10}  {:>10}",
-            "aqm", "ns/frame", "ratio", "sent", "dropped"
+            "  {:>5}  {:>9}  {:>9}  {:>6}  {:>10}  {:>10}  {:>10}",
+            "load", "aqm", "ns/frame", "ratio", "sent", "dropped", "marked"
         );
         for r in rows {
             let _ = writeln!(
                 out,
-                "  {:>9}  {:>9.1}  {:>8.2}  {:>10}  {:>10}",
-                r.aqm, r.ns_per_packet, r.ratio_to_droptail, r.last_run_tx, r.last_run_dropped
+                "  {:>4.0}%  {:>9}  {:>9.1}  {:>6.2}  {:>10}  {:>10}  {:>10}",
+                r.load * 100.0,
+                r.aqm,
+                r.ns_per_packet,
+                r.ratio_to_droptail,
+                r.sent,
+                r.dropped,
+                r.marked
             );
         }
         let _ = writeln!(
             out,
-            "  (medians; ratio: median over rounds of the cost over drop-tail's in the same round)"
+            "  (medians; ratio: median over rounds of the cost over drop-tail's at the same load in the same round)"
         );
         out
     }

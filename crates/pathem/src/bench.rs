@@ -131,7 +131,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
             ));
         }
         let rows = rounds::disciplines(&path, plan, progress).map_err(crate::lab_error)?;
-        let value = serde_json::json!({ "path": path.to_string(), "packets": args.packets, "size": args.size, "disciplines": rows });
+        let value = serde_json::json!({ "path": rounds::with_one_limit(&path).to_string(), "packets": args.packets, "size": args.size, "disciplines": rows });
         emit(value, text::disciplines(&path, plan, &rows));
     } else {
         let r = rounds::engine(&path, plan, progress).map_err(crate::lab_error)?;
