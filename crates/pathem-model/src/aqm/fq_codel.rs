@@ -169,8 +169,15 @@ impl FqCodel {
 
     /// Drops the head of the flow with the largest backlog in bytes (the first such flow).
     fn drop_from_fattest(&mut self) -> Option<Entry> {
-        let (i, _) =
-            self.flows.iter().enumerate().max_by_key(|(i, f)| (f.q.bytes(), std::cmp::Reverse(*i)))?;
+        // Only a listed flow holds frames (a flow is listed when its first frame comes and
+        // leaves the lists only once empty), so the fattest is among the new and old flows:
+        // the lists are searched, not every bucket.
+        let i = self
+            .new_flows
+            .iter()
+            .chain(&self.old_flows)
+            .map(|&i| i as usize)
+            .max_by_key(|&i| (self.flows[i].q.bytes(), std::cmp::Reverse(i)))?;
         let e = self.flows[i].q.pop()?;
         self.frames -= 1;
         self.bytes -= u64::from(e.len);
