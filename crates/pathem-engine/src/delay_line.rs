@@ -333,6 +333,40 @@ impl Writer {
         true
     }
 
+    /// True when a frame of `len` bytes fits, growing a growing line first if it must: a
+    /// [`push`](Self::push) of that length right after succeeds (only the writer takes room;
+    /// the reader only gives it back). For a caller that must know before it commits to the
+    /// frame (a queue discipline that may refuse it).
+    pub fn make_room(&mut self, len: usize) -> bool {
+        let need = record_size(len);
+        if len > MAX_RECORD_DATA || need > self.max_record {
+            return false;
+        }
+        self.fits(need) || (self.growth.is_some() && self.grow() && self.fits(need))
+    }
+
+    /// True when a record of `need` bytes fits in the segment being written.
+    #[inline]
+    fn fits(&mut self, need: usize) -> bool {
+        self.room_for(need).is_some()
+    }
+
+    /// Bytes a record of `need` bytes takes from the tail on (with the end of the ring it
+    /// skips when it would not fit before it), when that much is free.
+    #[inline]
+    fn room_for(&mut self, need: usize) -> Option<usize> {
+        let cap = self.shared.cap;
+        let to_end = cap - (self.tail & self.mask);
+        let total = if to_end < need { to_end + need } else { need };
+        if self.tail.wrapping_sub(self.head_seen) + total > cap {
+            self.head_seen = self.shared.head.0.load(Ordering::Acquire);
+            if self.tail.wrapping_sub(self.head_seen) + total > cap {
+                return None;
+            }
+        }
+        Some(total)
+    }
+
     /// Finds room for a record of `need` bytes (8-aligned, at most `max_record`): skips (and
     /// marks) the end of the ring when the record would not fit before it, advances `tail`
     /// past the record, and returns where it starts. `None`, changing nothing, when full.
@@ -341,18 +375,12 @@ impl Writer {
         let cap = self.shared.cap;
         let off = self.tail & self.mask;
         let to_end = cap - off;
-        let skip = if to_end < need { to_end } else { 0 };
-        let total = skip + need;
-        if self.tail.wrapping_sub(self.head_seen) + total > cap {
-            self.head_seen = self.shared.head.0.load(Ordering::Acquire);
-            if self.tail.wrapping_sub(self.head_seen) + total > cap {
-                return None;
-            }
-        }
+        let total = self.room_for(need)?;
+        let skip = total - need;
         let start = if skip > 0 {
             if to_end >= DESCRIPTOR {
                 // SAFETY: [off, off + 16) lies inside the ring (to_end ≥ 16), is 8-aligned, and
-                // is free: the check above proved [tail, tail + total) is not held by the reader.
+                // is free: `room_for` proved [tail, tail + total) is not held by the reader.
                 unsafe { write_descriptor(self.shared.base().add(off), 0, WRAP, 0) };
             }
             0
@@ -985,6 +1013,33 @@ mod tests {
             }
         }
         producer.join().unwrap();
+    }
+
+    #[test]
+    fn make_room_promises_exactly_what_push_then_does() {
+        let (mut w, mut r) = delay_line(1024, 100).unwrap();
+        let mut pushed = 0;
+        for i in 0..100u64 {
+            let len = 10 + (i as usize * 7) % 90;
+            let room = w.make_room(len);
+            assert_eq!(room, w.push(Nanos(i), len as u32, &frame(i as u8, len), |_| {}), "record {i}");
+            if !room {
+                break;
+            }
+            pushed += 1;
+        }
+        assert!(pushed > 5 && pushed < 100, "the line filled: {pushed}");
+        r.peek();
+        r.pop();
+        assert!(w.make_room(10), "room comes back as the reader gives it");
+        assert!(!w.make_room(101), "longer than the line's largest frame");
+        // A growing line grows for it: the push that follows lands in the new segment.
+        let (mut w, _r) = growing_from(1 << 10, 1 << 16, 300).unwrap();
+        for i in 0..40u64 {
+            assert!(w.make_room(200), "record {i}");
+            assert!(w.push(Nanos(i), 200, &frame(i as u8, 200), |_| {}), "record {i}");
+        }
+        assert!(w.capacity() > 1 << 10);
     }
 
     #[test]

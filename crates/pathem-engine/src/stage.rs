@@ -218,14 +218,17 @@ impl Ingress {
             c.drop(DropReason::Police);
             return;
         }
-        if !self.line.push(UNDECIDED, frame.wire_len, frame.data, |_| {}) {
+        // The discipline hears of the frame before it is copied, so a frame it refuses on
+        // arrival (RED, PIE, a full queue) costs no copy and never reaches egress. The room
+        // is made first: an admitted frame's record is then written for certain.
+        if !self.line.make_room(frame.data.len()) {
             c.drop(DropReason::DelayLine);
             return;
         }
-        c.written.inc();
         let fq = self.path.needs_flow_hash();
+        let seq = self.undecided;
         let entry = Entry {
-            seq: self.undecided,
+            seq,
             arrival: frame.arrival,
             len: frame.wire_len,
             caplen: meta.caplen,
@@ -233,8 +236,25 @@ impl Ingress {
             flow: if fq { flow_hash(frame.data) } else { 0 },
             marked: false,
         };
+        let mut out = std::mem::take(&mut self.scratch);
+        if let Some(b) = self.path.bottleneck() {
+            b.enqueue(entry, &mut self.rng, &mut |d| out.push(d));
+        }
+        let mut refused = None;
+        for d in out.drain(..) {
+            match d {
+                Decision::Drop { entry, reason } if entry.seq == seq => refused = Some(reason),
+                d => self.decided(d),
+            }
+        }
+        self.scratch = out;
+        if let Some(reason) = refused {
+            return Counters::drop(&self.counters, aqm_reason(reason));
+        }
+        let written = self.line.push(UNDECIDED, frame.wire_len, frame.data, |_| {});
+        debug_assert!(written, "make_room promised the room");
+        self.counters.written.inc();
         self.undecided += 1;
-        self.with_bottleneck(|b, rng, out| b.enqueue(entry, rng, &mut |d| out.push(d)));
     }
 
     /// Carries out one of the discipline's decisions: a dropped frame is counted and its
@@ -243,10 +263,7 @@ impl Ingress {
         let c = &*self.counters;
         let (entry, start, exit, aqm_mark) = match d {
             Decision::Drop { entry, reason } => {
-                c.drop(match reason {
-                    AqmDrop::Aqm => DropReason::Aqm,
-                    AqmDrop::Overlimit => DropReason::Overlimit,
-                });
+                c.drop(aqm_reason(reason));
                 return self.discard(entry.seq);
             }
             Decision::Send { entry, start, exit, mark } => (entry, start, exit, mark),
@@ -654,6 +671,14 @@ impl Egress {
         }
         self.scan();
         self.reorder.as_ref().is_some_and(|r| r.waiting > 0)
+    }
+}
+
+/// The counter a discipline's drop goes to.
+fn aqm_reason(reason: AqmDrop) -> DropReason {
+    match reason {
+        AqmDrop::Aqm => DropReason::Aqm,
+        AqmDrop::Overlimit => DropReason::Overlimit,
     }
 }
 
