@@ -18,10 +18,13 @@
 //! it; it drives the discipline's server up to each arrival and to each poll's `now`
 //! ([`Ingress::advance`]), runs the steps after the link for each frame sent, and passes each
 //! decision (a release time and edits, or "dropped") to egress through a wait-free queue,
-//! numbered by the record's place among the undecided ones. Egress, on finding an undecided
-//! record, moves to the heap of reorder mode for good: records wait in the ring until their
-//! decision comes, then leave in release order (FQ-CoDel and DualPI2 send in another order
-//! than they arrived), and ring space comes back as the oldest records are sent or dropped.
+//! numbered by the record's place among the undecided ones. Egress carries decisions out in
+//! order while they come in the records' order (the FIFO disciplines always do): the head
+//! record waits for its decision, then leaves at its release or gives its room back. A
+//! decision out of order (FQ-CoDel and DualPI2 send in another order than frames arrived)
+//! or with edits to the frame moves egress to the heap of reorder mode for good: records wait
+//! in the ring until their decision comes, then leave in release order, and ring space comes
+//! back as the oldest records are sent or dropped.
 
 use crate::delay_line::{Reader, Slot, Writer, UNDECIDED};
 use crate::stats::Counters;
@@ -413,14 +416,20 @@ impl Ingress {
 pub struct Egress {
     line: Reader,
     counters: Arc<Counters>,
-    /// The heap of reorder mode; taken for good on the first undecided record, or once
-    /// ingress says reordering is on.
+    /// The heap of reorder mode; taken for good on the first decision out of order or with
+    /// edits, or once ingress says reordering is on.
     reorder: Option<Reorder>,
     reorder_on: Arc<AtomicBool>,
     departures: rtrb::Consumer<Departure>,
+    /// In order: undecided records released or given up so far (the number the decision for
+    /// the head record carries, while decisions come in the records' order).
+    undecided_done: u64,
+    /// In order: the decision taken for the undecided head record, not yet carried out (its
+    /// release is still ahead); on the move to reorder mode, the one to hand it first.
+    head_decision: Option<Departure>,
 }
 
-/// Egress state in reorder mode (and with a queue discipline).
+/// Egress state in reorder mode (and with a queue discipline that sends out of order).
 struct Reorder {
     /// Copies waiting to be sent, by (release, order), with their record's arrival-order
     /// number and what to change as each is sent.
@@ -522,7 +531,40 @@ impl Egress {
         departures: rtrb::Consumer<Departure>,
     ) -> Egress {
         let reorder = reorder_on.load(Ordering::Acquire).then(Reorder::new);
-        Egress { line, counters, reorder, reorder_on, departures }
+        Egress { line, counters, reorder, reorder_on, departures, undecided_done: 0, head_decision: None }
+    }
+
+    /// Moves to reorder mode for good, carrying on from what in-order release has done: the
+    /// undecided records it finished, and the decision it holds for the head record.
+    #[cold]
+    fn enter_reorder(&mut self) {
+        let mut r = Reorder::new();
+        r.undecided_front = self.undecided_done;
+        self.reorder = Some(r);
+    }
+
+    /// In order, for an undecided head record: its decision, taken from the queue when it is
+    /// the next in the records' order. `None` while it has not come, or when decisions come
+    /// out of order (FQ-CoDel, DualPI2 with several flows): then egress has moved to reorder
+    /// mode, which takes any order.
+    fn head_decision(&mut self) -> Option<Departure> {
+        if self.head_decision.is_none() {
+            let d = self.departures.pop().ok()?;
+            self.head_decision = Some(d);
+            if d.seq != self.undecided_done || d.edit != Edit::default() {
+                // Out of order, or edits to make to the frame: the heap's way handles both.
+                self.enter_reorder();
+                return None;
+            }
+        }
+        self.head_decision
+    }
+
+    /// In order: the undecided head record has been sent or given up.
+    fn head_done(&mut self) {
+        self.line.pop();
+        self.undecided_done += 1;
+        self.head_decision = None;
     }
 
     /// Hands the frames released by `upto` (at most `budget`) to `tx`, without flushing it;
@@ -550,8 +592,8 @@ impl Egress {
             let Some(rec) = self.line.peek() else { break };
             if rec.release > upto {
                 if rec.release == UNDECIDED {
-                    // A queue discipline decides from here on: take the heap for good.
-                    self.reorder = Some(Reorder::new());
+                    // A queue discipline decides this one: in order while its decisions are.
+                    return n + self.release_decided(now, upto, budget - n, tx);
                 }
                 break;
             }
@@ -567,13 +609,54 @@ impl Egress {
         n
     }
 
+    /// In order, from an undecided head record on: records the discipline decided in their
+    /// own order (drop-head, RED, CoDel, PIE send and drop in arrival order) leave as their
+    /// decisions say, without the heap; the first decision out of order (or with edits to the
+    /// frame) moves egress to reorder mode.
+    #[inline(never)]
+    fn release_decided<T: TxPort>(&mut self, now: Nanos, upto: Nanos, budget: usize, tx: &mut T) -> usize {
+        let mut n = 0;
+        while n < budget {
+            let Some(rec) = self.line.peek() else { break };
+            let release = if rec.release == UNDECIDED {
+                let Some(d) = self.head_decision() else { break };
+                if d.release == UNDECIDED {
+                    // Dropped after it was written (counted by ingress): give its room back.
+                    self.head_done();
+                    continue;
+                }
+                d.release
+            } else {
+                rec.release
+            };
+            if release > upto {
+                break;
+            }
+            let rec = self.line.peek().expect("the head record is still there");
+            let (wire_len, undecided) = (rec.wire_len, rec.release == UNDECIDED);
+            if !tx.send(release, wire_len, rec.data) {
+                break;
+            }
+            self.counters.tx_packets.inc();
+            self.counters.tx_bytes.add(u64::from(wire_len));
+            self.counters.late.record(now - release);
+            if undecided {
+                self.head_done();
+            } else {
+                self.line.pop();
+            }
+            n += 1;
+        }
+        n
+    }
+
     /// Takes the records written since the last call, and the decisions made since.
     fn scan(&mut self) {
         let r = self.reorder.as_mut().expect("reorder mode");
         while let Some((slot, release)) = self.line.scan_next() {
             r.add(slot, release);
         }
-        while let Ok(d) = self.departures.pop() {
+        while let Some(d) = self.head_decision.take().or_else(|| self.departures.pop().ok()) {
             // A decision is pushed after its record was published: scan on if it is newer
             // than what the scan has seen.
             while d.seq.saturating_sub(r.undecided_front) >= r.undecided.len() as u64 {
@@ -657,8 +740,17 @@ impl Egress {
     /// Release time of the next frame waiting, if any.
     #[inline]
     pub fn next_release(&mut self) -> Option<Nanos> {
-        if self.reorder.is_none() {
-            return self.line.next_release().filter(|&t| t != UNDECIDED);
+        while self.reorder.is_none() {
+            let release = self.line.next_release()?;
+            if release != UNDECIDED {
+                return Some(release);
+            }
+            match self.head_decision() {
+                Some(d) if d.release == UNDECIDED => self.head_done(),
+                Some(d) => return Some(d.release),
+                None if self.reorder.is_none() => return None,
+                None => {}
+            }
         }
         self.scan();
         self.reorder.as_ref().and_then(|r| r.next().map(|(t, ..)| t))
@@ -667,7 +759,13 @@ impl Egress {
     /// True while records wait for a decision from the queue discipline.
     pub fn awaits_decisions(&mut self) -> bool {
         if self.reorder.is_none() {
-            return self.line.next_release() == Some(UNDECIDED);
+            if self.line.next_release() != Some(UNDECIDED) {
+                return false;
+            }
+            let decided = self.head_decision().is_some();
+            if self.reorder.is_none() {
+                return !decided;
+            }
         }
         self.scan();
         self.reorder.as_ref().is_some_and(|r| r.waiting > 0)
@@ -689,5 +787,69 @@ fn apply(data: &mut [u8], edit: Edit) {
     }
     if let Some(bit) = edit.corrupt_bit {
         flip_bit(data, bit);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::delay_line::delay_line;
+
+    /// A port that keeps the release and first byte of what it is given.
+    #[derive(Default)]
+    struct Keep(Vec<(Nanos, u8)>);
+
+    impl TxPort for Keep {
+        fn send(&mut self, release: Nanos, _wire_len: u32, data: &[u8]) -> bool {
+            self.0.push((release, data[0]));
+            true
+        }
+        fn flush(&mut self) -> Result<(), pathem_io::Error> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn decisions_in_order_need_no_heap_and_one_out_of_order_moves_to_it() {
+        let (mut w, r) = delay_line(1 << 16, 100).unwrap();
+        let (mut decide, decided) = departures();
+        let mut e = Egress::new(r, Arc::new(Counters::default()), Arc::new(AtomicBool::new(false)), decided);
+        for i in 0..4u8 {
+            assert!(w.push(UNDECIDED, 60, &[i; 60], |_| {}));
+        }
+        let d = |seq, release| Departure { seq, release, edit: Edit::default() };
+        let mut port = Keep::default();
+        assert_eq!(e.next_release(), None);
+        assert!(e.awaits_decisions(), "the head waits for its decision");
+        decide.push(d(0, Nanos(10))).unwrap();
+        decide.push(d(1, UNDECIDED)).unwrap();
+        assert_eq!(e.next_release(), Some(Nanos(10)));
+        assert_eq!(e.hand(Nanos(9), Nanos(9), EGRESS_BURST, &mut port), 0, "not before its release");
+        assert_eq!(e.hand(Nanos(10), Nanos(10), EGRESS_BURST, &mut port), 1);
+        assert!(e.reorder.is_none(), "in order so far: no heap");
+        assert!(e.awaits_decisions(), "record 1 was given up; record 2 waits");
+        // Record 3 is decided before record 2: out of order, so to the heap.
+        decide.push(d(3, Nanos(20))).unwrap();
+        decide.push(d(2, Nanos(30))).unwrap();
+        assert_eq!(e.hand(Nanos(100), Nanos(100), EGRESS_BURST, &mut port), 2);
+        assert!(e.reorder.is_some(), "moved to the heap");
+        assert_eq!(port.0, vec![(Nanos(10), 0), (Nanos(20), 3), (Nanos(30), 2)]);
+        assert_eq!(e.next_release(), None);
+        assert!(!e.awaits_decisions());
+        assert_eq!(w.used(), 0, "every record's room came back");
+    }
+
+    #[test]
+    fn a_decision_with_edits_is_carried_out_by_the_heap() {
+        let (mut w, r) = delay_line(1 << 16, 100).unwrap();
+        let (mut decide, decided) = departures();
+        let mut e = Egress::new(r, Arc::new(Counters::default()), Arc::new(AtomicBool::new(false)), decided);
+        assert!(w.push(UNDECIDED, 60, &[7; 60], |_| {}));
+        let edit = Edit { duplicate: true, ..Edit::default() };
+        decide.push(Departure { seq: 0, release: Nanos(5), edit }).unwrap();
+        let mut port = Keep::default();
+        assert_eq!(e.hand(Nanos(5), Nanos(5), EGRESS_BURST, &mut port), 2, "the frame and its duplicate");
+        assert!(e.reorder.is_some());
+        assert_eq!(port.0, vec![(Nanos(5), 7), (Nanos(5), 7)]);
     }
 }
