@@ -215,18 +215,20 @@ impl Ingress {
     /// A frame with a queue discipline: its record is written now, its fate decided later.
     #[inline(never)]
     fn push_queued(&mut self, frame: RxFrame<'_>, meta: FrameMeta) {
-        self.advance(frame.arrival);
         let c = &*self.counters;
-        if !self.path.police(&meta) {
-            c.drop(DropReason::Police);
-            return;
-        }
         // The discipline hears of the frame before it is copied, so a frame it refuses on
         // arrival (RED, PIE, a full queue) costs no copy and never reaches egress. The room
         // is made first: an admitted frame's record is then written for certain.
-        if !self.line.make_room(frame.data.len()) {
-            c.drop(DropReason::DelayLine);
-            return;
+        let refused = if !self.path.police(&meta) {
+            Some(DropReason::Police)
+        } else if !self.line.make_room(frame.data.len()) {
+            Some(DropReason::DelayLine)
+        } else {
+            None
+        };
+        if let Some(reason) = refused {
+            c.drop(reason);
+            return self.advance(frame.arrival);
         }
         let fq = self.path.needs_flow_hash();
         let seq = self.undecided;
@@ -239,8 +241,12 @@ impl Ingress {
             flow: if fq { flow_hash(frame.data) } else { 0 },
             marked: false,
         };
+        // Served up to the arrival, then the frame joins: one visit to the discipline.
         let mut out = std::mem::take(&mut self.scratch);
         if let Some(b) = self.path.bottleneck() {
+            if b.next_event().is_some_and(|t| t <= frame.arrival) {
+                b.serve(frame.arrival, &mut self.rng, &mut |d| out.push(d));
+            }
             b.enqueue(entry, &mut self.rng, &mut |d| out.push(d));
         }
         let mut refused = None;
@@ -251,6 +257,9 @@ impl Ingress {
             }
         }
         self.scratch = out;
+        if !self.held.is_empty() {
+            self.flush_departures();
+        }
         if let Some(reason) = refused {
             return Counters::drop(&self.counters, aqm_reason(reason));
         }
