@@ -42,16 +42,30 @@ pub fn is_up(ifname: &str) -> bool {
 
 /// An interface ioctl (`SIOCGIFMTU`, `SIOCSIFFLAGS`, ...) on a struct ifreq naming `ifname`
 /// whose int is `value`, asked of the calling thread's network namespace; returns the ifreq
-/// as the kernel left it. The one place pathem builds an ifreq.
+/// as the kernel left it.
 pub(crate) fn ifreq(ifname: &str, req: libc::c_ulong, value: i32) -> std::io::Result<[u8; 40]> {
+    let mut union = [0u8; 24];
+    union[..4].copy_from_slice(&value.to_ne_bytes());
+    // SAFETY: the requests pathem makes with an int (SIOCGIFMTU, SIOCSIFMTU, SIOCSIFTXQLEN,
+    // SIOCGIFFLAGS, SIOCSIFFLAGS, SIOCGIFHWADDR) read and write the union as data, never
+    // through a pointer.
+    unsafe { ifreq_ioctl(ifname, req, union) }
+}
+
+/// The one place pathem builds a struct ifreq: `ifname`, then the 24-byte union, on a
+/// datagram socket of the calling thread's network namespace.
+///
+/// # Safety
+/// `req` must treat the union as `union` says: as data, or as a pointer (`ifr_data`) to memory
+/// that is valid, and not otherwise borrowed, for everything the request reads and writes.
+unsafe fn ifreq_ioctl(ifname: &str, req: libc::c_ulong, union: [u8; 24]) -> std::io::Result<[u8; 40]> {
     let name = ifname.as_bytes();
     if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains(&0) {
         return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
     }
-    // struct ifreq: the name, then a union whose first int is the value.
     let mut ifr = [0u8; 40];
     ifr[..name.len()].copy_from_slice(name);
-    ifr[16..20].copy_from_slice(&value.to_ne_bytes());
+    ifr[16..].copy_from_slice(&union);
     // SAFETY: a plain socket(2) call; the result is checked and owned below.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
@@ -60,7 +74,8 @@ pub(crate) fn ifreq(ifname: &str, req: libc::c_ulong, value: i32) -> std::io::Re
     // SAFETY: fd was just returned by socket(2) and has no other owner.
     let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
     // SAFETY: `ifr` is 40 bytes, the size of struct ifreq, and outlives the call; the name is
-    // shorter than IFNAMSIZ, so it stays NUL-terminated.
+    // shorter than IFNAMSIZ, so it stays NUL-terminated; what the union points at, if anything,
+    // is the caller's promise.
     let rc = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&fd), req as _, ifr.as_mut_ptr()) };
     if rc < 0 {
         return Err(std::io::Error::last_os_error());
@@ -161,32 +176,16 @@ fn ethtool_value(ifname: &str, cmd: u32, data: u32) -> std::io::Result<u32> {
 
 /// A `SIOCETHTOOL` ioctl on `ifname` whose argument, starting with the command, is `arg`.
 fn ethtool(ifname: &str, arg: &mut [u8]) -> std::io::Result<()> {
-    let name = ifname.as_bytes();
-    if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains(&0) || arg.len() < 4 {
+    if arg.len() < 4 {
         return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
     }
-    // struct ifreq: the name, then a union whose pointer member (ifr_data) points at `arg`.
-    let mut ifr = [0u8; 40];
-    ifr[..name.len()].copy_from_slice(name);
-    ifr[16..24].copy_from_slice(&(arg.as_mut_ptr() as usize as u64).to_ne_bytes());
-    // SAFETY: a plain socket(2) call; the result is checked and owned below.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: fd was just returned by socket(2) and has no other owner.
-    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    // SAFETY: `ifr` is a 40-byte struct ifreq whose name is NUL-terminated and whose ifr_data
-    // points at `arg`, which is mutably borrowed for the call. Every command sent here (see the
-    // callers) reads and writes no more than the struct its size was chosen for: 8 bytes for
+    let mut union = [0u8; 24];
+    union[..8].copy_from_slice(&(arg.as_mut_ptr() as usize as u64).to_ne_bytes());
+    // SAFETY: SIOCETHTOOL reads ifr_data as a pointer to the command's struct, which `arg`
+    // holds, mutably borrowed for the call. Every command sent here (see the callers) reads
+    // and writes no more than the struct its buffer was sized for: 8 bytes for
     // ethtool_value, 196 for ethtool_drvinfo.
-    let rc = unsafe {
-        libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&fd), libc::SIOCETHTOOL as _, ifr.as_mut_ptr())
-    };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    unsafe { ifreq_ioctl(ifname, libc::SIOCETHTOOL, union) }.map(drop)
 }
 
 /// What pathem changed on an interface, to put back on exit.
