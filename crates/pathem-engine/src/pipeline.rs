@@ -203,8 +203,13 @@ pub const MAX_CLASSES: usize = 64;
 /// the default path.
 #[inline(always)]
 fn classify(lanes: &mut [InLane], classifier: &Option<Classifier>, frame: RxFrame<'_>) {
-    let lane = classifier.as_ref().map_or(0, |c| c.classify(frame.data, frame.wire_len));
-    lanes[lane].ingress.push(frame);
+    match classifier {
+        None => lanes[0].ingress.push(frame),
+        Some(c) => {
+            let lane = c.classify(frame.data, frame.wire_len);
+            lanes[lane].ingress.push(frame)
+        }
+    }
 }
 
 impl<R: RxPort, T: TxPort> Pipeline<R, T> {
