@@ -609,9 +609,7 @@ impl Egress {
             if !tx.send(rec.release, rec.wire_len, rec.data) {
                 break;
             }
-            self.counters.tx_packets.inc();
-            self.counters.tx_bytes.add(u64::from(rec.wire_len));
-            self.counters.late.record(now - rec.release);
+            self.counters.sent(rec.wire_len, now - rec.release);
             self.line.pop();
             n += 1;
         }
@@ -641,14 +639,13 @@ impl Egress {
             if release > upto {
                 break;
             }
-            let rec = self.line.peek().expect("the head record is still there");
+            // The same head record: deciding it took `&mut self`, so it is read again.
+            let Some(rec) = self.line.peek() else { break };
             let (wire_len, undecided) = (rec.wire_len, rec.release == UNDECIDED);
             if !tx.send(release, wire_len, rec.data) {
                 break;
             }
-            self.counters.tx_packets.inc();
-            self.counters.tx_bytes.add(u64::from(wire_len));
-            self.counters.late.record(now - release);
+            self.counters.sent(wire_len, now - release);
             if undecided {
                 self.head_done();
             } else {
@@ -723,9 +720,7 @@ impl Egress {
             if !sent {
                 break;
             }
-            self.counters.tx_packets.inc();
-            self.counters.tx_bytes.add(u64::from(wire_len));
-            self.counters.late.record(now - release);
+            self.counters.sent(wire_len, now - release);
             if r.max_sent.is_some_and(|m| order < m) {
                 self.counters.reordered.inc();
             }

@@ -308,6 +308,14 @@ impl Counters {
         self.dropped[reason as usize].inc();
     }
 
+    /// A frame of `wire_len` bytes handed to the transmit port, `late` after its release.
+    #[inline(always)]
+    pub fn sent(&self, wire_len: u32, late: Nanos) {
+        self.tx_packets.inc();
+        self.tx_bytes.add(u64::from(wire_len));
+        self.late.record(late);
+    }
+
     /// Frames handed to the transmit port and refused there (all classes).
     pub fn tx_refused(&self) -> u64 {
         self.port_tx_errors.iter().map(Counter::get).sum()
