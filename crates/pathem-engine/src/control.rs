@@ -57,6 +57,12 @@ pub(crate) fn channel(initial: &PathConfig) -> (Control, Inbox) {
 }
 
 impl Control {
+    /// A control that reports `config` and steers no pipeline (its changes are refused): what
+    /// a renderer of reports needs where there is no running path, as in tests.
+    pub fn detached(config: &PathConfig) -> Control {
+        channel(config).0
+    }
+
     /// Hands `config` to the pipeline, which applies it before its next frame. Nothing changes
     /// when it is refused.
     pub fn set(&self, config: PathConfig) -> Result<(), ChangeError> {

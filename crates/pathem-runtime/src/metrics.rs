@@ -320,15 +320,7 @@ mod tests {
 
     /// The control of a transparent path.
     fn transparent() -> Control {
-        pathem_engine::Pipeline::new(
-            pathem_io::mem::MemSource::new(0, 60, pathem_io::mem::Pace::AsFastAsPossible),
-            pathem_io::mem::MemSink::default(),
-            &pathem_model::PathConfig::default(),
-            1,
-            &pathem_engine::EngineConfig { offline: true, ..Default::default() },
-        )
-        .unwrap()
-        .control()
+        Control::detached(&pathem_model::PathConfig::default())
     }
 
     #[test]

@@ -21,15 +21,7 @@ fn dashboard_text() -> String {
 
 /// The control of a transparent path.
 fn transparent() -> Control {
-    pathem_engine::Pipeline::new(
-        pathem_io::mem::MemSource::new(0, 60, pathem_io::mem::Pace::AsFastAsPossible),
-        pathem_io::mem::MemSink::default(),
-        &pathem_model::PathConfig::default(),
-        1,
-        &pathem_engine::EngineConfig { offline: true, ..Default::default() },
-    )
-    .unwrap()
-    .control()
+    Control::detached(&pathem_model::PathConfig::default())
 }
 
 /// A scrape of a link of two directions, each with two classes (`default` and `dns`).
