@@ -268,12 +268,26 @@ pub struct PassThrough {
 
 /// Attaches a pass-through XDP program to `ifname` in native mode (see [`PassThrough`]).
 pub fn pass_through(ifname: &str) -> Result<PassThrough, Error> {
+    fixed_verdict(ifname, XDP_PASS, "pass-through")
+}
+
+/// Attaches an XDP program that drops every frame to `ifname` in native mode, for as long as
+/// the result lives: a sink that costs the receiver next to nothing. A veth counts the frames
+/// it drops as received (`rx_packets`).
+pub fn drop_all(ifname: &str) -> Result<PassThrough, Error> {
+    fixed_verdict(ifname, XDP_DROP, "dropping")
+}
+
+const XDP_DROP: i32 = 1;
+const XDP_PASS: i32 = 2;
+
+fn fixed_verdict(ifname: &str, verdict: i32, what: &str) -> Result<PassThrough, Error> {
     let ifindex = crate::afpacket::ifindex(ifname)? as u32;
-    let code = [insn(0xb7, 0, 0, 0, 2), insn(0x95, 0, 0, 0, 0)].concat(); // r0 = XDP_PASS; exit
+    let code = [insn(0xb7, 0, 0, 0, verdict), insn(0x95, 0, 0, 0, 0)].concat(); // r0 = verdict; exit
     let prog = crate::bpf::load(BPF_PROG_TYPE_XDP, BPF_XDP, &code, "pathem")
-        .map_err(|(e, _)| fail(ifname, "cannot load the pass-through XDP program", e, "CAP_BPF"))?;
+        .map_err(|(e, _)| fail(ifname, &format!("cannot load the {what} XDP program"), e, "CAP_BPF"))?;
     let link = crate::bpf::link(&prog, ifindex, BPF_XDP, XDP_FLAGS_DRV_MODE)
-        .map_err(|e| fail(ifname, "cannot attach the pass-through XDP program", e, "CAP_NET_ADMIN"))?;
+        .map_err(|e| fail(ifname, &format!("cannot attach the {what} XDP program"), e, "CAP_NET_ADMIN"))?;
     Ok(PassThrough { _prog: prog, _link: link })
 }
 

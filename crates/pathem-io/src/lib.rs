@@ -28,6 +28,7 @@ pub mod pcap;
 pub mod port;
 pub mod tap;
 pub mod udp;
+pub mod xdpgen;
 
 pub use port::{PollAt, RxFrame, RxPort, TxErrorClass, TxPort, TxRefused};
 

@@ -3,8 +3,9 @@
 //!
 //! The engine runs are what `run` runs, minus the ports: in-memory frames through the real
 //! stages with the real clock. The live runs go through [`pathem_runtime::Link`], the very link `run`
-//! starts, next to pathem's raw port loop (no engine), and for DPDK ports next to DPDK's own
-//! forwarder (`dpdk-testpmd --forward-mode=io`) on the same virtual devices, as references.
+//! starts, next to pathem's raw port loop (no engine) and DPDK's own forwarder
+//! (`dpdk-testpmd --forward-mode=io`) on the same veths, as references, fed by the kernel's XDP
+//! generator, which is measured in its own row.
 
 use crate::testbed::{bed_ports, rx_packets, Bed};
 use crate::Error;
@@ -12,8 +13,10 @@ use pathem_engine::{
     monotonic_now, run, Clock, EngineConfig, MonotonicClock, Next, Pipeline, Stats, Task, DEFAULT_BUSY_POLL,
 };
 use pathem_io::afpacket::AfPacketTx;
+use pathem_io::afxdp::PassThrough;
 use pathem_io::live::{self, LiveRx, LiveTx, PortOptions, PortSpec};
 use pathem_io::mem::{udp_frame, MemSink, MemSource, Pace};
+use pathem_io::xdpgen::XdpGenerator;
 use pathem_io::{RxPort, TxPort};
 use pathem_model::rng::direction_seed;
 use pathem_model::units::Rate;
@@ -218,6 +221,10 @@ const FORWARDER_CPU: usize = 1;
 enum Forwarder {
     /// Nothing: the plain interface, an attach's floor.
     None,
+    /// Nothing but a program dropping every frame on `pa`: the generator's own row.
+    Sink {
+        _drops: PassThrough,
+    },
     Raw(std::thread::JoinHandle<Result<(), Error>>, Arc<AtomicBool>),
     Link(Box<Link>),
     Testpmd(Child),
@@ -226,8 +233,8 @@ enum Forwarder {
 /// Starts `dpdk-testpmd` in `ns`, forwarding between the virtual devices `a` and `b` (`dpdk:`
 /// port specs) in io mode (no copy, no change), on two lcores: its main one, mostly asleep,
 /// and one forwarding lcore that polls, as pathem's one thread does. Returns once it forwards.
-fn testpmd(ns: &str, a: &PortSpec, b: &PortSpec) -> Result<Child, Error> {
-    let vdev = |s: &PortSpec| s.name().to_string();
+fn testpmd(ns: &str, a: &str, b: &str) -> Result<Child, Error> {
+    let vdev = |s: &str| s.to_string();
     let mut child = Command::new("ip")
         .args(["netns", "exec", ns, "dpdk-testpmd", "--no-huge", "-m", "1024", "--no-shconf", "--no-pci"])
         .args(["-l", "0-1", "--log-level=warning", "--no-telemetry", "--vdev", &vdev(a), "--vdev", &vdev(b)])
@@ -260,6 +267,12 @@ fn testpmd(ns: &str, a: &PortSpec, b: &PortSpec) -> Result<Child, Error> {
         return Err(Error::Measure("dpdk-testpmd did not start forwarding within 20 s".into()));
     }
     Ok(child)
+}
+
+/// Whether `dpdk-testpmd` is on the PATH.
+pub fn testpmd_installed() -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("dpdk-testpmd").is_file()))
 }
 
 /// Stops a child started in its own process group: SIGINT, then SIGKILL after 5 s.
@@ -313,8 +326,12 @@ impl Forwarder {
             return Ok(Forwarder::Link(Box::new(Link::start(spec)?)));
         }
         let ((a, b), mid) = (bed_ports(kind)?, bed.mid().to_string());
+        if mode == "generator" {
+            return Ok(Forwarder::Sink { _drops: in_netns(&mid, || pathem_io::afxdp::drop_all("pa"))? });
+        }
         if mode == "testpmd" {
-            return Ok(Forwarder::Testpmd(testpmd(&mid, &a, &b)?));
+            let (a, b) = reference_vdevs(kind);
+            return Ok(Forwarder::Testpmd(testpmd(&mid, a, b)?));
         }
         if mode != "bypass" {
             let spec = LinkSpec {
@@ -363,7 +380,7 @@ impl Forwarder {
 
     fn stop(self) -> Result<(), Error> {
         match self {
-            Forwarder::None => Ok(()),
+            Forwarder::None | Forwarder::Sink { .. } => Ok(()),
             Forwarder::Raw(h, stop) => {
                 stop.store(true, Ordering::Relaxed);
                 h.join().map_err(|_| Error::Panicked("forwarder"))?
@@ -377,11 +394,66 @@ impl Forwarder {
     }
 }
 
+/// testpmd's virtual devices for a kind's reference: DPDK's driver for the same kind of
+/// socket on the same veths (`net_af_packet` also for pathem's DPDK port, which uses it).
+fn reference_vdevs(kind: &str) -> (&'static str, &'static str) {
+    match kind {
+        "afxdp" => ("net_af_xdp0,iface=pa", "net_af_xdp1,iface=pb"),
+        _ => ("net_af_packet0,iface=pa,framecnt=2048", "net_af_packet1,iface=pb,framecnt=2048"),
+    }
+}
+
+/// Runs `f` on a thread in the network namespace `ns` (an XDP program attached there stays
+/// attached for as long as its handle lives, wherever that goes).
+pub(crate) fn in_netns<T: Send>(
+    ns: &str,
+    f: impl FnOnce() -> Result<T, pathem_io::Error> + Send,
+) -> Result<T, Error> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            enter(ns)?;
+            Ok(f()?)
+        })
+        .join()
+        .map_err(|_| Error::Panicked("namespace helper"))?
+    })
+}
+
+/// How a kind's runs see the bed: the generator's frames reach `pa` through its peer's
+/// `ndo_xdp_xmit`, which a veth takes only where it polls with NAPI, as it does with an XDP
+/// program attached. AF_XDP ports (pathem's, testpmd's `net_af_xdp`) attach their own; for
+/// the kinds on packet sockets the bench attaches one that passes every frame on (to the
+/// stack, where the packet sockets see them, as from a NIC's driver).
+fn napi_for(bed: &Bed, kind: &str, mode: &str) -> Result<Option<PassThrough>, Error> {
+    match (kind, mode) {
+        ("afpacket" | "dpdk", m) if m != "generator" => {
+            Ok(Some(in_netns(bed.mid(), || pathem_io::afxdp::pass_through("pa"))?))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// What one run of the live benchmark measured, in Mpps.
+#[derive(Clone, Copy, Debug)]
+pub struct LiveRun {
+    /// Frames that reached the forwarder's receiving interface (`pa`), or for an attach those
+    /// the sender handed to `g0`.
+    pub offered: f64,
+    /// Frames that reached the sink.
+    pub forwarded: f64,
+}
+
 /// One run of the live benchmark: a generator floods g0 with frames of `size` for `secs`,
-/// pathem forwards pa → pb in `mode` (`bypass`: its port loop without the engine, the raw rate
-/// of the port type; `engine`/`impaired`: the runtime's link, as `run`; `split`: one way, its
-/// input and output stages on CPUs 0 and 1; `testpmd`: DPDK's own forwarder on the same
-/// virtual devices, for DPDK kinds). Returns the offered and forwarded Mpps.
+/// pathem forwards pa → pb in `mode` (`generator`: nothing forwards, a program drops every
+/// frame on pa, what the generator offers; `bypass`: pathem's port loop without the engine,
+/// the raw rate of the port type; `engine`/`impaired`: the runtime's link, as `run`; `split`:
+/// one way, its input and output stages on CPUs 0 and 1; `testpmd`: DPDK's own forwarder on
+/// the same veths through DPDK's driver for the same kind of socket).
+///
+/// The generator is the kernel's ([`XdpGenerator`]): an XDP program sending one frame again
+/// and again from g0, without a socket buffer, socket or system call per frame. An attach
+/// forwards what g0's own stack sends, so for it the sender is a packet socket on g0 going
+/// through g0's queueing discipline and tc programs, where pathem attaches.
 pub fn live_run(
     bed: &Bed,
     kind: &str,
@@ -389,24 +461,30 @@ pub fn live_run(
     mode: &'static str,
     path: &PathConfig,
     secs: f64,
-) -> Result<(f64, f64), Error> {
+) -> Result<LiveRun, Error> {
+    let napi = napi_for(bed, kind, mode)?;
     let fwd = Forwarder::start(bed, kind, mode, path)?;
     // An attach forwards g0's egress: its frames are counted where they arrive, on pa.
     let attach = kind == "attach";
     let (ns, dev) = if attach { (bed.mid(), "pa") } else { (bed.sink.as_str(), "s0") };
-    let before = rx_packets(ns, dev)?;
+    let (before, offered_before) = (rx_packets(ns, dev)?, rx_packets(bed.mid(), "pa")?);
     let g = bed.gen.clone();
     let gen = std::thread::spawn(move || -> Result<(u64, f64), Error> {
         enter(&g)?;
         pin(GENERATOR_CPU)?;
-        // Through g0's qdisc and tc programs, as the stack's frames go, where pathem attaches.
-        let mut tx = match attach {
-            true => AfPacketTx::open_marked("g0", 2048, 0)?,
-            false => AfPacketTx::open("g0", 2048)?,
-        };
         let frame = udp_frame(size, 0);
         let start = monotonic_now();
         let end = start + Nanos((secs * 1e9) as u64);
+        if !attach {
+            let mut xdp = XdpGenerator::open("g0", &frame)?;
+            // A call sets up a page pool (tens of milliseconds here): a million frames each.
+            while monotonic_now() < end {
+                xdp.send(1 << 20).map_err(|e| Error::Measure(format!("the XDP generator: {e}")))?;
+            }
+            return Ok((0, (monotonic_now() - start).as_secs_f64()));
+        }
+        // Through g0's qdisc and tc programs, as the stack's frames go, where pathem attaches.
+        let mut tx = AfPacketTx::open_marked("g0", 2048, 0)?;
         let mut sent = 0u64;
         while monotonic_now() < end {
             for _ in 0..64 {
@@ -419,8 +497,10 @@ pub fn live_run(
     let (sent, took) = gen.join().map_err(|_| Error::Panicked("generator"))??;
     std::thread::sleep(std::time::Duration::from_millis(50));
     let got = rx_packets(ns, dev)? - before;
+    let offered = if attach { sent } else { rx_packets(bed.mid(), "pa")? - offered_before };
     fwd.stop()?;
-    Ok((sent as f64 / took / 1e6, got as f64 / took / 1e6))
+    drop(napi);
+    Ok(LiveRun { offered: offered as f64 / took / 1e6, forwarded: got as f64 / took / 1e6 })
 }
 
 #[cfg(test)]

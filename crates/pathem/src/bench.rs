@@ -97,7 +97,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
         let rows =
             rounds::live(&args.live, &args.sizes, args.seconds, args.runs, args.split, progress, print)
                 .map_err(crate::lab_error)?;
-        emit(serde_json::to_value(&rows)?, text::live_notes(&args.live, args.runs, args.split));
+        emit(serde_json::json!({ "rows": rows }), text::live_notes(&args.live, args.runs, args.split));
         return Ok(());
     }
     crate::within("--packets", args.packets, 1..=1_000_000_000_000, "1 to 10^12")?;

@@ -89,6 +89,7 @@ fn main() {
         ("attach_on_the_host_end_of_a_containers_veth", attach_on_the_host_end_of_a_containers_veth),
         ("classes_give_two_addresses_their_own_paths", classes_give_two_addresses_their_own_paths),
         ("attach_with_classes_delays_each_address_its_own", attach_with_classes_delays_each_address_its_own),
+        ("the_live_bench_measures_its_generator_apart", the_live_bench_measures_its_generator_apart),
         ("dpdk_sigint_balances_and_returns_every_mbuf", dpdk_sigint_balances_and_returns_every_mbuf),
         ("dpdk_bad_arguments_are_refused_with_one_line", dpdk_bad_arguments_are_refused_with_one_line),
     ];
@@ -721,6 +722,50 @@ fn a_burst_through_a_delay_arrives_whole_without_later_traffic() {
         let a = &s["a_to_b"];
         assert_eq!(a["port_tx_queued"], 0, "{kind}: {a}");
         assert_eq!(a["in_flight"], 0, "{kind}: {a}");
+    }
+}
+
+/// `bench --live`: the generator has its own row, far above what a forwarder can take (the
+/// rows say which rates the sender set), testpmd's reference is measured in the same rounds,
+/// and no forwarder delivers more than reached it. Rates are reported, never asserted.
+fn the_live_bench_measures_its_generator_apart() {
+    let out = must(&[
+        PATHEM,
+        "bench",
+        "--live",
+        "afxdp,afpacket",
+        "--sizes",
+        "64",
+        "--runs",
+        "1",
+        "--seconds",
+        "0.5",
+        "--json",
+    ]);
+    let json: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let rows = json["rows"].as_array().expect("rows");
+    for kind in ["afxdp", "afpacket"] {
+        let modes: Vec<&str> =
+            rows.iter().filter(|r| r["port"] == kind).map(|r| r["mode"].as_str().unwrap()).collect();
+        assert_eq!(modes, ["generator", "testpmd", "bypass", "engine", "impaired"], "{kind}");
+    }
+    for r in rows {
+        let (mpps, offered) = (r["mpps"].as_f64().unwrap(), r["offered_mpps"].as_f64().unwrap());
+        eprintln!(
+            "{} {}: {mpps:.3} Mpps of {offered:.3} offered, generator-bound {}",
+            r["port"], r["mode"], r["generator_bound"]
+        );
+        assert!(mpps > 0.0 && r["size"] == 64, "{r}");
+        assert!(r["generator_bound"].is_boolean(), "{r}");
+        // What reached the sink reached pa first (a 1% margin: the counters are read apart).
+        assert!(mpps <= offered * 1.01, "forwarded more than offered: {r}");
+        match r["mode"].as_str().unwrap() {
+            "generator" => assert!(r["generator_bound"] == false && r["of_testpmd"].is_null(), "{r}"),
+            "testpmd" => assert!(r["of_testpmd"].is_null(), "{r}"),
+            _ => {
+                assert!(r["of_testpmd"].as_f64().unwrap() > 0.0 && r["of_raw"].as_f64().unwrap() > 0.0, "{r}")
+            }
+        }
     }
 }
 
