@@ -1,10 +1,15 @@
 //! Live port through AF_XDP sockets: frames go from the driver to pathem without the kernel's
 //! network stack, and back.
 //!
-//! One socket per interface (queue 0), with one UMEM split in two: the first half feeds the
-//! fill ring for receiving, the second half is a free list for transmitting. [`open`] returns
-//! the socket's two halves, each owning its rings, so the receive half can serve one
-//! direction and the transmit half the other, even on different threads.
+//! One socket per receive queue of the interface, each with its own UMEM. Queue 0's UMEM is
+//! split in two: the first half feeds its fill ring for receiving, the second half is a free
+//! list for transmitting (all frames leave through queue 0's socket, so a flow keeps its order
+//! on the way out). [`open`] returns the port's two halves, each owning its rings, so the
+//! receive half can serve one direction and the transmit half the other, even on different
+//! threads. The receive half reads every queue and merges their frames in the order of the
+//! XDP program's receive stamps: the path sees one arrival sequence, so a rate and a queue stay
+//! one bottleneck however the interface spreads its flows (RSS), and a flow, which RSS keeps on
+//! one queue, stays in order.
 //!
 //! The XDP program that steers the interface's frames into the socket is five instructions,
 //! assembled here (its source is the comment on `redirect_program`); it needs no libxdp or
@@ -216,12 +221,13 @@ struct Steering {
     stamps: bool,
 }
 
-fn steer(ifname: &str, ifindex: u32, xsk: RawFd) -> Result<Steering, Error> {
+/// Steers the frames of receive queue `q` into socket `xsks[q]`.
+fn steer(ifname: &str, ifindex: u32, xsks: &[RawFd]) -> Result<Steering, Error> {
     let mut attr = [0u8; 72];
     put_u32(&mut attr, 0, BPF_MAP_TYPE_XSKMAP);
     put_u32(&mut attr, 4, 4);
     put_u32(&mut attr, 8, 4);
-    put_u32(&mut attr, 12, 1);
+    put_u32(&mut attr, 12, xsks.len() as u32);
     let map = owned(
         bpf(BPF_MAP_CREATE, &mut attr)
             .map_err(|e| fail(ifname, "cannot create the XSK map", e, "CAP_BPF"))?,
@@ -229,14 +235,16 @@ fn steer(ifname: &str, ifindex: u32, xsk: RawFd) -> Result<Steering, Error> {
 
     let (prog, stamps) = load_program(ifname, map.as_raw_fd())?;
 
-    let mut attr = [0u8; 32];
-    put_u32(&mut attr, 0, map.as_raw_fd() as u32);
-    let key: u32 = 0;
-    let value: u32 = xsk as u32;
-    put_u64(&mut attr, 8, &key as *const u32 as u64);
-    put_u64(&mut attr, 16, &value as *const u32 as u64);
-    bpf(BPF_MAP_UPDATE_ELEM, &mut attr)
-        .map_err(|e| fail(ifname, "cannot register the socket", e, "CAP_BPF"))?;
+    for (queue, &xsk) in xsks.iter().enumerate() {
+        let mut attr = [0u8; 32];
+        put_u32(&mut attr, 0, map.as_raw_fd() as u32);
+        let key = queue as u32;
+        let value: u32 = xsk as u32;
+        put_u64(&mut attr, 8, &key as *const u32 as u64);
+        put_u64(&mut attr, 16, &value as *const u32 as u64);
+        bpf(BPF_MAP_UPDATE_ELEM, &mut attr)
+            .map_err(|e| fail(ifname, "cannot register the socket", e, "CAP_BPF"))?;
+    }
 
     let mut last = None;
     for (flags, mode) in [(XDP_FLAGS_DRV_MODE, "native"), (XDP_FLAGS_SKB_MODE, "generic")] {
@@ -358,11 +366,12 @@ impl Ring {
     }
 }
 
-/// The socket and the UMEM both halves use.
+/// A socket and its UMEM. Queue 0's is shared by both halves and holds the steering; the
+/// sockets of the other queues only receive.
 struct Socket {
     fd: OwnedFd,
     umem: Mmap,
-    _steering: Steering,
+    _steering: Option<Steering>,
 }
 
 impl Socket {
@@ -395,6 +404,20 @@ impl Socket {
         debug_assert!(addr as usize + len <= self.umem.len);
         // SAFETY: addr is a UMEM offset the rings hand out, within the UMEM.
         unsafe { self.umem.ptr.add(addr as usize) }
+    }
+
+    /// The XDP program's receive stamp in front of the received frame at `addr`, if it left
+    /// one, without clearing it.
+    fn peek_stamp(&self, addr: u64) -> Option<Nanos> {
+        if (addr as usize) % FRAME_SIZE < META_LEN {
+            return None;
+        }
+        // SAFETY: as in `take_stamp`.
+        unsafe {
+            let meta = self.umem.ptr.add(addr as usize - META_LEN) as *const u64;
+            (std::ptr::read_unaligned(meta.add(1)) == STAMP_MAGIC)
+                .then(|| Nanos(std::ptr::read_unaligned(meta)))
+        }
     }
 
     /// The XDP program's receive stamp in front of the received frame at `addr`, if it left
@@ -436,11 +459,16 @@ fn statistics(fd: RawFd) -> Option<XdpStatistics> {
     (rc == 0).then_some(st)
 }
 
-/// The receiving half.
-pub struct XdpRx {
+/// One receive queue's socket and rings.
+struct RxQueue {
     sock: Arc<Socket>,
     rx: Ring,
     fill: Ring,
+}
+
+/// The receiving half: a socket on each of the interface's receive queues.
+pub struct XdpRx {
+    queues: Vec<RxQueue>,
     line_rate: u64,
     last_arrival: Nanos,
     more: bool,
@@ -482,19 +510,80 @@ fn rx_queues(ifname: &str) -> usize {
         .max(1)
 }
 
-/// Opens an AF_XDP socket on queue 0 of `ifname`, steers the interface's frames into it, and
-/// returns its receiving and transmitting halves and the mode obtained.
+/// Most receive queues an AF_XDP port reads (each socket holds 8 MiB of receive buffers).
+pub const MAX_QUEUES: usize = 64;
+
+/// A socket bound to one queue, before the steering.
+struct Bound {
+    fd: OwnedFd,
+    umem: Mmap,
+    rx: Ring,
+    fill: Ring,
+    /// The transmit and completion rings (queue 0's socket only).
+    tx: Option<(Ring, Ring)>,
+    copy: &'static str,
+}
+
+/// Opens an AF_XDP socket on each receive queue of `ifname` (its frames steered there by one
+/// XDP program, queue by queue), and returns the receiving half (all the sockets), the
+/// transmitting half (queue 0's socket) and the mode obtained.
 pub fn open(ifname: &str) -> Result<(XdpRx, XdpTx, String), Error> {
     let ifindex = crate::afpacket::ifindex(ifname)? as u32;
     let queues = rx_queues(ifname);
-    if queues > 1 {
+    if queues > MAX_QUEUES {
         return Err(Error::Interface {
             name: ifname.into(),
             reason: format!(
-                "has {queues} receive queues and pathem's AF_XDP port serves one: run `ethtool -L {ifname} combined 1` first, or use afpacket:{ifname}"
+                "has {queues} receive queues and an AF_XDP port reads at most {MAX_QUEUES}: run `ethtool -L {ifname} combined {MAX_QUEUES}` first, or use afpacket:{ifname}"
             ),
         });
     }
+    let bound = (0..queues as u32).map(|q| bind_queue(ifname, ifindex, q)).collect::<Result<Vec<_>, _>>()?;
+    let fds: Vec<RawFd> = bound.iter().map(|b| b.fd.as_raw_fd()).collect();
+    let steering = steer(ifname, ifindex, &fds)?;
+    let copy = if bound.iter().all(|b| b.copy == "zero-copy") { "zero-copy" } else { "copy" };
+    let stamped = if steering.stamps { "receive stamps from XDP" } else { "stamped when read" };
+    let spread = if queues > 1 { format!(", {queues} receive queues") } else { String::new() };
+    let mode = format!("{} XDP, {copy}, {stamped}{spread}", steering.mode);
+    let mut steering = Some(steering);
+    let mut rx_queues = Vec::with_capacity(queues);
+    let mut tx_rings = None;
+    for b in bound {
+        let sock = Arc::new(Socket { fd: b.fd, umem: b.umem, _steering: steering.take() });
+        if let Some(rings) = b.tx {
+            tx_rings = Some((sock.clone(), rings));
+        }
+        rx_queues.push(RxQueue { sock, rx: b.rx, fill: b.fill });
+    }
+    let Some((sock, (tx, comp))) = tx_rings else {
+        unreachable!("queue 0 is always bound with a transmit ring")
+    };
+    let free = (0..TX_FRAMES as u64).map(|i| (RX_FRAMES as u64 + i) * FRAME_SIZE as u64).collect();
+    Ok((
+        XdpRx {
+            queues: rx_queues,
+            line_rate: crate::iface::line_rate_bps(ifname),
+            last_arrival: Nanos::ZERO,
+            more: false,
+            offload: Default::default(),
+        },
+        XdpTx {
+            sock,
+            tx,
+            comp,
+            free,
+            queued: 0,
+            refused: TxRefused::default(),
+            mtu: crate::iface::mtu(ifname),
+        },
+        mode,
+    ))
+}
+
+/// Opens a socket with its UMEM on receive queue `queue` of the interface and binds it; the
+/// socket of queue 0 also transmits.
+fn bind_queue(ifname: &str, ifindex: u32, queue: u32) -> Result<Bound, Error> {
+    let transmits = queue == 0;
     // SAFETY: plain socket(2) call; the result is checked.
     let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
@@ -502,7 +591,7 @@ pub fn open(ifname: &str) -> Result<(XdpRx, XdpTx, String), Error> {
     }
     let fd = owned(fd);
     let raw = fd.as_raw_fd();
-    let umem_len = FRAME_SIZE * (RX_FRAMES + TX_FRAMES);
+    let umem_len = FRAME_SIZE * (RX_FRAMES + if transmits { TX_FRAMES } else { 0 });
     // SAFETY: anonymous private mapping, checked below.
     let ptr = unsafe {
         libc::mmap(
@@ -540,12 +629,13 @@ pub fn open(ifname: &str) -> Result<(XdpRx, XdpTx, String), Error> {
         "cannot register the UMEM",
     )?;
     let ring = RING;
-    for (opt, what) in [
+    let rings: &[(i32, &str)] = &[
         (XDP_UMEM_FILL_RING, "fill ring"),
         (XDP_UMEM_COMPLETION_RING, "completion ring"),
         (XDP_RX_RING, "rx ring"),
         (XDP_TX_RING, "tx ring"),
-    ] {
+    ];
+    for &(opt, what) in &rings[..if transmits { 4 } else { 3 }] {
         setopt(opt, &ring as *const u32 as *const libc::c_void, 4, &format!("cannot size the {what}"))?;
     }
     let mut off = MmapOffsets::default();
@@ -564,9 +654,14 @@ pub fn open(ifname: &str) -> Result<(XdpRx, XdpTx, String), Error> {
         return Err(fail(ifname, "cannot read the ring offsets", os_err(), "CAP_NET_RAW"));
     }
     let rx = Ring::map(raw, &off.rx, XDP_PGOFF_RX_RING, size_of::<XdpDesc>(), ifname)?;
-    let tx = Ring::map(raw, &off.tx, XDP_PGOFF_TX_RING, size_of::<XdpDesc>(), ifname)?;
     let fill = Ring::map(raw, &off.fr, XDP_UMEM_PGOFF_FILL_RING, 8, ifname)?;
-    let comp = Ring::map(raw, &off.cr, XDP_UMEM_PGOFF_COMPLETION_RING, 8, ifname)?;
+    let tx = match transmits {
+        true => Some((
+            Ring::map(raw, &off.tx, XDP_PGOFF_TX_RING, size_of::<XdpDesc>(), ifname)?,
+            Ring::map(raw, &off.cr, XDP_UMEM_PGOFF_COMPLETION_RING, 8, ifname)?,
+        )),
+        false => None,
+    };
 
     // Give every receive frame to the kernel before binding.
     for i in 0..RX_FRAMES as u32 {
@@ -575,16 +670,15 @@ pub fn open(ifname: &str) -> Result<(XdpRx, XdpTx, String), Error> {
     }
     fill.producer().store(RX_FRAMES as u32, Ordering::Release);
 
-    let mut bound = None;
     // A socket closed a moment ago (a previous run) is released by the kernel asynchronously:
     // the queue reads as busy for a few milliseconds.
-    'retry: for attempt in 0..40 {
+    for attempt in 0..40 {
         for (flags, copy) in [(XDP_ZEROCOPY, "zero-copy"), (XDP_COPY, "copy")] {
             let addr = SockaddrXdp {
                 family: libc::AF_XDP as u16,
                 flags: flags | XDP_USE_NEED_WAKEUP,
                 ifindex,
-                queue_id: 0,
+                queue_id: queue,
                 shared_umem_fd: 0,
             };
             // SAFETY: addr is a properly laid out sockaddr_xdp and the length is its size.
@@ -596,8 +690,7 @@ pub fn open(ifname: &str) -> Result<(XdpRx, XdpTx, String), Error> {
                 )
             };
             if rc == 0 {
-                bound = Some(copy);
-                break 'retry;
+                return Ok(Bound { fd, umem, rx, fill, tx, copy });
             }
         }
         if os_err().raw_os_error() != Some(libc::EBUSY) || attempt == 39 {
@@ -605,59 +698,113 @@ pub fn open(ifname: &str) -> Result<(XdpRx, XdpTx, String), Error> {
         }
         std::thread::sleep(std::time::Duration::from_millis(25));
     }
-    let Some(copy) = bound else {
-        return Err(fail(ifname, "cannot bind the AF_XDP socket", os_err(), "CAP_NET_RAW"));
-    };
-    let steering = steer(ifname, ifindex, raw)?;
-    let stamped = if steering.stamps { "receive stamps from XDP" } else { "stamped when read" };
-    let mode = format!("{} XDP, {copy}, {stamped}", steering.mode);
-    let sock = Arc::new(Socket { fd, umem, _steering: steering });
-    let free = (0..TX_FRAMES as u64).map(|i| (RX_FRAMES as u64 + i) * FRAME_SIZE as u64).collect();
-    Ok((
-        XdpRx {
-            sock: sock.clone(),
-            rx,
-            fill,
-            line_rate: crate::iface::line_rate_bps(ifname),
-            last_arrival: Nanos::ZERO,
-            more: false,
-            offload: Default::default(),
-        },
-        XdpTx {
-            sock,
-            tx,
-            comp,
-            free,
-            queued: 0,
-            refused: TxRefused::default(),
-            mtu: crate::iface::mtu(ifname),
-        },
-        mode,
-    ))
+    let what = format!("cannot bind the AF_XDP socket to receive queue {queue}");
+    Err(fail(ifname, &what, os_err(), "CAP_NET_RAW"))
 }
 
 impl XdpRx {
-    /// The socket, for waiting on it.
-    pub fn raw_fd(&self) -> RawFd {
-        self.sock.fd.as_raw_fd()
+    /// The sockets, for waiting on them.
+    pub fn raw_fds(&self) -> impl Iterator<Item = RawFd> + '_ {
+        self.queues.iter().map(|q| q.sock.fd.as_raw_fd())
+    }
+
+    /// How many receive queues the port reads.
+    pub fn queues(&self) -> usize {
+        self.queues.len()
+    }
+}
+
+impl RxQueue {
+    /// Frames waiting in the receive ring, from its consumer index.
+    fn waiting(&self) -> (u32, u32) {
+        let cons = self.rx.consumer().load(Ordering::Relaxed);
+        (cons, self.rx.producer().load(Ordering::Acquire).wrapping_sub(cons))
+    }
+
+    /// Receive descriptor `i`.
+    fn desc(&self, i: u32) -> XdpDesc {
+        // SAFETY: the index is masked into the ring (`Ring::desc`); a descriptor is plain data.
+        unsafe { *self.rx.desc(i) }
+    }
+
+    /// The frame of receive descriptor `i`, as a slice of the UMEM.
+    ///
+    /// # Safety
+    /// The kernel has published `i` (it lies between the consumer and the producer read with
+    /// Acquire), it has not been released yet, and no other reference to its frame is alive.
+    #[allow(clippy::mut_from_ref)] // the frame lies in the UMEM, not in self; see # Safety
+    unsafe fn frame(&self, i: u32) -> (XdpDesc, &mut [u8]) {
+        let d = self.desc(i);
+        let len = (d.len as usize).min(FRAME_SIZE);
+        // SAFETY: the kernel wrote `len` bytes at `addr` inside our UMEM's receive half; the
+        // frame is ours (nobody else reads or writes it) until it goes back to the fill ring,
+        // and the caller holds no other reference to it.
+        let data = unsafe { std::slice::from_raw_parts_mut(self.sock.frame(d.addr, len), len) };
+        (d, data)
+    }
+
+    /// Returns `n` frames to the kernel: consumed from the receive ring from `cons`, their
+    /// buffers back to the fill ring.
+    fn release(&self, cons: u32, n: u32) {
+        if n == 0 {
+            return;
+        }
+        let fill_prod = self.fill.producer().load(Ordering::Relaxed);
+        for k in 0..n {
+            // SAFETY: as in `frame`; the fill ring always has room for the frames taken out
+            // of the rx ring (both hold RING entries, and RX_FRAMES buffers circulate).
+            unsafe {
+                let addr = (*self.rx.desc(cons + k)).addr;
+                *self.fill.addr(fill_prod + k) = addr & !(FRAME_SIZE as u64 - 1);
+            }
+        }
+        self.fill.producer().store(fill_prod + n, Ordering::Release);
+        self.rx.consumer().store(cons + n, Ordering::Release);
+    }
+
+    fn wake(&self) {
+        if self.fill.needs_wakeup() {
+            self.sock.kick_rx();
+        }
     }
 }
 
 impl RxPort for XdpRx {
-    fn recv_burst<F: FnMut(RxFrame<'_>)>(
-        &mut self,
-        now: Nanos,
-        max: usize,
-        mut f: F,
-    ) -> Result<usize, Error> {
-        let cons = self.rx.consumer().load(Ordering::Relaxed);
-        let avail = self.rx.producer().load(Ordering::Acquire).wrapping_sub(cons);
+    fn recv_burst<F: FnMut(RxFrame<'_>)>(&mut self, now: Nanos, max: usize, f: F) -> Result<usize, Error> {
+        match self.queues.len() {
+            1 => self.recv_one(now, max, f),
+            _ => self.recv_merged(now, max, f),
+        }
+    }
+
+    fn poll_at(&self) -> PollAt {
+        PollAt::live(self.more)
+    }
+
+    /// Frames the sockets lost: no fill-ring buffer for them (`rx_dropped`), a full receive
+    /// ring (`rx_ring_full`), or descriptors the kernel could not use (`rx_invalid_descs`).
+    fn kernel_drops(&mut self) -> u64 {
+        self.queues
+            .iter()
+            .filter_map(|q| statistics(q.sock.fd.as_raw_fd()))
+            .map(|st| st.rx_dropped + st.rx_ring_full + st.rx_invalid_descs)
+            .sum()
+    }
+
+    fn offload(&self) -> crate::offload::OffloadCounts {
+        self.offload
+    }
+}
+
+impl XdpRx {
+    /// One queue: its frames in ring order.
+    fn recv_one<F: FnMut(RxFrame<'_>)>(&mut self, now: Nanos, max: usize, mut f: F) -> Result<usize, Error> {
+        let q = &self.queues[0];
+        let (cons, avail) = q.waiting();
         let n = (avail as usize).min(max).min(BURST);
         self.more = n > 0 && n == max.min(BURST);
         if n == 0 {
-            if self.fill.needs_wakeup() {
-                self.sock.kick_rx();
-            }
+            q.wake();
             return Ok(0);
         }
         // Frames carry the XDP program's stamp where the driver kept metadata; the others get
@@ -665,52 +812,83 @@ impl RxPort for XdpRx {
         // descheduled): now for the last frame, earlier ones by the wire time after them.
         let now = crate::kstamp::monotonic_now().max(now);
         let mut fallback = FallbackStamps::<BURST>::new(now, self.line_rate, n);
-        let fill_prod = self.fill.producer().load(Ordering::Relaxed);
-        for k in 0..n {
-            // SAFETY: as above; the descriptor's frame belongs to us until we return it.
-            let d = unsafe { *self.rx.desc(cons + k as u32) };
-            let len = (d.len as usize).min(FRAME_SIZE);
-            // SAFETY: the kernel wrote `len` bytes at `addr` inside our UMEM's receive half; the
-            // frame is ours (nobody else reads or writes it) until it goes back to the fill ring.
-            let data = unsafe { std::slice::from_raw_parts_mut(self.sock.frame(d.addr, len), len) };
+        for k in 0..n as u32 {
+            // SAFETY: cons..cons+n are published and not yet released; `data` is dropped
+            // before the next frame is taken.
+            let (d, data) = unsafe { q.frame(cons + k) };
             // XDP does not say which checksums the sender left partial: complete those whose
             // field holds exactly the pseudo-header sum and that do not verify (crate::offload).
             if crate::offload::complete_if_partial(data) {
                 self.offload.csum_completed += 1;
             }
-            let stamp = match self.sock.take_stamp(d.addr).filter(|&t| t <= now) {
+            let stamp = match q.sock.take_stamp(d.addr).filter(|&t| t <= now) {
                 Some(t) => t,
-                // SAFETY: entries cons..cons+n were published by the kernel (Acquire above).
-                None => fallback.get(k, |j| u64::from(unsafe { (*self.rx.desc(cons + j as u32)).len })),
+                None => fallback.get(k as usize, |j| u64::from(q.desc(cons + j as u32).len)),
             };
             let arrival = stamp.max(self.last_arrival);
             self.last_arrival = arrival;
-            f(RxFrame { arrival, wire_len: len as u32, data: &*data });
-            // The frame was copied into the delay line: hand it straight back for reuse.
-            // SAFETY: the fill ring always has room for the frames we took out of the rx ring.
-            unsafe { *self.fill.addr(fill_prod + k as u32) = d.addr & !(FRAME_SIZE as u64 - 1) };
+            f(RxFrame { arrival, wire_len: data.len() as u32, data: &*data });
         }
-        self.fill.producer().store(fill_prod + n as u32, Ordering::Release);
-        self.rx.consumer().store(cons + n as u32, Ordering::Release);
-        if self.fill.needs_wakeup() {
-            self.sock.kick_rx();
-        }
+        // The frames were copied into the delay line: hand them straight back for reuse.
+        q.release(cons, n as u32);
+        q.wake();
         Ok(n)
     }
 
-    fn poll_at(&self) -> PollAt {
-        PollAt::live(self.more)
-    }
-
-    /// Frames the socket lost: no fill-ring buffer for them (`rx_dropped`), a full receive ring
-    /// (`rx_ring_full`), or descriptors the kernel could not use (`rx_invalid_descs`).
-    fn kernel_drops(&mut self) -> u64 {
-        let Some(st) = statistics(self.sock.fd.as_raw_fd()) else { return 0 };
-        st.rx_dropped + st.rx_ring_full + st.rx_invalid_descs
-    }
-
-    fn offload(&self) -> crate::offload::OffloadCounts {
-        self.offload
+    /// Several queues: their frames merged in the order of the XDP program's receive stamps,
+    /// so that the path sees one arrival sequence, as from one queue. A frame without a stamp
+    /// (a driver without room for metadata) counts as arriving now, when it is read.
+    fn recv_merged<F: FnMut(RxFrame<'_>)>(
+        &mut self,
+        now: Nanos,
+        max: usize,
+        mut f: F,
+    ) -> Result<usize, Error> {
+        let now = crate::kstamp::monotonic_now().max(now);
+        let want = max.min(BURST);
+        let mut heads = [(0u32, 0u32, 0u32); MAX_QUEUES]; // (consumer, waiting, taken)
+        let mut total = 0usize;
+        for (h, q) in heads.iter_mut().zip(&self.queues) {
+            let (cons, avail) = q.waiting();
+            *h = (cons, avail, 0);
+            total += avail as usize;
+        }
+        let n = total.min(want);
+        self.more = total > n;
+        let heads = &mut heads[..self.queues.len()];
+        for _ in 0..n {
+            // The queue whose next frame arrived first.
+            let mut best = (Nanos(u64::MAX), 0);
+            for (i, &(cons, avail, taken)) in heads.iter().enumerate() {
+                if taken < avail {
+                    let q = &self.queues[i];
+                    let stamp = q.sock.peek_stamp(q.desc(cons + taken).addr).filter(|&t| t <= now);
+                    let t = stamp.unwrap_or(now);
+                    if t < best.0 {
+                        best = (t, i);
+                    }
+                }
+            }
+            let i = best.1;
+            let (cons, _, taken) = &mut heads[i];
+            let q = &self.queues[i];
+            // SAFETY: taken < waiting: published and not yet released; `data` is dropped before
+            // the next frame is taken.
+            let (d, data) = unsafe { q.frame(*cons + *taken) };
+            *taken += 1;
+            q.sock.take_stamp(d.addr);
+            if crate::offload::complete_if_partial(data) {
+                self.offload.csum_completed += 1;
+            }
+            let arrival = best.0.min(now).max(self.last_arrival);
+            self.last_arrival = arrival;
+            f(RxFrame { arrival, wire_len: data.len() as u32, data: &*data });
+        }
+        for (q, &(cons, _, taken)) in self.queues.iter().zip(heads.iter()) {
+            q.release(cons, taken);
+            q.wake();
+        }
+        Ok(n)
     }
 }
 

@@ -222,16 +222,17 @@ fn open_dpdk(dev: &str, _device: &crate::dpdk::Device, _options: &PortOptions) -
 }
 
 impl LiveRx {
-    /// The socket to sleep on until frames arrive; `None` for a poll-mode port (DPDK), which
-    /// has nothing to sleep on and is polled without rest.
-    pub fn raw_fd(&self) -> Option<RawFd> {
+    /// The sockets to sleep on until frames arrive (an AF_XDP port has one per receive
+    /// queue); `None` for a poll-mode port (DPDK), which has nothing to sleep on and is polled
+    /// without rest.
+    pub fn raw_fds(&self) -> Vec<Option<RawFd>> {
         match self {
-            LiveRx::Packet(p) => Some(p.raw_fd()),
-            LiveRx::Xdp(x) => Some(x.raw_fd()),
-            LiveRx::Tap(t) => Some(t.raw_fd()),
-            LiveRx::Idle(fd) => Some(std::os::fd::AsRawFd::as_raw_fd(fd)),
+            LiveRx::Packet(p) => vec![Some(p.raw_fd())],
+            LiveRx::Xdp(x) => x.raw_fds().map(Some).collect(),
+            LiveRx::Tap(t) => vec![Some(t.raw_fd())],
+            LiveRx::Idle(fd) => vec![Some(std::os::fd::AsRawFd::as_raw_fd(fd))],
             #[cfg(feature = "dpdk")]
-            LiveRx::Dpdk(_) => None,
+            LiveRx::Dpdk(_) => vec![None],
         }
     }
     /// Receive errors seen (an interface that went down).

@@ -365,7 +365,7 @@ impl Forwarder {
             live::prepare(&[&a, &b], &ports)?;
             let a = live::open(&a, &ports)?;
             let b = live::open(&b, &ports)?;
-            let mut clock = MonotonicClock::for_ports(vec![a.rx.raw_fd()]);
+            let mut clock = MonotonicClock::for_ports(a.rx.raw_fds());
             let _ = ready_tx.send(());
             let mut t = Bypass { rx: a.rx, tx: b.tx };
             run(&mut [&mut t], &mut clock, &stop2)?;

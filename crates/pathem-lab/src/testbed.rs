@@ -74,15 +74,21 @@ pub struct Bed {
 impl Bed {
     /// gen — mid — sink, named `{tag}g`, `{tag}m`, `{tag}s` (the tag makes them unique).
     pub fn through(tag: &str) -> Result<Bed, Error> {
+        Bed::through_queues(tag, 1)
+    }
+
+    /// As [`Bed::through`], with `queues` transmit and receive queues on every veth (a sender
+    /// spreads its flows over them by hash, as over a NIC's RSS queues).
+    pub fn through_queues(tag: &str, queues: u32) -> Result<Bed, Error> {
         let bed = Bed { gen: format!("{tag}g"), mid: Some(format!("{tag}m")), sink: format!("{tag}s") };
-        bed.make()?;
+        bed.make(queues)?;
         Ok(bed)
     }
 
     /// gen — sink joined by one veth pair (g0 — s0), with the same addresses.
     pub fn direct(tag: &str) -> Result<Bed, Error> {
         let bed = Bed { gen: format!("{tag}g"), mid: None, sink: format!("{tag}s") };
-        bed.make()?;
+        bed.make(1)?;
         Ok(bed)
     }
 
@@ -91,20 +97,29 @@ impl Bed {
         self.mid.as_deref().expect("a bed with a forwarder's namespace")
     }
 
-    fn make(&self) -> Result<(), Error> {
+    fn make(&self, queues: u32) -> Result<(), Error> {
         let (g, s) = (&self.gen, &self.sink);
+        let q = queues.to_string();
+        let veth = |a: &str, an: &str, b: &str, bn: &str| {
+            let each = ["numtxqueues", &q, "numrxqueues", &q];
+            let mut args = vec!["link", "add", a, "netns", an];
+            args.extend(each);
+            args.extend(["type", "veth", "peer", "name", b, "netns", bn]);
+            args.extend(each);
+            ip(&args)
+        };
         for n in [Some(g), self.mid.as_ref(), Some(s)].into_iter().flatten() {
             ip(&["netns", "add", n])?;
             ip(&["-n", n, "link", "set", "lo", "up"])?;
         }
         match &self.mid {
             Some(m) => {
-                ip(&["link", "add", "g0", "netns", g, "type", "veth", "peer", "name", "pa", "netns", m])?;
-                ip(&["link", "add", "s0", "netns", s, "type", "veth", "peer", "name", "pb", "netns", m])?;
+                veth("g0", g, "pa", m)?;
+                veth("s0", s, "pb", m)?;
                 ip(&["-n", m, "link", "set", "pa", "up"])?;
                 ip(&["-n", m, "link", "set", "pb", "up"])?;
             }
-            None => ip(&["link", "add", "g0", "netns", g, "type", "veth", "peer", "name", "s0", "netns", s])?,
+            None => veth("g0", g, "s0", s)?,
         }
         for (n, d, a) in [(g, "g0", GEN_IP), (s, "s0", SINK_IP)] {
             ip(&["-n", n, "addr", "add", &format!("{a}/24"), "dev", d])?;

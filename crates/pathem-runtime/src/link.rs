@@ -268,8 +268,8 @@ fn place(
     match (ba.take(), cores) {
         // Each direction on a CPU of its own.
         (Some(mut b), &[c0, c1]) => {
-            let fds_b = vec![b.input.rx.raw_fd()];
-            let fds_a = vec![ab.input.rx.raw_fd()];
+            let fds_b = b.input.rx.raw_fds();
+            let fds_a = ab.input.rx.raw_fds();
             std::thread::scope(|s| -> Result<(), Error> {
                 let other = s.spawn(|| drive(&mut b, Some(c1), fds_b, stop));
                 let mine = drive(&mut ab, Some(c0), fds_a, stop);
@@ -280,7 +280,7 @@ fn place(
         }
         // One way: the direction's input and output on a CPU each.
         (None, &[c0, c1]) => {
-            let fds = vec![ab.input.rx.raw_fd()];
+            let fds = ab.input.rx.raw_fds();
             let (mut input, mut output) = ab.split();
             std::thread::scope(|s| -> Result<(), Error> {
                 let out = s.spawn(|| drive(&mut output, Some(c1), Vec::new(), stop));
@@ -292,7 +292,7 @@ fn place(
         }
         // Four stages on four CPUs.
         (Some(b), &[c0, c1, c2, c3]) => {
-            let (fds_a, fds_b) = (vec![ab.input.rx.raw_fd()], vec![b.input.rx.raw_fd()]);
+            let (fds_a, fds_b) = (ab.input.rx.raw_fds(), b.input.rx.raw_fds());
             let (mut ia, mut oa) = ab.split();
             let (mut ib, mut ob) = b.split();
             std::thread::scope(|s| -> Result<(), Error> {
@@ -313,8 +313,8 @@ fn place(
         }),
         // Everything on one thread, pinned if a CPU is given.
         (b, cores) => {
-            let mut fds = vec![ab.input.rx.raw_fd()];
-            fds.extend(b.as_ref().map(|p| p.input.rx.raw_fd()));
+            let mut fds = ab.input.rx.raw_fds();
+            fds.extend(b.iter().flat_map(|p| p.input.rx.raw_fds()));
             let mut b = b;
             if let Some(&c) = cores.first() {
                 pin(c)?;

@@ -90,6 +90,10 @@ fn main() {
         ("classes_give_two_addresses_their_own_paths", classes_give_two_addresses_their_own_paths),
         ("attach_with_classes_delays_each_address_its_own", attach_with_classes_delays_each_address_its_own),
         ("the_live_bench_measures_its_generator_apart", the_live_bench_measures_its_generator_apart),
+        (
+            "an_afxdp_port_reads_every_queue_as_one_bottleneck",
+            an_afxdp_port_reads_every_queue_as_one_bottleneck,
+        ),
         ("dpdk_sigint_balances_and_returns_every_mbuf", dpdk_sigint_balances_and_returns_every_mbuf),
         ("dpdk_bad_arguments_are_refused_with_one_line", dpdk_bad_arguments_are_refused_with_one_line),
     ];
@@ -148,8 +152,13 @@ fn ports(kind: &str) -> (String, String) {
 
 impl Topo {
     fn new() -> Topo {
+        Topo::with_queues(1)
+    }
+
+    /// A bed whose veths have `queues` transmit and receive queues.
+    fn with_queues(queues: u32) -> Topo {
         let id = format!("pt{}x{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
-        let bed = Bed::through(&id).expect("the test bed");
+        let bed = Bed::through_queues(&id, queues).expect("the test bed");
         Topo {
             gen: bed.gen.clone(),
             mid: bed.mid().to_string(),
@@ -193,14 +202,15 @@ impl Topo {
                 let _ = tx.send(line);
             }
         });
+        let mut before = Vec::new();
         loop {
             match rx.recv_timeout(Duration::from_secs(10)) {
                 Ok(l) if l.contains("forwarding") => break,
-                Ok(_) => {}
-                Err(_) => panic!("pathem did not start"),
+                Ok(l) => before.push(l),
+                Err(_) => panic!("pathem did not start: {}", before.join("\n")),
             }
         }
-        let lines = Arc::new(Mutex::new(Vec::new()));
+        let lines = Arc::new(Mutex::new(before));
         self.stderr = lines.clone();
         std::thread::spawn(move || {
             while let Ok(l) = rx.recv() {
@@ -767,6 +777,120 @@ fn the_live_bench_measures_its_generator_apart() {
             }
         }
     }
+}
+
+/// An AF_XDP port on an interface with four receive queues reads them all: eight UDP flows
+/// spread over the queues by the sender's hash go through one 50 Mbit/s bottleneck with one
+/// queue of 100 frames (four queues' frames share it: the sink receives no faster than the
+/// rate), every frame that reached pa is forwarded or counted as dropped, and each flow
+/// arrives in its order.
+fn an_afxdp_port_reads_every_queue_as_one_bottleneck() {
+    let mut t = Topo::with_queues(4);
+    t.quiet();
+    t.start_with(
+        "afxdp",
+        &["--rate", "50mbit", "--queue", "100pkt", "--one-way", "--json", "--stats-interval", "100ms"],
+    );
+    let said = t.stderr.lock().unwrap().join("\n");
+    assert!(said.contains("4 receive queues"), "{said}");
+    let queue_counts = |t: &Topo| -> Vec<u64> {
+        let out = must(&["ip", "netns", "exec", &t.mid, "ethtool", "-S", "pa"]);
+        (0..4)
+            .map(|q| {
+                let key = format!("rx_queue_{q}_xdp_packets:");
+                out.lines().find_map(|l| l.trim().strip_prefix(&key)).map_or(0, |v| v.trim().parse().unwrap())
+            })
+            .collect()
+    };
+    // Eight UDP sockets in gen's stack: the stack picks a transmit queue per socket (by its
+    // flow hash), and the veth hands each frame to pa's receive queue of the same number.
+    let (flows, each, size) = (8u16, 1500u64, 600usize);
+    let mac = must(&["ip", "-n", &t.sink, "-j", "link", "show", "s0"]);
+    let mac: serde_json::Value = serde_json::from_str(&mac).unwrap();
+    let mac = mac[0]["address"].as_str().unwrap().to_string();
+    // One way: no replies come back, so the generator knows the sink's address by heart.
+    must(&["ip", "-n", &t.gen, "neigh", "replace", SINK_IP, "lladdr", &mac, "dev", "g0"]);
+    let sink = t.sink.clone();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let capture = in_ns(&sink, move || {
+        let mut rx = AfPacketRx::open("s0", 2048, 8 << 20).expect("sink socket");
+        ready_tx.send(()).unwrap();
+        let mut got: Vec<(u16, u64, Nanos)> = Vec::new();
+        let mut quiet_since = monotonic_now();
+        while monotonic_now() - quiet_since < Nanos::from_millis(500) {
+            let n = rx
+                .recv_burst(monotonic_now(), 64, |f| {
+                    if f.data.len() >= 50 && f.data[23] == 17 && f.data[36..38] == 9u16.to_be_bytes() {
+                        let flow = u16::from_be_bytes([f.data[34], f.data[35]]);
+                        got.push((flow, u64::from_be_bytes(f.data[42..50].try_into().unwrap()), f.arrival));
+                    }
+                })
+                .unwrap();
+            if n > 0 {
+                quiet_since = monotonic_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        got
+    });
+    ready_rx.recv().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let before = t.json_lines().pop().expect("interval counters");
+    let (q0, pa0) = (queue_counts(&t), rx_packets(&t.mid, "pa"));
+    in_ns(&t.gen, move || {
+        let socks: Vec<std::net::UdpSocket> = (0..flows)
+            .map(|f| std::net::UdpSocket::bind((GEN_IP, 1000 + f)).expect("a flow's socket"))
+            .collect();
+        let mut payload = vec![0u8; size - 42];
+        for seq in 0..each {
+            payload[..8].copy_from_slice(&seq.to_be_bytes());
+            for s in &socks {
+                // A full socket buffer waits; what the stack refuses is not counted as sent.
+                while s.send_to(&payload, (SINK_IP, 9)).is_err() {
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+            }
+        }
+    })
+    .join()
+    .unwrap();
+    let got = capture.join().unwrap();
+    let (q1, pa1) = (queue_counts(&t), rx_packets(&t.mid, "pa"));
+    let s = t.stop_json();
+    let per_queue: Vec<u64> = q1.iter().zip(&q0).map(|(a, b)| a - b).collect();
+    let (d, b) = (&s["a_to_b"], &before["a_to_b"]);
+    let u = |k: &str| d[k].as_u64().unwrap() - b[k].as_u64().unwrap();
+    let sum = |v: &serde_json::Value| {
+        v["dropped"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum::<u64>()
+    };
+    eprintln!("per queue {per_queue:?}; at pa {}; pathem {d}; sink {}", pa1 - pa0, got.len());
+    assert!(per_queue.iter().filter(|&&n| n > 0).count() >= 2, "the flows did not spread: {per_queue:?}");
+    // Every frame that reached pa: taken by pathem (forwarded, or dropped as counted), or
+    // lost by the sockets before pathem saw it.
+    assert_eq!(d["in_flight"], 0, "{d}");
+    assert_eq!(u("rx_packets"), u("tx_packets") + sum(d) - sum(b), "{d}");
+    assert!(pa1 - pa0 >= flows as u64 * each, "the flows did not all reach pa");
+    assert_eq!(u("rx_packets") + u("port_rx_dropped"), pa1 - pa0, "frames at pa unaccounted for: {d}");
+    assert!(d["dropped"]["queue"].as_u64().unwrap() > 0, "the bottleneck never filled: {d}");
+    assert_eq!(got.len() as u64, u("tx_packets"), "the sink got what pathem sent");
+    // Each flow in its order.
+    for flow in 0..flows {
+        let seqs: Vec<u64> = got.iter().filter(|g| g.0 == 1000 + flow).map(|g| g.1).collect();
+        assert!(seqs.len() > 10, "flow {flow}: {} frames", seqs.len());
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "flow {flow} out of order: {seqs:?}");
+    }
+    // One bottleneck: the frames left no faster than 50 Mbit/s allows (a bottleneck per
+    // queue would have let them out two to four times as fast). The 10% margin is for the
+    // stamps at the sink, where a frame can be stamped late by a millisecond or two.
+    let wire = (size as u64 + 24) * 8 * 1_000_000_000 / 50_000_000;
+    let span = got.last().unwrap().2 - got[0].2;
+    let least = Nanos(wire * (got.len() as u64 - 1));
+    assert!(
+        span.0 as f64 >= least.0 as f64 * 0.9,
+        "{} frames in {span:?}, at least {least:?} at the rate",
+        got.len()
+    );
 }
 
 fn a_flood_is_counted_frame_for_frame() {
