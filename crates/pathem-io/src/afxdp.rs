@@ -500,8 +500,8 @@ unsafe impl Sync for Socket {}
 // SAFETY: as above.
 unsafe impl Send for Socket {}
 
-/// How many receive queues the interface has.
-fn rx_queues(ifname: &str) -> usize {
+/// How many receive queues the interface has (in the calling thread's namespace).
+pub(crate) fn rx_queues(ifname: &str) -> usize {
     std::fs::read_dir(format!("/sys/class/net/{ifname}/queues"))
         .map(|d| {
             d.filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with("rx-")).count()

@@ -122,6 +122,7 @@ enum Offload {
 
 // From <linux/ethtool.h>.
 const ETHTOOL_GDRVINFO: u32 = 0x03;
+const ETHTOOL_GCHANNELS: u32 = 0x3c;
 const ETHTOOL_GFLAGS: u32 = 0x25;
 const ETHTOOL_SFLAGS: u32 = 0x26;
 const ETHTOOL_GGRO: u32 = 0x2b;
@@ -241,6 +242,17 @@ pub fn driver(ifname: &str) -> Option<String> {
     let driver = &info[4..36];
     let len = driver.iter().position(|&b| b == 0).unwrap_or(driver.len());
     (len > 0).then(|| String::from_utf8_lossy(&driver[..len]).into_owned())
+}
+
+/// The interface's combined channels (`ethtool -l`, `ETHTOOL_GCHANNELS`): the queue pairs a
+/// driver such as DPDK's net_af_xdp can bind to; `None` where the driver does not say.
+pub fn combined_channels(ifname: &str) -> Option<u32> {
+    // struct ethtool_channels: cmd, max_rx, max_tx, max_other, max_combined, rx_count,
+    // tx_count, other_count, combined_count (nine u32s).
+    let mut ch = [0u8; 36];
+    ch[..4].copy_from_slice(&ETHTOOL_GCHANNELS.to_ne_bytes());
+    ethtool(ifname, &mut ch).ok()?;
+    Some(u32::from_ne_bytes(ch[32..36].try_into().expect("four bytes")))
 }
 
 /// Turns off receive aggregation (GRO, LRO) on `ifname`, returning what to restore. An offload

@@ -53,6 +53,7 @@ struct PortInfo {
     pool_size: u32,
     data_room: u32,
     driver: [c_char; 64],
+    rx_queues: u16,
 }
 
 #[repr(C)]
@@ -95,6 +96,7 @@ extern "C" {
     #[allow(clippy::too_many_arguments)]
     fn pathem_dpdk_rx_burst(
         port: u16,
+        queue: u16,
         m: *mut *mut Mbuf,
         n: u16,
         out: *mut RxMeta,
@@ -242,8 +244,8 @@ struct Port {
     driver: String,
     /// AF_XDP sockets the driver opened for this port, closed after the port if it left them.
     xdp_sockets: Vec<RawFd>,
-    /// net_af_packet's socket, whose kernel ring drops pathem reads.
-    ring_socket: Option<RawFd>,
+    /// net_af_packet's sockets (one per queue pair), whose kernel ring drops pathem reads.
+    ring_sockets: Vec<RawFd>,
     /// net_af_packet on a veth: the XDP program that stops the peer's segmentation offload,
     /// or why it could not be attached.
     whole_frames: Option<Result<crate::afxdp::PassThrough, Error>>,
@@ -379,8 +381,12 @@ pub struct DpdkRx {
     more: bool,
     /// net_af_packet reports no drops of its own: the kernel's count of frames its ring had no
     /// room for is read from the driver's packet socket, as pathem's AF_PACKET port reads its own.
-    ring_socket: Option<RawFd>,
+    ring_sockets: Vec<RawFd>,
     ring_drops: u64,
+    /// Receive queues the port reads, and the one read first next time (they take turns
+    /// being first, so none waits behind the others for long).
+    queues: u16,
+    next_queue: u16,
     /// This half's thread has an lcore id (see [`register_thread`]); a half stays on its thread.
     registered: bool,
     offload: crate::offload::OffloadCounts,
@@ -462,12 +468,16 @@ pub fn open(
             "; a local sender's super-frames will be truncated ({e}): use afpacket: or net_af_xdp on this veth"
         ),
     };
+    let queues = match info.rx_queues {
+        0 | 1 => String::new(),
+        n => format!(", {n} receive queues"),
+    };
     let how = format!(
-        "DPDK {driver} (port {id}, {} rx / {} tx descriptors, {} mbufs of {} B, {stamp_words}{whole})",
+        "DPDK {driver} (port {id}, {} rx / {} tx descriptors, {} mbufs of {} B, {stamp_words}{whole}{queues})",
         info.rx_desc, info.tx_desc, info.pool_size, info.data_room
     );
     let bounce_each = max_frame.max(1);
-    let ring_socket = port.ring_socket;
+    let ring_sockets = port.ring_sockets.clone();
     let rx = DpdkRx {
         port: port.clone(),
         mbufs: [std::ptr::null_mut(); BURST],
@@ -479,8 +489,10 @@ pub fn open(
         line_rate,
         last_arrival: Nanos::ZERO,
         more: false,
-        ring_socket,
+        ring_sockets,
         ring_drops: 0,
+        queues: info.rx_queues.max(1),
+        next_queue: 0,
         registered: false,
         offload: Default::default(),
     };
@@ -498,6 +510,33 @@ pub fn open(
 
 /// Attempts at starting a virtual device before giving up.
 const START_TRIES: u32 = 20;
+
+/// The device string to probe: a net_af_xdp device on an interface with several receive
+/// queues, given no `queue_count=` and starting at queue 0, reads them all (`queue_count=N`
+/// added), as the driver's default of one would leave the other queues' frames to the kernel's
+/// stack, unseen by pathem. The driver binds only to combined channels (`ethtool -l`): where an
+/// interface has fewer of those than receive queues (a veth has none), it is refused.
+fn every_queue(spec: &str, devargs: &str) -> Result<String, Error> {
+    let mut args = devargs.split(',');
+    let (Some(name), rest) = (args.next(), args.collect::<Vec<_>>()) else { return Ok(devargs.into()) };
+    let given = |key: &str| rest.iter().find_map(|kv| kv.strip_prefix(key));
+    let Some(iface) = given("iface=") else { return Ok(devargs.into()) };
+    let from_zero = given("start_queue=").is_none_or(|q| q.trim() == "0");
+    let queues = crate::afxdp::rx_queues(iface);
+    if !name.starts_with("net_af_xdp") || given("queue_count=").is_some() || !from_zero || queues < 2 {
+        return Ok(devargs.into());
+    }
+    let combined = crate::iface::combined_channels(iface).unwrap_or(0) as usize;
+    if combined < queues {
+        return Err(Error::Dpdk {
+            dev: spec.into(),
+            reason: format!(
+                "{iface} has {queues} receive queues and net_af_xdp binds only to its {combined} combined channels: frames on the others would not reach pathem; use afxdp:{iface} (it reads every queue), or say queue_count= to read fewer on purpose"
+            ),
+        });
+    }
+    Ok(format!("{devargs},queue_count={}", queues.min(crate::afxdp::MAX_QUEUES)))
+}
 
 /// Why [`start`] failed: the device is not there, or it would not start.
 enum Failed {
@@ -530,14 +569,14 @@ fn start(spec: &str, dev: &Device, max_frame: usize) -> Result<(Arc<Port>, PortI
     };
     // SAFETY: the shim wrote a NUL-terminated name into the 64-byte array (zeroed before).
     let driver = unsafe { CStr::from_ptr(info.driver.as_ptr()) }.to_string_lossy().into_owned();
-    // net_af_packet's packet socket on the interface (not the unbound one it opens to look
+    // net_af_packet's packet sockets on the interface (not the unbound one it opens to look
     // the interface up).
     let ifindex = dev.kernel_iface().and_then(|i| crate::afpacket::ifindex(i).ok());
-    let ring_socket = match driver.as_str() {
+    let ring_sockets = match driver.as_str() {
         "net_af_packet" => {
-            opened.iter().find(|s| s.1 == libc::AF_PACKET && Some(s.2) == ifindex).map(|s| s.0)
+            opened.iter().filter(|s| s.1 == libc::AF_PACKET && Some(s.2) == ifindex).map(|s| s.0).collect()
         }
-        _ => None,
+        _ => Vec::new(),
     };
     // net_af_packet reads frames into ring slots of about 2 KB: a super-frame from a local
     // sender on a veth peer would be truncated. A pass-through XDP program on the veth makes
@@ -558,7 +597,7 @@ fn start(spec: &str, dev: &Device, max_frame: usize) -> Result<(Arc<Port>, PortI
         at_start,
         driver,
         xdp_sockets: opened.iter().filter(|s| s.1 == libc::AF_XDP).map(|s| s.0).collect(),
-        ring_socket,
+        ring_sockets,
         whole_frames,
     });
     if r != 0 {
@@ -657,7 +696,7 @@ fn find(spec: &str, dev: &Device) -> Result<u16, Error> {
         return Ok(id);
     }
     let devargs = match dev {
-        Device::Vdev { devargs, .. } => devargs.clone(),
+        Device::Vdev { devargs, .. } => every_queue(spec, devargs)?,
         Device::Pci { addr, args: Some(a) } => format!("{addr},{a}"),
         Device::Pci { addr, args: None } => addr.clone(),
         Device::PortId(_) => unreachable!("handled above"),
@@ -698,6 +737,9 @@ impl DpdkRx {
 }
 
 impl RxPort for DpdkRx {
+    /// Reads the receive queues in turn (the first one rotating) until `max` frames or every
+    /// queue read once; each queue's burst is stamped as it is read, so the frames reach the
+    /// path in the order pathem took them.
     fn recv_burst<F: FnMut(RxFrame<'_>)>(
         &mut self,
         now: Nanos,
@@ -710,12 +752,52 @@ impl RxPort for DpdkRx {
         }
         self.refresh(now);
         let want = max.min(BURST);
+        let (mut got, mut more) = (0, false);
+        let first = self.next_queue;
+        self.next_queue = (first + 1) % self.queues;
+        for k in 0..self.queues {
+            if got == want {
+                more = true;
+                break;
+            }
+            let n = self.recv_queue((first + k) % self.queues, now, want - got, &mut f);
+            more |= n == want - got;
+            got += n;
+        }
+        self.more = more;
+        Ok(got)
+    }
+
+    fn poll_at(&self) -> PollAt {
+        PollAt::live(self.more)
+    }
+
+    /// Frames the device could not take (no descriptor, no mbuf, a bad frame, no room in a
+    /// kernel ring) since start.
+    fn kernel_drops(&mut self) -> u64 {
+        for &fd in &self.ring_sockets {
+            // The driver's sockets are open while the port is, and this half keeps the port.
+            self.ring_drops += u64::from(ring_drops(fd).unwrap_or(0));
+        }
+        let s = self.port.stats();
+        s[1] + s[2] + s[3] + self.ring_drops
+    }
+
+    fn offload(&self) -> crate::offload::OffloadCounts {
+        self.offload
+    }
+}
+
+impl DpdkRx {
+    /// One burst of up to `want` (≤ BURST) frames from receive queue `queue`.
+    fn recv_queue<F: FnMut(RxFrame<'_>)>(&mut self, queue: u16, now: Nanos, want: usize, f: &mut F) -> usize {
         let (ts_offset, ts_flag) = self.ts.unwrap_or((0, 0));
         // SAFETY: mbufs and meta have room for `want` ≤ BURST entries, bounce for BURST slots
-        // of bounce_each bytes; the shim writes at most that. The port's rx queue is ours.
+        // of bounce_each bytes; the shim writes at most that. The port's rx queues are ours.
         let n = unsafe {
             pathem_dpdk_rx_burst(
                 self.port.id,
+                queue,
                 self.mbufs.as_mut_ptr(),
                 want as u16,
                 self.meta.as_mut_ptr(),
@@ -725,9 +807,8 @@ impl RxPort for DpdkRx {
                 ts_flag,
             )
         } as usize;
-        self.more = n == want;
         if n == 0 {
-            return Ok(0);
+            return 0;
         }
         let now = monotonic_now().max(now);
         let (meta, stamps, offload) = (&self.meta, &self.stamps, &mut self.offload);
@@ -759,26 +840,7 @@ impl RxPort for DpdkRx {
         // SAFETY: the first n entries are the mbufs rx_burst returned, not freed before; no
         // slice into them outlives this point.
         unsafe { pathem_dpdk_free_bulk(self.mbufs.as_mut_ptr(), n as u32) };
-        Ok(n)
-    }
-
-    fn poll_at(&self) -> PollAt {
-        PollAt::live(self.more)
-    }
-
-    /// Frames the device could not take (no descriptor, no mbuf, a bad frame, no room in a
-    /// kernel ring) since start.
-    fn kernel_drops(&mut self) -> u64 {
-        if let Some(fd) = self.ring_socket {
-            // The driver's socket is open while the port is, and this half keeps the port.
-            self.ring_drops += u64::from(ring_drops(fd).unwrap_or(0));
-        }
-        let s = self.port.stats();
-        s[1] + s[2] + s[3] + self.ring_drops
-    }
-
-    fn offload(&self) -> crate::offload::OffloadCounts {
-        self.offload
+        n
     }
 }
 

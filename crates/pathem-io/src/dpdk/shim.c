@@ -43,7 +43,11 @@ struct pathem_port_info {
     uint32_t pool_size;
     uint32_t data_room;
     char driver[64];
+    uint16_t rx_queues;
 };
+
+/* Most receive queues a port reads. */
+#define PATHEM_MAX_RX_QUEUES 64
 
 /* One received frame, as Rust sees it. */
 struct pathem_rx {
@@ -105,8 +109,12 @@ int pathem_dpdk_remove(const char *bus, const char *name)
     return rte_eal_hotplug_remove(bus, name);
 }
 
-/* Configures one rx and one tx queue, creates the port's mempool and starts the port.
- * Negative errno on failure, with `why` naming the step. */
+/* Configures the rx queues and one tx queue, creates the port's mempool (`n_mbufs` for one rx
+ * queue, one more ring's worth for each further one) and starts the port. The drivers on a
+ * kernel interface (net_af_xdp, net_af_packet) get every rx queue their arguments made
+ * (queue_count=, qpairs=), each a socket that sees part of the interface's frames; other
+ * devices one, which receives everything while RSS is off. Negative errno on failure, with
+ * `why` naming the step. */
 int pathem_dpdk_port_start(uint16_t port, uint32_t n_mbufs, uint32_t max_frame,
                            uint16_t rx_desc, uint16_t tx_desc, int want_timestamps,
                            struct rte_mempool **pool_out, struct pathem_port_info *info,
@@ -135,7 +143,14 @@ int pathem_dpdk_port_start(uint16_t port, uint32_t n_mbufs, uint32_t max_frame,
         conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_TIMESTAMP;
     if (dev.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE)
         conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE;
-    r = rte_eth_dev_configure(port, 1, 1, &conf);
+    uint16_t nb_rx = 1;
+    if (dev.driver_name && (strcmp(dev.driver_name, "net_af_xdp") == 0 ||
+                            strcmp(dev.driver_name, "net_af_packet") == 0))
+        nb_rx = dev.max_rx_queues < PATHEM_MAX_RX_QUEUES ? dev.max_rx_queues : PATHEM_MAX_RX_QUEUES;
+    if (nb_rx == 0)
+        nb_rx = 1;
+    info->rx_queues = nb_rx;
+    r = rte_eth_dev_configure(port, nb_rx, 1, &conf);
     if (r != 0) {
         *why = "rte_eth_dev_configure";
         return r;
@@ -175,6 +190,7 @@ int pathem_dpdk_port_start(uint16_t port, uint32_t n_mbufs, uint32_t max_frame,
     info->data_room = data_room;
 
     snprintf(name, sizeof(name), "pathem_%u", port);
+    n_mbufs += (uint32_t)(nb_rx - 1) * rx_desc;
     *pool_out = rte_pktmbuf_pool_create(name, n_mbufs, 256, 0,
                                         (uint16_t)(data_room + RTE_PKTMBUF_HEADROOM), info->socket);
     if (*pool_out == NULL) {
@@ -182,10 +198,12 @@ int pathem_dpdk_port_start(uint16_t port, uint32_t n_mbufs, uint32_t max_frame,
         return -rte_errno;
     }
     info->pool_size = (*pool_out)->size;
-    r = rte_eth_rx_queue_setup(port, 0, rx_desc, info->socket, NULL, *pool_out);
-    if (r != 0) {
-        *why = "rte_eth_rx_queue_setup";
-        return r;
+    for (uint16_t q = 0; q < nb_rx; q++) {
+        r = rte_eth_rx_queue_setup(port, q, rx_desc, info->socket, NULL, *pool_out);
+        if (r != 0) {
+            *why = "rte_eth_rx_queue_setup";
+            return r;
+        }
     }
     r = rte_eth_tx_queue_setup(port, 0, tx_desc, info->socket, NULL);
     if (r != 0) {
@@ -231,12 +249,13 @@ uint32_t pathem_dpdk_pool_in_use(const struct rte_mempool *pool)
     return rte_mempool_in_use_count(pool);
 }
 
-/* Receives up to n frames into m[] and describes each in out[]. A frame spread over several
+/* Receives up to n frames of rx queue `queue` into m[] and describes each in out[]. A frame spread over several
  * segments is gathered into bounce + i * bounce_each (at most bounce_each bytes of it). */
-uint16_t pathem_dpdk_rx_burst(uint16_t port, struct rte_mbuf **m, uint16_t n, struct pathem_rx *out,
-                              uint8_t *bounce, uint32_t bounce_each, int ts_offset, uint64_t ts_flag)
+uint16_t pathem_dpdk_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **m, uint16_t n,
+                              struct pathem_rx *out, uint8_t *bounce, uint32_t bounce_each,
+                              int ts_offset, uint64_t ts_flag)
 {
-    uint16_t got = rte_eth_rx_burst(port, 0, m, n);
+    uint16_t got = rte_eth_rx_burst(port, queue, m, n);
     for (uint16_t i = 0; i < got; i++) {
         struct rte_mbuf *b = m[i];
         out[i].pkt_len = rte_pktmbuf_pkt_len(b);
