@@ -346,6 +346,21 @@ pub fn live_impairment() -> PathConfig {
     }
 }
 
+/// What `bench --live` measures.
+pub struct LivePlan {
+    /// Port kinds (see [`crate::testbed::PORT_KINDS`]).
+    pub kinds: Vec<String>,
+    /// Frame sizes.
+    pub sizes: Vec<usize>,
+    /// Seconds per run.
+    pub secs: f64,
+    pub rounds: usize,
+    /// Also the impaired path one way with its stages on two CPUs.
+    pub split: bool,
+    /// Queues of every veth of the bed.
+    pub queues: u32,
+}
+
 /// A run's rate: what it forwarded, or for the generator's own row what it offered.
 fn rate(mode: &str, run: &LiveRun) -> f64 {
     if mode == "generator" {
@@ -355,22 +370,21 @@ fn rate(mode: &str, run: &LiveRun) -> f64 {
     }
 }
 
-/// `bench --live`: each port kind and frame size in every mode (testpmd for DPDK kinds, the
-/// raw port loop, the engine, the impaired path, and split if asked), `rounds` times, on a bed
-/// made for it; `row` is called with each row as it is done.
+/// `bench --live`: each port kind and frame size in every mode (the generator alone, testpmd
+/// where installed, the raw port loop, the engine, the impaired path, and split if asked),
+/// `rounds` times, on a bed made for it (veths with `queues` queues); `row` is called with
+/// each row as it is done.
 pub fn live(
-    kinds: &[String],
-    sizes: &[usize],
-    secs: f64,
-    rounds: usize,
-    split: bool,
+    plan: &LivePlan,
     mut progress: impl FnMut(String),
     mut row: impl FnMut(&LiveRow),
 ) -> Result<Vec<LiveRow>, Error> {
+    let LivePlan { kinds, sizes, secs, rounds, split, queues } = plan;
+    let (secs, rounds, split) = (*secs, *rounds, *split);
     for k in kinds {
         crate::testbed::check_kind(k)?;
     }
-    let bed = Bed::through(&format!("pb{}", std::process::id()))?;
+    let bed = Bed::through_queues(&format!("pb{}", std::process::id()), *queues)?;
     // A sink that costs the forwarder's CPU nothing much: frames reaching s0 are dropped by
     // an XDP program (counted by the veth), not handed to s0's stack.
     let _sink = in_netns(&bed.sink, || pathem_io::afxdp::drop_all("s0"))?;

@@ -49,10 +49,15 @@ pub struct BenchArgs {
     #[arg(long)]
     pub json: bool,
     /// Measure live forwarding instead, on a veth path in namespaces made for it, through
-    /// these port types (afpacket, afxdp, dpdk, attach; comma-separated; dpdk is also measured
-    /// with dpdk-testpmd and needs --features dpdk; attach against the plain interface). Root.
+    /// these port types (afpacket, afxdp, dpdk, attach; comma-separated; dpdk needs --features
+    /// dpdk; each next to dpdk-testpmd on the same veths where it is installed, attach against
+    /// the plain interface), fed by the kernel's XDP generator, measured in its own row. Root.
     #[arg(long, value_name = "KINDS", value_delimiter = ',')]
     pub live: Vec<String>,
+    /// With --live: receive and transmit queues of every veth of the bed (1 to 64); the
+    /// generator's frames arrive on one, the ports read them all.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub queues: u32,
     /// With --live: frame sizes to measure.
     #[arg(long, value_name = "BYTES", value_delimiter = ',', default_value = "64,1500")]
     pub sizes: Vec<usize>,
@@ -89,14 +94,21 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
             return Err(usage("--sizes: accepted: frame sizes from 60 to 1514 bytes"));
         }
         crate::within("--seconds", args.seconds, 0.001..=3600.0, "above 0, up to 3600")?;
+        crate::within("--queues", args.queues, 1..=64, "1 to 64")?;
         let print = |row: &rounds::LiveRow| {
             if !json {
                 println!("{}", text::live_row(row));
             }
         };
-        let rows =
-            rounds::live(&args.live, &args.sizes, args.seconds, args.runs, args.split, progress, print)
-                .map_err(crate::lab_error)?;
+        let plan = rounds::LivePlan {
+            kinds: args.live.clone(),
+            sizes: args.sizes.clone(),
+            secs: args.seconds,
+            rounds: args.runs,
+            split: args.split,
+            queues: args.queues,
+        };
+        let rows = rounds::live(&plan, progress, print).map_err(crate::lab_error)?;
         emit(serde_json::json!({ "rows": rows }), text::live_notes(&args.live, args.runs, args.split));
         return Ok(());
     }
