@@ -922,3 +922,21 @@ impl Drop for DpdkTx {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn net_af_xdp_is_given_every_queue_only_where_nothing_is_said_and_the_interface_has_more() {
+        // The loopback has one receive queue; other drivers and said counts are left alone.
+        for args in [
+            "net_af_xdp0,iface=lo",
+            "net_af_xdp0,iface=lo,queue_count=1",
+            "net_af_packet0,iface=lo",
+            "net_af_xdp0,iface=no-such-if",
+            "net_af_xdp0",
+            "net_af_xdp0,iface=lo,start_queue=1",
+        ] {
+            assert_eq!(super::every_queue("x", args).unwrap(), args);
+        }
+    }
+}
