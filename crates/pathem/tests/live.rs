@@ -755,10 +755,15 @@ fn the_live_bench_measures_its_generator_apart() {
     ]);
     let json: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     let rows = json["rows"].as_array().expect("rows");
+    // testpmd's rows where it is installed (the test script installs it).
+    let mut want = vec!["generator", "testpmd", "bypass", "engine", "impaired"];
+    if !pathem_lab::bench::testpmd_installed() {
+        want.remove(1);
+    }
     for kind in ["afxdp", "afpacket"] {
         let modes: Vec<&str> =
             rows.iter().filter(|r| r["port"] == kind).map(|r| r["mode"].as_str().unwrap()).collect();
-        assert_eq!(modes, ["generator", "testpmd", "bypass", "engine", "impaired"], "{kind}");
+        assert_eq!(modes, want, "{kind}");
     }
     for r in rows {
         let (mpps, offered) = (r["mpps"].as_f64().unwrap(), r["offered_mpps"].as_f64().unwrap());
@@ -1122,10 +1127,15 @@ fn metrics_and_show_agree() {
     );
     t.rtt(20);
     std::thread::sleep(Duration::from_millis(300));
-    let v: serde_json::Value = serde_json::from_slice(&ctl(&[&name, "show", "--json"]).stdout).unwrap();
+    // The stacks at the ends send now and then on their own (IPv6 neighbour and router
+    // discovery): a scrape between two shows reads counters between theirs.
+    let show =
+        || -> serde_json::Value { serde_json::from_slice(&ctl(&[&name, "show", "--json"]).stdout).unwrap() };
+    let v = show();
     let started = std::time::Instant::now();
     let text = scrape(&t.mid, port, "/metrics");
     let took = started.elapsed();
+    let after = show();
     assert!(text.starts_with("HTTP/1.1 200 OK") && text.contains("openmetrics-text"), "{text}");
     let value = |metric: &str| -> u64 {
         let line =
@@ -1138,7 +1148,10 @@ fn metrics_and_show_agree() {
         ("pathem_rx_frames_total{direction=\"b_to_a\"}", "rx_packets"),
     ] {
         let dir = if metric.contains("b_to_a") { "b_to_a" } else { "a_to_b" };
-        assert_eq!(value(metric), v[dir]["stats"][key].as_u64().unwrap(), "{metric} vs show");
+        let (before, after) =
+            (v[dir]["stats"][key].as_u64().unwrap(), after[dir]["stats"][key].as_u64().unwrap());
+        let got = value(metric);
+        assert!((before..=after).contains(&got), "{metric} {got}, show {before} before and {after} after");
     }
     assert!(value("pathem_delay_line_capacity_bytes{direction=\"a_to_b\"}") > 0);
     assert!(text.contains("pathem_path_info{direction=\"a_to_b\",path=\"rate 50mbit"), "{text}");
