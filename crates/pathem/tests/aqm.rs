@@ -371,7 +371,8 @@ struct FqCodel {
 impl Reference for FqCodel {
     fn enqueue(&mut self, _now: u64, p: Pkt, _rng: &mut Rng, drops: &mut Vec<u64>) {
         // Classify, enqueue, and a flow not on a list joins the new list with a full quantum.
-        let i = p.hash as usize % FLOWS;
+        // The queue of a hash as Linux's fq_codel finds it: reciprocal_scale(hash, flows).
+        let i = ((u64::from(p.hash) * FLOWS as u64) >> 32) as usize;
         let f = &mut self.flows[i];
         f.q.push_back(p);
         f.bytes += u64::from(p.len);

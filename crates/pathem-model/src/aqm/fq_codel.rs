@@ -148,9 +148,10 @@ impl FqCodel {
         self.bytes
     }
 
-    /// The queue a flow hash goes to.
+    /// The queue a flow hash goes to: the hash scaled onto the queues by a multiply and a
+    /// shift (Linux's `reciprocal_scale`, as its fq_codel does), not a division per frame.
     fn queue_of(&self, flow: u32) -> usize {
-        (flow % self.cfg.flows) as usize
+        ((u64::from(flow) * u64::from(self.cfg.flows)) >> 32) as usize
     }
 
     fn push(&mut self, e: Entry) {
