@@ -9,6 +9,9 @@ pub enum Error {
     /// The probe could not measure.
     #[error(transparent)]
     Probe(#[from] pathem_probe::Error),
+    /// A setting of a measurement out of its documented range.
+    #[error(transparent)]
+    Range(#[from] pathem_model::limits::RangeError),
     /// A port kind the lab cannot build a bed for.
     #[error("port kind `{kind}`: accepted: {}", crate::testbed::PORT_KINDS)]
     PortKind { kind: String },
@@ -34,7 +37,7 @@ impl Error {
     pub fn is_usage(&self) -> bool {
         match self {
             Error::Runtime(e) => e.is_usage(),
-            Error::PortKind { .. } | Error::Cpus { .. } => true,
+            Error::PortKind { .. } | Error::Cpus { .. } | Error::Range(_) => true,
             _ => false,
         }
     }

@@ -361,6 +361,23 @@ pub struct LivePlan {
     pub queues: u32,
 }
 
+impl LivePlan {
+    /// Checks the plan against the documented ranges: frame sizes 60 to 1514 bytes, seconds
+    /// above 0 up to 3600, 1 to 64 queues, known port kinds.
+    pub fn check(&self) -> Result<(), Error> {
+        use pathem_model::limits::within;
+        for &size in &self.sizes {
+            within("sizes", size, 60..=1514, "frame sizes from 60 to 1514 bytes")?;
+        }
+        within("seconds", self.secs, 0.001..=3600.0, "above 0, up to 3600")?;
+        within("queues", self.queues, 1..=64, "1 to 64")?;
+        for k in &self.kinds {
+            crate::testbed::check_kind(k)?;
+        }
+        Ok(())
+    }
+}
+
 /// A run's rate: what it forwarded, or for the generator's own row what it offered.
 fn rate(mode: &str, run: &LiveRun) -> f64 {
     if mode == "generator" {
@@ -379,11 +396,9 @@ pub fn live(
     mut progress: impl FnMut(String),
     mut row: impl FnMut(&LiveRow),
 ) -> Result<Vec<LiveRow>, Error> {
+    plan.check()?;
     let LivePlan { kinds, sizes, secs, rounds, split, queues } = plan;
     let (secs, rounds, split) = (*secs, *rounds, *split);
-    for k in kinds {
-        crate::testbed::check_kind(k)?;
-    }
     let bed = Bed::through_queues(&format!("pb{}", std::process::id()), *queues)?;
     // A sink that costs the forwarder's CPU nothing much: frames reaching s0 are dropped by
     // an XDP program (counted by the veth), not handed to s0's stack.

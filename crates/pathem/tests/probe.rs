@@ -63,6 +63,8 @@ fn bad_input_is_refused_with_one_line() {
         (vec!["bench", "--classes", "64", "--packets", "10"], 2, "0 to 63"),
         (vec!["bench", "--live", "frob"], 2, "port kind `frob`"),
         (vec!["bench", "--live", "afxdp", "--queues", "65"], 2, "1 to 64"),
+        (vec!["bench", "--live", "afxdp", "--sizes", "59"], 2, "--sizes 59 is out of range"),
+        (vec!["bench", "--disciplines", "--packets", "10"], 2, "needs a bottleneck: --rate"),
         (vec!["run", "lo", "lo2", "--class", "tcp prot 1", "--delay 1ms"], 2, "at 5, \"prot\""),
         (vec!["demo", "--frames", "0"], 2, "1 to 10^8"),
         (vec!["bench", "--size", "1099511627776"], 2, "14 to 65536"),
