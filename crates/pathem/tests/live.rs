@@ -270,10 +270,32 @@ impl Topo {
 impl Drop for Topo {
     fn drop(&mut self) {
         if let Some(mut c) = self.pathem.take() {
-            let _ = c.kill();
-            let _ = c.wait();
+            stop_or_kill(&mut c);
         }
         drop(self.bed.take());
+    }
+}
+
+/// Stops a pathem the test started: SIGINT, so that it puts back what it changed and removes
+/// its control socket; SIGKILL after 5 s. For drops, where a panic must not start.
+fn stop_or_kill(child: &mut Child) {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::SIGINT);
+    for _ in 0..100 {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Removes the control socket a pathem killed on purpose left behind (a stale socket is
+/// replaced by the next pathem of that name anyway; the test cleans up what it caused).
+fn remove_stale_socket(name: &str) {
+    let path = format!("/run/pathem/{name}.sock");
+    if std::os::unix::net::UnixStream::connect(&path).is_err() {
+        let _ = std::fs::remove_file(path);
     }
 }
 
@@ -1757,8 +1779,7 @@ struct Attach(Child);
 
 impl Drop for Attach {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        stop_or_kill(&mut self.0);
     }
 }
 
@@ -1946,6 +1967,7 @@ fn attach_leaves_nothing_after_sigkill_and_refuses_what_it_cannot_do() {
         left = attach_leftovers(&gen, "g0");
     }
     assert_eq!(left, (String::new(), (0, 0)), "nothing left after SIGKILL");
+    remove_stale_socket("g0");
     // Without privileges: one line, and nothing made.
     let out = Command::new("ip")
         .args(["netns", "exec", &gen, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
