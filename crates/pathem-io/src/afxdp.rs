@@ -19,7 +19,7 @@
 //! Frames are copied into the delay line at ingress, so a UMEM frame returns to the fill ring
 //! at once.
 
-use crate::bpf::{bpf, insn, owned, put_u32, put_u64};
+use crate::bpf::{bpf, insn, owned, put_u32, put_u64, BPF_PROG_TYPE_XDP, BPF_XDP};
 use crate::iface::failure as fail;
 use crate::port::{FallbackStamps, PollAt, RxFrame, RxPort, TxErrorClass, TxPort, TxRefused};
 use crate::Error;
@@ -58,8 +58,6 @@ const XDP_UMEM_PGOFF_COMPLETION_RING: i64 = 0x1_8000_0000;
 const BPF_MAP_CREATE: i32 = 0;
 const BPF_MAP_UPDATE_ELEM: i32 = 2;
 const BPF_MAP_TYPE_XSKMAP: u32 = 17;
-const BPF_PROG_TYPE_XDP: u32 = 6;
-const BPF_XDP: u32 = 37;
 const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
 const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 
@@ -262,41 +260,42 @@ fn steer(ifname: &str, ifindex: u32, xsks: &[RawFd]) -> Result<Steering, Error> 
     Err(fail(ifname, &format!("cannot attach the XDP program{hint}"), e, "CAP_NET_ADMIN"))
 }
 
-/// An XDP program that passes every frame on, attached to an interface for as long as this
-/// lives (a BPF link: gone with the process, even after SIGKILL).
-///
-/// On a veth, a native XDP program makes the kernel stop segmentation offload on the peer
-/// (`veth_fix_features`): a local sender's stack then cuts its super-frames in software before
-/// they cross, and the interface delivers wire frames. Ports that cannot cut super-frames
-/// themselves (DPDK's `net_af_packet`, whose ring slots would truncate them) use this.
-pub struct PassThrough {
+/// An XDP program that gives every frame the same verdict, attached to an interface for as
+/// long as this lives (a BPF link: gone with the process, even after SIGKILL).
+pub struct FixedVerdict {
     _prog: OwnedFd,
     _link: OwnedFd,
 }
 
-/// Attaches a pass-through XDP program to `ifname` in native mode (see [`PassThrough`]).
-pub fn pass_through(ifname: &str) -> Result<PassThrough, Error> {
+/// Attaches an XDP program that passes every frame on to `ifname` in native mode.
+///
+/// On a veth, a native XDP program makes the kernel stop segmentation offload on the peer
+/// (`veth_fix_features`): a local sender's stack then cuts its super-frames in software before
+/// they cross, and the interface delivers wire frames. Ports that cannot cut super-frames
+/// themselves (DPDK's `net_af_packet`, whose ring slots would truncate them) use this. It also
+/// makes a veth poll with NAPI, which frames sent by `ndo_xdp_xmit` need ([`crate::xdpgen`]).
+pub fn pass_through(ifname: &str) -> Result<FixedVerdict, Error> {
     fixed_verdict(ifname, XDP_PASS, "pass-through")
 }
 
 /// Attaches an XDP program that drops every frame to `ifname` in native mode, for as long as
 /// the result lives: a sink that costs the receiver next to nothing. A veth counts the frames
 /// it drops as received (`rx_packets`).
-pub fn drop_all(ifname: &str) -> Result<PassThrough, Error> {
+pub fn drop_all(ifname: &str) -> Result<FixedVerdict, Error> {
     fixed_verdict(ifname, XDP_DROP, "dropping")
 }
 
 const XDP_DROP: i32 = 1;
 const XDP_PASS: i32 = 2;
 
-fn fixed_verdict(ifname: &str, verdict: i32, what: &str) -> Result<PassThrough, Error> {
+fn fixed_verdict(ifname: &str, verdict: i32, what: &str) -> Result<FixedVerdict, Error> {
     let ifindex = crate::afpacket::ifindex(ifname)? as u32;
     let code = [insn(0xb7, 0, 0, 0, verdict), insn(0x95, 0, 0, 0, 0)].concat(); // r0 = verdict; exit
     let prog = crate::bpf::load(BPF_PROG_TYPE_XDP, BPF_XDP, &code, "pathem")
         .map_err(|(e, _)| fail(ifname, &format!("cannot load the {what} XDP program"), e, "CAP_BPF"))?;
     let link = crate::bpf::link(&prog, ifindex, BPF_XDP, XDP_FLAGS_DRV_MODE)
         .map_err(|e| fail(ifname, &format!("cannot attach the {what} XDP program"), e, "CAP_NET_ADMIN"))?;
-    Ok(PassThrough { _prog: prog, _link: link })
+    Ok(FixedVerdict { _prog: prog, _link: link })
 }
 
 /// A ring shared with the kernel.
@@ -407,22 +406,9 @@ impl Socket {
     }
 
     /// The XDP program's receive stamp in front of the received frame at `addr`, if it left
-    /// one, without clearing it.
-    fn peek_stamp(&self, addr: u64) -> Option<Nanos> {
-        if (addr as usize) % FRAME_SIZE < META_LEN {
-            return None;
-        }
-        // SAFETY: as in `take_stamp`.
-        unsafe {
-            let meta = self.umem.ptr.add(addr as usize - META_LEN) as *const u64;
-            (std::ptr::read_unaligned(meta.add(1)) == STAMP_MAGIC)
-                .then(|| Nanos(std::ptr::read_unaligned(meta)))
-        }
-    }
-
-    /// The XDP program's receive stamp in front of the received frame at `addr`, if it left
-    /// one; the marker is cleared so that a later frame in the same buffer cannot reuse it.
-    fn take_stamp(&self, addr: u64) -> Option<Nanos> {
+    /// one; with `clear`, the marker is cleared so that a later frame in the same buffer cannot
+    /// reuse it (a frame is peeked at while it waits its turn, cleared when it is taken).
+    fn stamp(&self, addr: u64, clear: bool) -> Option<Nanos> {
         if (addr as usize) % FRAME_SIZE < META_LEN {
             return None;
         }
@@ -435,7 +421,9 @@ impl Socket {
             if std::ptr::read_unaligned(magic) != STAMP_MAGIC {
                 return None;
             }
-            std::ptr::write_unaligned(magic, 0);
+            if clear {
+                std::ptr::write_unaligned(magic, 0);
+            }
             Some(Nanos(std::ptr::read_unaligned(meta)))
         }
     }
@@ -469,6 +457,8 @@ struct RxQueue {
 /// The receiving half: a socket on each of the interface's receive queues.
 pub struct XdpRx {
     queues: Vec<RxQueue>,
+    /// Per queue, while merging one burst: consumer index, frames waiting, frames taken.
+    heads: Vec<(u32, u32, u32)>,
     line_rate: u64,
     last_arrival: Nanos,
     more: bool,
@@ -510,9 +500,6 @@ pub(crate) fn rx_queues(ifname: &str) -> usize {
         .max(1)
 }
 
-/// Most receive queues an AF_XDP port reads (each socket holds 8 MiB of receive buffers).
-pub const MAX_QUEUES: usize = 64;
-
 /// A socket bound to one queue, before the steering.
 struct Bound {
     fd: OwnedFd,
@@ -530,11 +517,13 @@ struct Bound {
 pub fn open(ifname: &str) -> Result<(XdpRx, XdpTx, String), Error> {
     let ifindex = crate::afpacket::ifindex(ifname)? as u32;
     let queues = rx_queues(ifname);
-    if queues > MAX_QUEUES {
+    if queues > crate::MAX_RX_QUEUES {
         return Err(Error::Interface {
             name: ifname.into(),
             reason: format!(
-                "has {queues} receive queues and an AF_XDP port reads at most {MAX_QUEUES}: run `ethtool -L {ifname} combined {MAX_QUEUES}` first, or use afpacket:{ifname}"
+                "has {queues} receive queues and an AF_XDP port reads at most {}: run `ethtool -L {ifname} combined {}` first, or use afpacket:{ifname}",
+                crate::MAX_RX_QUEUES,
+                crate::MAX_RX_QUEUES
             ),
         });
     }
@@ -561,6 +550,7 @@ pub fn open(ifname: &str) -> Result<(XdpRx, XdpTx, String), Error> {
     let free = (0..TX_FRAMES as u64).map(|i| (RX_FRAMES as u64 + i) * FRAME_SIZE as u64).collect();
     Ok((
         XdpRx {
+            heads: vec![(0, 0, 0); rx_queues.len()],
             queues: rx_queues,
             line_rate: crate::iface::line_rate_bps(ifname),
             last_arrival: Nanos::ZERO,
@@ -707,11 +697,6 @@ impl XdpRx {
     pub fn raw_fds(&self) -> impl Iterator<Item = RawFd> + '_ {
         self.queues.iter().map(|q| q.sock.fd.as_raw_fd())
     }
-
-    /// How many receive queues the port reads.
-    pub fn queues(&self) -> usize {
-        self.queues.len()
-    }
 }
 
 impl RxQueue {
@@ -821,7 +806,7 @@ impl XdpRx {
             if crate::offload::complete_if_partial(data) {
                 self.offload.csum_completed += 1;
             }
-            let stamp = match q.sock.take_stamp(d.addr).filter(|&t| t <= now) {
+            let stamp = match q.sock.stamp(d.addr, true).filter(|&t| t <= now) {
                 Some(t) => t,
                 None => fallback.get(k as usize, |j| u64::from(q.desc(cons + j as u32).len)),
             };
@@ -846,7 +831,7 @@ impl XdpRx {
     ) -> Result<usize, Error> {
         let now = crate::kstamp::monotonic_now().max(now);
         let want = max.min(BURST);
-        let mut heads = [(0u32, 0u32, 0u32); MAX_QUEUES]; // (consumer, waiting, taken)
+        let heads = &mut self.heads;
         let mut total = 0usize;
         for (h, q) in heads.iter_mut().zip(&self.queues) {
             let (cons, avail) = q.waiting();
@@ -855,15 +840,14 @@ impl XdpRx {
         }
         let n = total.min(want);
         self.more = total > n;
-        let heads = &mut heads[..self.queues.len()];
         for _ in 0..n {
             // The queue whose next frame arrived first.
             let mut best = (Nanos(u64::MAX), 0);
             for (i, &(cons, avail, taken)) in heads.iter().enumerate() {
                 if taken < avail {
                     let q = &self.queues[i];
-                    let stamp = q.sock.peek_stamp(q.desc(cons + taken).addr).filter(|&t| t <= now);
-                    let t = stamp.unwrap_or(now);
+                    let stamp = q.sock.stamp(q.desc(cons + taken).addr, false);
+                    let t = stamp.filter(|&t| t <= now).unwrap_or(now);
                     if t < best.0 {
                         best = (t, i);
                     }
@@ -876,11 +860,11 @@ impl XdpRx {
             // the next frame is taken.
             let (d, data) = unsafe { q.frame(*cons + *taken) };
             *taken += 1;
-            q.sock.take_stamp(d.addr);
+            q.sock.stamp(d.addr, true);
             if crate::offload::complete_if_partial(data) {
                 self.offload.csum_completed += 1;
             }
-            let arrival = best.0.min(now).max(self.last_arrival);
+            let arrival = best.0.max(self.last_arrival);
             self.last_arrival = arrival;
             f(RxFrame { arrival, wire_len: data.len() as u32, data: &*data });
         }

@@ -12,6 +12,8 @@ pub(crate) const BPF_PROG_LOAD: i32 = 5;
 pub(crate) const BPF_PROG_QUERY: i32 = 16;
 pub(crate) const BPF_LINK_CREATE: i32 = 28;
 pub(crate) const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
+pub(crate) const BPF_PROG_TYPE_XDP: u32 = 6;
+pub(crate) const BPF_XDP: u32 = 37;
 pub(crate) const BPF_TCX_INGRESS: u32 = 46;
 pub(crate) const BPF_TCX_EGRESS: u32 = 47;
 

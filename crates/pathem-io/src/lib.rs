@@ -30,6 +30,10 @@ pub mod tap;
 pub mod udp;
 pub mod xdpgen;
 
+/// Most receive queues a port reads: an AF_XDP port's sockets, a DPDK port's queues. An
+/// interface or device with more is refused, never read in part.
+pub const MAX_RX_QUEUES: usize = 64;
+
 pub use port::{PollAt, RxFrame, RxPort, TxErrorClass, TxPort, TxRefused};
 
 use std::path::PathBuf;

@@ -10,13 +10,11 @@
 //! The peer must poll with NAPI: a veth peer does when it has an XDP program (an AF_XDP port)
 //! or GRO on; otherwise the kernel refuses the frames and none arrive.
 
-use crate::bpf::{bpf, insn, load, put_u32, put_u64};
+use crate::bpf::{bpf, insn, load, put_u32, put_u64, BPF_PROG_TYPE_XDP, BPF_XDP};
 use crate::Error;
 use std::os::fd::{AsRawFd, OwnedFd};
 
 const BPF_PROG_TEST_RUN: i32 = 10;
-const BPF_PROG_TYPE_XDP: u32 = 6;
-const BPF_XDP: u32 = 37;
 const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
 /// Frames the kernel sends between two looks for a signal or a reschedule.
 const BATCH: u32 = 256;

@@ -13,7 +13,7 @@ use pathem_engine::{
     monotonic_now, run, Clock, EngineConfig, MonotonicClock, Next, Pipeline, Stats, Task, DEFAULT_BUSY_POLL,
 };
 use pathem_io::afpacket::AfPacketTx;
-use pathem_io::afxdp::PassThrough;
+use pathem_io::afxdp::FixedVerdict;
 use pathem_io::live::{self, LiveRx, LiveTx, PortOptions, PortSpec};
 use pathem_io::mem::{udp_frame, MemSink, MemSource, Pace};
 use pathem_io::xdpgen::XdpGenerator;
@@ -223,21 +223,20 @@ enum Forwarder {
     None,
     /// Nothing but a program dropping every frame on `pa`: the generator's own row.
     Sink {
-        _drops: PassThrough,
+        _drops: FixedVerdict,
     },
     Raw(std::thread::JoinHandle<Result<(), Error>>, Arc<AtomicBool>),
     Link(Box<Link>),
     Testpmd(Child),
 }
 
-/// Starts `dpdk-testpmd` in `ns`, forwarding between the virtual devices `a` and `b` (`dpdk:`
-/// port specs) in io mode (no copy, no change), on two lcores: its main one, mostly asleep,
+/// Starts `dpdk-testpmd` in `ns`, forwarding between the virtual devices `a` and `b` (DPDK
+/// device strings, `net_af_packet0,iface=pa`) in io mode (no copy, no change), on two lcores: its main one, mostly asleep,
 /// and one forwarding lcore that polls, as pathem's one thread does. Returns once it forwards.
 fn testpmd(ns: &str, a: &str, b: &str) -> Result<Child, Error> {
-    let vdev = |s: &str| s.to_string();
     let mut child = Command::new("ip")
         .args(["netns", "exec", ns, "dpdk-testpmd", "--no-huge", "-m", "1024", "--no-shconf", "--no-pci"])
-        .args(["-l", "0-1", "--log-level=warning", "--no-telemetry", "--vdev", &vdev(a), "--vdev", &vdev(b)])
+        .args(["-l", "0-1", "--log-level=warning", "--no-telemetry", "--vdev", a, "--vdev", b])
         .args([
             "--",
             "--forward-mode=io",
@@ -424,7 +423,7 @@ pub(crate) fn in_netns<T: Send>(
 /// program attached. AF_XDP ports (pathem's, testpmd's `net_af_xdp`) attach their own; for
 /// the kinds on packet sockets the bench attaches one that passes every frame on (to the
 /// stack, where the packet sockets see them, as from a NIC's driver).
-fn napi_for(bed: &Bed, kind: &str, mode: &str) -> Result<Option<PassThrough>, Error> {
+fn napi_for(bed: &Bed, kind: &str, mode: &str) -> Result<Option<FixedVerdict>, Error> {
     match (kind, mode) {
         ("afpacket" | "dpdk", m) if m != "generator" => {
             Ok(Some(in_netns(bed.mid(), || pathem_io::afxdp::pass_through("pa"))?))

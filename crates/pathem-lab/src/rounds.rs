@@ -363,14 +363,15 @@ pub struct LivePlan {
 
 impl LivePlan {
     /// Checks the plan against the documented ranges: frame sizes 60 to 1514 bytes, seconds
-    /// above 0 up to 3600, 1 to 64 queues, known port kinds.
+    /// above 0 up to 3600, 1 to 64 queues (what a port reads), known port kinds.
     pub fn check(&self) -> Result<(), Error> {
         use pathem_model::limits::within;
         for &size in &self.sizes {
             within("sizes", size, 60..=1514, "frame sizes from 60 to 1514 bytes")?;
         }
         within("seconds", self.secs, 0.001..=3600.0, "above 0, up to 3600")?;
-        within("queues", self.queues, 1..=64, "1 to 64")?;
+        let most = pathem_io::MAX_RX_QUEUES as u32;
+        within("queues", self.queues, 1..=most, &format!("1 to {most}"))?;
         for k in &self.kinds {
             crate::testbed::check_kind(k)?;
         }
@@ -397,9 +398,8 @@ pub fn live(
     mut row: impl FnMut(&LiveRow),
 ) -> Result<Vec<LiveRow>, Error> {
     plan.check()?;
-    let LivePlan { kinds, sizes, secs, rounds, split, queues } = plan;
-    let (secs, rounds, split) = (*secs, *rounds, *split);
-    let bed = Bed::through_queues(&format!("pb{}", std::process::id()), *queues)?;
+    let &LivePlan { ref kinds, ref sizes, secs, rounds, split, queues } = plan;
+    let bed = Bed::through_queues(&format!("pb{}", std::process::id()), queues)?;
     // A sink that costs the forwarder's CPU nothing much: frames reaching s0 are dropped by
     // an XDP program (counted by the veth), not handed to s0's stack.
     let _sink = in_netns(&bed.sink, || pathem_io::afxdp::drop_all("s0"))?;

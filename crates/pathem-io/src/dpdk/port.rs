@@ -85,6 +85,7 @@ extern "C" {
         max_frame: u32,
         rx_desc: u16,
         tx_desc: u16,
+        max_rx_queues: u16,
         want_timestamps: c_int,
         pool_out: *mut *mut Pool,
         info: *mut PortInfo,
@@ -248,7 +249,7 @@ struct Port {
     ring_sockets: Vec<RawFd>,
     /// net_af_packet on a veth: the XDP program that stops the peer's segmentation offload,
     /// or why it could not be attached.
-    whole_frames: Option<Result<crate::afxdp::PassThrough, Error>>,
+    whole_frames: Option<Result<crate::afxdp::FixedVerdict, Error>>,
 }
 
 // SAFETY: the port id and pool pointer are handles into DPDK's shared memory; ethdev allows
@@ -527,6 +528,15 @@ fn every_queue(spec: &str, devargs: &str) -> Result<String, Error> {
         return Ok(devargs.into());
     }
     let combined = crate::iface::combined_channels(iface).unwrap_or(0) as usize;
+    if queues > crate::MAX_RX_QUEUES {
+        return Err(Error::Dpdk {
+            dev: spec.into(),
+            reason: format!(
+                "{iface} has {queues} receive queues; pathem reads at most {}",
+                crate::MAX_RX_QUEUES
+            ),
+        });
+    }
     if combined < queues {
         return Err(Error::Dpdk {
             dev: spec.into(),
@@ -535,7 +545,7 @@ fn every_queue(spec: &str, devargs: &str) -> Result<String, Error> {
             ),
         });
     }
-    Ok(format!("{devargs},queue_count={}", queues.min(crate::afxdp::MAX_QUEUES)))
+    Ok(format!("{devargs},queue_count={queues}"))
 }
 
 /// Why [`start`] failed: the device is not there, or it would not start.
@@ -552,9 +562,21 @@ fn start(spec: &str, dev: &Device, max_frame: usize) -> Result<(Arc<Port>, PortI
     // SAFETY: PortInfo is plain data (integers and a char array); zero is valid.
     let mut info: PortInfo = unsafe { std::mem::zeroed() };
     let mut why: *const c_char = std::ptr::null();
+    let max_rx = crate::MAX_RX_QUEUES as u16;
     // SAFETY: the out-pointers point at locals that live for the call; `id` is a valid port.
     let (r, said) = captured(|| unsafe {
-        pathem_dpdk_port_start(id, POOL, max_frame as u32, RING, RING, 1, &mut pool, &mut info, &mut why)
+        pathem_dpdk_port_start(
+            id,
+            POOL,
+            max_frame as u32,
+            RING,
+            RING,
+            max_rx,
+            1,
+            &mut pool,
+            &mut info,
+            &mut why,
+        )
     });
     // What the driver opened for this port (probing and starting it).
     let opened: Vec<(RawFd, i32, i32)> = sockets().into_iter().filter(|s| !before.contains(s)).collect();

@@ -46,9 +46,6 @@ struct pathem_port_info {
     uint16_t rx_queues;
 };
 
-/* Most receive queues a port reads. */
-#define PATHEM_MAX_RX_QUEUES 64
-
 /* One received frame, as Rust sees it. */
 struct pathem_rx {
     const uint8_t *data;
@@ -112,11 +109,13 @@ int pathem_dpdk_remove(const char *bus, const char *name)
 /* Configures the rx queues and one tx queue, creates the port's mempool (`n_mbufs` for one rx
  * queue, one more ring's worth for each further one) and starts the port. The drivers on a
  * kernel interface (net_af_xdp, net_af_packet) get every rx queue their arguments made
- * (queue_count=, qpairs=), each a socket that sees part of the interface's frames; other
- * devices one, which receives everything while RSS is off. Negative errno on failure, with
- * `why` naming the step. */
+ * (queue_count=, qpairs=), each a socket that sees part of the interface's frames, and are
+ * refused with more than `max_rx_queues` (no queue is left unread); other devices get one,
+ * which receives everything while RSS is off. Negative errno on failure, with `why` naming
+ * the step. */
 int pathem_dpdk_port_start(uint16_t port, uint32_t n_mbufs, uint32_t max_frame,
-                           uint16_t rx_desc, uint16_t tx_desc, int want_timestamps,
+                           uint16_t rx_desc, uint16_t tx_desc, uint16_t max_rx_queues,
+                           int want_timestamps,
                            struct rte_mempool **pool_out, struct pathem_port_info *info,
                            const char **why)
 {
@@ -145,10 +144,13 @@ int pathem_dpdk_port_start(uint16_t port, uint32_t n_mbufs, uint32_t max_frame,
         conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE;
     uint16_t nb_rx = 1;
     if (dev.driver_name && (strcmp(dev.driver_name, "net_af_xdp") == 0 ||
-                            strcmp(dev.driver_name, "net_af_packet") == 0))
-        nb_rx = dev.max_rx_queues < PATHEM_MAX_RX_QUEUES ? dev.max_rx_queues : PATHEM_MAX_RX_QUEUES;
-    if (nb_rx == 0)
-        nb_rx = 1;
+                            strcmp(dev.driver_name, "net_af_packet") == 0) &&
+        dev.max_rx_queues > 1)
+        nb_rx = dev.max_rx_queues;
+    if (nb_rx > max_rx_queues) {
+        *why = "more receive queues than pathem reads (give fewer with qpairs= or queue_count=)";
+        return -E2BIG;
+    }
     info->rx_queues = nb_rx;
     r = rte_eth_dev_configure(port, nb_rx, 1, &conf);
     if (r != 0) {
@@ -249,8 +251,9 @@ uint32_t pathem_dpdk_pool_in_use(const struct rte_mempool *pool)
     return rte_mempool_in_use_count(pool);
 }
 
-/* Receives up to n frames of rx queue `queue` into m[] and describes each in out[]. A frame spread over several
- * segments is gathered into bounce + i * bounce_each (at most bounce_each bytes of it). */
+/* Receives up to n frames of rx queue `queue` into m[] and describes each in out[]. A frame
+ * spread over several segments is gathered into bounce + i * bounce_each (at most bounce_each
+ * bytes of it). */
 uint16_t pathem_dpdk_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **m, uint16_t n,
                               struct pathem_rx *out, uint8_t *bounce, uint32_t bounce_each,
                               int ts_offset, uint64_t ts_flag)
