@@ -1,5 +1,5 @@
-//! Live port on any Linux interface through AF_PACKET raw sockets, in batches
-//! (`recvmmsg`/`sendmmsg`).
+//! Live port on any Linux interface through AF_PACKET raw sockets: frames are read in place
+//! from a packet-mmap receive ring (TPACKET_V2) and sent in batches (`sendmmsg`).
 //!
 //! Each direction gets its own socket: the receiving one (protocol ETH_P_ALL, promiscuous,
 //! `PACKET_IGNORE_OUTGOING`) sees only frames arriving from the wire, never what pathem or the
@@ -14,14 +14,14 @@
 //! the kernel keeps out of the frame (hardware-accelerated, as veth does) comes back from
 //! `PACKET_AUXDATA` and is put back into the frame, as libpcap does.
 //!
-//! Receive timestamps are the kernel's (`SO_TIMESTAMPNS`, taken when the frame entered the
-//! stack), moved onto CLOCK_MONOTONIC; without them, the burst's read time is corrected back
-//! along the burst at the link rate (MoonEm §5.4 software mode).
+//! Receive timestamps are the kernel's (taken when the frame entered the stack, or when it
+//! reached the ring if the stack took none), from the ring's slot header, moved onto
+//! CLOCK_MONOTONIC.
 
 use crate::iface::failure;
-use crate::kstamp::{cmsg_time, monotonic_now, realtime_offset};
+use crate::kstamp::{monotonic_now, realtime_offset};
 use crate::offload::VnetRequest;
-use crate::port::{FallbackStamps, PollAt, RxFrame, RxPort, TxBatch, TxErrorClass, TxPort, TxRefused};
+use crate::port::{PollAt, RxFrame, RxPort, TxBatch, TxErrorClass, TxPort, TxRefused};
 use crate::Error;
 use pathem_model::Nanos;
 use std::mem::{size_of, zeroed};
@@ -35,6 +35,10 @@ pub const BURST: usize = 64;
 /// thread, small enough that a flood is dropped (and counted) at the port instead of waiting
 /// there tens of milliseconds, unseen by the path's delay (an 8 MB buffer held 17–33 ms).
 pub const DEFAULT_RX_BUFFER: usize = 1 << 20;
+/// What a minimum-size frame costs a socket buffer (its truesize): a port's receive ring has a
+/// slot for each this many bytes of its receive buffer, so a flood is dropped where the socket
+/// buffer would have dropped it.
+const SMALL_FRAME_TRUESIZE: usize = 768;
 /// Smallest and largest receive buffer a port accepts.
 pub const MIN_RX_BUFFER: usize = 64 << 10;
 pub const MAX_RX_BUFFER: usize = 1 << 30;
@@ -116,21 +120,6 @@ const SUPER_FRAME: usize = 65_535 + 14 + 8;
 /// Control messages per received frame: a timestamp and the auxiliary data.
 const CMSG_SPACE: usize = 128;
 
-/// struct tpacket_auxdata (linux/if_packet.h).
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct TpacketAuxdata {
-    tp_status: u32,
-    tp_len: u32,
-    tp_snaplen: u32,
-    tp_mac: u16,
-    tp_net: u16,
-    tp_vlan_tci: u16,
-    tp_vlan_tpid: u16,
-}
-const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
-const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
-
 /// The VLAN tag (TPID and TCI, as on the wire) the kernel kept out of a received frame, from
 /// the message's `PACKET_AUXDATA`.
 ///
@@ -142,15 +131,8 @@ unsafe fn kept_vlan_tag(msg: &libc::msghdr) -> Option<[u8; 4]> {
         let mut c = libc::CMSG_FIRSTHDR(msg);
         while !c.is_null() {
             if (*c).cmsg_level == libc::SOL_PACKET && (*c).cmsg_type == PACKET_AUXDATA {
-                let aux = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const TpacketAuxdata);
-                if aux.tp_status & TP_STATUS_VLAN_VALID == 0 {
-                    return None;
-                }
-                let tpid =
-                    if aux.tp_status & TP_STATUS_VLAN_TPID_VALID != 0 { aux.tp_vlan_tpid } else { 0x8100 };
-                let [a, b] = tpid.to_be_bytes();
-                let [c, d] = aux.tp_vlan_tci.to_be_bytes();
-                return Some([a, b, c, d]);
+                let aux = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::tpacket_auxdata);
+                return tag_of(aux.tp_status, aux.tp_vlan_tci, aux.tp_vlan_tpid);
             }
             c = libc::CMSG_NXTHDR(msg, c);
         }
@@ -168,40 +150,145 @@ fn insert_tag(buf: &mut [u8], start: usize, end: usize, lead: usize, tag: [u8; 4
     start - TAG_ROOM
 }
 
-/// The receiving half: frames arriving on the interface.
+/// A packet-mmap ring shared with the kernel (TPACKET_V2): `frames` slots of `frame_size`
+/// bytes back to back (blocks hold whole slots), each starting with a `tpacket2_hdr` whose
+/// status word says which side the slot belongs to.
+struct Ring {
+    base: std::ptr::NonNull<u8>,
+    len: usize,
+    frame_size: usize,
+    frames: usize,
+}
+
+// SAFETY: the mapping belongs to this value alone (one per socket) and is reached only
+// through it; what the kernel shares is handed over through the status words.
+unsafe impl Send for Ring {}
+
+/// Where a V2 slot's `sockaddr_ll` starts: behind the header, aligned.
+const SLOT_ADDR: usize = size_of::<libc::tpacket2_hdr>().next_multiple_of(libc::TPACKET_ALIGNMENT);
+/// A ring's blocks: the kernel allocates each as one piece of 2^n pages.
+const RING_BLOCK: usize = 1 << 16;
+
+impl Ring {
+    /// Asks the kernel for a ring (`PACKET_RX_RING` or `PACKET_TX_RING`) of about `bytes`
+    /// bytes, at least `min_frames` slots, each slot `frame_size` bytes (a power of two), and
+    /// maps it.
+    fn map(
+        fd: RawFd,
+        option: i32,
+        frame_size: usize,
+        bytes: usize,
+        min_frames: usize,
+    ) -> std::io::Result<Ring> {
+        debug_assert!(frame_size.is_power_of_two() && frame_size >= 64);
+        let block = RING_BLOCK.max(frame_size);
+        let per_block = block / frame_size;
+        let blocks = bytes.div_ceil(block).max(min_frames.div_ceil(per_block)).max(1);
+        let frames = blocks * per_block;
+        let req = libc::tpacket_req {
+            tp_block_size: block as u32,
+            tp_block_nr: blocks as u32,
+            tp_frame_size: frame_size as u32,
+            tp_frame_nr: frames as u32,
+        };
+        set_opt(fd, libc::SOL_PACKET, option, &req)?;
+        let len = block * blocks;
+        // SAFETY: a fresh shared mapping of the ring just set up on `fd`, of its exact size;
+        // the result is checked before use.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(last_os_error());
+        }
+        let base = std::ptr::NonNull::new(base as *mut u8).ok_or_else(last_os_error)?;
+        Ok(Ring { base, len, frame_size, frames })
+    }
+
+    /// Slot `i`'s status word, shared with the kernel. Panics if `i` is not a slot.
+    fn status(&self, i: usize) -> &std::sync::atomic::AtomicU32 {
+        assert!(i < self.frames, "slot {i} of {}", self.frames);
+        // SAFETY: slot i lies inside the mapping, starts 16-byte aligned and begins with the
+        // u32 status; the mapping lives as long as `self`, and the kernel too reads and writes
+        // the word whole.
+        unsafe { &*(self.base.as_ptr().add(i * self.frame_size) as *const std::sync::atomic::AtomicU32) }
+    }
+
+    /// Slot `i`, header included.
+    ///
+    /// # Safety
+    /// The slot must be this side's (its status handed it over) for as long as the slice
+    /// lives, and `i < frames`.
+    unsafe fn slot(&mut self, i: usize) -> &mut [u8] {
+        // SAFETY: guaranteed by the caller; the slot lies inside the mapping.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.base.as_ptr().add(i * self.frame_size), self.frame_size)
+        }
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `map`, unmapped once; nothing borrows it any more.
+        unsafe { libc::munmap(self.base.as_ptr() as *mut libc::c_void, self.len) };
+    }
+}
+
+/// The header the kernel wrote at the start of a receive slot.
+fn slot_header(slot: &[u8]) -> libc::tpacket2_hdr {
+    // SAFETY: every slot is longer than the header; tpacket2_hdr is plain data.
+    unsafe { std::ptr::read_unaligned(slot.as_ptr() as *const libc::tpacket2_hdr) }
+}
+
+/// The VLAN tag (TPID and TCI, as on the wire) the kernel kept out of a frame, from the
+/// status and fields of its ring header or auxiliary data.
+fn tag_of(status: u32, tci: u16, tpid: u16) -> Option<[u8; 4]> {
+    if status & libc::TP_STATUS_VLAN_VALID == 0 {
+        return None;
+    }
+    let tpid = if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 { tpid } else { 0x8100 };
+    let [a, b] = tpid.to_be_bytes();
+    let [c, d] = tci.to_be_bytes();
+    Some([a, b, c, d])
+}
+
+/// The receiving half: frames arriving on the interface, read from a packet-mmap ring in
+/// place. A frame longer than a slot (a GSO super-frame) the kernel queues whole on the
+/// socket as well (`PACKET_COPY_THRESH`), marks its slot `TP_STATUS_COPY`, and the port reads
+/// it from there, in the same order.
 pub struct AfPacketRx {
+    /// Before `fd`: unmapped before the socket closes.
+    ring: Ring,
     fd: OwnedFd,
-    slot: usize,
-    bufs: Box<[u8]>,
-    iovecs: Box<[libc::iovec]>,
-    addrs: Box<[libc::sockaddr_ll]>,
-    ctrl: Box<[u8]>,
-    msgs: Box<[libc::mmsghdr]>,
+    /// The next slot to read.
+    head: usize,
+    /// A whole frame read from the socket's queue, behind room for a tag.
+    copy: Box<[u8]>,
     /// CLOCK_REALTIME − CLOCK_MONOTONIC, refreshed every second to follow clock steps.
     realtime_offset: i64,
     offset_at: Nanos,
-    line_rate: u64,
     last_arrival: Nanos,
-    more: bool,
-    /// Each received buffer starts with a virtio_net_hdr.
+    /// Each frame comes behind a virtio_net_hdr.
     vnet: bool,
     /// Receive errors other than "nothing to read" (an interface going down, say).
     pub errors: u64,
     /// What the port did to frames a local sender left to the hardware.
     offload: crate::offload::OffloadCounts,
-    /// Frames the kernel dropped for want of room in the socket buffer (PACKET_STATISTICS
-    /// resets on every read, so they are added up here).
+    /// Frames the kernel dropped for want of room in the ring, or could not keep whole
+    /// (PACKET_STATISTICS resets on every read, so they are added up here).
     drops: u64,
 }
 
-// SAFETY: the raw pointers inside `iovecs` and `msgs` point only into this struct's own boxed
-// buffers (`bufs`, `addrs`, `ctrl`, `iovecs`), which move with it and are used by one thread
-// at a time through `&mut self`.
-unsafe impl Send for AfPacketRx {}
-
 impl AfPacketRx {
     /// Opens the receiving side of `ifname` for frames of up to `max_frame` bytes, with a
-    /// socket buffer of `rx_buffer` bytes (see [`DEFAULT_RX_BUFFER`]).
+    /// ring of about `rx_buffer` bytes (see [`DEFAULT_RX_BUFFER`]).
     pub fn open(ifname: &str, max_frame: usize, rx_buffer: usize) -> Result<AfPacketRx, Error> {
         let idx = ifindex(ifname)?;
         let fd = packet_socket(ifname, idx, (libc::ETH_P_ALL as u16).to_be())?;
@@ -213,44 +300,44 @@ impl AfPacketRx {
         mreq.mr_type = libc::PACKET_MR_PROMISC as u16;
         set_opt(raw, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mreq)
             .map_err(|e| opt_err("cannot make it promiscuous", e))?;
+        // The version and the virtio-net header go before the ring, which fixes its layout.
+        set_opt(raw, libc::SOL_PACKET, libc::PACKET_VERSION, &(libc::tpacket_versions::TPACKET_V2 as i32))
+            .map_err(|e| opt_err("cannot use packet ring version 2", e))?;
         let vnet = set_opt(raw, libc::SOL_PACKET, PACKET_VNET_HDR, &1i32).is_ok();
-        let _ = set_opt(raw, libc::SOL_PACKET, PACKET_AUXDATA, &1i32);
         // Kernels before 4.20 lack this; outgoing frames are then skipped by packet type.
         let _ = set_opt(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32);
+        // Enables the stack's receive stamps, which the ring then carries.
         let _ = set_opt(raw, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &1i32);
-        // FORCE sets the size where allowed (root), past the system's rmem_max. The kernel
-        // doubles what it is given (room for its bookkeeping): ask for half.
+        // Frames too long for a slot wait whole in the socket buffer: room for a few.
         let rcvbuf = (rx_buffer.clamp(MIN_RX_BUFFER, MAX_RX_BUFFER) / 2) as i32;
         if set_opt(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &rcvbuf).is_err() {
             let _ = set_opt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, &rcvbuf);
         }
-        // With virtio-net headers, a slot holds a whole super-frame (cut into wire frames
-        // here); without, a frame one byte longer than `max_frame` shows it was truncated.
-        let frame = if vnet { max_frame.max(SUPER_FRAME) } else { max_frame };
-        let slot = (TAG_ROOM + frame + 1 + if vnet { VNET_HDR } else { 0 }).next_multiple_of(64);
+        set_opt(raw, libc::SOL_PACKET, libc::PACKET_COPY_THRESH, &1i32)
+            .map_err(|e| opt_err("cannot keep long frames whole", e))?;
+        // A slot holds a wire frame of the interface's MTU (two VLAN tags in it) behind the
+        // kernel's header, address and virtio-net header; longer frames come whole through
+        // the socket.
+        let mtu = crate::iface::mtu(ifname).unwrap_or(1500) as usize;
+        let frame_size = (RX_LEAD + mtu + 14 + 8).next_power_of_two().max(2048);
+        // As many slots as minimum-size frames a socket buffer of `rx_buffer` bytes holds.
+        let slots = rx_buffer.clamp(MIN_RX_BUFFER, MAX_RX_BUFFER) / SMALL_FRAME_TRUESIZE;
+        let ring = Ring::map(raw, libc::PACKET_RX_RING, frame_size, slots * frame_size, slots)
+            .map_err(|e| opt_err("cannot set up its receive ring", e))?;
+        let copy_len = TAG_ROOM + VNET_HDR + max_frame.max(SUPER_FRAME) + 1;
         let mut port = AfPacketRx {
+            ring,
             fd,
-            slot,
-            bufs: vec![0u8; slot * BURST].into_boxed_slice(),
-            // SAFETY: iovec, sockaddr_ll and mmsghdr are plain data; zero is a valid value.
-            iovecs: (0..BURST).map(|_| unsafe { zeroed() }).collect(),
-            addrs: (0..BURST).map(|_| unsafe { zeroed() }).collect(),
-            ctrl: vec![0u8; CMSG_SPACE * BURST].into_boxed_slice(),
-            msgs: (0..BURST).map(|_| unsafe { zeroed() }).collect(),
+            head: 0,
+            copy: vec![0u8; copy_len].into_boxed_slice(),
             realtime_offset: 0,
             offset_at: Nanos::ZERO,
-            line_rate: crate::iface::line_rate_bps(ifname),
             last_arrival: Nanos::ZERO,
-            more: false,
             vnet,
             errors: 0,
             offload: Default::default(),
             drops: 0,
         };
-        for i in 0..BURST {
-            port.iovecs[i].iov_base = port.bufs[i * slot + TAG_ROOM..].as_mut_ptr() as *mut libc::c_void;
-            port.iovecs[i].iov_len = slot - TAG_ROOM;
-        }
         port.refresh_offset(monotonic_now());
         Ok(port)
     }
@@ -265,12 +352,90 @@ impl AfPacketRx {
         self.offset_at = now;
     }
 
-    /// The kernel's receive timestamp of message `i`, on CLOCK_MONOTONIC.
-    fn kernel_timestamp(&self, i: usize) -> Option<Nanos> {
-        // SAFETY: message i's control buffer was set by us and filled by recvmmsg.
-        let rt = unsafe { cmsg_time(&self.msgs[i].msg_hdr, libc::SO_TIMESTAMPNS) }?;
-        Some(Nanos((rt - self.realtime_offset).max(0) as u64))
+    /// Reads the whole frame the kernel queued for a `TP_STATUS_COPY` slot into `copy`
+    /// (behind room for a tag): its length and whether it was longer than the buffer.
+    fn read_copy(&mut self) -> Option<(usize, bool)> {
+        let room = self.copy.len() - TAG_ROOM;
+        // SAFETY: the buffer is live and the length passed is what follows TAG_ROOM in it.
+        let n = unsafe {
+            libc::recv(
+                self.fd.as_raw_fd(),
+                self.copy[TAG_ROOM..].as_mut_ptr() as *mut libc::c_void,
+                room,
+                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+            )
+        };
+        // With MSG_TRUNC a packet socket says the frame's whole length.
+        (n >= 0).then(|| ((n as usize).min(room), n as usize > room))
     }
+}
+
+/// Room the kernel takes in front of a frame in a receive slot, at most: the header and
+/// address aligned with 16 bytes to spare, then the virtio-net header.
+const RX_LEAD: usize = (libc::TPACKET2_HDRLEN + 16).next_multiple_of(libc::TPACKET_ALIGNMENT) + VNET_HDR;
+
+/// Hands one received frame, at `buf[start..end]` behind `lead` bytes of virtio-net header
+/// and with `TAG_ROOM` free bytes in front, to `f`: its kept VLAN tag put back, a checksum
+/// the sender left completed, a super-frame cut into wire frames. Returns the frames handed on.
+#[allow(clippy::too_many_arguments)]
+fn deliver<F: FnMut(RxFrame<'_>)>(
+    buf: &mut [u8],
+    (mut start, end): (usize, usize),
+    lead: usize,
+    tag: Option<[u8; 4]>,
+    truncated: bool,
+    arrival: Nanos,
+    offload: &mut crate::offload::OffloadCounts,
+    f: &mut F,
+) -> usize {
+    let len = end - start;
+    if len < lead {
+        offload.refused += 1;
+        return 0;
+    }
+    if let Some(tag) = tag {
+        start = insert_tag(buf, start, end, lead, tag);
+    }
+    let tagged = end - start - len;
+    let buf = &mut buf[start..end];
+    let request = if lead > 0 {
+        let hdr: &[u8; VNET_HDR] = buf[..VNET_HDR].try_into().expect("VNET_HDR bytes");
+        crate::offload::vnet_request(hdr)
+    } else {
+        Ok(VnetRequest::None)
+    };
+    let frame = &mut buf[lead..];
+    let outcome = match request {
+        Ok(VnetRequest::None) => Ok(()),
+        // The kernel counts the checksum's start from the frame without a kept tag.
+        Ok(VnetRequest::Checksum { start, offset }) => {
+            crate::offload::complete_at(frame, usize::from(start) + tagged, offset.into())
+                .map(|()| offload.csum_completed += 1)
+        }
+        Ok(VnetRequest::Segment(_)) if truncated => Err(crate::offload::Fault::LengthMismatch),
+        Ok(VnetRequest::Segment(gso)) => {
+            let cut = crate::offload::segment(frame, gso, |seg| {
+                f(RxFrame { arrival, wire_len: seg.len() as u32, data: seg });
+            });
+            match cut {
+                Ok(segments) => {
+                    offload.gso_frames += 1;
+                    offload.gso_segments += segments as u64;
+                    return segments;
+                }
+                Err(e) => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    };
+    if outcome.is_err() {
+        offload.refused += 1;
+        return 0;
+    }
+    // A truncated frame reaches the engine one byte longer than it may be: an oversize drop.
+    let wire_len = if truncated { (frame.len() + 1) as u32 } else { frame.len() as u32 };
+    f(RxFrame { arrival, wire_len, data: frame });
+    1
 }
 
 impl RxPort for AfPacketRx {
@@ -280,120 +445,89 @@ impl RxPort for AfPacketRx {
         max: usize,
         mut f: F,
     ) -> Result<usize, Error> {
+        use std::sync::atomic::Ordering;
         if now.saturating_sub(self.offset_at) > Nanos::from_secs(1) {
             self.refresh_offset(now);
         }
-        let want = max.min(BURST);
-        for i in 0..want {
-            let m = &mut self.msgs[i];
-            m.msg_hdr.msg_name = &mut self.addrs[i] as *mut libc::sockaddr_ll as *mut libc::c_void;
-            m.msg_hdr.msg_namelen = size_of::<libc::sockaddr_ll>() as u32;
-            m.msg_hdr.msg_iov = &mut self.iovecs[i];
-            m.msg_hdr.msg_iovlen = 1;
-            m.msg_hdr.msg_control = self.ctrl[i * CMSG_SPACE..].as_mut_ptr() as *mut libc::c_void;
-            // `as _`: a usize in glibc's msghdr, a u32 in musl's.
-            m.msg_hdr.msg_controllen = CMSG_SPACE as _;
-            m.msg_hdr.msg_flags = 0;
-        }
-        // SAFETY: every header points into buffers owned by self with the lengths set above;
-        // the kernel writes at most those lengths.
-        let n = unsafe {
-            libc::recvmmsg(
-                self.fd.as_raw_fd(),
-                self.msgs.as_mut_ptr(),
-                want as u32,
-                // A c_int in glibc's recvmmsg, a c_uint in musl's.
-                libc::MSG_DONTWAIT as _,
-                std::ptr::null_mut(),
-            )
-        };
-        if n < 0 {
-            self.more = false;
-            let e = last_os_error();
-            if e.kind() != std::io::ErrorKind::WouldBlock && e.kind() != std::io::ErrorKind::Interrupted {
-                // The interface went down or away: keep polling, it may come back.
-                self.errors += 1;
-            }
+        let lead = if self.vnet { VNET_HDR } else { 0 };
+        let mut delivered = 0;
+        if self.ring.status(self.head).load(Ordering::Acquire) & libc::TP_STATUS_USER == 0 {
             return Ok(0);
         }
-        let n = n as usize;
-        self.more = n == want;
-        // The caller's `now` was read before this call; the thread may have been descheduled
-        // since, and frames that arrived meanwhile must not be stamped earlier than they came.
+        // The caller's `now` was read before this call; the kernel may have stamped frames
+        // since, and none may arrive later than the instant they are read.
         let now = monotonic_now().max(now);
-        // Without kernel timestamps, frame k of the burst arrived before `now` by the wire time
-        // of the frames after it.
-        let mut fallback = FallbackStamps::<BURST>::new(now, self.line_rate, n);
-        let mut delivered = 0;
-        #[allow(clippy::needless_range_loop)] // i indexes five parallel arrays
-        for i in 0..n {
-            if self.addrs[i].sll_pkttype == libc::PACKET_OUTGOING {
-                continue;
+        for _ in 0..max.min(BURST) {
+            let i = self.head;
+            let status = self.ring.status(i).load(Ordering::Acquire);
+            if status & libc::TP_STATUS_USER == 0 {
+                break;
             }
-            let truncated = self.msgs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
-            let len = (self.msgs[i].msg_len as usize).min(self.slot - TAG_ROOM);
-            let stamp = match self.kernel_timestamp(i) {
-                Some(t) => t,
-                None => fallback.get(i, |j| u64::from(self.msgs[j].msg_len)),
-            };
-            let arrival = stamp.min(now).max(self.last_arrival);
-            self.last_arrival = arrival;
-            let lead = if self.vnet { VNET_HDR } else { 0 };
-            let (mut start, end) = (i * self.slot + TAG_ROOM, i * self.slot + TAG_ROOM + len);
-            if len < lead {
-                continue;
-            }
-            // SAFETY: message i was filled by recvmmsg just now; its control buffer is ours.
-            if let Some(tag) = unsafe { kept_vlan_tag(&self.msgs[i].msg_hdr) } {
-                start = insert_tag(&mut self.bufs, start, end, lead, tag);
-            }
-            let tagged = end - start - len;
-            let buf = &mut self.bufs[start..end];
-            let request = if self.vnet {
-                let hdr: &[u8; VNET_HDR] = buf[..VNET_HDR].try_into().expect("VNET_HDR bytes");
-                crate::offload::vnet_request(hdr)
-            } else {
-                Ok(VnetRequest::None)
-            };
-            let frame = &mut buf[lead..];
-            let outcome = match request {
-                Ok(VnetRequest::None) => Ok(()),
-                // The kernel counts the checksum's start from the frame without a kept tag.
-                Ok(VnetRequest::Checksum { start, offset }) => {
-                    crate::offload::complete_at(frame, usize::from(start) + tagged, offset.into())
-                        .map(|()| self.offload.csum_completed += 1)
-                }
-                Ok(VnetRequest::Segment(_)) if truncated => Err(crate::offload::Fault::LengthMismatch),
-                Ok(VnetRequest::Segment(gso)) => {
-                    let cut = crate::offload::segment(frame, gso, |seg| {
-                        f(RxFrame { arrival, wire_len: seg.len() as u32, data: seg });
-                    });
-                    match cut {
-                        Ok(segments) => {
-                            self.offload.gso_frames += 1;
-                            self.offload.gso_segments += segments as u64;
-                            delivered += segments;
-                            continue;
-                        }
-                        Err(e) => Err(e),
+            // SAFETY: the status handed slot i to this side until it is given back below.
+            let slot = unsafe { self.ring.slot(i) };
+            let hdr = slot_header(slot);
+            let outgoing = slot[SLOT_ADDR + std::mem::offset_of!(libc::sockaddr_ll, sll_pkttype)]
+                == libc::PACKET_OUTGOING;
+            let stamp = i64::from(hdr.tp_sec) * 1_000_000_000 + i64::from(hdr.tp_nsec);
+            let arrival = Nanos((stamp - self.realtime_offset).max(0) as u64).min(now).max(self.last_arrival);
+            let tag = tag_of(status, hdr.tp_vlan_tci, hdr.tp_vlan_tpid);
+            let (mac, snap) = (usize::from(hdr.tp_mac), hdr.tp_snaplen as usize);
+            if status & libc::TP_STATUS_COPY != 0 {
+                // The whole frame waits in the socket's queue; the slot holds its head.
+                self.ring.status(i).store(libc::TP_STATUS_KERNEL, Ordering::Release);
+                match self.read_copy() {
+                    Some((len, truncated)) if !outgoing => {
+                        self.last_arrival = arrival;
+                        let end = TAG_ROOM + len;
+                        delivered += deliver(
+                            &mut self.copy,
+                            (TAG_ROOM, end),
+                            lead,
+                            tag,
+                            truncated,
+                            arrival,
+                            &mut self.offload,
+                            &mut f,
+                        );
                     }
+                    Some(_) => {}
+                    None => self.errors += 1,
                 }
-                Err(e) => Err(e),
-            };
-            if outcome.is_err() {
-                self.offload.refused += 1;
-                continue;
+            } else if !outgoing {
+                let fits = mac >= SLOT_ADDR + size_of::<libc::sockaddr_ll>() + TAG_ROOM + lead
+                    && mac + snap <= slot.len();
+                if !fits {
+                    // Not a layout the kernel writes: counted, never read out of bounds.
+                    self.offload.refused += 1;
+                } else if snap < hdr.tp_len as usize {
+                    // Too long for a slot and no room left in the socket buffer for it whole:
+                    // the kernel kept only its head.
+                    self.drops += 1;
+                } else {
+                    self.last_arrival = arrival;
+                    delivered += deliver(
+                        slot,
+                        (mac - lead, mac + snap),
+                        lead,
+                        tag,
+                        false,
+                        arrival,
+                        &mut self.offload,
+                        &mut f,
+                    );
+                }
+                self.ring.status(i).store(libc::TP_STATUS_KERNEL, Ordering::Release);
+            } else {
+                self.ring.status(i).store(libc::TP_STATUS_KERNEL, Ordering::Release);
             }
-            // A truncated frame reaches the engine one byte longer than it may be: an oversize drop.
-            let wire_len = if truncated { (frame.len() + 1) as u32 } else { frame.len() as u32 };
-            f(RxFrame { arrival, wire_len, data: frame });
-            delivered += 1;
+            self.head = if i + 1 == self.ring.frames { 0 } else { i + 1 };
         }
         Ok(delivered)
     }
 
     fn poll_at(&self) -> PollAt {
-        PollAt::live(self.more)
+        let ready = self.ring.status(self.head).load(std::sync::atomic::Ordering::Acquire);
+        PollAt::live(ready & libc::TP_STATUS_USER != 0)
     }
 
     fn kernel_drops(&mut self) -> u64 {
