@@ -782,6 +782,39 @@ mod tests {
         assert!(sent.iter().all(|&t| t >= due && t <= due + Nanos::from_millis(4)), "{:?}", sent.last());
     }
 
+    #[test]
+    fn frames_the_delay_line_cannot_hold_take_no_time_on_the_link() {
+        // A fixed 64 KiB line behind 1 Gbit/s with drop-tail's unbounded queue, offered four
+        // times the rate for 20 ms: the line holds the backlog, and what it cannot hold is
+        // dropped before the link, so the link still sends at its rate. (Were the dropped
+        // frames given link time, the kept ones would leave four times too late.)
+        let path = PathConfig {
+            link: Some(pathem_model::link::LinkConfig::rate("1gbit".parse().unwrap())),
+            ..PathConfig::default()
+        };
+        let engine = EngineConfig { buffer: Some(64 << 10), ..EngineConfig::default() };
+        // 64 B frames take 88 B on the wire with the overhead: 704 ns at 1 Gbit/s.
+        let (gap, n) = (176, 113_636u64);
+        let arrivals = Arrivals::new((1..=n).map(|i| Nanos(i * gap)));
+        let mut p = Pipeline::new(arrivals, MemSink::default(), &path, 1, &engine).unwrap();
+        let mut clock = crate::VirtualClock::starting_at(Nanos(0));
+        run(&mut [&mut p], &mut clock, &AtomicBool::new(false)).unwrap();
+        let s = p.counters().snapshot();
+        assert!(s.balances());
+        assert_eq!(s.tx_packets + s.dropped.total(), n);
+        assert_eq!(s.dropped.total(), s.dropped.get(pathem_model::DropReason::DelayLine));
+        let (_, sink) = p.into_ports();
+        // The link was busy from the first arrival on: it sent one frame per 704 ns, and the
+        // last one left once the line's backlog (at most its capacity in 80-byte records) had
+        // gone.
+        let last_arrival = n * gap;
+        let backlog = s.delay_line_capacity / 80 * 704;
+        assert_eq!(sink.frames, s.tx_packets);
+        assert!(sink.last_release.as_nanos() <= last_arrival + backlog + 1_000, "{:?}", sink.last_release);
+        let busy = sink.last_release.as_nanos() - sink.first_release.unwrap().as_nanos();
+        assert!(s.tx_packets.abs_diff(busy / 704) <= 2, "{} frames in {busy} ns", s.tx_packets);
+    }
+
     /// A port whose kernel refuses every third frame at flush (too large, say).
     #[derive(Default)]
     struct RefusingPort {

@@ -360,6 +360,12 @@ impl Ingress {
         if self.path.has_aqm() {
             return self.push_queued(frame, meta);
         }
+        // A frame the line cannot hold is dropped before the path sees it: had the link
+        // scheduled it, its time on the wire would delay every frame after it, unsent.
+        if !self.line.make_room(frame.data.len()) {
+            c.drop(DropReason::DelayLine);
+            return;
+        }
         let fwd = match self.path.process(meta, &mut self.rng) {
             Verdict::Drop(reason) => {
                 c.drop(reason);
