@@ -783,7 +783,7 @@ mod tests {
     }
 
     #[test]
-    fn frames_the_delay_line_cannot_hold_take_no_time_on_the_link() {
+    fn a_frame_the_full_line_refuses_takes_no_time_on_the_link() {
         // A fixed 64 KiB line behind 1 Gbit/s with drop-tail's unbounded queue, offered four
         // times the rate for 20 ms: the line holds the backlog, and what it cannot hold is
         // dropped before the link, so the link still sends at its rate. (Were the dropped
