@@ -20,6 +20,7 @@
 
 use crate::iface::failure;
 use crate::kstamp::{monotonic_now, realtime_offset};
+use crate::mmap::Mmap;
 use crate::offload::VnetRequest;
 use crate::port::{PollAt, RxFrame, RxPort, TxBatch, TxErrorClass, TxPort, TxRefused};
 use crate::Error;
@@ -154,15 +155,10 @@ fn insert_tag(buf: &mut [u8], start: usize, end: usize, lead: usize, tag: [u8; 4
 /// bytes back to back (blocks hold whole slots), each starting with a `tpacket2_hdr` whose
 /// status word says which side the slot belongs to.
 struct Ring {
-    base: std::ptr::NonNull<u8>,
-    len: usize,
+    map: Mmap,
     frame_size: usize,
     frames: usize,
 }
-
-// SAFETY: the mapping belongs to this value alone (one per socket) and is reached only
-// through it; what the kernel shares is handed over through the status words.
-unsafe impl Send for Ring {}
 
 /// Where a V2 slot's `sockaddr_ll` starts: behind the header, aligned.
 const SLOT_ADDR: usize = size_of::<libc::tpacket2_hdr>().next_multiple_of(libc::TPACKET_ALIGNMENT);
@@ -192,24 +188,7 @@ impl Ring {
             tp_frame_nr: frames as u32,
         };
         set_opt(fd, libc::SOL_PACKET, option, &req)?;
-        let len = block * blocks;
-        // SAFETY: a fresh shared mapping of the ring just set up on `fd`, of its exact size;
-        // the result is checked before use.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                fd,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(last_os_error());
-        }
-        let base = std::ptr::NonNull::new(base as *mut u8).ok_or_else(last_os_error)?;
-        Ok(Ring { base, len, frame_size, frames })
+        Ok(Ring { map: Mmap::socket(fd, block * blocks, 0)?, frame_size, frames })
     }
 
     /// Slot `i`'s status word, shared with the kernel. Panics if `i` is not a slot.
@@ -218,7 +197,7 @@ impl Ring {
         // SAFETY: slot i lies inside the mapping, starts 16-byte aligned and begins with the
         // u32 status; the mapping lives as long as `self`, and the kernel too reads and writes
         // the word whole.
-        unsafe { &*(self.base.as_ptr().add(i * self.frame_size) as *const std::sync::atomic::AtomicU32) }
+        unsafe { &*(self.map.ptr().add(i * self.frame_size) as *const std::sync::atomic::AtomicU32) }
     }
 
     /// Slot `i`, header included.
@@ -228,16 +207,7 @@ impl Ring {
     /// lives, and `i < frames`.
     unsafe fn slot(&mut self, i: usize) -> &mut [u8] {
         // SAFETY: guaranteed by the caller; the slot lies inside the mapping.
-        unsafe {
-            std::slice::from_raw_parts_mut(self.base.as_ptr().add(i * self.frame_size), self.frame_size)
-        }
-    }
-}
-
-impl Drop for Ring {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `map`, unmapped once; nothing borrows it any more.
-        unsafe { libc::munmap(self.base.as_ptr() as *mut libc::c_void, self.len) };
+        unsafe { std::slice::from_raw_parts_mut(self.map.ptr().add(i * self.frame_size), self.frame_size) }
     }
 }
 

@@ -21,6 +21,7 @@
 
 use crate::bpf::{bpf, insn, owned, put_u32, put_u64, BPF_PROG_TYPE_XDP, BPF_XDP};
 use crate::iface::failure as fail;
+use crate::mmap::Mmap;
 use crate::port::{FallbackStamps, PollAt, RxFrame, RxPort, TxErrorClass, TxPort, TxRefused};
 use crate::Error;
 use pathem_model::Nanos;
@@ -118,19 +119,6 @@ struct XdpDesc {
 
 fn os_err() -> std::io::Error {
     std::io::Error::last_os_error()
-}
-
-/// A mapping that unmaps itself.
-struct Mmap {
-    ptr: *mut u8,
-    len: usize,
-}
-
-impl Drop for Mmap {
-    fn drop(&mut self) {
-        // SAFETY: ptr/len came from a successful mmap and are unmapped exactly once.
-        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
-    }
 }
 
 /// Marks the receive timestamp the XDP program leaves in front of a frame ("pathemts").
@@ -311,27 +299,14 @@ struct Ring {
 impl Ring {
     fn map(fd: RawFd, off: &RingOffset, pgoff: i64, entry: usize, ifname: &str) -> Result<Ring, Error> {
         let len = off.desc as usize + RING as usize * entry;
-        // SAFETY: mapping the socket's ring at the kernel-defined page offset, length as the
-        // kernel's offsets describe; the result is checked.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                fd,
-                pgoff,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(fail(ifname, "cannot map an AF_XDP ring", os_err(), "CAP_NET_RAW"));
-        }
-        let base = ptr as *mut u8;
+        let map = Mmap::socket(fd, len, pgoff)
+            .map_err(|e| fail(ifname, "cannot map an AF_XDP ring", e, "CAP_NET_RAW"))?;
+        let base = map.ptr();
         // SAFETY: the offsets come from XDP_MMAP_OFFSETS and lie inside the mapping; the
         // producer/consumer/flags words are u32s the kernel also accesses atomically.
         unsafe {
             Ok(Ring {
-                _map: Mmap { ptr: base, len },
+                _map: map,
                 producer: base.add(off.producer as usize) as *const AtomicU32,
                 consumer: base.add(off.consumer as usize) as *const AtomicU32,
                 flags: base.add(off.flags as usize) as *const AtomicU32,
@@ -400,9 +375,9 @@ impl Socket {
         };
     }
     fn frame(&self, addr: u64, len: usize) -> *mut u8 {
-        debug_assert!(addr as usize + len <= self.umem.len);
+        debug_assert!(addr as usize + len <= self.umem.len());
         // SAFETY: addr is a UMEM offset the rings hand out, within the UMEM.
-        unsafe { self.umem.ptr.add(addr as usize) }
+        unsafe { self.umem.ptr().add(addr as usize) }
     }
 
     /// The XDP program's receive stamp in front of the received frame at `addr`, if it left
@@ -416,7 +391,7 @@ impl Socket {
         // buffer (checked above), which belongs to the receiving half until it is returned to
         // the fill ring; unaligned accesses because the kernel may place frames at any offset.
         unsafe {
-            let meta = self.umem.ptr.add(addr as usize - META_LEN) as *mut u64;
+            let meta = self.umem.ptr().add(addr as usize - META_LEN) as *mut u64;
             let magic = meta.add(1);
             if std::ptr::read_unaligned(magic) != STAMP_MAGIC {
                 return None;
@@ -582,23 +557,10 @@ fn bind_queue(ifname: &str, ifindex: u32, queue: u32) -> Result<Bound, Error> {
     let fd = owned(fd);
     let raw = fd.as_raw_fd();
     let umem_len = FRAME_SIZE * (RX_FRAMES + if transmits { TX_FRAMES } else { 0 });
-    // SAFETY: anonymous private mapping, checked below.
-    let ptr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            umem_len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-            -1,
-            0,
-        )
-    };
-    if ptr == libc::MAP_FAILED {
-        return Err(fail(ifname, "cannot allocate the UMEM", os_err(), "CAP_IPC_LOCK"));
-    }
-    let umem = Mmap { ptr: ptr as *mut u8, len: umem_len };
+    let umem =
+        Mmap::anonymous(umem_len).map_err(|e| fail(ifname, "cannot allocate the UMEM", e, "CAP_IPC_LOCK"))?;
     let reg = XdpUmemReg {
-        addr: umem.ptr as u64,
+        addr: umem.ptr() as u64,
         len: umem_len as u64,
         chunk_size: FRAME_SIZE as u32,
         headroom: 0,

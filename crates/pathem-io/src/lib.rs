@@ -23,6 +23,7 @@ pub mod iface;
 pub mod kstamp;
 pub mod live;
 pub mod mem;
+mod mmap;
 pub mod offload;
 pub mod pcap;
 pub mod port;
