@@ -11,8 +11,9 @@
 //! with checksums left for the hardware to fill in, and as GSO super-frames of up to 64 KB.
 //! With `PACKET_VNET_HDR` the kernel says which, and the port completes the checksums and cuts
 //! the super-frames into wire frames ([`crate::offload`]) before the path sees them. A VLAN tag
-//! the kernel keeps out of the frame (hardware-accelerated, as veth does) comes back from
-//! `PACKET_AUXDATA` and is put back into the frame, as libpcap does.
+//! the kernel keeps out of the frame (hardware-accelerated, as veth does) comes back from the
+//! ring's slot header (from `PACKET_AUXDATA` on a [`RawSocket`]) and is put back into the
+//! frame, as libpcap does.
 //!
 //! Receive timestamps are the kernel's (taken when the frame entered the stack, or when it
 //! reached the ring if the stack took none), from the ring's slot header, moved onto
@@ -28,7 +29,7 @@ use pathem_model::Nanos;
 use std::mem::{size_of, zeroed};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-/// Frames moved per system call.
+/// Frames moved per burst: ring slots read, or frames per `sendmmsg`.
 pub const BURST: usize = 64;
 
 /// Default receive buffer of a port's socket: about a millisecond of minimum-size frames at
@@ -166,20 +167,13 @@ const SLOT_ADDR: usize = size_of::<libc::tpacket2_hdr>().next_multiple_of(libc::
 const RING_BLOCK: usize = 1 << 16;
 
 impl Ring {
-    /// Asks the kernel for a ring (`PACKET_RX_RING` or `PACKET_TX_RING`) of about `bytes`
-    /// bytes, at least `min_frames` slots, each slot `frame_size` bytes (a power of two), and
-    /// maps it.
-    fn map(
-        fd: RawFd,
-        option: i32,
-        frame_size: usize,
-        bytes: usize,
-        min_frames: usize,
-    ) -> std::io::Result<Ring> {
+    /// Asks the kernel for a receive ring of at least `slots` slots of `frame_size` bytes (a
+    /// power of two), whole blocks of them, and maps it.
+    fn rx(fd: RawFd, frame_size: usize, slots: usize) -> std::io::Result<Ring> {
         debug_assert!(frame_size.is_power_of_two() && frame_size >= 64);
         let block = RING_BLOCK.max(frame_size);
         let per_block = block / frame_size;
-        let blocks = bytes.div_ceil(block).max(min_frames.div_ceil(per_block)).max(1);
+        let blocks = slots.div_ceil(per_block).max(1);
         let frames = blocks * per_block;
         let req = libc::tpacket_req {
             tp_block_size: block as u32,
@@ -187,7 +181,7 @@ impl Ring {
             tp_frame_size: frame_size as u32,
             tp_frame_nr: frames as u32,
         };
-        set_opt(fd, libc::SOL_PACKET, option, &req)?;
+        set_opt(fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)?;
         Ok(Ring { map: Mmap::socket(fd, block * blocks, 0)?, frame_size, frames })
     }
 
@@ -247,8 +241,6 @@ pub struct AfPacketRx {
     last_arrival: Nanos,
     /// Each frame comes behind a virtio_net_hdr.
     vnet: bool,
-    /// Receive errors other than "nothing to read" (an interface going down, say).
-    pub errors: u64,
     /// What the port did to frames a local sender left to the hardware.
     offload: crate::offload::OffloadCounts,
     /// Frames the kernel dropped for want of room in the ring, or could not keep whole
@@ -278,8 +270,9 @@ impl AfPacketRx {
         let _ = set_opt(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32);
         // Enables the stack's receive stamps, which the ring then carries.
         let _ = set_opt(raw, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &1i32);
+        let rx_buffer = rx_buffer.clamp(MIN_RX_BUFFER, MAX_RX_BUFFER);
         // Frames too long for a slot wait whole in the socket buffer: room for a few.
-        let rcvbuf = (rx_buffer.clamp(MIN_RX_BUFFER, MAX_RX_BUFFER) / 2) as i32;
+        let rcvbuf = (rx_buffer / 2) as i32;
         if set_opt(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &rcvbuf).is_err() {
             let _ = set_opt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, &rcvbuf);
         }
@@ -291,8 +284,7 @@ impl AfPacketRx {
         let mtu = crate::iface::mtu(ifname).unwrap_or(1500) as usize;
         let frame_size = (RX_LEAD + mtu + 14 + 8).next_power_of_two().max(2048);
         // As many slots as minimum-size frames a socket buffer of `rx_buffer` bytes holds.
-        let slots = rx_buffer.clamp(MIN_RX_BUFFER, MAX_RX_BUFFER) / SMALL_FRAME_TRUESIZE;
-        let ring = Ring::map(raw, libc::PACKET_RX_RING, frame_size, slots * frame_size, slots)
+        let ring = Ring::rx(raw, frame_size, rx_buffer / SMALL_FRAME_TRUESIZE)
             .map_err(|e| opt_err("cannot set up its receive ring", e))?;
         let copy_len = TAG_ROOM + VNET_HDR + max_frame.max(SUPER_FRAME) + 1;
         let mut port = AfPacketRx {
@@ -304,7 +296,6 @@ impl AfPacketRx {
             offset_at: Nanos::ZERO,
             last_arrival: Nanos::ZERO,
             vnet,
-            errors: 0,
             offload: Default::default(),
             drops: 0,
         };
@@ -443,10 +434,11 @@ impl RxPort for AfPacketRx {
             let tag = tag_of(status, hdr.tp_vlan_tci, hdr.tp_vlan_tpid);
             let (mac, snap) = (usize::from(hdr.tp_mac), hdr.tp_snaplen as usize);
             if status & libc::TP_STATUS_COPY != 0 {
-                // The whole frame waits in the socket's queue; the slot holds its head.
-                self.ring.status(i).store(libc::TP_STATUS_KERNEL, Ordering::Release);
+                // The whole frame waits in the socket's queue (the slot holds its head): read
+                // it even when outgoing, so the queue keeps in step with the ring.
                 match self.read_copy() {
-                    Some((len, truncated)) if !outgoing => {
+                    Some(_) if outgoing => {}
+                    Some((len, truncated)) => {
                         self.last_arrival = arrival;
                         let end = TAG_ROOM + len;
                         delivered += deliver(
@@ -460,8 +452,8 @@ impl RxPort for AfPacketRx {
                             &mut f,
                         );
                     }
-                    Some(_) => {}
-                    None => self.errors += 1,
+                    // Marked for a copy the queue does not hold: lost before pathem saw it.
+                    None => self.drops += 1,
                 }
             } else if !outgoing {
                 let fits = mac >= SLOT_ADDR + size_of::<libc::sockaddr_ll>() + TAG_ROOM + lead
@@ -486,10 +478,9 @@ impl RxPort for AfPacketRx {
                         &mut f,
                     );
                 }
-                self.ring.status(i).store(libc::TP_STATUS_KERNEL, Ordering::Release);
-            } else {
-                self.ring.status(i).store(libc::TP_STATUS_KERNEL, Ordering::Release);
             }
+            // Done with the slot: back to the kernel.
+            self.ring.status(i).store(libc::TP_STATUS_KERNEL, Ordering::Release);
             self.head = if i + 1 == self.ring.frames { 0 } else { i + 1 };
         }
         Ok(delivered)

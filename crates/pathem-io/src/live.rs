@@ -238,9 +238,9 @@ impl LiveRx {
     /// Receive errors seen (an interface that went down).
     pub fn errors(&self) -> u64 {
         match self {
-            LiveRx::Packet(p) => p.errors,
             LiveRx::Tap(t) => t.errors,
-            LiveRx::Xdp(_) | LiveRx::Idle(_) => 0,
+            // A ring is read without system calls: an interface going down leaves it idle.
+            LiveRx::Packet(_) | LiveRx::Xdp(_) | LiveRx::Idle(_) => 0,
             #[cfg(feature = "dpdk")]
             LiveRx::Dpdk(_) => 0,
         }
