@@ -217,17 +217,10 @@ impl Ingress {
     fn push_queued(&mut self, frame: RxFrame<'_>, meta: FrameMeta) {
         let c = &*self.counters;
         // The discipline hears of the frame before it is copied, so a frame it refuses on
-        // arrival (RED, PIE, a full queue) costs no copy and never reaches egress. The room
-        // is made first: an admitted frame's record is then written for certain.
-        let refused = if !self.path.police(&meta) {
-            Some(DropReason::Police)
-        } else if !self.line.make_room(frame.data.len()) {
-            Some(DropReason::DelayLine)
-        } else {
-            None
-        };
-        if let Some(reason) = refused {
-            c.drop(reason);
+        // arrival (RED, PIE, a full queue) costs no copy and never reaches egress. `push` made
+        // the room first: an admitted frame's record is then written for certain.
+        if !self.path.police(&meta) {
+            c.drop(DropReason::Police);
             return self.advance(frame.arrival);
         }
         let fq = self.path.needs_flow_hash();
@@ -357,14 +350,15 @@ impl Ingress {
             caplen: frame.data.len() as u32,
             ect: self.ecn && ecn_capable(frame.data),
         };
-        if self.path.has_aqm() {
-            return self.push_queued(frame, meta);
-        }
-        // A frame the line cannot hold is dropped before the path sees it: had the link
-        // scheduled it, its time on the wire would delay every frame after it, unsent.
+        // A frame the line cannot hold is dropped before the path's models see it: had the
+        // link scheduled it (or a policer charged it), its time on the wire would delay every
+        // frame after it, unsent.
         if !self.line.make_room(frame.data.len()) {
             c.drop(DropReason::DelayLine);
-            return;
+            return self.advance(frame.arrival);
+        }
+        if self.path.has_aqm() {
+            return self.push_queued(frame, meta);
         }
         let fwd = match self.path.process(meta, &mut self.rng) {
             Verdict::Drop(reason) => {
