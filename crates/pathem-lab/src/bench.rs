@@ -231,8 +231,9 @@ enum Forwarder {
 }
 
 /// Starts `dpdk-testpmd` in `ns`, forwarding between the virtual devices `a` and `b` (DPDK
-/// device strings, `net_af_packet0,iface=pa`) in io mode (no copy, no change), on two lcores: its main one, mostly asleep,
-/// and one forwarding lcore that polls, as pathem's one thread does. Returns once it forwards.
+/// device strings, `net_af_packet0,iface=pa`) in io mode (no copy, no change), on two lcores:
+/// its main one, mostly asleep, and one forwarding lcore that polls, as pathem's one thread
+/// does. Returns once it forwards.
 fn testpmd(ns: &str, a: &str, b: &str) -> Result<Child, Error> {
     let mut child = Command::new("ip")
         .args(["netns", "exec", ns, "dpdk-testpmd", "--no-huge", "-m", "1024", "--no-shconf", "--no-pci"])
