@@ -13,6 +13,7 @@
 pub mod clock;
 pub mod control;
 pub mod delay_line;
+pub mod fanin;
 pub mod pipeline;
 pub mod scheduler;
 pub mod stage;
@@ -22,6 +23,7 @@ pub mod wait;
 
 pub use clock::{Clock, VirtualClock};
 pub use control::{ChangeError, Control, Schedule};
+pub use fanin::{fan_in, Fanin, QueueReader};
 pub use pipeline::{
     class_seed, delay_line_size, delay_line_sizing, ClassConfig, EngineConfig, Pipeline, Sizing,
 };

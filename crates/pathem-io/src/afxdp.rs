@@ -424,6 +424,8 @@ fn statistics(fd: RawFd) -> Option<XdpStatistics> {
 
 /// One receive queue's socket and rings.
 struct RxQueue {
+    /// The interface's queue number.
+    id: u32,
     sock: Arc<Socket>,
     rx: Ring,
     fill: Ring,
@@ -512,12 +514,12 @@ pub fn open(ifname: &str) -> Result<(XdpRx, XdpTx, String), Error> {
     let mut steering = Some(steering);
     let mut rx_queues = Vec::with_capacity(queues);
     let mut tx_rings = None;
-    for b in bound {
+    for (id, b) in (0..).zip(bound) {
         let sock = Arc::new(Socket { fd: b.fd, umem: b.umem, _steering: steering.take() });
         if let Some(rings) = b.tx {
             tx_rings = Some((sock.clone(), rings));
         }
-        rx_queues.push(RxQueue { sock, rx: b.rx, fill: b.fill });
+        rx_queues.push(RxQueue { id, sock, rx: b.rx, fill: b.fill });
     }
     let Some((sock, (tx, comp))) = tx_rings else {
         unreachable!("queue 0 is always bound with a transmit ring")
@@ -658,6 +660,38 @@ impl XdpRx {
     /// The sockets, for waiting on them.
     pub fn raw_fds(&self) -> impl Iterator<Item = RawFd> + '_ {
         self.queues.iter().map(|q| q.sock.fd.as_raw_fd())
+    }
+
+    /// The interface's receive queues this half reads.
+    pub fn queue_ids(&self) -> Vec<usize> {
+        self.queues.iter().map(|q| q.id as usize).collect()
+    }
+
+    /// Deals the receive queues out to `parts` readers, queue `i` to part `i % parts`: this
+    /// half keeps part 0's (queue 0 among them, whose socket also transmits), and each other
+    /// part with a queue becomes a half of its own, for a thread of its own (`None` for a part
+    /// left without one). A queue's socket and UMEM go with it whole.
+    pub fn split(&mut self, parts: usize) -> Vec<Option<XdpRx>> {
+        let parts = parts.max(1);
+        let mut dealt: Vec<Vec<RxQueue>> = (0..parts).map(|_| Vec::new()).collect();
+        for (i, q) in std::mem::take(&mut self.queues).into_iter().enumerate() {
+            dealt[i % parts].push(q);
+        }
+        let mut dealt = dealt.into_iter();
+        self.queues = dealt.next().unwrap_or_default();
+        self.heads = vec![(0, 0, 0); self.queues.len()];
+        dealt
+            .map(|queues| {
+                (!queues.is_empty()).then(|| XdpRx {
+                    heads: vec![(0, 0, 0); queues.len()],
+                    queues,
+                    line_rate: self.line_rate,
+                    last_arrival: Nanos::ZERO,
+                    more: false,
+                    offload: Default::default(),
+                })
+            })
+            .collect()
     }
 }
 

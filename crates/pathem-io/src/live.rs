@@ -235,6 +235,30 @@ impl LiveRx {
             LiveRx::Dpdk(_) => vec![None],
         }
     }
+    /// The receive queues this half reads (AF_XDP and DPDK ports read every queue of their
+    /// interface or device); empty for a port that reads what the kernel hands one socket.
+    pub fn queue_ids(&self) -> Vec<usize> {
+        match self {
+            LiveRx::Xdp(x) => x.queue_ids(),
+            #[cfg(feature = "dpdk")]
+            LiveRx::Dpdk(d) => d.queue_ids(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Deals the receive queues out to `parts` readers, queue `i` to part `i % parts`: this
+    /// half keeps part 0's, and part `p` (1 ≤ p < parts) becomes element `p - 1`, a half of
+    /// its own to read on another thread, or `None` when it got no queue (fewer queues than
+    /// parts, or a port with one socket: AF_PACKET, TAP).
+    pub fn split(&mut self, parts: usize) -> Vec<Option<LiveRx>> {
+        match self {
+            LiveRx::Xdp(x) => x.split(parts).into_iter().map(|p| p.map(LiveRx::Xdp)).collect(),
+            #[cfg(feature = "dpdk")]
+            LiveRx::Dpdk(d) => d.split(parts).into_iter().map(|p| p.map(LiveRx::Dpdk)).collect(),
+            _ => (1..parts).map(|_| None).collect(),
+        }
+    }
+
     /// Receive errors seen (an interface that went down).
     pub fn errors(&self) -> u64 {
         match self {

@@ -4,19 +4,25 @@
 //! ports live in, if asked): it turns off receive aggregation on the ports (GRO and LRO merge
 //! frames, so one emulated loss would drop a burst), opens both ports, builds one pipeline per
 //! direction and places its stages on threads by the CPUs given: none, one thread; one CPU,
-//! one thread pinned there; two, a thread per direction (one way: the direction's input and
-//! output on a CPU each); four, each direction's input and output on a CPU of its own (TLEM's
-//! pipeline: the delay line is all they share). Every thread is pinned to its own CPU, so
-//! there are never more busy-polling threads than CPUs given. It returns once the ports are open, with what was opened in [`Started`], so errors
-//! come back at once. [`Link::stop`] (or a stop flag set from elsewhere, such as a signal
+//! one thread pinned there; else each direction gets its CPUs ([`direction_cores`]: one way
+//! all of them, both ways half each). A direction with one CPU runs on one thread; with two
+//! or more, its input runs on the first and its output on the second (TLEM's pipeline: the
+//! delay line is all they share), and a port with several receive queues has them dealt out
+//! over all the direction's CPUs: queue `i` is read on CPU `i % k`, the first CPU's by the
+//! input itself, the others' by [`QueueReader`]s that hand their frames to the input
+//! (`pathem_engine::fanin`), so the path stays one bottleneck on one thread. Every thread is
+//! pinned to its own CPU, so there are never more busy-polling threads than CPUs given. It
+//! returns once the ports are open, with what was opened in [`Started`], so errors come back
+//! at once. [`Link::stop`] (or a stop flag set from elsewhere, such as a signal
 //! handler, then [`Link::wait`]) stops receiving, sends what is due, gives the transmit ports
 //! a moment to hand over what they hold, puts the offloads back and returns the final counters.
 
 use crate::netns::enter;
 use crate::Error;
+use pathem_engine::pipeline::{Input, Output};
 use pathem_engine::{
-    delay_line_sizing, run, ClassConfig, Control, DirectionCounters, EngineConfig, MonotonicClock, Pipeline,
-    Schedule, Stats, Task,
+    delay_line_sizing, fan_in, run, ClassConfig, Control, DirectionCounters, EngineConfig, Fanin,
+    MonotonicClock, Pipeline, QueueReader, Schedule, Stats, Task,
 };
 use pathem_io::iface::{self, SavedOffloads};
 use pathem_io::live::{self, LiveRx, LiveTx, PortOptions, PortSpec};
@@ -48,7 +54,8 @@ pub struct LinkSpec {
     pub seed: u64,
     pub engine: EngineConfig,
     pub ports: PortOptions,
-    /// No CPU: one unpinned thread; one: one thread pinned there; two: a thread per direction.
+    /// No CPU: one unpinned thread; one: one thread pinned there; more: each direction's
+    /// stages and receive queues on its share (see the module doc).
     pub cores: Vec<usize>,
     /// Open the ports in this network namespace (the ports live there; pathem need not).
     pub netns: Option<String>,
@@ -126,6 +133,9 @@ pub struct Started {
     pub eal: Vec<String>,
     /// On an attached interface, which of egress and ingress take their path.
     pub attached: Option<(bool, bool)>,
+    /// Each direction's receive queues, where they are read on several CPUs (`receive queues
+    /// 0,2 on CPU 0; 1,3 on CPU 1`).
+    pub queues: [Option<String>; 2],
     /// Each direction's classes, a line each (`class1 "host 10.0.0.3": delay 300ms`).
     pub classes: [Vec<String>; 2],
 }
@@ -191,6 +201,11 @@ impl Started {
         if let Some(d) = &self.delay_line_ba {
             out.push(format!("  delay line {b} -> {a}: {d}"));
         }
+        for (q, from) in self.queues.iter().zip([a, b]) {
+            if let Some(q) = q {
+                out.push(format!("  {from}: {q}"));
+            }
+        }
         out
     }
 }
@@ -234,99 +249,170 @@ pub struct Link {
     pub since: Nanos,
 }
 
-type LivePipe = Pipeline<LiveRx, LiveTx>;
+type LivePipe = Pipeline<Fanin<LiveRx>, LiveTx>;
+type LiveReader = QueueReader<LiveRx>;
 
-/// Runs `task` on this thread until `stop`, pinned to `cpu` if given; an input waits for its
-/// port's socket (a DPDK port has none: it is polled), anything else spins (it has the CPU to
-/// itself). Stops the others when it fails.
-fn drive(
-    task: &mut dyn Task,
+/// A direction's receiving side as [`fan`] dealt it: the input's, a reader per other CPU
+/// (`None` where a CPU got no queue), and which CPU reads which queues, in words.
+struct Fanned {
+    input: Fanin<LiveRx>,
+    readers: Vec<Option<LiveReader>>,
+    words: Option<String>,
+}
+
+/// Each direction's CPUs as `cores` gives them (see the module doc): none (one unpinned thread
+/// for everything), one (one pinned thread), with `--one-way` all of them for the one
+/// direction, else half each (A→B the first half). Refuses an odd count above one both ways.
+pub fn direction_cores(cores: &[usize], one_way: bool) -> Result<[&[usize]; 2], Error> {
+    match cores.len() {
+        0 | 1 => Ok([cores, &[]]),
+        _ if one_way => Ok([cores, &[]]),
+        n if n % 2 == 0 => Ok([&cores[..n / 2], &cores[n / 2..]]),
+        _ => Err(Error::Cores {
+            list: cores.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(","),
+            accepted:
+                "one CPU, an even number both ways (half for each direction), or any number with --one-way"
+                    .into(),
+        }),
+    }
+}
+
+/// Deals a direction's receive queues out over its `cpus`: queue `i` to CPU `i % k`; the
+/// first CPU's share stays with the input, each other CPU's goes to a reader (`None` where a
+/// CPU got no queue). Also says which queues each CPU reads, when they are spread at all.
+fn fan(mut rx: LiveRx, cpus: &[usize]) -> Result<Fanned, Error> {
+    if cpus.len() < 2 || rx.queue_ids().len() < 2 {
+        return Ok(Fanned { input: Fanin::alone(rx), readers: Vec::new(), words: None });
+    }
+    let parts = rx.split(cpus.len());
+    let mut words = vec![format!("{} on CPU {}", list(&rx.queue_ids()), cpus[0])];
+    let mut at = Vec::new();
+    let mut ports = Vec::new();
+    for (i, part) in parts.into_iter().enumerate() {
+        if let Some(p) = part {
+            words.push(format!("{} on CPU {}", list(&p.queue_ids()), cpus[i + 1]));
+            at.push(i);
+            ports.push(p);
+        }
+    }
+    let (fanin, readers) = fan_in(rx, ports).map_err(pathem_engine::Error::from)?;
+    let mut placed: Vec<Option<LiveReader>> = (1..cpus.len()).map(|_| None).collect();
+    for (i, r) in at.into_iter().zip(readers) {
+        placed[i] = Some(r);
+    }
+    Ok(Fanned { input: fanin, readers: placed, words: Some(format!("receive queues {}", words.join("; "))) })
+}
+
+fn list(ids: &[usize]) -> String {
+    ids.iter().map(|q| q.to_string()).collect::<Vec<_>>().join(",")
+}
+
+/// Tasks to run on one thread, pinned to `cpu` if given. With `fds` it sleeps on them between
+/// frames (a DPDK port's `None` is polled without rest); without, it spins: it has its CPU to
+/// itself, and what it waits for (a delay line, a hand-off line) cannot wake it.
+struct Job<'a> {
     cpu: Option<usize>,
+    tasks: Vec<&'a mut (dyn Task + Send)>,
     fds: Vec<Option<RawFd>>,
-    stop: &AtomicBool,
-) -> Result<(), Error> {
-    if let Some(c) = cpu {
+}
+
+/// Runs `job` on this thread until `stop`. Stops the others when it fails.
+fn drive(job: Job<'_>, stop: &AtomicBool) -> Result<(), Error> {
+    if let Some(c) = job.cpu {
         pin(c)?;
     }
-    let mut clock = if fds.is_empty() { MonotonicClock::new() } else { MonotonicClock::for_ports(fds) };
-    let result = run(&mut [task], &mut clock, stop);
+    let mut clock =
+        if job.fds.is_empty() { MonotonicClock::new() } else { MonotonicClock::for_ports(job.fds) };
+    let mut tasks: Vec<&mut dyn Task> = job.tasks.into_iter().map(|t| t as &mut dyn Task).collect();
+    let result = run(&mut tasks, &mut clock, stop);
     if result.is_err() {
         stop.store(true, Ordering::Relaxed);
     }
     Ok(result?)
 }
 
-/// Places the directions' stages on threads as `cores` says (see the module doc) and runs
-/// them until `stop`; gives the pipelines back, whole, to be finished.
+/// A direction's stages as placed: whole on one thread, or input and output apart.
+enum Staged {
+    Whole(LivePipe),
+    Split(Input<Fanin<LiveRx>>, Output<LiveTx>),
+}
+
+/// Places the directions' stages and queue readers on threads as their CPUs say (see the
+/// module doc) and runs them until `stop`; gives the pipelines back, whole, to be finished
+/// (the readers stay with the caller, to be dropped once their last frames are taken).
 fn place(
-    mut ab: LivePipe,
-    mut ba: Option<LivePipe>,
-    cores: &[usize],
+    ab: LivePipe,
+    ba: Option<LivePipe>,
+    readers: &mut [Vec<Option<LiveReader>>; 2],
+    cores: [&[usize]; 2],
     stop: &AtomicBool,
 ) -> Result<(LivePipe, Option<LivePipe>), Error> {
     let joined = |r: std::thread::Result<Result<(), Error>>| r.map_err(|_| Error::Panicked("forwarding"))?;
-    match (ba.take(), cores) {
-        // Each direction on a CPU of its own.
-        (Some(mut b), &[c0, c1]) => {
-            let fds_b = b.input.rx.raw_fds();
-            let fds_a = ab.input.rx.raw_fds();
-            std::thread::scope(|s| -> Result<(), Error> {
-                let other = s.spawn(|| drive(&mut b, Some(c1), fds_b, stop));
-                let mine = drive(&mut ab, Some(c0), fds_a, stop);
-                joined(other.join())?;
-                mine
-            })?;
-            Ok((ab, Some(b)))
+    // No CPU or one: everything on one thread.
+    if cores[0].len() < 2 && cores[1].is_empty() {
+        let (mut ab, mut ba) = (ab, ba);
+        let mut fds = ab.input.rx.port.raw_fds();
+        fds.extend(ba.iter().flat_map(|p| p.input.rx.port.raw_fds()));
+        let mut tasks: Vec<&mut (dyn Task + Send)> = vec![&mut ab];
+        tasks.extend(ba.as_mut().map(|p| p as &mut (dyn Task + Send)));
+        drive(Job { cpu: cores[0].first().copied(), tasks, fds }, stop)?;
+        return Ok((ab, ba));
+    }
+    let stage = |p: LivePipe, cpus: &[usize]| match cpus.len() {
+        1 => Staged::Whole(p),
+        _ => {
+            let (i, o) = p.split();
+            Staged::Split(i, o)
         }
-        // One way: the direction's input and output on a CPU each.
-        (None, &[c0, c1]) => {
-            let fds = ab.input.rx.raw_fds();
-            let (mut input, mut output) = ab.split();
-            std::thread::scope(|s| -> Result<(), Error> {
-                let out = s.spawn(|| drive(&mut output, Some(c1), Vec::new(), stop));
-                let mine = drive(&mut input, Some(c0), fds, stop);
-                joined(out.join())?;
-                mine
-            })?;
-            Ok((Pipeline::join(input, output), None))
-        }
-        // Four stages on four CPUs.
-        (Some(b), &[c0, c1, c2, c3]) => {
-            let (fds_a, fds_b) = (ab.input.rx.raw_fds(), b.input.rx.raw_fds());
-            let (mut ia, mut oa) = ab.split();
-            let (mut ib, mut ob) = b.split();
-            std::thread::scope(|s| -> Result<(), Error> {
-                let t1 = s.spawn(|| drive(&mut oa, Some(c1), Vec::new(), stop));
-                let t2 = s.spawn(|| drive(&mut ib, Some(c2), fds_b, stop));
-                let t3 = s.spawn(|| drive(&mut ob, Some(c3), Vec::new(), stop));
-                let mine = drive(&mut ia, Some(c0), fds_a, stop);
-                joined(t1.join())?;
-                joined(t2.join())?;
-                joined(t3.join())?;
-                mine
-            })?;
-            Ok((Pipeline::join(ia, oa), Some(Pipeline::join(ib, ob))))
-        }
-        (None, &[_, _, _, _]) => Err(Error::Cores {
-            list: "of four CPUs".into(),
-            accepted: "one or two CPUs with --one-way".into(),
-        }),
-        // Everything on one thread, pinned if a CPU is given.
-        (b, cores) => {
-            let mut fds = ab.input.rx.raw_fds();
-            fds.extend(b.iter().flat_map(|p| p.input.rx.raw_fds()));
-            let mut b = b;
-            if let Some(&c) = cores.first() {
-                pin(c)?;
+    };
+    let mut staged = [Some(stage(ab, cores[0])), ba.map(|p| stage(p, cores[1]))];
+    let mut jobs = Vec::new();
+    for ((st, rs), cpus) in staged.iter_mut().zip(readers.iter_mut()).zip(cores) {
+        match st {
+            None => {}
+            Some(Staged::Whole(p)) => {
+                let fds = p.input.rx.port.raw_fds();
+                jobs.push(Job { cpu: Some(cpus[0]), tasks: vec![p], fds });
             }
-            let mut clock = MonotonicClock::for_ports(fds);
-            match b.as_mut() {
-                Some(p) => run(&mut [&mut ab, p], &mut clock, stop)?,
-                None => run(&mut [&mut ab], &mut clock, stop)?,
+            Some(Staged::Split(input, output)) => {
+                // An input with readers spins: their frames cannot wake it. Readers spin too
+                // (a sleeping reader would hold back every frame; `pathem_engine::fanin`).
+                let fds = match input.rx.readers() {
+                    0 => input.rx.port.raw_fds(),
+                    _ => Vec::new(),
+                };
+                jobs.push(Job { cpu: Some(cpus[0]), tasks: vec![input], fds });
+                let mut out = Job { cpu: Some(cpus[1]), tasks: vec![output], fds: Vec::new() };
+                for (k, r) in rs.iter_mut().enumerate() {
+                    let Some(r) = r else { continue };
+                    match k {
+                        // The output's CPU also reads its share; it spins already.
+                        0 => out.tasks.push(r),
+                        _ => jobs.push(Job { cpu: Some(cpus[k + 1]), tasks: vec![r], fds: Vec::new() }),
+                    }
+                }
+                jobs.push(out);
             }
-            Ok((ab, b))
         }
     }
+    std::thread::scope(|s| -> Result<(), Error> {
+        let mut jobs = jobs.into_iter();
+        let mine = jobs.next();
+        let others: Vec<_> = jobs.map(|j| s.spawn(move || drive(j, stop))).collect();
+        let mine = mine.map_or(Ok(()), |j| drive(j, stop));
+        for t in others {
+            joined(t.join())?;
+        }
+        mine
+    })?;
+    let whole = |st: Option<Staged>| {
+        st.map(|st| match st {
+            Staged::Whole(p) => p,
+            Staged::Split(i, o) => Pipeline::join(i, o),
+        })
+    };
+    let [ab, ba] = staged;
+    Ok((whole(ab).ok_or(Error::Panicked("forwarding"))?, whole(ba)))
 }
 
 /// How long a transmit port gets at stop to hand over what it still holds.
@@ -351,10 +437,7 @@ impl Drop for Offloads {
 impl Link {
     /// Opens the ports and starts forwarding; see the module doc.
     pub fn start(spec: LinkSpec) -> Result<Link, Error> {
-        if !matches!(spec.cores.len(), 0 | 1 | 2 | 4) {
-            let list = spec.cores.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",");
-            return Err(Error::Cores { list, accepted: "one, two or four CPUs".into() });
-        }
+        direction_cores(&spec.cores, spec.one_way)?;
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = mpsc::channel();
         let worker_stop = stop.clone();
@@ -462,21 +545,22 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
         ..spec.engine.clone()
     };
     let (engine_ab, engine_ba) = (towards(&port_b.tx), towards(&port_a.tx));
+    let cores = direction_cores(&spec.cores, spec.one_way)?;
+    let fan_a = fan(port_a.rx, cores[0])?;
+    let fan_b = match spec.one_way {
+        true => Fanned { input: Fanin::alone(port_b.rx), readers: Vec::new(), words: None },
+        false => fan(port_b.rx, cores[1])?,
+    };
+    let (rx_a, rx_b) = (fan_a.input, fan_b.input);
+    let mut readers = [fan_a.readers, fan_b.readers];
     let seed_ab = direction_seed(spec.seed, 0);
     let mut ab: LivePipe =
-        Pipeline::with_classes(port_a.rx, port_b.tx, &spec.ab, &spec.classes_ab, seed_ab, &engine_ab)?;
+        Pipeline::with_classes(rx_a, port_b.tx, &spec.ab, &spec.classes_ab, seed_ab, &engine_ab)?;
     let mut ba: Option<LivePipe> = match spec.one_way {
         true => None,
         false => {
             let seed_ba = direction_seed(spec.seed, 1);
-            Some(Pipeline::with_classes(
-                port_b.rx,
-                port_a.tx,
-                &spec.ba,
-                &spec.classes_ba,
-                seed_ba,
-                &engine_ba,
-            )?)
+            Some(Pipeline::with_classes(rx_b, port_a.tx, &spec.ba, &spec.classes_ba, seed_ba, &engine_ba)?)
         }
     };
     let sizing = |p: &LivePipe, cfg: &PathConfig, engine: &EngineConfig| {
@@ -500,6 +584,7 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
         offloads_off,
         eal,
         attached: spec.attach.as_ref().map(|a| (a.egress, a.ingress)),
+        queues: [fan_a.words, fan_b.words],
         classes: [
             spec.classes_ab.iter().map(class_line).collect(),
             spec.classes_ba.iter().map(class_line).collect(),
@@ -523,10 +608,19 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
         since,
     });
 
-    let (mut ab, mut ba) = place(ab, ba, &spec.cores, &stop)?;
+    let (mut ab, mut ba) = place(ab, ba, &mut readers, cores, &stop)?;
     // An attached interface is given back first: its frames go the plain way from now on.
     drop(steering);
     let now = pathem_engine::monotonic_now();
+    // Frames the queue readers took from the kernel and handed over are the path's: taken
+    // before the final counts (forwarded if due, else in flight), as are the readers' last
+    // drop counts.
+    drop(readers);
+    for p in std::iter::once(&mut ab).chain(ba.as_mut()) {
+        while p.input.rx.holds_frames() {
+            p.input.poll(now)?;
+        }
+    }
     let final_ab = ab.finish(now, DRAIN)?;
     let final_ba = match ba.as_mut() {
         Some(p) => Some(p.finish(now, DRAIN)?),
@@ -534,7 +628,7 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
     };
     let classes_ab = ab.counters().classes();
     let classes_ba = ba.as_ref().map(|p| p.counters().classes()).unwrap_or_default();
-    let rx_errors = ab.input.rx.errors() + ba.as_ref().map_or(0, |p| p.input.rx.errors());
+    let rx_errors = ab.input.rx.port.errors() + ba.as_ref().map_or(0, |p| p.input.rx.port.errors());
     let mut tx_refused = Vec::new();
     let outputs = [(&spec.b, Some(&mut ab)), (&spec.a, ba.as_mut())];
     for (port, pipe) in outputs {
@@ -556,4 +650,21 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
         tx_refused,
         closed: pathem_io::dpdk::closed(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpus_are_shared_out_between_the_directions() {
+        let empty: &[usize] = &[];
+        assert_eq!(direction_cores(&[], false).unwrap(), [empty, empty]);
+        assert_eq!(direction_cores(&[3], false).unwrap(), [&[3][..], empty]);
+        assert_eq!(direction_cores(&[0, 1], false).unwrap(), [&[0][..], &[1][..]]);
+        assert_eq!(direction_cores(&[0, 1, 2, 3], false).unwrap(), [&[0, 1][..], &[2, 3][..]]);
+        assert_eq!(direction_cores(&[0, 1, 2], true).unwrap(), [&[0, 1, 2][..], empty]);
+        let e = direction_cores(&[0, 1, 2], false).unwrap_err().to_string();
+        assert!(e.contains("0,1,2") && e.contains("even"), "{e}");
+    }
 }

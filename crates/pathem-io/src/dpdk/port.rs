@@ -319,6 +319,7 @@ impl Drop for Port {
 }
 
 /// How received frames are stamped.
+#[derive(Clone)]
 enum Stamps {
     /// The device's clock, fitted to CLOCK_MONOTONIC.
     Device { fit: ClockFit, at: Nanos },
@@ -384,10 +385,12 @@ pub struct DpdkRx {
     /// room for is read from the driver's packet socket, as pathem's AF_PACKET port reads its own.
     ring_sockets: Vec<RawFd>,
     ring_drops: u64,
-    /// Receive queues the port reads, and the one read first next time (they take turns
-    /// being first, so none waits behind the others for long).
-    queues: u16,
-    next_queue: u16,
+    /// Receive queues this half reads, and the index of the one read first next time (they
+    /// take turns being first, so none waits behind the others for long).
+    queues: Vec<u16>,
+    next_queue: usize,
+    /// The device's drop counters are this half's to report (the first half of a split).
+    device_drops: bool,
     /// This half's thread has an lcore id (see [`register_thread`]); a half stays on its thread.
     registered: bool,
     offload: crate::offload::OffloadCounts,
@@ -492,8 +495,9 @@ pub fn open(
         more: false,
         ring_sockets,
         ring_drops: 0,
-        queues: info.rx_queues.max(1),
+        queues: (0..info.rx_queues.max(1)).collect(),
         next_queue: 0,
+        device_drops: true,
         registered: false,
         offload: Default::default(),
     };
@@ -775,14 +779,14 @@ impl RxPort for DpdkRx {
         self.refresh(now);
         let want = max.min(BURST);
         let (mut got, mut more) = (0, false);
-        let first = self.next_queue;
-        self.next_queue = (first + 1) % self.queues;
-        for k in 0..self.queues {
+        let (first, count) = (self.next_queue, self.queues.len());
+        self.next_queue = (first + 1) % count;
+        for k in 0..count {
             if got == want {
                 more = true;
                 break;
             }
-            let n = self.recv_queue((first + k) % self.queues, now, want - got, &mut f);
+            let n = self.recv_queue(self.queues[(first + k) % count], now, want - got, &mut f);
             more |= n == want - got;
             got += n;
         }
@@ -801,6 +805,9 @@ impl RxPort for DpdkRx {
             // The driver's sockets are open while the port is, and this half keeps the port.
             self.ring_drops += u64::from(ring_drops(fd).unwrap_or(0));
         }
+        if !self.device_drops {
+            return 0;
+        }
         let s = self.port.stats();
         s[1] + s[2] + s[3] + self.ring_drops
     }
@@ -811,6 +818,48 @@ impl RxPort for DpdkRx {
 }
 
 impl DpdkRx {
+    /// The device's receive queues this half reads.
+    pub fn queue_ids(&self) -> Vec<usize> {
+        self.queues.iter().map(|&q| usize::from(q)).collect()
+    }
+
+    /// Deals the receive queues out to `parts` readers, queue `i` to part `i % parts`: this
+    /// half keeps part 0's, and each other part with a queue becomes a half of its own, for a
+    /// thread of its own (`None` for a part left without one). DPDK lets each queue be read
+    /// from its own thread; the device's drop counters stay with this half.
+    pub fn split(&mut self, parts: usize) -> Vec<Option<DpdkRx>> {
+        let parts = parts.max(1);
+        let all = std::mem::take(&mut self.queues);
+        let dealt =
+            |p: usize| all.iter().enumerate().filter(|(i, _)| i % parts == p).map(|(_, &q)| q).collect();
+        self.queues = dealt(0);
+        self.next_queue = 0;
+        (1..parts)
+            .map(|p| {
+                let queues: Vec<u16> = dealt(p);
+                (!queues.is_empty()).then(|| DpdkRx {
+                    port: self.port.clone(),
+                    mbufs: [std::ptr::null_mut(); BURST],
+                    meta: [RxMeta { data: std::ptr::null(), len: 0, pkt_len: 0, stamp: 0 }; BURST],
+                    bounce: vec![0; self.bounce.len()],
+                    bounce_each: self.bounce_each,
+                    ts: self.ts,
+                    stamps: self.stamps.clone(),
+                    line_rate: self.line_rate,
+                    last_arrival: Nanos::ZERO,
+                    more: false,
+                    ring_sockets: Vec::new(),
+                    ring_drops: 0,
+                    queues,
+                    next_queue: 0,
+                    device_drops: false,
+                    registered: false,
+                    offload: Default::default(),
+                })
+            })
+            .collect()
+    }
+
     /// One burst of up to `want` (≤ BURST) frames from receive queue `queue`.
     fn recv_queue<F: FnMut(RxFrame<'_>)>(&mut self, queue: u16, now: Nanos, want: usize, f: &mut F) -> usize {
         let (ts_offset, ts_flag) = self.ts.unwrap_or((0, 0));
