@@ -302,6 +302,32 @@ impl Writer {
     /// and counts it.
     #[inline]
     pub fn push(&mut self, release: Nanos, wire_len: u32, data: &[u8], edit: impl FnOnce(&mut [u8])) -> bool {
+        self.write(release, wire_len, data, edit, true)
+    }
+
+    /// As [`push`](Self::push), but the record reaches the reader only with the next
+    /// [`publish`](Self::publish) (or `push`): a writer handing over a burst at once spares
+    /// the reader's core a cache line per record.
+    #[inline]
+    pub fn push_unpublished(&mut self, release: Nanos, wire_len: u32, data: &[u8]) -> bool {
+        self.write(release, wire_len, data, |_| {}, false)
+    }
+
+    /// Hands the records written so far to the reader.
+    #[inline]
+    pub fn publish(&mut self) {
+        self.shared.tail.0.store(self.tail, Ordering::Release);
+    }
+
+    #[inline(always)]
+    fn write(
+        &mut self,
+        release: Nanos,
+        wire_len: u32,
+        data: &[u8],
+        edit: impl FnOnce(&mut [u8]),
+        publish: bool,
+    ) -> bool {
         let need = record_size(data.len());
         if data.len() > MAX_RECORD_DATA || need > self.max_record {
             return false;
@@ -329,7 +355,9 @@ impl Writer {
         // The ring is written far ahead of where it was last read: fetch the lines the next
         // records will land on before the stores need them.
         prefetch(base.wrapping_add((start + need + PREFETCH_AHEAD) & self.mask));
-        self.shared.tail.0.store(self.tail, Ordering::Release);
+        if publish {
+            self.publish();
+        }
         true
     }
 
@@ -404,8 +432,10 @@ impl Writer {
         }
         let Ok(next) = Shared::new(cap, false) else { return false };
         g.alive.fetch_add(cap, Ordering::AcqRel);
-        // Published after every record of the old segment (the tail store above happened
-        // before): a reader that sees `next` and an empty old segment has seen them all.
+        // Every record of the old segment reaches the reader before it can see `next`.
+        self.publish();
+        // Published after every record of the old segment (the tail store above): a reader
+        // that sees `next` and an empty old segment has seen them all.
         let _ = self.shared.next.set(next.clone());
         self.shared = next;
         self.mask = cap - 1;
@@ -527,7 +557,11 @@ impl Reader {
                 continue;
             }
             self.peeked = record_size(len as usize);
-            prefetch(base.wrapping_add((off + PREFETCH_AHEAD) & self.mask));
+            // Only lines the writer has published: fetching one it is still writing would
+            // pull it from the writer's cache, to be pulled back for the write.
+            if self.tail_seen.wrapping_sub(self.head) > PREFETCH_AHEAD {
+                prefetch(base.wrapping_add((off + PREFETCH_AHEAD) & self.mask));
+            }
             // SAFETY: the writer published `len` bytes after the descriptor, within the ring,
             // before its Release store of tail that we Acquire-loaded; they stay untouched until
             // `pop` moves head past them, which needs `&mut self` and so ends this borrow.
@@ -711,6 +745,33 @@ mod tests {
         assert!(r.peek().is_none());
         r.pop(); // popping an empty ring is harmless
         assert_eq!(w.used(), 0);
+    }
+
+    #[test]
+    fn unpublished_records_wait_for_publish_also_across_segments() {
+        let (mut w, mut r) = delay_line(1024, 100).unwrap();
+        assert!(w.push_unpublished(Nanos(1), 60, &frame(1, 60)));
+        assert!(w.push_unpublished(Nanos(2), 60, &frame(2, 60)));
+        assert!(r.peek().is_none(), "not yet published");
+        w.publish();
+        for i in 1..=2 {
+            assert_eq!(r.next_release(), Some(Nanos(i)));
+            r.pop();
+        }
+        assert!(r.peek().is_none());
+        // A growing line that moves to a new segment publishes the old one's records first.
+        let (mut w, mut r) = growing_from(4 << 10, 256 << 10, 100).unwrap();
+        let count = 100;
+        for i in 0..count {
+            assert!(w.push_unpublished(Nanos(i), 0, &frame(i as u8, 100)), "frame {i}");
+        }
+        w.publish();
+        for i in 0..count {
+            let rec = r.peek().unwrap();
+            assert_eq!((rec.release, rec.data), (Nanos(i), &frame(i as u8, 100)[..]));
+            r.pop();
+        }
+        assert!(r.peek().is_none());
     }
 
     #[test]

@@ -96,7 +96,7 @@ fn read<R: RxPort>(
         return Ok(0);
     }
     let (mut handed, mut last) = (0, Nanos::ZERO);
-    let n = port.recv_burst(now, max, |f| match line.push(f.arrival, f.wire_len, f.data, |_| {}) {
+    let n = port.recv_burst(now, max, |f| match line.push_unpublished(f.arrival, f.wire_len, f.data) {
         true => {
             handed += 1;
             last = f.arrival;
@@ -105,10 +105,14 @@ fn read<R: RxPort>(
             shared.lost.fetch_add(1, Ordering::Relaxed);
         }
     })?;
+    // The burst reaches the input at once, before the mark that lets it hand the burst on.
+    line.publish();
     shared.handed.fetch_add(handed, Ordering::Relaxed);
-    // Taken all there was by `now`, or (more waiting) all up to the last frame taken.
+    // Taken all there was by `now`, or (more waiting) all up to the last frame taken; from a
+    // port that has ended (a capture, a synthetic source), everything.
     let mark = match port.poll_at() {
         PollAt::Now => last,
+        PollAt::Ended => Nanos(u64::MAX),
         _ => now,
     };
     shared.mark.fetch_max(mark.as_nanos(), Ordering::Release);
@@ -134,6 +138,7 @@ pub struct Fanin<R> {
     lines: Vec<(Reader, Arc<Shared>)>,
     last_arrival: Nanos,
     more: bool,
+    ended: bool,
 }
 
 /// Reads a share of a port's receive queues on a CPU of its own and hands the frames to the
@@ -160,14 +165,21 @@ pub fn fan_in<R: RxPort>(port: R, parts: Vec<R>) -> Result<(Fanin<R>, Vec<QueueR
         lines.push((reader, shared.clone()));
         readers.push(QueueReader { share: Share { port: part, line, shared }, counts_read: Nanos::ZERO });
     }
-    let fanin = Fanin { port, own: Some((own_writer, own)), lines, last_arrival: Nanos::ZERO, more: false };
+    let fanin = Fanin {
+        port,
+        own: Some((own_writer, own)),
+        lines,
+        last_arrival: Nanos::ZERO,
+        more: false,
+        ended: false,
+    };
     Ok((fanin, readers))
 }
 
 impl<R> Fanin<R> {
     /// A port read by the input alone.
     pub fn alone(port: R) -> Fanin<R> {
-        Fanin { port, own: None, lines: Vec::new(), last_arrival: Nanos::ZERO, more: false }
+        Fanin { port, own: None, lines: Vec::new(), last_arrival: Nanos::ZERO, more: false, ended: false }
     }
 
     /// Readers handing frames to this input.
@@ -229,13 +241,21 @@ impl<R: RxPort> RxPort for Fanin<R> {
             }
         }
         self.more = given == max || self.port.poll_at() == PollAt::Now;
+        // Every share ended (a mark of "everything" is set after its last frame) and every
+        // frame handed on.
+        self.ended = mark.as_nanos() == u64::MAX && !self.holds_frames();
         Ok(given)
     }
 
+    /// Ended once every share has ended (its mark holds nothing back) and the lines are
+    /// empty; live ports never end.
     fn poll_at(&self) -> PollAt {
-        match self.own {
-            None => self.port.poll_at(),
-            Some(_) => PollAt::live(self.more),
+        if self.own.is_none() {
+            return self.port.poll_at();
+        }
+        match self.ended {
+            true => PollAt::Ended,
+            false => PollAt::live(self.more),
         }
     }
 
@@ -365,6 +385,7 @@ mod tests {
         assert_eq!(order, [(1, 0), (0, 0), (1, 1), (1, 2), (0, 1), (1, 3)]);
         assert!(got.windows(2).all(|w| w[0].0 <= w[1].0), "arrivals never go back: {got:?}");
         assert_eq!((fanin.handed_over(), fanin.holds_frames()), (4, false));
+        assert_eq!(fanin.poll_at(), PollAt::Ended, "both shares ended, every frame handed on");
     }
 
     /// The input does not hand on its own frame of 5 us before the reader has read up to

@@ -55,6 +55,39 @@ pub fn engine_split(path: &PathConfig, packets: u64, size: usize, seed: u64) -> 
     Ok((wall.as_nanos() as f64 / packets as f64, counters.snapshot()))
 }
 
+/// One run as `run --one-way --cores 0,1` on a port with two receive queues: the input on CPU
+/// 0 reads half the frames, a queue reader on CPU 1 (beside the output) reads the other half
+/// and hands them over ([`pathem_engine::fanin`]). Wall nanoseconds per frame.
+pub fn engine_fanned(path: &PathConfig, packets: u64, size: usize, seed: u64) -> Result<(f64, Stats), Error> {
+    let engine = EngineConfig { line_rate: Rate(100_000_000_000), ..EngineConfig::default() };
+    let own = MemSource::new(packets.div_ceil(2), size, Pace::AsFastAsPossible);
+    let other = MemSource::new(packets / 2, size, Pace::AsFastAsPossible);
+    let (fanin, mut readers) = pathem_engine::fan_in(own, vec![other]).map_err(pathem_engine::Error::from)?;
+    let pipe = Pipeline::new(fanin, MemSink::default(), path, direction_seed(seed, 0), &engine)?;
+    let counters = pipe.counters().clone();
+    let (mut input, mut output) = pipe.split();
+    let stop = AtomicBool::new(false);
+    let t0 = pathem_engine::monotonic_now();
+    std::thread::scope(|s| -> Result<(), Error> {
+        let out = s.spawn(|| -> Result<(), Error> {
+            pin(1)?;
+            let tasks: Vec<&mut dyn Task> = readers
+                .iter_mut()
+                .map(|r| r as &mut dyn Task)
+                .chain([&mut output as &mut dyn Task])
+                .collect();
+            run(&mut { tasks }, &mut MonotonicClock::new(), &stop)?;
+            Ok(())
+        });
+        pin(0)?;
+        run(&mut [&mut input], &mut MonotonicClock::new(), &stop)?;
+        out.join().map_err(|_| Error::Panicked("output"))??;
+        Ok(())
+    })?;
+    let wall = pathem_engine::monotonic_now() - t0;
+    Ok((wall.as_nanos() as f64 / packets as f64, counters.snapshot()))
+}
+
 /// One run: busy nanoseconds per offered frame, and the counters.
 pub fn engine_alone(path: &PathConfig, packets: u64, size: usize, seed: u64) -> Result<(f64, Stats), Error> {
     engine_with_classes(path, &[], packets, size, seed)

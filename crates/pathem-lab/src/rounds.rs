@@ -5,8 +5,8 @@
 //! with a line per round.
 
 use crate::bench::{
-    engine_alone, engine_split, engine_with_classes, in_netns, live_run, median, offload_costs, LiveRun,
-    OffloadCosts,
+    engine_alone, engine_fanned, engine_split, engine_with_classes, in_netns, live_run, median,
+    offload_costs, LiveRun, OffloadCosts,
 };
 use crate::testbed::Bed;
 use crate::Error;
@@ -248,6 +248,9 @@ pub fn disciplines(
         .collect())
 }
 
+/// A measuring run: wall ns per frame and the counters.
+type Measure = fn(&PathConfig, u64, usize, u64) -> Result<(f64, Stats), Error>;
+
 /// `bench --split`: one direction on one thread against the same split over CPUs 0 and 1.
 #[derive(Serialize, Debug)]
 pub struct SplitReport {
@@ -258,6 +261,12 @@ pub struct SplitReport {
     pub split_runs: Vec<f64>,
     /// Median over rounds of split / one thread.
     pub ratio: f64,
+    /// Split, with half the frames read on the output's CPU and handed to the input (a port
+    /// with two receive queues under `--cores 0,1`).
+    pub fanned_ns_per_packet: f64,
+    pub fanned_runs: Vec<f64>,
+    /// Median over rounds of fanned / one thread.
+    pub fanned_ratio: f64,
 }
 
 pub fn split(path: &PathConfig, plan: Plan, mut progress: impl FnMut(String)) -> Result<SplitReport, Error> {
@@ -265,20 +274,23 @@ pub fn split(path: &PathConfig, plan: Plan, mut progress: impl FnMut(String)) ->
     if has < 2 {
         return Err(Error::Cpus { what: "--split", needs: 2, has });
     }
-    let (mut one, mut two) = (Vec::new(), Vec::new());
+    let (mut one, mut two, mut fanned) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..plan.runs {
         pathem_runtime::link::pin(0)?;
         one.push(engine_alone(path, plan.packets, plan.size, plan.seed)?.0);
-        let (ns, stats) = engine_split(path, plan.packets, plan.size, plan.seed)?;
-        two.push(ns);
-        if stats.tx_packets + stats.dropped.total() != plan.packets {
-            return Err(Error::Measure(format!("a split run lost track of frames: {stats:?}")));
+        for (run, into) in [(engine_split as Measure, &mut two), (engine_fanned, &mut fanned)] {
+            let (ns, stats) = run(path, plan.packets, plan.size, plan.seed)?;
+            into.push(ns);
+            if stats.tx_packets + stats.dropped.total() != plan.packets {
+                return Err(Error::Measure(format!("a split run lost track of frames: {stats:?}")));
+            }
         }
         progress(format!(
-            "round {}: {:.1} ns/frame on one thread, {:.1} split over two",
+            "round {}: {:.1} ns/frame on one thread, {:.1} split over two, {:.1} with half read on the second",
             round + 1,
             one[round],
-            two[round]
+            two[round],
+            fanned[round]
         ));
     }
     Ok(SplitReport {
@@ -286,8 +298,11 @@ pub fn split(path: &PathConfig, plan: Plan, mut progress: impl FnMut(String)) ->
         one_thread_ns_per_packet: median(&one),
         split_ns_per_packet: median(&two),
         ratio: paired(&two, &one),
+        fanned_ns_per_packet: median(&fanned),
+        fanned_ratio: paired(&fanned, &one),
         one_thread_runs: one,
         split_runs: two,
+        fanned_runs: fanned,
     })
 }
 
@@ -555,6 +570,13 @@ pub mod text {
         let _ = writeln!(out, "  split over two  {m2:>7.1} ns/frame  {:>7.2} Mpps (median)", 1e3 / m2);
         let _ =
             writeln!(out, "  ratio           {:>7.2} (split / one thread, median of paired rounds)", r.ratio);
+        let m3 = r.fanned_ns_per_packet;
+        let _ = writeln!(
+            out,
+            "  two queues      {m3:>7.1} ns/frame  {:>7.2} Mpps (median; split, half the frames read on the second CPU)",
+            1e3 / m3
+        );
+        let _ = writeln!(out, "  ratio           {:>7.2} (two queues / one thread)", r.fanned_ratio);
         out
     }
 
