@@ -198,18 +198,24 @@ impl<R> Fanin<R> {
     }
 }
 
-/// The line whose head frame arrived first, if that is no later than `upto`.
+/// The line whose head frame arrived first, if that is no later than `upto`, and until when
+/// it may go on alone: the next head of the others (or `upto`, if none comes sooner).
 #[inline]
-fn earliest(lines: &mut [(Reader, Arc<Shared>)], upto: Nanos) -> Option<usize> {
-    let mut best: Option<(Nanos, usize)> = None;
+fn earliest(lines: &mut [(Reader, Arc<Shared>)], upto: Nanos) -> Option<(usize, Nanos)> {
+    let (mut first, mut second): (Option<(Nanos, usize)>, Nanos) = (None, upto);
     for (i, (l, _)) in lines.iter_mut().enumerate() {
-        if let Some(t) = l.next_release() {
-            if t <= upto && best.is_none_or(|(b, _)| t < b) {
-                best = Some((t, i));
+        let Some(t) = l.next_release().filter(|&t| t <= upto) else { continue };
+        match first {
+            Some((f, _)) if t >= f => second = second.min(t),
+            _ => {
+                if let Some((f, _)) = first {
+                    second = second.min(f);
+                }
+                first = Some((t, i));
             }
         }
     }
-    best.map(|(_, i)| i)
+    first.map(|(_, i)| (i, second))
 }
 
 impl<R: RxPort> RxPort for Fanin<R> {
@@ -229,10 +235,13 @@ impl<R: RxPort> RxPort for Fanin<R> {
         read(&mut self.port, line, own, now)?;
         let mark = Nanos(self.lines.iter().map(|(_, s)| s.mark.load(Ordering::Acquire)).min().unwrap_or(0));
         let mut given = 0;
+        // A line's frames go in runs, up to the next head of the others: a visit to every
+        // line per run, not per frame.
         while given < max {
-            let Some(i) = earliest(&mut self.lines, mark) else { break };
+            let Some((i, until)) = earliest(&mut self.lines, mark) else { break };
             let line = &mut self.lines[i].0;
-            if let Some(r) = line.peek() {
+            while given < max {
+                let Some(r) = line.peek().filter(|r| r.release <= until) else { break };
                 let arrival = r.release.max(self.last_arrival);
                 self.last_arrival = arrival;
                 f(RxFrame { arrival, wire_len: r.wire_len, data: r.data });
