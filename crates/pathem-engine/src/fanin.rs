@@ -35,6 +35,7 @@
 //! a port drop.
 
 use crate::delay_line::{delay_line, record_size, AllocError, Reader, Writer};
+use crate::pipeline::earliest;
 use crate::task::{Error, Next, Task};
 use pathem_io::offload::OffloadCounts;
 use pathem_io::{PollAt, RxFrame, RxPort};
@@ -198,26 +199,6 @@ impl<R> Fanin<R> {
     }
 }
 
-/// The line whose head frame arrived first, if that is no later than `upto`, and until when
-/// it may go on alone: the next head of the others (or `upto`, if none comes sooner).
-#[inline]
-fn earliest(lines: &mut [(Reader, Arc<Shared>)], upto: Nanos) -> Option<(usize, Nanos)> {
-    let (mut first, mut second): (Option<(Nanos, usize)>, Nanos) = (None, upto);
-    for (i, (l, _)) in lines.iter_mut().enumerate() {
-        let Some(t) = l.next_release().filter(|&t| t <= upto) else { continue };
-        match first {
-            Some((f, _)) if t >= f => second = second.min(t),
-            _ => {
-                if let Some((f, _)) = first {
-                    second = second.min(f);
-                }
-                first = Some((t, i));
-            }
-        }
-    }
-    first.map(|(_, i)| (i, second))
-}
-
 impl<R: RxPort> RxPort for Fanin<R> {
     /// Reads the own share into its line, then hands on up to `max` frames of all lines in
     /// the order they arrived, up to the lowest mark (see the module doc). Arrivals are made
@@ -238,7 +219,8 @@ impl<R: RxPort> RxPort for Fanin<R> {
         // A line's frames go in runs, up to the next head of the others: a visit to every
         // line per run, not per frame.
         while given < max {
-            let Some((i, until)) = earliest(&mut self.lines, mark) else { break };
+            let heads = self.lines.iter_mut().map(|(l, _)| l.next_release());
+            let Some((i, until)) = earliest(heads, mark) else { break };
             let line = &mut self.lines[i].0;
             while given < max {
                 let Some(r) = line.peek().filter(|r| r.release <= until) else { break };

@@ -558,25 +558,34 @@ impl<T: TxPort> Output<T> {
     }
 }
 
+/// Of several sources' next instants, the one that comes first, if no later than `upto`, and
+/// until when it may go on alone: the next instant of the others, or `upto` if none comes
+/// sooner. Ties go to the source listed first. How egress merges its paths and the fan-in
+/// its receive queues' lines.
+#[inline]
+pub(crate) fn earliest(next: impl Iterator<Item = Option<Nanos>>, upto: Nanos) -> Option<(usize, Nanos)> {
+    let (mut first, mut second): (Option<(Nanos, usize)>, Nanos) = (None, upto);
+    for (i, t) in next.enumerate() {
+        let Some(t) = t.filter(|&t| t <= upto) else { continue };
+        match first {
+            Some((f, _)) if t >= f => second = second.min(t),
+            _ => {
+                if let Some((f, _)) = first {
+                    second = second.min(f);
+                }
+                first = Some((t, i));
+            }
+        }
+    }
+    first.map(|(_, i)| (i, second))
+}
+
 /// Hands the frames of several paths due at `now` to `tx` in release order: each time, the
 /// path whose next frame is due first sends up to the next path's next release.
 fn merge<T: TxPort>(lanes: &mut [Egress], now: Nanos, tx: &mut T) -> usize {
     let mut n = 0;
     while n < EGRESS_BURST {
-        let (mut first, mut second) = (None, now);
-        for (i, e) in lanes.iter_mut().enumerate() {
-            let Some(t) = e.next_release().filter(|&t| t <= now) else { continue };
-            match first {
-                Some((f, _)) if t >= f => second = second.min(t),
-                _ => {
-                    if let Some((f, _)) = first {
-                        second = second.min(f);
-                    }
-                    first = Some((t, i));
-                }
-            }
-        }
-        let Some((_, i)) = first else { break };
+        let Some((i, second)) = earliest(lanes.iter_mut().map(Egress::next_release), now) else { break };
         let sent = lanes[i].hand(now, second, EGRESS_BURST - n, tx);
         if sent == 0 {
             break;

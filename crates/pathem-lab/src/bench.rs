@@ -10,7 +10,8 @@
 use crate::testbed::{bed_ports, rx_packets, Bed};
 use crate::Error;
 use pathem_engine::{
-    monotonic_now, run, Clock, EngineConfig, MonotonicClock, Next, Pipeline, Stats, Task, DEFAULT_BUSY_POLL,
+    monotonic_now, run, Clock, EngineConfig, MonotonicClock, Next, Pipeline, QueueReader, Stats, Task,
+    DEFAULT_BUSY_POLL,
 };
 use pathem_io::afpacket::AfPacketTx;
 use pathem_io::afxdp::FixedVerdict;
@@ -33,8 +34,30 @@ use std::sync::Arc;
 /// One run with the input and output stages on two pinned threads: wall nanoseconds per frame
 /// (both threads spin all the time, so wall time is busy time).
 pub fn engine_split(path: &PathConfig, packets: u64, size: usize, seed: u64) -> Result<(f64, Stats), Error> {
-    let engine = EngineConfig { line_rate: Rate(100_000_000_000), ..EngineConfig::default() };
     let src = MemSource::new(packets, size, Pace::AsFastAsPossible);
+    on_two_cpus(src, Vec::<QueueReader<MemSource>>::new(), path, packets, seed)
+}
+
+/// One run as `run --one-way --cores 0,1` on a port with two receive queues: the input on CPU
+/// 0 reads half the frames, a queue reader on CPU 1 (beside the output) reads the other half
+/// and hands them over ([`pathem_engine::fanin`]). Wall nanoseconds per frame.
+pub fn engine_fanned(path: &PathConfig, packets: u64, size: usize, seed: u64) -> Result<(f64, Stats), Error> {
+    let own = MemSource::new(packets.div_ceil(2), size, Pace::AsFastAsPossible);
+    let other = MemSource::new(packets / 2, size, Pace::AsFastAsPossible);
+    let (fanin, readers) = pathem_engine::fan_in(own, vec![other]).map_err(pathem_engine::Error::from)?;
+    on_two_cpus(fanin, readers, path, packets, seed)
+}
+
+/// `path` from `src` to a sink, its input on CPU 0, its output with `readers` on CPU 1, until
+/// the `packets` frames are through: wall nanoseconds per frame, and the counters.
+fn on_two_cpus<R: RxPort + Send>(
+    src: R,
+    mut readers: Vec<impl Task + Send>,
+    path: &PathConfig,
+    packets: u64,
+    seed: u64,
+) -> Result<(f64, Stats), Error> {
+    let engine = EngineConfig { line_rate: Rate(100_000_000_000), ..EngineConfig::default() };
     let pipe = Pipeline::new(src, MemSink::default(), path, direction_seed(seed, 0), &engine)?;
     let counters = pipe.counters().clone();
     let (mut input, mut output) = pipe.split();
@@ -43,40 +66,9 @@ pub fn engine_split(path: &PathConfig, packets: u64, size: usize, seed: u64) -> 
     std::thread::scope(|s| -> Result<(), Error> {
         let out = s.spawn(|| -> Result<(), Error> {
             pin(1)?;
-            run(&mut [&mut output], &mut MonotonicClock::new(), &stop)?;
-            Ok(())
-        });
-        pin(0)?;
-        run(&mut [&mut input], &mut MonotonicClock::new(), &stop)?;
-        out.join().map_err(|_| Error::Panicked("output"))??;
-        Ok(())
-    })?;
-    let wall = pathem_engine::monotonic_now() - t0;
-    Ok((wall.as_nanos() as f64 / packets as f64, counters.snapshot()))
-}
-
-/// One run as `run --one-way --cores 0,1` on a port with two receive queues: the input on CPU
-/// 0 reads half the frames, a queue reader on CPU 1 (beside the output) reads the other half
-/// and hands them over ([`pathem_engine::fanin`]). Wall nanoseconds per frame.
-pub fn engine_fanned(path: &PathConfig, packets: u64, size: usize, seed: u64) -> Result<(f64, Stats), Error> {
-    let engine = EngineConfig { line_rate: Rate(100_000_000_000), ..EngineConfig::default() };
-    let own = MemSource::new(packets.div_ceil(2), size, Pace::AsFastAsPossible);
-    let other = MemSource::new(packets / 2, size, Pace::AsFastAsPossible);
-    let (fanin, mut readers) = pathem_engine::fan_in(own, vec![other]).map_err(pathem_engine::Error::from)?;
-    let pipe = Pipeline::new(fanin, MemSink::default(), path, direction_seed(seed, 0), &engine)?;
-    let counters = pipe.counters().clone();
-    let (mut input, mut output) = pipe.split();
-    let stop = AtomicBool::new(false);
-    let t0 = pathem_engine::monotonic_now();
-    std::thread::scope(|s| -> Result<(), Error> {
-        let out = s.spawn(|| -> Result<(), Error> {
-            pin(1)?;
-            let tasks: Vec<&mut dyn Task> = readers
-                .iter_mut()
-                .map(|r| r as &mut dyn Task)
-                .chain([&mut output as &mut dyn Task])
-                .collect();
-            run(&mut { tasks }, &mut MonotonicClock::new(), &stop)?;
+            let mut tasks: Vec<&mut dyn Task> = readers.iter_mut().map(|r| r as &mut dyn Task).collect();
+            tasks.push(&mut output);
+            run(&mut tasks, &mut MonotonicClock::new(), &stop)?;
             Ok(())
         });
         pin(0)?;

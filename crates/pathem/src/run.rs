@@ -33,10 +33,9 @@ pub struct RunArgs {
     /// TOML file with [a_to_b] and [b_to_a] tables; flags override it.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// CPUs to run on: one runs everything on one thread pinned there; more are shared out
-    /// between the directions (half each; all to one with --one-way): a direction's first
-    /// CPU runs its input, the second its output, and a port's receive queues are read on
-    /// all of them [default: one unpinned thread].
+    /// CPUs to run on: one runs everything there; more are shared out (half to each direction,
+    /// all to one with --one-way): a direction's first runs its input, the second its output,
+    /// and a port's receive queues are read on all of them [default: one unpinned thread].
     #[arg(long, value_name = "LIST")]
     pub cores: Option<String>,
     /// Seed of the random models; printed when not given.
