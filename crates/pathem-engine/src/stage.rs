@@ -70,6 +70,10 @@ const DEPARTURES: usize = 1 << 16;
 pub struct Ingress {
     path: Path,
     rng: Rng,
+    /// The queue discipline's own stream ([`pathem_model::aqm::RNG_STREAM`]): its draws never
+    /// depend on when the steps after it draw (a frame is decided at a later arrival or poll,
+    /// as the server and the ports go).
+    aqm_rng: Rng,
     line: Writer,
     counters: Arc<Counters>,
     max_frame: usize,
@@ -100,6 +104,7 @@ impl Ingress {
     ) -> Ingress {
         Ingress {
             path,
+            aqm_rng: rng.stream(pathem_model::aqm::RNG_STREAM),
             rng,
             line,
             counters,
@@ -186,7 +191,7 @@ impl Ingress {
     fn with_bottleneck(&mut self, f: impl FnOnce(&mut Bottleneck, &mut Rng, &mut Vec<Decision>)) {
         let mut out = std::mem::take(&mut self.scratch);
         if let Some(b) = self.path.bottleneck() {
-            f(b, &mut self.rng, &mut out);
+            f(b, &mut self.aqm_rng, &mut out);
         }
         for d in out.drain(..) {
             self.decided(d);
@@ -238,9 +243,9 @@ impl Ingress {
         let mut out = std::mem::take(&mut self.scratch);
         if let Some(b) = self.path.bottleneck() {
             if b.next_event().is_some_and(|t| t <= frame.arrival) {
-                b.serve(frame.arrival, &mut self.rng, &mut |d| out.push(d));
+                b.serve(frame.arrival, &mut self.aqm_rng, &mut |d| out.push(d));
             }
-            b.enqueue(entry, &mut self.rng, &mut |d| out.push(d));
+            b.enqueue(entry, &mut self.aqm_rng, &mut |d| out.push(d));
         }
         let mut refused = None;
         for d in out.drain(..) {

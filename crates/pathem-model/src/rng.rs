@@ -29,6 +29,15 @@ impl Rng {
         Rng(Xoshiro256PlusPlus::seed_from_u64(seed))
     }
 
+    /// Stream `id` of this generator: an independent generator derived from its state, which
+    /// stays as it was (what it draws next is unchanged). For a model whose draws must not
+    /// depend on when other models draw (a queue discipline decides frames at times the
+    /// steps after it do not see).
+    pub fn stream(&self, id: u64) -> Rng {
+        let first = self.clone().next_u64();
+        Rng::seeded(mix(first ^ mix(id.wrapping_add(0x9e37_79b9_7f4a_7c15))))
+    }
+
     /// A uniformly distributed `u64`.
     #[inline(always)]
     pub fn next_u64(&mut self) -> u64 {
@@ -75,6 +84,18 @@ impl RngCore for Rng {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stream_leaves_its_parent_alone_and_draws_apart() {
+        let parent = Rng::seeded(7);
+        let (mut a, mut b) = (parent.stream(1), parent.stream(1));
+        assert_eq!(a.next_u64(), b.next_u64(), "the same stream twice");
+        let mut other = parent.stream(2);
+        let mut p = parent.clone();
+        let mut fresh = Rng::seeded(7);
+        assert_eq!(p.next_u64(), fresh.next_u64(), "the parent draws as before");
+        assert_ne!(a.next_u64(), other.next_u64());
+    }
 
     #[test]
     fn same_seed_same_stream_and_directions_differ() {

@@ -3,8 +3,8 @@
 //! 8289; FQ-CoDel, RFC 8290; RED with gentle mode; PIE, RFC 8033; DualPI2, RFC 9332), run by a
 //! plain event loop on the same arrivals as `pathem replay`. Replay's output must agree frame
 //! for frame: the same frames sent, at the same instants, the same ones dropped and marked.
-//! The randomised disciplines draw from the same seeded generator at the same points, so they
-//! agree exactly too; on top, each is checked against what its RFC promises (the queue delay
+//! The randomised disciplines draw from the same seeded stream (the path generator's
+//! discipline stream) at the same points, so they agree exactly too; on top, each is checked against what its RFC promises (the queue delay
 //! held near target under a steady overload), and a simple AIMD source closes the loop to show
 //! what the disciplines are for: a short queue where drop-tail builds a long one.
 
@@ -12,7 +12,7 @@ mod common;
 use common::{pathem, refused, Dir};
 use pathem_io::mem::{ipv4_checksum, udp_frame};
 use pathem_io::pcap::{read_capture, write_capture};
-use pathem_model::aqm::{AqmConfig, Bottleneck, Decision, Entry};
+use pathem_model::aqm::{AqmConfig, Bottleneck, Decision, Entry, RNG_STREAM};
 use pathem_model::frame::flow_hash;
 use pathem_model::link::LinkConfig;
 use pathem_model::rng::{direction_seed, Rng};
@@ -108,7 +108,7 @@ trait Reference {
 /// The server and the clock around a reference: the next event is an update, a service start
 /// (when the server is free and a frame waits) or an arrival, in that order on a tie.
 fn simulate(r: &mut dyn Reference, arrivals: &[Pkt], seed: u64) -> Outcome {
-    let mut rng = Rng::seeded(seed);
+    let mut rng = Rng::seeded(seed).stream(RNG_STREAM);
     let mut out = Outcome::default();
     let (mut free, mut next, mut update) = (0u64, 0usize, None::<u64>);
     loop {
@@ -148,7 +148,7 @@ fn through_model(aqm: &AqmConfig, limit: Option<&str>, ecn: bool, arrivals: &[Pk
         ..LinkConfig::rate(pathem_model::units::Rate(RATE))
     };
     let mut b = Bottleneck::new(aqm, &link, ecn);
-    let mut rng = Rng::seeded(seed);
+    let mut rng = Rng::seeded(seed).stream(RNG_STREAM);
     let mut out = Outcome::default();
     let mut take = |d: Decision| match d {
         Decision::Send { entry, start, exit, mark } => {

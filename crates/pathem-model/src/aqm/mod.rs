@@ -20,6 +20,11 @@
 //! Configuration is apart from state: [`Bottleneck::inherit`] keeps the queue, the server's
 //! state and, for the same discipline, its control state across a change of parameters.
 
+/// The stream of a path's generator ([`crate::Rng::stream`]) its queue discipline draws from:
+/// apart from the steps after the link, so that when a frame is decided (at its arrival, or
+/// at a later arrival or poll) never changes what either draws.
+pub const RNG_STREAM: u64 = 0x0061_716d;
+
 pub mod codel;
 pub mod discipline;
 pub mod dualpi2;
