@@ -96,10 +96,13 @@ impl Red {
     /// A frame arrives at `now` and finds `queued` bytes waiting.
     pub fn arrive(&mut self, cfg: &RedConfig, queued: u64, now: Nanos, rng: &mut Rng) -> Verdict {
         match self.idle_since {
-            // Floyd's aging over the idle time, from when the queue last went empty.
+            // Floyd's aging over the idle time, from when the queue last went empty (nothing to
+            // age, and no `powf` to pay, while the average is 0: a link below its rate).
             Some(since) if queued == 0 => {
-                let m = now.saturating_sub(since).as_nanos() as f64 / self.typical;
-                self.avg *= (1.0 - cfg.weight).powf(m);
+                if self.avg > 0.0 {
+                    let m = now.saturating_sub(since).as_nanos() as f64 / self.typical;
+                    self.avg *= (1.0 - cfg.weight).powf(m);
+                }
             }
             _ => self.avg = (1.0 - cfg.weight) * self.avg + cfg.weight * queued as f64,
         }
