@@ -302,63 +302,20 @@ impl<R: RxPort> Drop for QueueReader<R> {
 mod tests {
     use super::*;
     use crate::scheduler::run;
+    use crate::testing::Frames;
     use std::sync::atomic::AtomicBool;
 
-    /// A port that delivers the frames of `frames` (arrival, flow, seq) whose arrival is due.
-    struct Script {
-        frames: std::collections::VecDeque<(Nanos, u8, u32)>,
-        drops: u64,
-        csum: u64,
+    /// Frames of flow `flow` (the tag's top byte) numbered `seq` (the rest), arriving at `t`.
+    fn script(frames: impl IntoIterator<Item = (Nanos, u8, u32)>) -> Frames {
+        Frames::tagged(frames.into_iter().map(|(t, flow, seq)| (t, u32::from(flow) << 24 | seq)))
     }
 
-    impl Script {
-        fn new(frames: impl IntoIterator<Item = (Nanos, u8, u32)>) -> Script {
-            Script { frames: frames.into_iter().collect(), drops: 0, csum: 0 }
-        }
-    }
-
-    impl RxPort for Script {
-        fn recv_burst<F: FnMut(RxFrame<'_>)>(
-            &mut self,
-            now: Nanos,
-            max: usize,
-            mut f: F,
-        ) -> Result<usize, pathem_io::Error> {
-            let mut n = 0;
-            while n < max {
-                match self.frames.front() {
-                    Some(&(t, flow, seq)) if t <= now => {
-                        let mut data = [0u8; 64];
-                        data[0] = flow;
-                        data[1..5].copy_from_slice(&seq.to_be_bytes());
-                        f(RxFrame { arrival: t, wire_len: 64, data: &data });
-                        self.frames.pop_front();
-                        n += 1;
-                    }
-                    _ => break,
-                }
-            }
-            Ok(n)
-        }
-        fn poll_at(&self) -> PollAt {
-            match self.frames.front() {
-                Some(&(t, ..)) => PollAt::At(t),
-                None => PollAt::Ended,
-            }
-        }
-        fn kernel_drops(&mut self) -> u64 {
-            self.drops
-        }
-        fn offload(&self) -> OffloadCounts {
-            OffloadCounts { csum_completed: self.csum, ..Default::default() }
-        }
-    }
-
-    fn frames_of(fanin: &mut Fanin<Script>, now: Nanos) -> Vec<(Nanos, u8, u32)> {
+    fn frames_of(fanin: &mut Fanin<Frames>, now: Nanos) -> Vec<(Nanos, u8, u32)> {
         let mut got = Vec::new();
         fanin
             .recv_burst(now, 64, |f| {
-                got.push((f.arrival, f.data[0], u32::from_be_bytes(f.data[1..5].try_into().unwrap())))
+                let tag = Frames::tag(f.data);
+                got.push((f.arrival, (tag >> 24) as u8, tag & 0xff_ffff))
             })
             .unwrap();
         got
@@ -367,8 +324,8 @@ mod tests {
     #[test]
     fn handed_over_frames_merge_in_by_arrival() {
         let t = Nanos::from_micros;
-        let own = Script::new([(t(2), 0, 0), (t(5), 0, 1)]);
-        let other = Script::new([(t(1), 1, 0), (t(3), 1, 1), (t(4), 1, 2), (t(9), 1, 3)]);
+        let own = script([(t(2), 0, 0), (t(5), 0, 1)]);
+        let other = script([(t(1), 1, 0), (t(3), 1, 1), (t(4), 1, 2), (t(9), 1, 3)]);
         let (mut fanin, mut readers) = fan_in(own, vec![other]).unwrap();
         readers[0].poll(t(10)).unwrap();
         let got = frames_of(&mut fanin, t(10));
@@ -384,29 +341,33 @@ mod tests {
     #[test]
     fn a_frame_read_on_another_cpu_is_not_overtaken() {
         let t = Nanos::from_micros;
-        let own = Script::new([(t(5), 0, 0)]);
-        let other = Script::new([(t(3), 1, 0)]);
+        let own = script([(t(5), 0, 0)]);
+        let other = script([(t(3), 1, 0)]);
         let (mut fanin, mut readers) = fan_in(own, vec![other]).unwrap();
         assert_eq!(frames_of(&mut fanin, t(10)), [], "held until the reader has read up to 10 us");
         assert_eq!(fanin.poll_at(), PollAt::Unknown);
         readers[0].poll(t(10)).unwrap();
         assert_eq!(frames_of(&mut fanin, t(10)), [(t(3), 1, 0), (t(5), 0, 0)]);
         // A stopped reader holds nothing back.
-        let own = Script::new([(t(5), 0, 0)]);
-        let (mut fanin, readers) = fan_in(own, vec![Script::new([])]).unwrap();
+        let own = script([(t(5), 0, 0)]);
+        let (mut fanin, readers) = fan_in(own, vec![script([])]).unwrap();
         drop(readers);
         assert_eq!(frames_of(&mut fanin, t(10)), [(t(5), 0, 0)]);
     }
 
     #[test]
     fn the_readers_counts_reach_the_input() {
-        let own = Script { drops: 2, csum: 1, ..Script::new([]) };
-        let other = Script { drops: 5, csum: 3, ..Script::new([]) };
+        let counts = |drops, csum_completed| Frames {
+            drops,
+            offload: OffloadCounts { csum_completed, ..Default::default() },
+            ..script([])
+        };
+        let (own, other) = (counts(2, 1), counts(5, 3));
         let (mut fanin, readers) = fan_in(own, vec![other]).unwrap();
         assert_eq!(fanin.kernel_drops(), 2, "nothing published yet");
         drop(readers);
         assert_eq!((fanin.kernel_drops(), fanin.offload().csum_completed), (7, 4));
-        let (alone, readers) = fan_in(Script::new([]), Vec::new()).unwrap();
+        let (alone, readers) = fan_in(script([]), Vec::new()).unwrap();
         assert_eq!((alone.readers(), readers.len()), (0, 0), "no reader, no line");
     }
 
@@ -416,8 +377,8 @@ mod tests {
     fn a_reader_on_another_thread_hands_over_every_frame_in_order() {
         let n = 300_000u32;
         let t = |i: u32| Nanos(u64::from(i) * 10);
-        let own = Script::new((0..n).step_by(2).map(|i| (t(i), 0, i / 2)));
-        let other = Script::new((1..n).step_by(2).map(|i| (t(i), 1, i / 2)));
+        let own = script((0..n).step_by(2).map(|i| (t(i), 0, i / 2)));
+        let other = script((1..n).step_by(2).map(|i| (t(i), 1, i / 2)));
         let (mut fanin, mut readers) = fan_in(own, vec![other]).unwrap();
         let stop = AtomicBool::new(false);
         let mut got = Vec::with_capacity(n as usize);

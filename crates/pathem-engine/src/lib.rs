@@ -19,6 +19,8 @@ pub mod scheduler;
 pub mod stage;
 pub mod stats;
 pub mod task;
+#[cfg(test)]
+mod testing;
 pub mod wait;
 
 pub use clock::{Clock, VirtualClock};

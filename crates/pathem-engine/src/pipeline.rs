@@ -640,6 +640,7 @@ impl<T: TxPort> Task for Output<T> {
 mod tests {
     use super::*;
     use crate::scheduler::run;
+    use crate::testing::Frames;
     use pathem_io::mem::MemSink;
     use pathem_io::RxFrame;
 
@@ -714,73 +715,6 @@ mod tests {
         }
     }
 
-    /// Frames of 64 bytes arriving at set instants (offline-like: it says when the next comes),
-    /// counting how often it is asked for frames.
-    struct Arrivals {
-        at: std::collections::VecDeque<Nanos>,
-        polls: u64,
-    }
-
-    impl Arrivals {
-        fn new(at: impl IntoIterator<Item = Nanos>) -> Arrivals {
-            Arrivals { at: at.into_iter().collect(), polls: 0 }
-        }
-    }
-
-    impl RxPort for Arrivals {
-        fn recv_burst<F: FnMut(RxFrame<'_>)>(
-            &mut self,
-            now: Nanos,
-            max: usize,
-            mut f: F,
-        ) -> Result<usize, pathem_io::Error> {
-            self.polls += 1;
-            let mut n = 0;
-            while n < max && self.at.front().is_some_and(|&t| t <= now) {
-                let arrival = self.at.pop_front().unwrap_or_default();
-                f(RxFrame { arrival, wire_len: 64, data: &[0u8; 64] });
-                n += 1;
-            }
-            Ok(n)
-        }
-        fn poll_at(&self) -> PollAt {
-            self.at.front().map_or(PollAt::Ended, |&t| PollAt::At(t))
-        }
-    }
-
-    /// Frames of 64 to 1500 bytes (each frame's bytes name it), handed over as they arrive or
-    /// in batches: every `batch` of time, all that arrived since.
-    struct Batched {
-        at: std::collections::VecDeque<(Nanos, u32)>,
-        batch: Nanos,
-    }
-
-    impl RxPort for Batched {
-        fn recv_burst<F: FnMut(RxFrame<'_>)>(
-            &mut self,
-            now: Nanos,
-            max: usize,
-            mut f: F,
-        ) -> Result<usize, pathem_io::Error> {
-            let mut n = 0;
-            while n < max && self.at.front().is_some_and(|&(t, _)| t <= now) {
-                let (arrival, i) = self.at.pop_front().unwrap_or_default();
-                let mut data = [0u8; 1500];
-                data[..4].copy_from_slice(&i.to_be_bytes());
-                f(RxFrame { arrival, wire_len: 64 + i % 1437, data: &data[..64 + (i % 1437) as usize] });
-                n += 1;
-            }
-            Ok(n)
-        }
-        fn poll_at(&self) -> PollAt {
-            match self.at.front() {
-                None => PollAt::Ended,
-                Some(&(t, _)) if self.batch == Nanos::ZERO => PollAt::At(t),
-                Some(&(t, _)) => PollAt::At(Nanos(t.as_nanos().next_multiple_of(self.batch.as_nanos()))),
-            }
-        }
-    }
-
     /// Loss after a discipline and a jittered delay.
     fn steps_with_jitter() -> PathConfig {
         PathConfig {
@@ -800,7 +734,7 @@ mod tests {
 
     impl pathem_io::TxPort for Sent {
         fn send(&mut self, release: Nanos, _wire_len: u32, data: &[u8]) -> bool {
-            self.0.push((release, u32::from_be_bytes(data[..4].try_into().unwrap_or_default())));
+            self.0.push((release, Frames::tag(data)));
             true
         }
         fn flush(&mut self) -> Result<(), pathem_io::Error> {
@@ -852,7 +786,7 @@ mod tests {
                 ..after.clone()
             };
             let outcome = |batch: Nanos| {
-                let port = Batched { at: arrivals.iter().copied().collect(), batch };
+                let port = Frames { batch, sized_by_tag: true, ..Frames::tagged(arrivals.iter().copied()) };
                 let mut p = Pipeline::new(port, Sent::default(), &path, 7, &engine).unwrap();
                 let mut clock = crate::VirtualClock::starting_at(Nanos(0));
                 run(&mut [&mut p], &mut clock, &AtomicBool::new(false)).unwrap();
@@ -878,7 +812,7 @@ mod tests {
         let engine = EngineConfig { offline: true, ..EngineConfig::default() };
         let path = PathConfig::default();
         let mut p =
-            Pipeline::new(Arrivals::new([Nanos(1), year]), MemSink::default(), &path, 1, &engine).unwrap();
+            Pipeline::new(Frames::at([Nanos(1), year]), MemSink::default(), &path, 1, &engine).unwrap();
         let mut clock = crate::VirtualClock::starting_at(Nanos(1));
         run(&mut [&mut p], &mut clock, &AtomicBool::new(false)).unwrap();
         let (rx, sink) = p.into_ports();
@@ -895,7 +829,7 @@ mod tests {
         };
         let engine = EngineConfig { offline: true, ..EngineConfig::default() };
         let mut p =
-            Pipeline::new(Arrivals::new(vec![Nanos(1_000); 1000]), SlowPort::default(), &path, 1, &engine)
+            Pipeline::new(Frames::at(vec![Nanos(1_000); 1000]), SlowPort::default(), &path, 1, &engine)
                 .unwrap();
         let mut clock = crate::VirtualClock::starting_at(Nanos(0));
         // Drive the loop by hand so the port sees the clock.
@@ -933,7 +867,7 @@ mod tests {
         let engine = EngineConfig { buffer: Some(64 << 10), ..EngineConfig::default() };
         // 64 B frames take 88 B on the wire with the overhead: 704 ns at 1 Gbit/s.
         let (gap, n) = (176, 113_636u64);
-        let arrivals = Arrivals::new((1..=n).map(|i| Nanos(i * gap)));
+        let arrivals = Frames::at((1..=n).map(|i| Nanos(i * gap)));
         let mut p = Pipeline::new(arrivals, MemSink::default(), &path, 1, &engine).unwrap();
         let mut clock = crate::VirtualClock::starting_at(Nanos(0));
         run(&mut [&mut p], &mut clock, &AtomicBool::new(false)).unwrap();
@@ -986,7 +920,7 @@ mod tests {
     #[test]
     fn frames_the_port_refused_are_not_counted_as_sent() {
         let engine = EngineConfig { offline: true, ..EngineConfig::default() };
-        let arrivals = Arrivals::new((1..=300).map(|i| Nanos(i * 1_000)));
+        let arrivals = Frames::at((1..=300).map(|i| Nanos(i * 1_000)));
         let mut p =
             Pipeline::new(arrivals, RefusingPort::default(), &PathConfig::default(), 1, &engine).unwrap();
         let mut clock = crate::VirtualClock::starting_at(Nanos(0));
@@ -1003,7 +937,7 @@ mod tests {
     }
 
     /// Arrivals whose port also refused some frames it could not make wire frames of.
-    struct Refusing(Arrivals, u64);
+    struct Refusing(Frames, u64);
 
     impl RxPort for Refusing {
         fn recv_burst<F: FnMut(RxFrame<'_>)>(
@@ -1030,7 +964,7 @@ mod tests {
     #[test]
     fn frames_a_port_could_not_cut_count_as_received_and_dropped() {
         let engine = EngineConfig { offline: true, ..EngineConfig::default() };
-        let port = Refusing(Arrivals::new((1..=10).map(|i| Nanos(i * 1_000))), 3);
+        let port = Refusing(Frames::at((1..=10).map(|i| Nanos(i * 1_000))), 3);
         let mut p = Pipeline::new(port, MemSink::default(), &PathConfig::default(), 1, &engine).unwrap();
         let mut clock = crate::VirtualClock::starting_at(Nanos(0));
         run(&mut [&mut p], &mut clock, &AtomicBool::new(false)).unwrap();
