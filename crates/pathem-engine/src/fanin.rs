@@ -140,6 +140,7 @@ pub struct Fanin<R> {
     last_arrival: Nanos,
     more: bool,
     ended: bool,
+    stopped: bool,
 }
 
 /// Reads a share of a port's receive queues on a CPU of its own and hands the frames to the
@@ -173,6 +174,7 @@ pub fn fan_in<R: RxPort>(port: R, parts: Vec<R>) -> Result<(Fanin<R>, Vec<QueueR
         last_arrival: Nanos::ZERO,
         more: false,
         ended: false,
+        stopped: false,
     };
     Ok((fanin, readers))
 }
@@ -180,12 +182,30 @@ pub fn fan_in<R: RxPort>(port: R, parts: Vec<R>) -> Result<(Fanin<R>, Vec<QueueR
 impl<R> Fanin<R> {
     /// A port read by the input alone.
     pub fn alone(port: R) -> Fanin<R> {
-        Fanin { port, own: None, lines: Vec::new(), last_arrival: Nanos::ZERO, more: false, ended: false }
+        Fanin {
+            port,
+            own: None,
+            lines: Vec::new(),
+            last_arrival: Nanos::ZERO,
+            more: false,
+            ended: false,
+            stopped: false,
+        }
     }
 
     /// Readers handing frames to this input.
     pub fn readers(&self) -> usize {
         self.lines.len().saturating_sub(1)
+    }
+
+    /// Stops reading the input's own share and lets every frame the lines hold be handed on,
+    /// whatever the marks say (at stop, once the readers have stopped: what the lines hold
+    /// then is all there will be).
+    pub fn stop(&mut self) {
+        if let Some((_, own)) = &self.own {
+            own.mark.store(u64::MAX, Ordering::Release);
+        }
+        self.stopped = true;
     }
 
     /// True while a hand-off line holds frames the input has not handed on.
@@ -213,7 +233,9 @@ impl<R: RxPort> RxPort for Fanin<R> {
         let Some((line, own)) = &mut self.own else {
             return self.port.recv_burst(now, max, f);
         };
-        read(&mut self.port, line, own, now)?;
+        if !self.stopped {
+            read(&mut self.port, line, own, now)?;
+        }
         let mark = Nanos(self.lines.iter().map(|(_, s)| s.mark.load(Ordering::Acquire)).min().unwrap_or(0));
         let mut given = 0;
         // A line's frames go in runs, up to the next head of the others: a visit to every
@@ -353,6 +375,25 @@ mod tests {
         let (mut fanin, readers) = fan_in(own, vec![script([])]).unwrap();
         drop(readers);
         assert_eq!(frames_of(&mut fanin, t(10)), [(t(5), 0, 0)]);
+    }
+
+    /// At stop the own share is read no more and its mark holds nothing back: what the lines
+    /// hold is handed on, what is still in the port stays the kernel's. (With a fixed `now`,
+    /// as the runtime's last polls use, a frame stamped after the own share's mark — software
+    /// stamps are taken when read — would otherwise wait for ever.)
+    #[test]
+    fn at_stop_every_frame_in_the_lines_is_handed_on() {
+        let t = Nanos::from_micros;
+        let own = script([(t(1), 0, 0), (t(5), 0, 1)]);
+        let (mut fanin, mut readers) = fan_in(own, vec![script([(t(3), 1, 0)])]).unwrap();
+        readers[0].poll(t(10)).unwrap();
+        assert_eq!(frames_of(&mut fanin, t(2)), [(t(1), 0, 0)], "the reader's frame of 3 us waits");
+        fanin.stop();
+        let mut rest = Vec::new();
+        while fanin.holds_frames() {
+            rest.extend(frames_of(&mut fanin, t(6)));
+        }
+        assert_eq!(rest, [(t(3), 1, 0)], "the own frame of 5 us was never read");
     }
 
     #[test]

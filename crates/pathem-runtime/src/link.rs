@@ -617,6 +617,7 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
     // drop counts.
     drop(readers);
     for p in std::iter::once(&mut ab).chain(ba.as_mut()) {
+        p.input.rx.stop();
         while p.input.rx.holds_frames() {
             p.input.poll(now)?;
         }
