@@ -105,16 +105,20 @@ fn read<R: RxPort>(
         false => {
             shared.lost.fetch_add(1, Ordering::Relaxed);
         }
-    })?;
-    // The burst reaches the input at once, before the mark that lets it hand the burst on.
+    });
+    // The burst reaches the input at once (also what came before a failure), before the mark
+    // that lets it hand the burst on.
     line.publish();
     shared.handed.fetch_add(handed, Ordering::Relaxed);
-    // Taken all there was by `now`, or (more waiting) all up to the last frame taken; from a
-    // port that has ended (a capture, a synthetic source), everything.
+    let n = n?;
+    // Taken all there was when read (at or after `now`, and after the last frame's stamp), or,
+    // more waiting, all up to the last frame taken; from a port that has ended (a capture, a
+    // synthetic source), everything.
     let mark = match port.poll_at() {
         PollAt::Now => last,
+        PollAt::At(t) if t <= now => last,
         PollAt::Ended => Nanos(u64::MAX),
-        _ => now,
+        _ => now.max(last),
     };
     shared.mark.fetch_max(mark.as_nanos(), Ordering::Release);
     Ok(n)
@@ -141,6 +145,8 @@ pub struct Fanin<R> {
     more: bool,
     ended: bool,
     stopped: bool,
+    /// The lowest mark at the last hand-on.
+    mark: Nanos,
 }
 
 /// Reads a share of a port's receive queues on a CPU of its own and hands the frames to the
@@ -175,6 +181,7 @@ pub fn fan_in<R: RxPort>(port: R, parts: Vec<R>) -> Result<(Fanin<R>, Vec<QueueR
         more: false,
         ended: false,
         stopped: false,
+        mark: Nanos::ZERO,
     };
     Ok((fanin, readers))
 }
@@ -190,6 +197,7 @@ impl<R> Fanin<R> {
             more: false,
             ended: false,
             stopped: false,
+            mark: Nanos::ZERO,
         }
     }
 
@@ -237,6 +245,7 @@ impl<R: RxPort> RxPort for Fanin<R> {
             read(&mut self.port, line, own, now)?;
         }
         let mark = Nanos(self.lines.iter().map(|(_, s)| s.mark.load(Ordering::Acquire)).min().unwrap_or(0));
+        self.mark = mark;
         let mut given = 0;
         // A line's frames go in runs, up to the next head of the others: a visit to every
         // line per run, not per frame.
@@ -253,7 +262,7 @@ impl<R: RxPort> RxPort for Fanin<R> {
                 given += 1;
             }
         }
-        self.more = given == max || self.port.poll_at() == PollAt::Now;
+        self.more = given == max || (!self.stopped && self.port.poll_at() == PollAt::Now);
         // Every share ended (a mark of "everything" is set after its last frame) and every
         // frame handed on.
         self.ended = mark.as_nanos() == u64::MAX && !self.holds_frames();
@@ -262,6 +271,15 @@ impl<R: RxPort> RxPort for Fanin<R> {
 
     /// Ended once every share has ended (its mark holds nothing back) and the lines are
     /// empty; live ports never end.
+    /// Every frame up to the lowest mark has been handed on (when none is waiting): frames
+    /// stamped later may still come from a share that has not read that far.
+    fn delivered_until(&self, now: Nanos) -> Nanos {
+        match self.own {
+            None => self.port.delivered_until(now),
+            Some(_) => now.min(self.mark),
+        }
+    }
+
     fn poll_at(&self) -> PollAt {
         if self.own.is_none() {
             return self.port.poll_at();
@@ -368,8 +386,10 @@ mod tests {
         let (mut fanin, mut readers) = fan_in(own, vec![other]).unwrap();
         assert_eq!(frames_of(&mut fanin, t(10)), [], "held until the reader has read up to 10 us");
         assert_eq!(fanin.poll_at(), PollAt::Unknown);
+        assert_eq!(fanin.delivered_until(t(10)), Nanos::ZERO, "a discipline may not be served past 0");
         readers[0].poll(t(10)).unwrap();
         assert_eq!(frames_of(&mut fanin, t(10)), [(t(3), 1, 0), (t(5), 0, 0)]);
+        assert_eq!(fanin.delivered_until(t(12)), t(12), "both shares have ended: nothing held back");
         // A stopped reader holds nothing back.
         let own = script([(t(5), 0, 0)]);
         let (mut fanin, readers) = fan_in(own, vec![script([])]).unwrap();

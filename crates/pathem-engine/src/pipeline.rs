@@ -451,11 +451,15 @@ impl<R: RxPort> Input<R> {
             return Ok(self.drain_queue(now));
         }
         let (lanes, classifier) = (&mut self.lanes, &self.classifier);
+        let mut last = None;
         let received = self.rx.recv_burst(
             now,
             RX_BURST,
             #[inline(always)]
-            |f| classify(lanes, classifier, f),
+            |f| {
+                last = Some(f.arrival);
+                classify(lanes, classifier, f)
+            },
         )?;
         if received > 0 && self.busy_poll > Nanos::ZERO {
             self.busy_until = now + self.busy_poll;
@@ -469,14 +473,20 @@ impl<R: RxPort> Input<R> {
                 return Ok(self.drain_queue(now));
             }
         };
+        // How far the queue disciplines may be served: to `now`, or only as far as the port has
+        // handed over every frame that arrived (frames still waiting after a full burst, or held
+        // back by a fan-in): served past their arrival, a discipline would send a frame before
+        // one that came earlier had joined. Every lane goes that far, also one that got no frame
+        // in the burst (a class whose queue still holds frames).
+        let horizon = match waiting {
+            true => last,
+            false => Some(self.rx.delivered_until(now)),
+        };
         for l in &mut self.lanes {
             if l.ingress.has_aqm() {
-                // Decide what leaves the queue discipline by now, and wake for its next service;
-                // not while frames that arrived by now still wait in the port (a full burst):
-                // served past their arrival, the discipline would send a frame before one that
-                // came earlier had joined. Their own arrivals serve it up to each.
-                if !waiting {
-                    l.ingress.advance(now);
+                // Decide what leaves the queue discipline by then, and wake for its next service.
+                if let Some(h) = horizon {
+                    l.ingress.advance(h);
                 }
                 if let Some(t) = l.ingress.next_event() {
                     next = next.earliest(Next::At(t));

@@ -56,6 +56,13 @@ pub trait RxPort {
     /// When this port next has frames for the engine.
     fn poll_at(&self) -> PollAt;
 
+    /// Every frame that arrived by the returned instant (at most `now`) has been handed over,
+    /// when [`poll_at`](Self::poll_at) says none is waiting: a port that holds frames back
+    /// (a fan-in merging queues read on other CPUs) says how far it is complete.
+    fn delivered_until(&self, now: Nanos) -> Nanos {
+        now
+    }
+
     /// Frames the kernel or the NIC dropped on their way to this port, before pathem could
     /// see them (a full socket buffer or ring), since the port was opened. May cost a system
     /// call: the engine asks every few milliseconds, not per burst.

