@@ -451,15 +451,11 @@ impl<R: RxPort> Input<R> {
             return Ok(self.drain_queue(now));
         }
         let (lanes, classifier) = (&mut self.lanes, &self.classifier);
-        let mut last = None;
         let received = self.rx.recv_burst(
             now,
             RX_BURST,
             #[inline(always)]
-            |f| {
-                last = Some(f.arrival);
-                classify(lanes, classifier, f)
-            },
+            |f| classify(lanes, classifier, f),
         )?;
         if received > 0 && self.busy_poll > Nanos::ZERO {
             self.busy_until = now + self.busy_poll;
@@ -479,7 +475,9 @@ impl<R: RxPort> Input<R> {
         // one that came earlier had joined. Every lane goes that far, also one that got no frame
         // in the burst (a class whose queue still holds frames).
         let horizon = match waiting {
-            true => last,
+            // The latest arrival a discipline took: every frame before it has been handed over
+            // (a port hands frames over in arrival order).
+            true => self.lanes.iter().filter_map(|l| l.ingress.last_queued()).max(),
             false => Some(self.rx.delivered_until(now)),
         };
         for l in &mut self.lanes {

@@ -91,6 +91,8 @@ pub struct Ingress {
     undecided: u64,
     /// The discipline's decisions being carried out (kept to reuse its allocation).
     scratch: Vec<Decision>,
+    /// The arrival of the last frame given to the queue discipline.
+    last_queued: Option<Nanos>,
 }
 
 impl Ingress {
@@ -117,6 +119,7 @@ impl Ingress {
             held: VecDeque::new(),
             undecided: 0,
             scratch: Vec::new(),
+            last_queued: None,
         }
     }
 
@@ -164,6 +167,11 @@ impl Ingress {
     /// the path has one and frames wait in it.
     pub fn next_event(&self) -> Option<Nanos> {
         self.path.next_bottleneck_event()
+    }
+
+    /// The arrival of the last frame given to the queue discipline, if any.
+    pub fn last_queued(&self) -> Option<Nanos> {
+        self.last_queued
     }
 
     /// True while frames wait in the queue discipline or decisions wait for egress's queue.
@@ -220,6 +228,7 @@ impl Ingress {
     /// A frame with a queue discipline: its record is written now, its fate decided later.
     #[inline(never)]
     fn push_queued(&mut self, frame: RxFrame<'_>, meta: FrameMeta) {
+        self.last_queued = Some(frame.arrival);
         let c = &*self.counters;
         // The discipline hears of the frame before it is copied, so a frame it refuses on
         // arrival (RED, PIE, a full queue) costs no copy and never reaches egress. `push` made
