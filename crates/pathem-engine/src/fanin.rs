@@ -126,7 +126,7 @@ fn read<R: RxPort>(
 
 impl<R: RxPort> Share<R> {
     /// Publishes its port's drop and offload counts for the input.
-    fn publish(&mut self) {
+    fn publish_counts(&mut self) {
         self.shared.kernel_drops.store(self.port.kernel_drops(), Ordering::Relaxed);
         *self.shared.offload.lock().unwrap_or_else(|e| e.into_inner()) = self.port.offload();
     }
@@ -163,27 +163,23 @@ pub fn fan_in<R: RxPort>(port: R, parts: Vec<R>) -> Result<(Fanin<R>, Vec<QueueR
     if parts.is_empty() {
         return Ok((Fanin::alone(port), Vec::new()));
     }
-    let (own_writer, own_reader) = delay_line(HANDOFF_LINE, HANDOFF_FRAME)?;
-    let own = Arc::new(Shared::default());
-    let mut lines = vec![(own_reader, own.clone())];
-    let mut readers = Vec::with_capacity(parts.len());
-    for part in parts {
-        let (line, reader) = delay_line(HANDOFF_LINE, HANDOFF_FRAME)?;
+    // A line's writing half with what its share tells; the reading half goes to `lines`.
+    let mut lines = Vec::with_capacity(parts.len() + 1);
+    let mut line = || -> Result<(Writer, Arc<Shared>), AllocError> {
+        let (writer, reader) = delay_line(HANDOFF_LINE, HANDOFF_FRAME)?;
         let shared = Arc::new(Shared::default());
         lines.push((reader, shared.clone()));
-        readers.push(QueueReader { share: Share { port: part, line, shared }, counts_read: Nanos::ZERO });
-    }
-    let fanin = Fanin {
-        port,
-        own: Some((own_writer, own)),
-        lines,
-        last_arrival: Nanos::ZERO,
-        more: false,
-        ended: false,
-        stopped: false,
-        mark: Nanos::ZERO,
+        Ok((writer, shared))
     };
-    Ok((fanin, readers))
+    let own = line()?;
+    let readers = parts
+        .into_iter()
+        .map(|port| {
+            let (line, shared) = line()?;
+            Ok(QueueReader { share: Share { port, line, shared }, counts_read: Nanos::ZERO })
+        })
+        .collect::<Result<Vec<_>, AllocError>>()?;
+    Ok((Fanin { own: Some(own), lines, ..Fanin::alone(port) }, readers))
 }
 
 impl<R> Fanin<R> {
@@ -269,8 +265,6 @@ impl<R: RxPort> RxPort for Fanin<R> {
         Ok(given)
     }
 
-    /// Ended once every share has ended (its mark holds nothing back) and the lines are
-    /// empty; live ports never end.
     /// Every frame up to the lowest mark has been handed on (when none is waiting): frames
     /// stamped later may still come from a share that has not read that far.
     fn delivered_until(&self, now: Nanos) -> Nanos {
@@ -280,6 +274,8 @@ impl<R: RxPort> RxPort for Fanin<R> {
         }
     }
 
+    /// Ended once every share has ended (its mark holds nothing back) and the lines are
+    /// empty; live ports never end.
     fn poll_at(&self) -> PollAt {
         if self.own.is_none() {
             return self.port.poll_at();
@@ -320,7 +316,7 @@ impl<R: RxPort> Task for QueueReader<R> {
         read(port, line, shared, now)?;
         if now >= self.counts_read + COUNTS_EVERY {
             self.counts_read = now;
-            self.share.publish();
+            self.share.publish_counts();
         }
         Ok(match self.share.port.poll_at() {
             PollAt::Now => Next::Now,
@@ -333,7 +329,7 @@ impl<R: RxPort> Task for QueueReader<R> {
 impl<R: RxPort> Drop for QueueReader<R> {
     /// The last counts, for the input's final read; its mark holds nothing back any more.
     fn drop(&mut self) {
-        self.share.publish();
+        self.share.publish_counts();
         self.share.shared.mark.store(u64::MAX, Ordering::Release);
     }
 }
