@@ -384,6 +384,32 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Any `--cores` text: refused in one line naming what is accepted, or a list of
+        /// different CPUs of this machine; never a panic. A list both ways is shared out or
+        /// refused the same way.
+        #[test]
+        fn any_cores_text_is_a_list_of_distinct_cpus_or_one_refusal(text in "[0-9, x]{0,12}", one_way: bool) {
+            let online = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+            match parse_cores(Some(&text)) {
+                Ok(cores) => {
+                    let mut distinct = cores.clone();
+                    distinct.sort_unstable();
+                    distinct.dedup();
+                    proptest::prop_assert!(!cores.is_empty() && distinct.len() == cores.len());
+                    proptest::prop_assert!(cores.iter().all(|&c| c < online));
+                    if let Ok([a, b]) = crate::link::direction_cores(&cores, one_way) {
+                        proptest::prop_assert_eq!(a.len() + b.len(), cores.len());
+                    }
+                }
+                Err(e) => {
+                    let e = e.to_string();
+                    proptest::prop_assert!(e.contains("accepted") && !e.contains('\n'), "{}", e);
+                }
+            }
+        }
+    }
+
     #[test]
     fn names_come_from_the_interfaces() {
         let name = |a: &str, b: &str| default_name(&a.parse().unwrap(), &b.parse().unwrap());
