@@ -251,10 +251,7 @@ impl Ingress {
         // Served up to the arrival, then the frame joins: one visit to the discipline.
         let mut out = std::mem::take(&mut self.scratch);
         if let Some(b) = self.path.bottleneck() {
-            if b.next_event().is_some_and(|t| t <= frame.arrival) {
-                b.serve(frame.arrival, &mut self.aqm_rng, &mut |d| out.push(d));
-            }
-            b.enqueue(entry, &mut self.aqm_rng, &mut |d| out.push(d));
+            b.arrive(entry, &mut self.aqm_rng, &mut |d| out.push(d));
         }
         let mut refused = None;
         for d in out.drain(..) {

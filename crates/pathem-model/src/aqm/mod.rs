@@ -352,9 +352,18 @@ macro_rules! each {
 
 /// The bottleneck with a queue discipline: its queue(s), the discipline's state, and the
 /// link's server (rate or trace, as configured) that sets each frame's transmission.
+///
+/// Each public call picks the discipline once and runs [`Core`]'s code made for it, so a
+/// frame's visit costs one dispatch and the discipline's own steps inline.
 #[derive(Debug)]
 pub struct Bottleneck {
     disc: Disc,
+    core: Core,
+}
+
+/// What a bottleneck keeps whatever its discipline.
+#[derive(Debug)]
+struct Core {
     server: Link,
     /// When the server finishes the frame it is sending (the last exit).
     free: Nanos,
@@ -389,12 +398,13 @@ impl Bottleneck {
             AqmConfig::DualPi2(c) => Disc::DualPi2(DualPi2::new(*c, ecn)),
         };
         let server = Link::new(LinkConfig { queue: None, ..link.clone() });
-        Bottleneck { disc, server, free: Nanos::ZERO, earliest: Nanos::ZERO, limit, ecn, next_update: None }
+        let core = Core { server, free: Nanos::ZERO, earliest: Nanos::ZERO, limit, ecn, next_update: None };
+        Bottleneck { disc, core }
     }
 
     /// The link the server was made from (without its queue limit).
     pub fn server_config(&self) -> &LinkConfig {
-        self.server.config()
+        self.core.server.config()
     }
 
     /// Frames and bytes waiting (not counting the frame on the wire).
@@ -409,103 +419,40 @@ impl Bottleneck {
 
     /// When the next service starts, if a frame waits.
     pub fn next_start(&self) -> Option<Nanos> {
-        (self.backlog().0 > 0).then(|| self.free.max(self.earliest))
+        each!(&self.disc, d => self.core.next_start(d))
     }
 
     /// The next instant anything happens: a service start, or a periodic update while the
     /// discipline's state still moves (an idle, settled PIE or DualPI2 needs none).
     pub fn next_event(&self) -> Option<Nanos> {
-        let update = self.next_update.filter(|_| !self.steady());
-        match (self.next_start(), update) {
-            (Some(s), Some(u)) => Some(s.min(u)),
-            (s, u) => s.or(u),
-        }
-    }
-
-    fn over(&self, frames: usize, bytes: u64) -> bool {
-        match self.limit {
-            Some(QueueLimit::Packets(n)) => frames as u64 > n,
-            Some(QueueLimit::Bytes(b)) => bytes > b,
-            None => false,
-        }
-    }
-
-    /// True when the queue holds more than its hard limit, or the discipline more than its own.
-    fn over_limit(&self) -> bool {
-        let (frames, bytes) = self.backlog();
-        self.over(frames, bytes) || each!(&self.disc, d => d.over_own_limit())
-    }
-
-    /// True when one more frame of `len` bytes would pass the hard limit.
-    fn full_for(&self, len: u32) -> bool {
-        let (f, b) = self.backlog();
-        self.over(f + 1, b + u64::from(len))
+        each!(&self.disc, d => self.core.next_event(d))
     }
 
     /// Adds a frame arriving at `e.arrival` (call [`serve`](Self::serve) up to its arrival
     /// first). Frames the discipline drops at once, this one or others, go to `out`.
     pub fn enqueue(&mut self, e: Entry, rng: &mut Rng, out: &mut impl FnMut(Decision)) {
-        if self.backlog().0 == 0 {
-            self.earliest = e.arrival;
-        }
-        if self.next_update.is_none() {
-            self.next_update = self.update_interval().map(|t| e.arrival + t);
-        }
-        let when_full = each!(&self.disc, d => d.when_full());
-        let full = when_full != WhenFull::Evict && self.full_for(e.len);
-        if full && when_full == WhenFull::DropArrival {
-            return out(Decision::Drop { entry: e, reason: AqmDrop::Overlimit });
-        }
-        let (ecn, disc) = (self.ecn, &mut self.disc);
-        if let Err((entry, reason)) = each!(disc, d => d.enqueue(e, full, ecn, rng)) {
-            return out(Decision::Drop { entry, reason });
-        }
-        // Over the limit after admitting: drop-head takes the oldest frames, FQ-CoDel the
-        // heads of the flow with the largest backlog (RFC 8290 §4.1), for its frame count
-        // and its memory alike.
-        while when_full == WhenFull::Evict && self.over_limit() {
-            match each!(&mut self.disc, d => d.evict()) {
-                Some(v) => out(Decision::Drop { entry: v, reason: AqmDrop::Overlimit }),
-                None => break,
+        let core = &mut self.core;
+        each!(&mut self.disc, d => core.enqueue(d, e, rng, out))
+    }
+
+    /// A frame's arrival in one visit: the queue served up to `e.arrival`, then `e` added
+    /// ([`serve`](Self::serve) then [`enqueue`](Self::enqueue)).
+    #[inline]
+    pub fn arrive(&mut self, e: Entry, rng: &mut Rng, out: &mut impl FnMut(Decision)) {
+        let core = &mut self.core;
+        each!(&mut self.disc, d => {
+            if core.next_event(d).is_some_and(|t| t <= e.arrival) {
+                core.serve(d, e.arrival, rng, out);
             }
-        }
-    }
-
-    fn update_interval(&self) -> Option<Nanos> {
-        each!(&self.disc, d => d.update_interval())
-    }
-
-    fn steady(&self) -> bool {
-        each!(&self.disc, d => d.steady())
+            core.enqueue(d, e, rng, out)
+        })
     }
 
     /// Serves the queue up to `until`: every service that starts by then (and every periodic
     /// update due by then), in time order, each decision handed to `out`.
     pub fn serve(&mut self, until: Nanos, rng: &mut Rng, out: &mut impl FnMut(Decision)) {
-        loop {
-            let start = self.next_start();
-            if let (Some(u), Some(t)) = (self.next_update, self.update_interval()) {
-                let horizon = start.map_or(until, |s| s.min(until));
-                if u <= horizon {
-                    if start.is_none() && self.steady() {
-                        // Idle and settled: every update up to `until` would change nothing.
-                        let skip = (until - u).as_nanos() / t.as_nanos() + 1;
-                        self.next_update = Some(u.saturating_add(Nanos(skip.saturating_mul(t.as_nanos()))));
-                        return;
-                    }
-                    each!(&mut self.disc, d => d.update(u));
-                    self.next_update = Some(u.saturating_add(t));
-                    continue;
-                }
-            }
-            let Some(s) = start.filter(|&s| s <= until) else { return };
-            let mut dropped = |e: Entry| out(Decision::Drop { entry: e, reason: AqmDrop::Aqm });
-            if let Some((entry, mark)) = each!(&mut self.disc, d => d.dequeue(s, rng, &mut dropped)) {
-                let exit = self.server.admit_over_limit(s, entry.len);
-                self.free = exit;
-                out(Decision::Send { entry, start: s, exit, mark: mark || entry.marked });
-            }
-        }
+        let core = &mut self.core;
+        each!(&mut self.disc, d => core.serve(d, until, rng, out))
     }
 
     /// Every frame still queued, oldest first, taken out of the discipline.
@@ -519,9 +466,10 @@ impl Bottleneck {
     /// holds (in their arrival order, without deciding them again); the discipline's control
     /// state too when the discipline is the same.
     pub fn inherit(&mut self, mut old: Bottleneck) {
-        self.free = old.free;
-        self.earliest = old.earliest;
-        self.next_update = old.next_update.filter(|_| self.update_interval().is_some());
+        self.core.free = old.core.free;
+        self.core.earliest = old.core.earliest;
+        let periodic = each!(&self.disc, d => d.update_interval().is_some());
+        self.core.next_update = old.core.next_update.filter(|_| periodic);
         let queued = old.take_queued();
         match (&mut self.disc, old.disc) {
             (Disc::DropTail(s), Disc::DropTail(o)) => s.inherit(o),
@@ -533,7 +481,7 @@ impl Bottleneck {
             (Disc::DualPi2(s), Disc::DualPi2(o)) => s.inherit(o),
             _ => {}
         }
-        self.server.inherit(old.server);
+        self.core.server.inherit(old.core.server);
         for e in queued {
             each!(&mut self.disc, d => d.requeue(e));
         }
@@ -541,22 +489,111 @@ impl Bottleneck {
 
     /// Takes over from a drop-tail link: new frames queue behind the last frame it admitted.
     pub fn follow_link(&mut self, old: Link) {
-        self.free = old.last_exit();
-        self.server.inherit(old);
+        self.core.free = old.last_exit();
+        self.core.server.inherit(old);
     }
 
     /// Ends the discipline: every queued frame is sent in arrival order as drop-tail would
     /// (no further decisions), each to `out`; returns the link that carries on from there.
     pub fn into_link(mut self, config: LinkConfig, out: &mut impl FnMut(Decision)) -> Link {
         for entry in self.take_queued() {
-            let start = self.free.max(entry.arrival);
-            let exit = self.server.admit_over_limit(start, entry.len);
-            self.free = exit;
+            let start = self.core.free.max(entry.arrival);
+            let exit = self.core.server.admit_over_limit(start, entry.len);
+            self.core.free = exit;
             out(Decision::Send { entry, start, exit, mark: entry.marked });
         }
         let mut link = Link::new(config);
-        link.inherit(self.server);
+        link.inherit(self.core.server);
         link
+    }
+}
+
+impl Core {
+    #[inline(always)]
+    fn next_start<D: Discipline>(&self, d: &D) -> Option<Nanos> {
+        (d.backlog().0 > 0).then(|| self.free.max(self.earliest))
+    }
+
+    #[inline(always)]
+    fn next_event<D: Discipline>(&self, d: &D) -> Option<Nanos> {
+        let update = self.next_update.filter(|_| !d.steady());
+        match (self.next_start(d), update) {
+            (Some(s), Some(u)) => Some(s.min(u)),
+            (s, u) => s.or(u),
+        }
+    }
+
+    #[inline(always)]
+    fn over(&self, frames: usize, bytes: u64) -> bool {
+        match self.limit {
+            Some(QueueLimit::Packets(n)) => frames as u64 > n,
+            Some(QueueLimit::Bytes(b)) => bytes > b,
+            None => false,
+        }
+    }
+
+    /// True when the queue holds more than its hard limit, or the discipline more than its own.
+    #[inline(always)]
+    fn over_limit<D: Discipline>(&self, d: &D) -> bool {
+        let (frames, bytes) = d.backlog();
+        self.over(frames, bytes) || d.over_own_limit()
+    }
+
+    #[inline(always)]
+    fn enqueue<D: Discipline>(&mut self, d: &mut D, e: Entry, rng: &mut Rng, out: &mut impl FnMut(Decision)) {
+        let (frames, bytes) = d.backlog();
+        if frames == 0 {
+            self.earliest = e.arrival;
+        }
+        if self.next_update.is_none() {
+            self.next_update = d.update_interval().map(|t| e.arrival + t);
+        }
+        let when_full = d.when_full();
+        // True when one more frame of this length would pass the hard limit.
+        let full = when_full != WhenFull::Evict && self.over(frames + 1, bytes + u64::from(e.len));
+        if full && when_full == WhenFull::DropArrival {
+            return out(Decision::Drop { entry: e, reason: AqmDrop::Overlimit });
+        }
+        if let Err((entry, reason)) = d.enqueue(e, full, self.ecn, rng) {
+            return out(Decision::Drop { entry, reason });
+        }
+        // Over the limit after admitting: drop-head takes the oldest frames, FQ-CoDel the
+        // heads of the flow with the largest backlog (RFC 8290 §4.1), for its frame count
+        // and its memory alike.
+        while when_full == WhenFull::Evict && self.over_limit(d) {
+            match d.evict() {
+                Some(v) => out(Decision::Drop { entry: v, reason: AqmDrop::Overlimit }),
+                None => break,
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn serve<D: Discipline>(&mut self, d: &mut D, until: Nanos, rng: &mut Rng, out: &mut impl FnMut(Decision)) {
+        loop {
+            let start = self.next_start(d);
+            if let (Some(u), Some(t)) = (self.next_update, d.update_interval()) {
+                let horizon = start.map_or(until, |s| s.min(until));
+                if u <= horizon {
+                    if start.is_none() && d.steady() {
+                        // Idle and settled: every update up to `until` would change nothing.
+                        let skip = (until - u).as_nanos() / t.as_nanos() + 1;
+                        self.next_update = Some(u.saturating_add(Nanos(skip.saturating_mul(t.as_nanos()))));
+                        return;
+                    }
+                    d.update(u);
+                    self.next_update = Some(u.saturating_add(t));
+                    continue;
+                }
+            }
+            let Some(s) = start.filter(|&s| s <= until) else { return };
+            let mut dropped = |e: Entry| out(Decision::Drop { entry: e, reason: AqmDrop::Aqm });
+            if let Some((entry, mark)) = d.dequeue(s, rng, &mut dropped) {
+                let exit = self.server.admit_over_limit(s, entry.len);
+                self.free = exit;
+                out(Decision::Send { entry, start: s, exit, mark: mark || entry.marked });
+            }
+        }
     }
 }
 
