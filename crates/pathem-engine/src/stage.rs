@@ -237,20 +237,19 @@ impl Ingress {
             c.drop(DropReason::Police);
             return self.advance(frame.arrival);
         }
-        let fq = self.path.needs_flow_hash();
         let seq = self.undecided;
-        let entry = Entry {
-            seq,
-            arrival: frame.arrival,
-            len: frame.wire_len,
-            caplen: meta.caplen,
-            ecn: ecn_codepoint(frame.data),
-            flow: if fq { flow_hash(frame.data) } else { 0 },
-            marked: false,
-        };
-        // Served up to the arrival, then the frame joins: one visit to the discipline.
         let mut out = std::mem::take(&mut self.scratch);
         if let Some(b) = self.path.bottleneck() {
+            let entry = Entry {
+                seq,
+                arrival: frame.arrival,
+                len: frame.wire_len,
+                caplen: meta.caplen,
+                ecn: ecn_codepoint(frame.data),
+                flow: if b.needs_flow_hash() { flow_hash(frame.data) } else { 0 },
+                marked: false,
+            };
+            // Served up to the arrival, then the frame joins: one visit to the discipline.
             b.arrive(entry, &mut self.aqm_rng, &mut |d| out.push(d));
         }
         let mut refused = None;
@@ -554,30 +553,12 @@ impl Egress {
         Egress { line, counters, reorder, reorder_on, departures, undecided_done: 0, head_decision: None }
     }
 
-    /// Moves to reorder mode for good, carrying on from what in-order release has done: the
-    /// undecided records it finished, and the decision it holds for the head record.
-    #[cold]
-    fn enter_reorder(&mut self) {
-        let mut r = Reorder::new();
-        r.undecided_front = self.undecided_done;
-        self.reorder = Some(r);
-    }
-
     /// In order, for an undecided head record: its decision, taken from the queue when it is
     /// the next in the records' order. `None` while it has not come, or when decisions come
     /// out of order (FQ-CoDel, DualPI2 with several flows): then egress has moved to reorder
     /// mode, which takes any order.
     fn head_decision(&mut self) -> Option<Departure> {
-        if self.head_decision.is_none() {
-            let d = self.departures.pop().ok()?;
-            self.head_decision = Some(d);
-            if d.seq != self.undecided_done || d.edit != Edit::default() {
-                // Out of order, or edits to make to the frame: the heap's way handles both.
-                self.enter_reorder();
-                return None;
-            }
-        }
-        self.head_decision
+        head_decision(&mut self.head_decision, &mut self.departures, self.undecided_done, &mut self.reorder)
     }
 
     /// In order: the undecided head record has been sent or given up.
@@ -636,8 +617,15 @@ impl Egress {
         let mut n = 0;
         while n < budget {
             let Some(rec) = self.line.peek() else { break };
-            let release = if rec.release == UNDECIDED {
-                let Some(d) = self.head_decision() else { break };
+            let undecided = rec.release == UNDECIDED;
+            let release = if undecided {
+                let decision = head_decision(
+                    &mut self.head_decision,
+                    &mut self.departures,
+                    self.undecided_done,
+                    &mut self.reorder,
+                );
+                let Some(d) = decision else { break };
                 if d.release == UNDECIDED {
                     // Dropped after it was written (counted by ingress): give its room back.
                     self.head_done();
@@ -650,9 +638,7 @@ impl Egress {
             if release > upto {
                 break;
             }
-            // The same head record: deciding it took `&mut self`, so it is read again.
-            let Some(rec) = self.line.peek() else { break };
-            let (wire_len, undecided) = (rec.wire_len, rec.release == UNDECIDED);
+            let wire_len = rec.wire_len;
             if !tx.send(release, wire_len, rec.data) {
                 break;
             }
@@ -785,6 +771,37 @@ impl Egress {
         self.scan();
         self.reorder.as_ref().is_some_and(|r| r.waiting > 0)
     }
+}
+
+/// [`Egress::head_decision`] on the fields it needs, so that a record of the line can stay
+/// borrowed meanwhile.
+#[inline(always)]
+fn head_decision(
+    head: &mut Option<Departure>,
+    departures: &mut rtrb::Consumer<Departure>,
+    undecided_done: u64,
+    reorder: &mut Option<Reorder>,
+) -> Option<Departure> {
+    if head.is_none() {
+        let d = departures.pop().ok()?;
+        *head = Some(d);
+        if d.seq != undecided_done || d.edit != Edit::default() {
+            // Out of order, or edits to make to the frame: the heap's way handles both.
+            *reorder = Some(enter_reorder(undecided_done));
+            return None;
+        }
+    }
+    *head
+}
+
+/// Reorder mode, moved to for good, carrying on from what in-order release has done: the
+/// undecided records it finished (the decision it holds for the head record stays in
+/// `head_decision`, for the scan to take first).
+#[cold]
+fn enter_reorder(undecided_done: u64) -> Reorder {
+    let mut r = Reorder::new();
+    r.undecided_front = undecided_done;
+    r
 }
 
 /// The counter a discipline's drop goes to.

@@ -518,6 +518,7 @@ impl Path {
     /// What follows the bottleneck for a frame whose last bit leaves it at `exit`: loss, bit
     /// errors, delay, slots, duplication and corruption; `mark_ce` when the discipline marked
     /// it.
+    #[inline]
     pub fn after_link(&mut self, meta: FrameMeta, exit: Nanos, mark_ce: bool, rng: &mut Rng) -> Verdict {
         if self.full || mark_ce {
             self.finish::<true>(meta, exit, mark_ce, rng)
