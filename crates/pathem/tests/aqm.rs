@@ -686,7 +686,8 @@ impl Reference for DualPi2 {
                 return Some((pkt, false));
             }
             let pkt = self.cq.pop_front().unwrap();
-            if self.p_c > rng.unit() {
+            // No draw while p_C is 0 (`p_C > rand()` cannot hold).
+            if self.p_c > 0.0 && self.p_c > rng.unit() {
                 if !(self.ecn && pkt.ecn != 0) || overload {
                     drops.push(pkt.id);
                     continue;

@@ -100,6 +100,8 @@ pub struct DualPi2 {
     prevq: Nanos,
     /// The L queue's `recur` accumulator.
     l_count: f64,
+    /// The classic probability's cap, 1/k² (at most 1), worked out once.
+    p_cmax: f64,
 }
 
 impl DualPi2 {
@@ -114,6 +116,7 @@ impl DualPi2 {
             p_c: 0.0,
             prevq: Nanos::ZERO,
             l_count: 0.0,
+            p_cmax: (1.0 / (cfg.k * cfg.k)).min(1.0),
         }
     }
 
@@ -122,17 +125,13 @@ impl DualPi2 {
     }
 
     /// The classifier: ECT(1) and CE to L, the rest to C.
+    #[inline]
     fn classify(&mut self, e: Entry) {
         if e.ecn & 1 == 1 {
             self.l.push(e)
         } else {
             self.c.push(e)
         }
-    }
-
-    /// Classic drop/mark probability cap, 1/k².
-    fn p_cmax(&self) -> f64 {
-        (1.0 / (self.cfg.k * self.cfg.k)).min(1.0)
     }
 
     /// The native L4S ramp on a sojourn time.
@@ -148,8 +147,9 @@ impl DualPi2 {
     }
 
     /// RFC 9332's `dualpi2_dequeue` at `now`.
+    #[inline]
     fn serve(&mut self, now: Nanos, rng: &mut Rng, dropped: &mut dyn FnMut(Entry)) -> Option<(Entry, bool)> {
-        let overload = self.p_c >= self.p_cmax();
+        let overload = self.p_c >= self.p_cmax;
         loop {
             let from_l = match (self.l.front(), self.c.front()) {
                 (Some(l), Some(c)) => l.arrival <= c.arrival.saturating_add(self.cfg.tshift),
@@ -177,7 +177,8 @@ impl DualPi2 {
                 return Some((e, mark));
             }
             let e = self.c.pop()?;
-            if self.p_c > rng.unit() {
+            // No draw while p_C is 0: nothing could come of it.
+            if self.p_c > 0.0 && self.p_c > rng.unit() {
                 if !super::ecn::marks(self.ecn, e.ect(), !overload) {
                     dropped(e);
                     continue;
@@ -216,10 +217,12 @@ impl Discipline for DualPi2 {
     fn backlog(&self) -> (usize, u64) {
         (self.l.len() + self.c.len(), self.l.bytes() + self.c.bytes())
     }
+    #[inline]
     fn enqueue(&mut self, e: Entry, _: bool, _: bool, _: &mut Rng) -> Result<(), (Entry, AqmDrop)> {
         self.classify(e);
         Ok(())
     }
+    #[inline]
     fn dequeue(
         &mut self,
         now: Nanos,
