@@ -217,6 +217,7 @@ impl Ingress {
         }
     }
 
+    #[inline(always)]
     fn depart(&mut self, d: Departure) {
         if !self.held.is_empty() {
             self.held.push_back(d);

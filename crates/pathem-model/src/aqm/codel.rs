@@ -117,6 +117,7 @@ impl Codel {
     }
 
     /// RFC 8289's `dodequeue`: takes the head and says whether CoDel may drop it.
+    #[inline]
     fn take<Q: CodelQueue>(
         &mut self,
         cfg: &CodelConfig,
@@ -144,6 +145,7 @@ impl Codel {
 
     /// Dequeues at `now` (RFC 8289's `dequeue`): the frame to send, if any; frames CoDel
     /// drops on the way are handed to `dropped`.
+    #[inline]
     pub fn dequeue<Q: CodelQueue>(
         &mut self,
         cfg: &CodelConfig,

@@ -128,10 +128,12 @@ macro_rules! fifo_common {
 
 impl Discipline for DropTail {
     fifo_common!(q);
+    #[inline]
     fn enqueue(&mut self, e: Entry, _: bool, _: bool, _: &mut Rng) -> Result<(), (Entry, AqmDrop)> {
         self.q.push(e);
         Ok(())
     }
+    #[inline]
     fn dequeue(&mut self, _: Nanos, _: &mut Rng, _: &mut dyn FnMut(Entry)) -> Option<(Entry, bool)> {
         self.q.pop().map(|e| (e, false))
     }
@@ -143,10 +145,12 @@ impl Discipline for DropHead {
     fn when_full(&self) -> WhenFull {
         WhenFull::Evict
     }
+    #[inline]
     fn enqueue(&mut self, e: Entry, _: bool, _: bool, _: &mut Rng) -> Result<(), (Entry, AqmDrop)> {
         self.q.push(e);
         Ok(())
     }
+    #[inline]
     fn dequeue(&mut self, _: Nanos, _: &mut Rng, _: &mut dyn FnMut(Entry)) -> Option<(Entry, bool)> {
         self.q.pop().map(|e| (e, false))
     }
@@ -161,6 +165,7 @@ impl Discipline for RedFifo {
     fn when_full(&self) -> WhenFull {
         WhenFull::Ask
     }
+    #[inline]
     fn enqueue(&mut self, mut e: Entry, full: bool, on: bool, rng: &mut Rng) -> Result<(), (Entry, AqmDrop)> {
         match self.red.arrive(&self.config, self.q.bytes(), e.arrival, rng) {
             red::Verdict::Admit if full => Err((e, AqmDrop::Overlimit)),
@@ -177,6 +182,7 @@ impl Discipline for RedFifo {
             _ => Err((e, AqmDrop::Aqm)),
         }
     }
+    #[inline]
     fn dequeue(&mut self, now: Nanos, _: &mut Rng, _: &mut dyn FnMut(Entry)) -> Option<(Entry, bool)> {
         let e = self.q.pop()?;
         if self.q.is_empty() {
@@ -191,10 +197,12 @@ impl Discipline for RedFifo {
 
 impl Discipline for CodelFifo {
     fifo_common!(q);
+    #[inline]
     fn enqueue(&mut self, e: Entry, _: bool, _: bool, _: &mut Rng) -> Result<(), (Entry, AqmDrop)> {
         self.q.push(e);
         Ok(())
     }
+    #[inline]
     fn dequeue(&mut self, now: Nanos, _: &mut Rng, dropped: &mut dyn FnMut(Entry)) -> Option<(Entry, bool)> {
         self.codel.dequeue(&self.config, now, &mut self.q, dropped).map(|d| (d.item, d.marked))
     }
@@ -205,6 +213,7 @@ impl Discipline for CodelFifo {
 
 impl Discipline for PieFifo {
     fifo_common!(q);
+    #[inline]
     fn enqueue(&mut self, mut e: Entry, _: bool, on: bool, rng: &mut Rng) -> Result<(), (Entry, AqmDrop)> {
         // RFC 8033's enqueue: drop_early is asked first, the burst allowance after.
         if !(self.pie.drop_early(&self.config, self.q.bytes(), rng) && self.pie.burst_spent()) {
@@ -220,6 +229,7 @@ impl Discipline for PieFifo {
             Err((e, AqmDrop::Aqm))
         }
     }
+    #[inline]
     fn dequeue(&mut self, now: Nanos, _: &mut Rng, _: &mut dyn FnMut(Entry)) -> Option<(Entry, bool)> {
         let e = self.q.pop()?;
         self.pie.dequeued(now.saturating_sub(e.arrival));

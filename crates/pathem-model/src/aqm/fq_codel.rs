@@ -115,6 +115,7 @@ struct FlowView<'a> {
 
 impl CodelQueue for FlowView<'_> {
     type Item = Entry;
+    #[inline]
     fn pop(&mut self) -> Option<Head<Entry>> {
         let e = self.q.pop()?;
         *self.frames -= 1;
@@ -150,10 +151,12 @@ impl FqCodel {
 
     /// The queue a flow hash goes to: the hash scaled onto the queues by a multiply and a
     /// shift (Linux's `reciprocal_scale`, as its fq_codel does), not a division per frame.
+    #[inline]
     fn queue_of(&self, flow: u32) -> usize {
         ((u64::from(flow) * u64::from(self.cfg.flows)) >> 32) as usize
     }
 
+    #[inline]
     fn push(&mut self, e: Entry) {
         let i = self.queue_of(e.flow);
         let quantum = i64::from(self.cfg.quantum);
@@ -187,6 +190,7 @@ impl FqCodel {
 
     /// RFC 8290's dequeue at `now`: the frame to send and whether CoDel marks it; frames CoDel
     /// drops go to `dropped`.
+    #[inline]
     fn serve(&mut self, now: Nanos, dropped: &mut dyn FnMut(Entry)) -> Option<(Entry, bool)> {
         loop {
             let (from_new, i) = match (self.new_flows.front(), self.old_flows.front()) {
@@ -245,11 +249,13 @@ impl Discipline for FqCodel {
     fn when_full(&self) -> WhenFull {
         WhenFull::Evict
     }
+    #[inline]
     fn enqueue(&mut self, e: Entry, _: bool, _: bool, _: &mut Rng) -> Result<(), (Entry, AqmDrop)> {
         self.push(e);
         Ok(())
     }
     /// RFC 8290's dequeue at `now`.
+    #[inline]
     fn dequeue(&mut self, now: Nanos, _: &mut Rng, dropped: &mut dyn FnMut(Entry)) -> Option<(Entry, bool)> {
         self.serve(now, dropped)
     }

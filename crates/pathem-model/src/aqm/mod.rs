@@ -295,15 +295,18 @@ pub struct Fifo {
 }
 
 impl Fifo {
+    #[inline]
     pub fn push(&mut self, e: Entry) {
         self.bytes += u64::from(e.len);
         self.q.push_back(e);
     }
+    #[inline]
     pub fn pop(&mut self) -> Option<Entry> {
         let e = self.q.pop_front()?;
         self.bytes -= u64::from(e.len);
         Some(e)
     }
+    #[inline]
     pub fn front(&self) -> Option<&Entry> {
         self.q.front()
     }

@@ -106,6 +106,7 @@ impl Pie {
     }
 
     /// A frame left the queue after waiting `sojourn`.
+    #[inline]
     pub fn dequeued(&mut self, sojourn: Nanos) {
         self.qdelay = sojourn;
     }

@@ -94,6 +94,7 @@ impl Red {
     }
 
     /// A frame arrives at `now` and finds `queued` bytes waiting.
+    #[inline]
     pub fn arrive(&mut self, cfg: &RedConfig, queued: u64, now: Nanos, rng: &mut Rng) -> Verdict {
         match self.idle_since {
             // Floyd's aging over the idle time, from when the queue last went empty (nothing to
