@@ -29,9 +29,9 @@
 use crate::delay_line::{Reader, Slot, Writer, UNDECIDED};
 use crate::stats::Counters;
 use pathem_io::{RxFrame, TxPort};
-use pathem_model::aqm::{AqmDrop, Bottleneck, Decision, Entry};
+use pathem_model::aqm::{AqmDrop, Decision, Entry};
 use pathem_model::frame::{ecn_capable, ecn_codepoint, flip_bit, flow_hash, mark_ce};
-use pathem_model::path::Extra;
+use pathem_model::path::{After, Extra};
 use pathem_model::{DropReason, FrameMeta, Nanos, Path, PathConfig, Rng, Verdict};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -69,30 +69,34 @@ const DEPARTURES: usize = 1 << 16;
 /// Decides each frame's fate and writes kept frames into the delay line.
 pub struct Ingress {
     path: Path,
-    rng: Rng,
     /// The queue discipline's own stream ([`pathem_model::aqm::RNG_STREAM`]): its draws never
     /// depend on when the steps after it draw (a frame is decided at a later arrival or poll,
     /// as the server and the ports go).
     aqm_rng: Rng,
     line: Writer,
-    counters: Arc<Counters>,
     max_frame: usize,
-    ecn: bool,
-    reorder: bool,
     /// Tells egress that reordering is on (set before the first frame written under it).
     reorder_on: Arc<AtomicBool>,
+    /// Undecided records written so far (the next one's number).
+    undecided: u64,
+    /// The arrival of the last frame given to the queue discipline.
+    last_queued: Option<Nanos>,
+    fate: Fate,
+}
+
+/// What carrying out a frame's fate touches, apart from the path's models so that a queue
+/// discipline's decisions are carried out as it makes them, while it is borrowed.
+struct Fate {
+    rng: Rng,
+    counters: Arc<Counters>,
+    ecn: bool,
+    reorder: bool,
     /// The latest release time written: later frames are never released before it unless
     /// reordering is on (kept while it is, so that turning it off clamps from there).
     last_release: Nanos,
     /// Decisions for egress, and those that did not fit its queue yet.
     departures: rtrb::Producer<Departure>,
     held: VecDeque<Departure>,
-    /// Undecided records written so far (the next one's number).
-    undecided: u64,
-    /// The discipline's decisions being carried out (kept to reuse its allocation).
-    scratch: Vec<Decision>,
-    /// The arrival of the last frame given to the queue discipline.
-    last_queued: Option<Nanos>,
 }
 
 impl Ingress {
@@ -107,19 +111,20 @@ impl Ingress {
         Ingress {
             path,
             aqm_rng: rng.stream(pathem_model::aqm::RNG_STREAM),
-            rng,
             line,
-            counters,
             max_frame,
-            ecn: false,
-            reorder: false,
             reorder_on: Arc::new(AtomicBool::new(false)),
-            last_release: Nanos::ZERO,
-            departures,
-            held: VecDeque::new(),
             undecided: 0,
-            scratch: Vec::new(),
             last_queued: None,
+            fate: Fate {
+                rng,
+                counters,
+                ecn: false,
+                reorder: false,
+                last_release: Nanos::ZERO,
+                departures,
+                held: VecDeque::new(),
+            },
         }
     }
 
@@ -127,7 +132,7 @@ impl Ingress {
     /// is shared with the direction's egress, which releases by each frame's own time once it
     /// is set.
     pub fn with_options(mut self, ecn: bool, reorder: bool, reorder_on: Arc<AtomicBool>) -> Ingress {
-        self.ecn = ecn;
+        self.fate.ecn = ecn;
         self.reorder_on = reorder_on;
         self.set_reorder(reorder);
         self
@@ -140,7 +145,7 @@ impl Ingress {
         if reorder {
             self.reorder_on.store(true, Ordering::Release);
         }
-        self.reorder = reorder;
+        self.fate.reorder = reorder;
     }
 
     /// Applies a new configuration at `now`, between two frames; the models keep what state
@@ -148,13 +153,14 @@ impl Ingress {
     pub fn reconfigure(&mut self, config: &PathConfig, now: Nanos) {
         self.advance(now);
         self.path.reconfigure(config, now);
-        self.ecn = config.ecn;
+        self.fate.ecn = config.ecn;
         self.set_reorder(config.reorder);
         let pending = self.path.take_pending();
+        let after = self.path.after();
         for d in pending {
-            self.decided(d);
+            self.fate.decided(d, after);
         }
-        self.flush_departures();
+        self.fate.flush_departures();
     }
 
     /// True when the path has a queue discipline (not drop-tail).
@@ -176,14 +182,14 @@ impl Ingress {
 
     /// True while frames wait in the queue discipline or decisions wait for egress's queue.
     pub fn holds_frames(&self) -> bool {
-        self.path.next_bottleneck_event().is_some() || !self.held.is_empty()
+        self.path.next_bottleneck_event().is_some() || !self.fate.held.is_empty()
     }
 
     /// Serves the queue discipline up to `now`: every frame whose service starts by then is
     /// decided, and the decisions go to egress.
     #[inline]
     pub fn advance(&mut self, now: Nanos) {
-        if self.held.is_empty() && self.path.next_bottleneck_event().is_none_or(|t| t > now) {
+        if self.fate.held.is_empty() && self.path.next_bottleneck_event().is_none_or(|t| t > now) {
             return;
         }
         self.serve(now);
@@ -191,22 +197,158 @@ impl Ingress {
 
     #[inline(never)]
     fn serve(&mut self, now: Nanos) {
-        self.with_bottleneck(|b, rng, out| b.serve(now, rng, &mut |d| out.push(d)));
-        self.flush_departures();
+        let fate = &mut self.fate;
+        if let Some((b, after)) = self.path.bottleneck_and_after() {
+            b.serve(now, &mut self.aqm_rng, &mut |d| fate.decided(d, after));
+        }
+        fate.flush_departures();
     }
 
-    /// Runs `f` on the queue discipline, then carries out the decisions it made.
-    fn with_bottleneck(&mut self, f: impl FnOnce(&mut Bottleneck, &mut Rng, &mut Vec<Decision>)) {
-        let mut out = std::mem::take(&mut self.scratch);
-        if let Some(b) = self.path.bottleneck() {
-            f(b, &mut self.aqm_rng, &mut out);
-        }
-        for d in out.drain(..) {
-            self.decided(d);
-        }
-        self.scratch = out;
+    /// Hands waiting decisions to egress's queue, as many as fit.
+    pub fn flush_departures(&mut self) {
+        self.fate.flush_departures();
     }
 
+    /// A frame with a queue discipline: its record is written now, its fate decided later.
+    #[inline(never)]
+    fn push_queued(&mut self, frame: RxFrame<'_>, meta: FrameMeta) {
+        self.last_queued = Some(frame.arrival);
+        // The discipline hears of the frame before it is copied, so a frame it refuses on
+        // arrival (RED, PIE, a full queue) costs no copy and never reaches egress. `push` made
+        // the room first: an admitted frame's record is then written for certain.
+        if !self.path.police(&meta) {
+            Counters::drop(&self.fate.counters, DropReason::Police);
+            return self.advance(frame.arrival);
+        }
+        let seq = self.undecided;
+        let fate = &mut self.fate;
+        let mut refused = None;
+        if let Some((b, after)) = self.path.bottleneck_and_after() {
+            let entry = Entry {
+                seq,
+                arrival: frame.arrival,
+                len: frame.wire_len,
+                caplen: meta.caplen,
+                ecn: ecn_codepoint(frame.data),
+                flow: if b.needs_flow_hash() { flow_hash(frame.data) } else { 0 },
+                marked: false,
+            };
+            // Served up to the arrival, then the frame joins: one visit to the discipline,
+            // each decision carried out as it is made (this frame's refusal is kept: it has
+            // no record to give back).
+            b.arrive(entry, &mut self.aqm_rng, &mut |d| match d {
+                Decision::Drop { entry, reason } if entry.seq == seq => refused = Some(reason),
+                d => fate.decided(d, after),
+            });
+        }
+        if !fate.held.is_empty() {
+            fate.flush_departures();
+        }
+        if let Some(reason) = refused {
+            return Counters::drop(&fate.counters, aqm_reason(reason));
+        }
+        let written = self.line.push(UNDECIDED, frame.wire_len, frame.data, |_| {});
+        debug_assert!(written, "make_room promised the room");
+        fate.counters.written.inc();
+        self.undecided += 1;
+    }
+
+    /// Updates the occupancy gauges (every few milliseconds, never per frame).
+    pub fn gauges(&mut self, now: Nanos) {
+        let (frames, bytes) = self.path.queue_occupancy(now).unwrap_or((0, 0));
+        self.fate.counters.queue_frames.set(frames as u64);
+        self.fate.counters.queue_bytes.set(bytes);
+        self.fate.counters.delay_line_used.set(self.line.used() as u64);
+    }
+
+    /// Takes one received frame.
+    #[inline(always)]
+    pub fn push(&mut self, frame: RxFrame<'_>) {
+        let c = &*self.fate.counters;
+        c.rx_packets.inc();
+        c.rx_bytes.add(u64::from(frame.wire_len));
+        if frame.data.len() > self.max_frame {
+            c.drop(DropReason::Oversize);
+            return;
+        }
+        let meta = FrameMeta {
+            arrival: frame.arrival,
+            len: frame.wire_len,
+            caplen: frame.data.len() as u32,
+            ect: self.fate.ecn && ecn_capable(frame.data),
+        };
+        // A frame the line cannot hold is dropped before the path's models see it: had the
+        // link scheduled it (or a policer charged it), its time on the wire would delay every
+        // frame after it, unsent.
+        if !self.line.make_room(frame.data.len()) {
+            c.drop(DropReason::DelayLine);
+            return self.advance(frame.arrival);
+        }
+        if self.path.has_aqm() {
+            return self.push_queued(frame, meta);
+        }
+        let fwd = match self.path.process(meta, &mut self.fate.rng) {
+            Verdict::Drop(reason) => {
+                c.drop(reason);
+                return;
+            }
+            Verdict::Forward(fwd) => fwd,
+        };
+        let release = self.fate.clamp(fwd.release);
+        if let Some(extra) = fwd.extra {
+            return self.push_extra(frame, release, extra);
+        }
+        if self.line.push(release, frame.wire_len, frame.data, |_| {}) {
+            self.fate.last_release = self.fate.last_release.max(release);
+            c.written.inc();
+        } else {
+            c.drop(DropReason::DelayLine);
+        }
+    }
+
+    /// A frame that is marked, corrupted or duplicated: rare, so kept off the common path.
+    #[cold]
+    #[inline(never)]
+    fn push_extra(&mut self, frame: RxFrame<'_>, release: Nanos, extra: Extra) {
+        let c = &*self.fate.counters;
+        let edit = |bytes: &mut [u8]| {
+            if extra.mark_ce {
+                mark_ce(bytes);
+            }
+            if let Some(bit) = extra.corrupt_bit {
+                flip_bit(bytes, bit);
+            }
+        };
+        if !self.line.push(release, frame.wire_len, frame.data, edit) {
+            c.drop(DropReason::DelayLine);
+            return;
+        }
+        c.written.inc();
+        self.fate.last_release = self.fate.last_release.max(release);
+        if extra.mark_ce {
+            c.ecn_marked.inc();
+        }
+        if extra.corrupt_bit.is_some() {
+            c.corrupted.inc();
+        }
+        if extra.duplicate {
+            // The copy follows the original, uncorrupted (NetEm corrupts only the original).
+            let copy_edit = |bytes: &mut [u8]| {
+                if extra.mark_ce {
+                    mark_ce(bytes);
+                }
+            };
+            if self.line.push(release, frame.wire_len, frame.data, copy_edit) {
+                c.duplicated.inc();
+                c.written.inc();
+            } else {
+                c.drop(DropReason::DelayLine);
+            }
+        }
+    }
+}
+
+impl Fate {
     /// Hands waiting decisions to egress's queue, as many as fit.
     pub fn flush_departures(&mut self) {
         while let Some(&d) = self.held.front() {
@@ -226,56 +368,9 @@ impl Ingress {
         }
     }
 
-    /// A frame with a queue discipline: its record is written now, its fate decided later.
-    #[inline(never)]
-    fn push_queued(&mut self, frame: RxFrame<'_>, meta: FrameMeta) {
-        self.last_queued = Some(frame.arrival);
-        let c = &*self.counters;
-        // The discipline hears of the frame before it is copied, so a frame it refuses on
-        // arrival (RED, PIE, a full queue) costs no copy and never reaches egress. `push` made
-        // the room first: an admitted frame's record is then written for certain.
-        if !self.path.police(&meta) {
-            c.drop(DropReason::Police);
-            return self.advance(frame.arrival);
-        }
-        let seq = self.undecided;
-        let mut out = std::mem::take(&mut self.scratch);
-        if let Some(b) = self.path.bottleneck() {
-            let entry = Entry {
-                seq,
-                arrival: frame.arrival,
-                len: frame.wire_len,
-                caplen: meta.caplen,
-                ecn: ecn_codepoint(frame.data),
-                flow: if b.needs_flow_hash() { flow_hash(frame.data) } else { 0 },
-                marked: false,
-            };
-            // Served up to the arrival, then the frame joins: one visit to the discipline.
-            b.arrive(entry, &mut self.aqm_rng, &mut |d| out.push(d));
-        }
-        let mut refused = None;
-        for d in out.drain(..) {
-            match d {
-                Decision::Drop { entry, reason } if entry.seq == seq => refused = Some(reason),
-                d => self.decided(d),
-            }
-        }
-        self.scratch = out;
-        if !self.held.is_empty() {
-            self.flush_departures();
-        }
-        if let Some(reason) = refused {
-            return Counters::drop(&self.counters, aqm_reason(reason));
-        }
-        let written = self.line.push(UNDECIDED, frame.wire_len, frame.data, |_| {});
-        debug_assert!(written, "make_room promised the room");
-        self.counters.written.inc();
-        self.undecided += 1;
-    }
-
     /// Carries out one of the discipline's decisions: a dropped frame is counted and its
     /// record given up; a sent one goes through the steps after the link.
-    fn decided(&mut self, d: Decision) {
+    fn decided(&mut self, d: Decision, after: &mut After) {
         let c = &*self.counters;
         let (entry, start, exit, aqm_mark) = match d {
             Decision::Drop { entry, reason } => {
@@ -294,7 +389,7 @@ impl Ingress {
             caplen: entry.caplen,
             ect: self.ecn && entry.ect(),
         };
-        let fwd = match self.path.after_link(meta, exit, aqm_mark, &mut self.rng) {
+        let fwd = match after.after_link(meta, exit, aqm_mark, &mut self.rng) {
             Verdict::Drop(reason) => {
                 c.drop(reason);
                 return self.discard(entry.seq);
@@ -335,100 +430,6 @@ impl Ingress {
             return self.last_release;
         }
         release
-    }
-
-    /// Updates the occupancy gauges (every few milliseconds, never per frame).
-    pub fn gauges(&mut self, now: Nanos) {
-        let (frames, bytes) = self.path.queue_occupancy(now).unwrap_or((0, 0));
-        self.counters.queue_frames.set(frames as u64);
-        self.counters.queue_bytes.set(bytes);
-        self.counters.delay_line_used.set(self.line.used() as u64);
-    }
-
-    /// Takes one received frame.
-    #[inline(always)]
-    pub fn push(&mut self, frame: RxFrame<'_>) {
-        let c = &*self.counters;
-        c.rx_packets.inc();
-        c.rx_bytes.add(u64::from(frame.wire_len));
-        if frame.data.len() > self.max_frame {
-            c.drop(DropReason::Oversize);
-            return;
-        }
-        let meta = FrameMeta {
-            arrival: frame.arrival,
-            len: frame.wire_len,
-            caplen: frame.data.len() as u32,
-            ect: self.ecn && ecn_capable(frame.data),
-        };
-        // A frame the line cannot hold is dropped before the path's models see it: had the
-        // link scheduled it (or a policer charged it), its time on the wire would delay every
-        // frame after it, unsent.
-        if !self.line.make_room(frame.data.len()) {
-            c.drop(DropReason::DelayLine);
-            return self.advance(frame.arrival);
-        }
-        if self.path.has_aqm() {
-            return self.push_queued(frame, meta);
-        }
-        let fwd = match self.path.process(meta, &mut self.rng) {
-            Verdict::Drop(reason) => {
-                c.drop(reason);
-                return;
-            }
-            Verdict::Forward(fwd) => fwd,
-        };
-        let release = self.clamp(fwd.release);
-        if let Some(extra) = fwd.extra {
-            return self.push_extra(frame, release, extra);
-        }
-        if self.line.push(release, frame.wire_len, frame.data, |_| {}) {
-            self.last_release = self.last_release.max(release);
-            c.written.inc();
-        } else {
-            c.drop(DropReason::DelayLine);
-        }
-    }
-
-    /// A frame that is marked, corrupted or duplicated: rare, so kept off the common path.
-    #[cold]
-    #[inline(never)]
-    fn push_extra(&mut self, frame: RxFrame<'_>, release: Nanos, extra: Extra) {
-        let c = &*self.counters;
-        let edit = |bytes: &mut [u8]| {
-            if extra.mark_ce {
-                mark_ce(bytes);
-            }
-            if let Some(bit) = extra.corrupt_bit {
-                flip_bit(bytes, bit);
-            }
-        };
-        if !self.line.push(release, frame.wire_len, frame.data, edit) {
-            c.drop(DropReason::DelayLine);
-            return;
-        }
-        c.written.inc();
-        self.last_release = self.last_release.max(release);
-        if extra.mark_ce {
-            c.ecn_marked.inc();
-        }
-        if extra.corrupt_bit.is_some() {
-            c.corrupted.inc();
-        }
-        if extra.duplicate {
-            // The copy follows the original, uncorrupted (NetEm corrupts only the original).
-            let copy_edit = |bytes: &mut [u8]| {
-                if extra.mark_ce {
-                    mark_ce(bytes);
-                }
-            };
-            if self.line.push(release, frame.wire_len, frame.data, copy_edit) {
-                c.duplicated.inc();
-                c.written.inc();
-            } else {
-                c.drop(DropReason::DelayLine);
-            }
-        }
     }
 }
 

@@ -378,6 +378,13 @@ pub struct Path {
     neck: Neck,
     /// Decisions made while reconfiguring (a discipline switched off sends what it held).
     pending: Vec<Decision>,
+    after: After,
+}
+
+/// The steps after the bottleneck, apart from it so that a queue discipline's decisions can
+/// go through them while it is borrowed ([`Path::bottleneck_and_after`]).
+#[derive(Debug)]
+pub struct After {
     loss: Option<Loss>,
     ber: Option<BitErrors>,
     delay: Delay,
@@ -401,21 +408,23 @@ impl Path {
                 Some(l) => Neck::Discipline(Bottleneck::new(&config.aqm, l, config.ecn)),
             },
             pending: Vec::new(),
-            loss: config.loss.as_ref().map(Loss::new),
-            ber: config.ber.map(BitErrors::new),
-            delay: Delay::new(&config.delay),
-            slot: config.slot.clone().map(Slot::new),
-            skip: config.skip_delay.map(Skip::new),
-            duplicate: config.duplicate.map(|p| Chance::new(p, config.duplicate_correlation)),
-            corrupt: config.corrupt.map(|p| Chance::new(p, config.corrupt_correlation)),
-            ecn: config.ecn,
-            full: config.police.is_some()
-                || config.ber.is_some()
-                || config.slot.is_some()
-                || config.skip_delay.is_some()
-                || config.duplicate.is_some()
-                || config.corrupt.is_some()
-                || config.ecn,
+            after: After {
+                loss: config.loss.as_ref().map(Loss::new),
+                ber: config.ber.map(BitErrors::new),
+                delay: Delay::new(&config.delay),
+                slot: config.slot.clone().map(Slot::new),
+                skip: config.skip_delay.map(Skip::new),
+                duplicate: config.duplicate.map(|p| Chance::new(p, config.duplicate_correlation)),
+                corrupt: config.corrupt.map(|p| Chance::new(p, config.corrupt_correlation)),
+                ecn: config.ecn,
+                full: config.police.is_some()
+                    || config.ber.is_some()
+                    || config.slot.is_some()
+                    || config.skip_delay.is_some()
+                    || config.duplicate.is_some()
+                    || config.corrupt.is_some()
+                    || config.ecn,
+            },
         }
     }
 
@@ -446,22 +455,22 @@ impl Path {
             }
             _ => {}
         }
-        if let (Some(n), Some(o)) = (next.loss.as_mut(), self.loss.take()) {
+        if let (Some(n), Some(o)) = (next.after.loss.as_mut(), self.after.loss.take()) {
             n.inherit(o);
         }
-        if let (Some(n), Some(o)) = (next.slot.as_mut(), self.slot.take()) {
+        if let (Some(n), Some(o)) = (next.after.slot.as_mut(), self.after.slot.take()) {
             n.inherit(o);
         }
-        if let (Some(n), Some(o)) = (next.skip.as_mut(), self.skip.take()) {
+        if let (Some(n), Some(o)) = (next.after.skip.as_mut(), self.after.skip.take()) {
             n.inherit(o);
         }
-        for (n, o) in [(&mut next.duplicate, &self.duplicate), (&mut next.corrupt, &self.corrupt)] {
+        for (n, o) in [(&mut next.after.duplicate, &self.after.duplicate), (&mut next.after.corrupt, &self.after.corrupt)] {
             if let (Some(n), Some(o)) = (n.as_mut(), o.as_ref()) {
                 n.inherit(o);
             }
         }
-        let old_delay = std::mem::replace(&mut self.delay, Delay::new(&DelayConfig::default()));
-        next.delay.inherit(old_delay);
+        let old_delay = std::mem::replace(&mut self.after.delay, Delay::new(&DelayConfig::default()));
+        next.after.delay.inherit(old_delay);
         *self = next;
     }
 
@@ -515,16 +524,26 @@ impl Path {
         self.police.as_mut().is_none_or(|p| p.admit(meta.arrival, meta.len))
     }
 
-    /// What follows the bottleneck for a frame whose last bit leaves it at `exit`: loss, bit
-    /// errors, delay, slots, duplication and corruption; `mark_ce` when the discipline marked
-    /// it.
+    /// What follows the bottleneck for a frame whose last bit leaves it at `exit` (see
+    /// [`After::after_link`]).
     #[inline]
     pub fn after_link(&mut self, meta: FrameMeta, exit: Nanos, mark_ce: bool, rng: &mut Rng) -> Verdict {
-        if self.full || mark_ce {
-            self.finish::<true>(meta, exit, mark_ce, rng)
-        } else {
-            self.finish::<false>(meta, exit, false, rng)
+        self.after.after_link(meta, exit, mark_ce, rng)
+    }
+
+    /// The queue discipline, when the path has one, with the steps after it: the caller
+    /// drives the one and finishes each frame it sends with the other.
+    #[inline]
+    pub fn bottleneck_and_after(&mut self) -> Option<(&mut Bottleneck, &mut After)> {
+        match &mut self.neck {
+            Neck::Discipline(b) => Some((b, &mut self.after)),
+            _ => None,
         }
+    }
+
+    /// The steps after the bottleneck.
+    pub fn after(&mut self) -> &mut After {
+        &mut self.after
     }
 
     /// Decides the fate of one frame.
@@ -532,7 +551,7 @@ impl Path {
     pub fn process(&mut self, meta: FrameMeta, rng: &mut Rng) -> Verdict {
         // Two copies of one body: the common one has the rarely used models compiled out, so
         // a path of rate, loss and delay pays nothing for the models it does not use.
-        if self.full {
+        if self.after.full {
             self.run::<true>(meta, rng)
         } else {
             self.run::<false>(meta, rng)
@@ -544,7 +563,7 @@ impl Path {
         if FULL && !self.police(&meta) {
             return Verdict::Drop(DropReason::Police);
         }
-        let markable = crate::aqm::ecn::marks(self.ecn, meta.ect, FULL);
+        let markable = crate::aqm::ecn::marks(self.after.ecn, meta.ect, FULL);
         let mut mark_ce = false;
         let exit = match &mut self.neck {
             Neck::DropTail(link) => match link.admit(meta.arrival, meta.len) {
@@ -558,7 +577,21 @@ impl Path {
             // With a discipline, frames come through `after_link` (the caller drives it).
             Neck::None | Neck::Discipline(_) => meta.arrival,
         };
-        self.finish::<FULL>(meta, exit, mark_ce, rng)
+        self.after.finish::<FULL>(meta, exit, mark_ce, rng)
+    }
+}
+
+impl After {
+    /// What follows the bottleneck for a frame whose last bit leaves it at `exit`: loss, bit
+    /// errors, delay, slots, duplication and corruption; `mark_ce` when the discipline marked
+    /// it.
+    #[inline]
+    pub fn after_link(&mut self, meta: FrameMeta, exit: Nanos, mark_ce: bool, rng: &mut Rng) -> Verdict {
+        if self.full || mark_ce {
+            self.finish::<true>(meta, exit, mark_ce, rng)
+        } else {
+            self.finish::<false>(meta, exit, false, rng)
+        }
     }
 
     /// The steps after the link, for a frame that leaves it at `exit`.
@@ -751,7 +784,7 @@ mod tests {
         let mut bad = false;
         for _ in 0..2000 {
             // Once the chain went Bad (r = 0.1%), it stays Bad across a change.
-            if let Some(Loss::GilbertElliott { bad: b, .. }) = &path.loss {
+            if let Some(Loss::GilbertElliott { bad: b, .. }) = &path.after.loss {
                 bad = *b;
             }
             if bad {
@@ -761,7 +794,7 @@ mod tests {
         }
         assert!(bad, "the chain reached Bad");
         path.reconfigure(&rate("16mbit"), Nanos::from_millis(1));
-        assert!(matches!(&path.loss, Some(Loss::GilbertElliott { bad: true, .. })), "kept Bad");
+        assert!(matches!(&path.after.loss, Some(Loss::GilbertElliott { bad: true, .. })), "kept Bad");
         let mut fresh = Path::new(&PathConfig { loss: None, ..rate("16mbit") });
         fresh.reconfigure(&PathConfig { loss: None, ..rate("16mbit") }, Nanos(0));
         let v = fresh.process(FrameMeta::new(Nanos(0), 1000), &mut rng);
