@@ -147,7 +147,7 @@ impl DualPi2 {
     }
 
     /// RFC 9332's `dualpi2_dequeue` at `now`.
-    #[inline]
+    #[inline(always)]
     fn serve(&mut self, now: Nanos, rng: &mut Rng, dropped: &mut dyn FnMut(Entry)) -> Option<(Entry, bool)> {
         let overload = self.p_c >= self.p_cmax;
         loop {
@@ -222,7 +222,7 @@ impl Discipline for DualPi2 {
         self.classify(e);
         Ok(())
     }
-    #[inline]
+    #[inline(always)]
     fn dequeue(
         &mut self,
         now: Nanos,

@@ -190,7 +190,7 @@ impl FqCodel {
 
     /// RFC 8290's dequeue at `now`: the frame to send and whether CoDel marks it; frames CoDel
     /// drops go to `dropped`.
-    #[inline]
+    #[inline(always)]
     fn serve(&mut self, now: Nanos, dropped: &mut dyn FnMut(Entry)) -> Option<(Entry, bool)> {
         loop {
             let (from_new, i) = match (self.new_flows.front(), self.old_flows.front()) {
@@ -208,7 +208,7 @@ impl FqCodel {
                 continue;
             }
             let mut view = FlowView { q: &mut flow.q, frames: &mut self.frames, bytes: &mut self.bytes };
-            match flow.codel.dequeue(&self.cfg.codel, now, &mut view, &mut *dropped) {
+            match flow.codel.dequeue_inlined(&self.cfg.codel, now, &mut view, &mut *dropped) {
                 Some(d) => {
                     flow.deficit -= i64::from(d.item.len);
                     return Some((d.item, d.marked));
@@ -255,7 +255,7 @@ impl Discipline for FqCodel {
         Ok(())
     }
     /// RFC 8290's dequeue at `now`.
-    #[inline]
+    #[inline(always)]
     fn dequeue(&mut self, now: Nanos, _: &mut Rng, dropped: &mut dyn FnMut(Entry)) -> Option<(Entry, bool)> {
         self.serve(now, dropped)
     }
