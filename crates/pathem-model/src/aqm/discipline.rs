@@ -202,7 +202,7 @@ impl Discipline for CodelFifo {
         self.q.push(e);
         Ok(())
     }
-    #[inline]
+    #[inline(always)]
     fn dequeue(&mut self, now: Nanos, _: &mut Rng, dropped: &mut dyn FnMut(Entry)) -> Option<(Entry, bool)> {
         self.codel.dequeue(&self.config, now, &mut self.q, dropped).map(|d| (d.item, d.marked))
     }
