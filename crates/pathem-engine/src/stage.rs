@@ -30,7 +30,7 @@ use crate::delay_line::{Reader, Slot, Writer, UNDECIDED};
 use crate::stats::Counters;
 use pathem_io::{RxFrame, TxPort};
 use pathem_model::aqm::{AqmDrop, Decision, Entry};
-use pathem_model::frame::{ecn_capable, ecn_codepoint, flip_bit, flow_hash, mark_ce};
+use pathem_model::frame::{ecn_and_flow, ecn_capable, ecn_codepoint, flip_bit, mark_ce};
 use pathem_model::path::{After, Extra};
 use pathem_model::{DropReason, FrameMeta, Nanos, Path, PathConfig, Rng, Verdict};
 use std::cmp::Reverse;
@@ -224,13 +224,17 @@ impl Ingress {
         let fate = &mut self.fate;
         let mut refused = None;
         if let Some((b, after)) = self.path.bottleneck_and_after() {
+            let (ecn, flow) = match b.needs_flow_hash() {
+                true => ecn_and_flow(frame.data),
+                false => (ecn_codepoint(frame.data), 0),
+            };
             let entry = Entry {
                 seq,
                 arrival: frame.arrival,
                 len: frame.wire_len,
                 caplen: meta.caplen,
-                ecn: ecn_codepoint(frame.data),
-                flow: if b.needs_flow_hash() { flow_hash(frame.data) } else { 0 },
+                ecn,
+                flow,
                 marked: false,
             };
             // Served up to the arrival, then the frame joins: one visit to the discipline,

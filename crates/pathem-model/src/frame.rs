@@ -32,6 +32,21 @@ pub fn ecn_codepoint(frame: &[u8]) -> u8 {
 /// Ethernet addresses for frames without IP. The same flow always hashes the same. A round per
 /// eight bytes of key (IPv4: two), with one multiply each.
 pub fn flow_hash(frame: &[u8]) -> u32 {
+    flow_hash_at(frame, ip_header(frame))
+}
+
+/// The ECN codepoint and the flow hash of a frame ([`ecn_codepoint`], [`flow_hash`]), its
+/// headers parsed once.
+#[inline]
+pub fn ecn_and_flow(frame: &[u8]) -> (u8, u32) {
+    let ip = ip_header(frame);
+    let ecn = ip.map_or(0, |(ip, v6)| if v6 { (frame[ip + 1] >> 4) & 0b11 } else { frame[ip + 1] & 0b11 });
+    (ecn, flow_hash_at(frame, ip))
+}
+
+/// [`flow_hash`] of a frame whose IP header `ip_header` found.
+#[inline(always)]
+fn flow_hash_at(frame: &[u8], ip: Option<(usize, bool)>) -> u32 {
     #[inline(always)]
     fn round(h: u64, w: u64) -> u64 {
         let h = (h ^ w).wrapping_mul(0xff51_afd7_ed55_8ccd);
@@ -52,7 +67,7 @@ pub fn flow_hash(frame: &[u8]) -> u32 {
         }
     };
     let mut h: u64 = 0x9e37_79b9_7f4a_7c15;
-    match ip_header(frame) {
+    match ip {
         Some((ip, false)) => {
             let ihl = usize::from(frame[ip] & 0x0f) * 4;
             let proto = frame[ip + 9];
@@ -226,5 +241,20 @@ mod tests {
         let mut arp = vec![0u8; 60];
         arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
         assert!(!mark_ce(&mut arp));
+    }
+
+    proptest::proptest! {
+        /// The one-parse form gives what the two functions give, for any bytes: a frame of
+        /// any kind, cut anywhere, behind up to two VLAN tags.
+        #[test]
+        fn ecn_and_flow_is_ecn_codepoint_and_flow_hash(
+            head in proptest::sample::select(vec![0x0800u16, 0x86dd, 0x8100, 0x88a8, 0x0806]),
+            tail in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..80),
+        ) {
+            let mut f = vec![0u8; 12];
+            f.extend(head.to_be_bytes());
+            f.extend(tail);
+            proptest::prop_assert_eq!(ecn_and_flow(&f), (ecn_codepoint(&f), flow_hash(&f)));
+        }
     }
 }

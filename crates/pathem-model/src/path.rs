@@ -464,7 +464,10 @@ impl Path {
         if let (Some(n), Some(o)) = (next.after.skip.as_mut(), self.after.skip.take()) {
             n.inherit(o);
         }
-        for (n, o) in [(&mut next.after.duplicate, &self.after.duplicate), (&mut next.after.corrupt, &self.after.corrupt)] {
+        for (n, o) in [
+            (&mut next.after.duplicate, &self.after.duplicate),
+            (&mut next.after.corrupt, &self.after.corrupt),
+        ] {
             if let (Some(n), Some(o)) = (n.as_mut(), o.as_ref()) {
                 n.inherit(o);
             }

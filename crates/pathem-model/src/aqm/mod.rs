@@ -572,7 +572,13 @@ impl Core {
     }
 
     #[inline(always)]
-    fn serve<D: Discipline>(&mut self, d: &mut D, until: Nanos, rng: &mut Rng, out: &mut impl FnMut(Decision)) {
+    fn serve<D: Discipline>(
+        &mut self,
+        d: &mut D,
+        until: Nanos,
+        rng: &mut Rng,
+        out: &mut impl FnMut(Decision),
+    ) {
         loop {
             let start = self.next_start(d);
             if let (Some(u), Some(t)) = (self.next_update, d.update_interval()) {
