@@ -176,13 +176,19 @@ impl FqCodel {
         // Only a listed flow holds frames (a flow is listed when its first frame comes and
         // leaves the lists only once empty), so the fattest is among the new and old flows:
         // the lists are searched, not every bucket.
-        let i = self
-            .new_flows
-            .iter()
-            .chain(&self.old_flows)
-            .map(|&i| i as usize)
-            .max_by_key(|&i| (self.flows[i].q.bytes(), std::cmp::Reverse(i)))?;
-        let e = self.flows[i].q.pop()?;
+        // The most bytes, the lowest index among equals; a plain loop over the lists' slices.
+        let mut fattest: Option<(u64, u32)> = None;
+        let (a, b) = self.new_flows.as_slices();
+        let (c, d) = self.old_flows.as_slices();
+        for part in [a, b, c, d] {
+            for &i in part {
+                let bytes = self.flows[i as usize].q.bytes();
+                if fattest.is_none_or(|(most, at)| bytes > most || (bytes == most && i < at)) {
+                    fattest = Some((bytes, i));
+                }
+            }
+        }
+        let e = self.flows[fattest?.1 as usize].q.pop()?;
         self.frames -= 1;
         self.bytes -= u64::from(e.len);
         Some(e)
