@@ -356,8 +356,8 @@ macro_rules! each {
 /// The bottleneck with a queue discipline: its queue(s), the discipline's state, and the
 /// link's server (rate or trace, as configured) that sets each frame's transmission.
 ///
-/// Each public call picks the discipline once and runs [`Core`]'s code made for it, so a
-/// frame's visit costs one dispatch and the discipline's own steps inline.
+/// Each public call picks the discipline once and runs the shared code (`Core`'s) made for
+/// it, so a frame's visit costs one dispatch and the discipline's own steps inline.
 #[derive(Debug)]
 pub struct Bottleneck {
     disc: Disc,
