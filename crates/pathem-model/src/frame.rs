@@ -248,11 +248,16 @@ mod tests {
         /// any kind, cut anywhere, behind up to two VLAN tags.
         #[test]
         fn ecn_and_flow_is_ecn_codepoint_and_flow_hash(
-            head in proptest::sample::select(vec![0x0800u16, 0x86dd, 0x8100, 0x88a8, 0x0806]),
+            tags in proptest::collection::vec(proptest::sample::select(vec![0x8100u16, 0x88a8]), 0..3),
+            kind in proptest::sample::select(vec![0x0800u16, 0x86dd, 0x0806]),
             tail in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..80),
         ) {
             let mut f = vec![0u8; 12];
-            f.extend(head.to_be_bytes());
+            for t in tags {
+                f.extend(t.to_be_bytes());
+                f.extend([0, 7]);
+            }
+            f.extend(kind.to_be_bytes());
             f.extend(tail);
             proptest::prop_assert_eq!(ecn_and_flow(&f), (ecn_codepoint(&f), flow_hash(&f)));
         }

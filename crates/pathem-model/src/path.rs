@@ -487,16 +487,6 @@ impl Path {
         }
     }
 
-    /// The bottleneck's queue discipline, when the path has one (not drop-tail): the caller
-    /// drives it ([`Bottleneck::serve`], [`Bottleneck::enqueue`]), then finishes each frame
-    /// it sends with [`Path::after_link`].
-    pub fn bottleneck(&mut self) -> Option<&mut Bottleneck> {
-        match &mut self.neck {
-            Neck::Discipline(b) => Some(b),
-            _ => None,
-        }
-    }
-
     /// The queue discipline's next event, when one waits (see [`Bottleneck::next_event`]).
     pub fn next_bottleneck_event(&self) -> Option<Nanos> {
         match &self.neck {
@@ -534,8 +524,9 @@ impl Path {
         self.after.after_link(meta, exit, mark_ce, rng)
     }
 
-    /// The queue discipline, when the path has one, with the steps after it: the caller
-    /// drives the one and finishes each frame it sends with the other.
+    /// The queue discipline, when the path has one (not drop-tail), with the steps after it:
+    /// the caller drives the one ([`Bottleneck::arrive`], [`Bottleneck::serve`]) and finishes
+    /// each frame it sends with the other ([`After::after_link`]).
     #[inline]
     pub fn bottleneck_and_after(&mut self) -> Option<(&mut Bottleneck, &mut After)> {
         match &mut self.neck {

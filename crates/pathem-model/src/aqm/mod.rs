@@ -3,7 +3,7 @@
 //!
 //! Drop-tail, the default, is not here: it stays the link's arrival-time formula
 //! ([`crate::link`]). With any other discipline the bottleneck is a [`Bottleneck`]: a real
-//! queue of [`Entry`]s (16-odd bytes of metadata per frame; the frames themselves stay where
+//! queue of [`Entry`]s (32 bytes of metadata per frame; the frames themselves stay where
 //! the engine copied them) in front of the link's server. The caller drives it as an event
 //! simulation that reads no clock:
 //! - [`Bottleneck::serve`]`(until)` serves the queue up to an instant: each service starts at
@@ -11,7 +11,8 @@
 //!   as it is then), and hands out a [`Decision`] per frame: sent (with its start and exit
 //!   times, CE-marked or not) or dropped (by the discipline, or over the hard limit);
 //! - [`Bottleneck::enqueue`] adds a frame at its arrival, after `serve(arrival)`, so every
-//!   decision sees exactly the frames that had arrived by its instant.
+//!   decision sees exactly the frames that had arrived by its instant
+//!   ([`Bottleneck::arrive`] does both in one visit).
 //!
 //! Departures at an instant come before arrivals at that same instant, as with drop-tail
 //! (a frame whose exit equals an arrival has left). The backlog a discipline sees counts the
@@ -439,12 +440,15 @@ impl Bottleneck {
     }
 
     /// A frame's arrival in one visit: the queue served up to `e.arrival`, then `e` added
-    /// ([`serve`](Self::serve) then [`enqueue`](Self::enqueue)).
+    /// ([`serve`](Self::serve) then [`enqueue`](Self::enqueue)). Served also when only a
+    /// settled controller's updates are due: `serve` passes them over while the queue is
+    /// empty, as they change nothing; run after the frame joined, they would see it.
     #[inline]
     pub fn arrive(&mut self, e: Entry, rng: &mut Rng, out: &mut impl FnMut(Decision)) {
         let core = &mut self.core;
         each!(&mut self.disc, d => {
-            if core.next_event(d).is_some_and(|t| t <= e.arrival) {
+            let due = |t: Nanos| t <= e.arrival;
+            if core.next_event(d).is_some_and(due) || core.next_update.is_some_and(due) {
                 core.serve(d, e.arrival, rng, out);
             }
             core.enqueue(d, e, rng, out)
@@ -609,6 +613,60 @@ impl Core {
 #[cfg(test)]
 mod kinds_tests {
     use super::*;
+
+    /// `arrive` is `serve` up to the arrival then `enqueue`, for every kind: across idle gaps
+    /// long enough for the periodic controllers (PIE, DualPI2) to settle, bursts, overload,
+    /// ECN-capable and not, several flows, and polls in between.
+    #[test]
+    fn arrive_is_serve_then_enqueue() {
+        let link = LinkConfig::rate(crate::units::Rate(8_000_000));
+        for k in &KINDS {
+            let aqm: AqmConfig = k.name.parse().unwrap();
+            let (mut a, mut b) = (Bottleneck::new(&aqm, &link, true), Bottleneck::new(&aqm, &link, true));
+            let (mut ra, mut rb) = (Rng::seeded(7), Rng::seeded(7));
+            let (mut da, mut db) = (Vec::new(), Vec::new());
+            let mut pattern = Rng::seeded(8);
+            let mut t = Nanos::from_secs(1);
+            for seq in 0..6000u64 {
+                // 1500-byte frames take 1.5 ms here: phases of overload, of light load, and
+                // a two-second silence every 1000 frames, after a burst of ten.
+                let gap = match seq % 1000 {
+                    0 => Nanos::from_secs(2),
+                    s if s >= 990 => Nanos::ZERO,
+                    s if s < 400 => Nanos(pattern.below(1_000_000)),
+                    _ => Nanos(1_000_000 + pattern.below(4_000_000)),
+                };
+                t = t + gap;
+                if seq % 97 == 0 || seq % 1000 == 0 {
+                    // A poll between arrivals, as the engine makes (in a silence, half-way:
+                    // a periodic controller settles there, and its updates are due again
+                    // when the next frame comes).
+                    let back = if seq % 1000 == 0 { Nanos::from_secs(1) } else { Nanos(1_000) };
+                    let poll = t.saturating_sub(back);
+                    a.serve(poll, &mut ra, &mut |d| da.push(d));
+                    b.serve(poll, &mut rb, &mut |d| db.push(d));
+                }
+                let e = Entry {
+                    seq,
+                    arrival: t,
+                    len: 1500,
+                    caplen: 1500,
+                    ecn: [ecn::NOT_ECT, ecn::ECT0, ecn::ECT1][(seq % 3) as usize],
+                    flow: (seq % 5) as u32 * 0x3333_3333,
+                    marked: false,
+                };
+                a.arrive(e, &mut ra, &mut |d| da.push(d));
+                b.serve(t, &mut rb, &mut |d| db.push(d));
+                b.enqueue(e, &mut rb, &mut |d| db.push(d));
+            }
+            a.serve(Nanos::MAX, &mut ra, &mut |d| da.push(d));
+            b.serve(Nanos::MAX, &mut rb, &mut |d| db.push(d));
+            assert_eq!(da.len(), db.len(), "{}", k.name);
+            if let Some(i) = (0..da.len()).find(|&i| da[i] != db[i]) {
+                panic!("{}: decision {i} differs: {:?} against {:?}", k.name, da[i], db[i]);
+            }
+        }
+    }
 
     #[test]
     fn every_kind_parses_by_its_name_and_is_named_back() {
