@@ -636,7 +636,7 @@ mod kinds_tests {
                     s if s < 400 => Nanos(pattern.below(1_000_000)),
                     _ => Nanos(1_000_000 + pattern.below(4_000_000)),
                 };
-                t = t + gap;
+                t += gap;
                 if seq % 97 == 0 || seq % 1000 == 0 {
                     // A poll between arrivals, as the engine makes (in a silence, half-way:
                     // a periodic controller settles there, and its updates are due again
