@@ -336,6 +336,16 @@ fn drive(job: Job<'_>, stop: &AtomicBool) -> Result<(), Error> {
     Ok(run(&mut tasks, &mut clock, stop)?)
 }
 
+/// What a direction's input may sleep on: its port's sockets; with queue readers on other
+/// CPUs, nothing (`None`: it never sleeps, as a poll-mode port, since their frames cannot
+/// wake it).
+fn wake_fds(rx: &Fanin<LiveRx>) -> Vec<Option<RawFd>> {
+    match rx.readers() {
+        0 => rx.port.raw_fds(),
+        _ => vec![None],
+    }
+}
+
 /// A direction's stages as placed: whole on one thread, or input and output apart.
 enum Staged {
     Whole(LivePipe),
@@ -356,8 +366,8 @@ fn place(
     // No CPU or one: everything on one thread.
     if cores[0].len() < 2 && cores[1].is_empty() {
         let (mut ab, mut ba) = (ab, ba);
-        let mut fds = ab.input.rx.port.raw_fds();
-        fds.extend(ba.iter().flat_map(|p| p.input.rx.port.raw_fds()));
+        let mut fds = wake_fds(&ab.input.rx);
+        fds.extend(ba.iter().flat_map(|p| wake_fds(&p.input.rx)));
         let mut tasks: Vec<&mut (dyn Task + Send)> = vec![&mut ab];
         tasks.extend(ba.as_mut().map(|p| p as &mut (dyn Task + Send)));
         drive(Job { cpu: cores[0].first().copied(), tasks, fds }, stop)?;
@@ -376,17 +386,13 @@ fn place(
         match st {
             None => {}
             Some(Staged::Whole(p)) => {
-                let fds = p.input.rx.port.raw_fds();
+                let fds = wake_fds(&p.input.rx);
                 jobs.push(Job { cpu: Some(cpus[0]), tasks: vec![p], fds });
             }
             Some(Staged::Split(input, output)) => {
-                // An input with readers never sleeps (as a poll-mode port): their frames cannot
-                // wake it. Readers spin too (a sleeping reader would hold back every frame;
+                // Readers spin (a sleeping reader would hold back every frame;
                 // `pathem_engine::fanin`).
-                let fds = match input.rx.readers() {
-                    0 => input.rx.port.raw_fds(),
-                    _ => vec![None],
-                };
+                let fds = wake_fds(&input.rx);
                 jobs.push(Job { cpu: Some(cpus[0]), tasks: vec![input], fds });
                 let mut out = Job { cpu: Some(cpus[1]), tasks: vec![output], fds: Vec::new() };
                 for (k, r) in rs.iter_mut().enumerate() {
