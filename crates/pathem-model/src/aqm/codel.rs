@@ -144,22 +144,11 @@ impl Codel {
     }
 
     /// Dequeues at `now` (RFC 8289's `dequeue`): the frame to send, if any; frames CoDel
-    /// drops on the way are handed to `dropped`.
-    #[inline]
-    pub fn dequeue<Q: CodelQueue>(
-        &mut self,
-        cfg: &CodelConfig,
-        now: Nanos,
-        q: &mut Q,
-        dropped: impl FnMut(Q::Item),
-    ) -> Option<Dequeued<Q::Item>> {
-        self.dequeue_inlined(cfg, now, q, dropped)
-    }
-
-    /// [`dequeue`](Self::dequeue) inlined into its caller: FQ-CoDel's scheduler, which runs
-    /// it for every frame of every flow (58 instructions a frame less than a call).
+    /// drops on the way are handed to `dropped`. Inlined into its callers, CoDel's FIFO and
+    /// FQ-CoDel's scheduler, which run it for every frame (58 instructions a frame less than
+    /// a call).
     #[inline(always)]
-    pub(crate) fn dequeue_inlined<Q: CodelQueue>(
+    pub fn dequeue<Q: CodelQueue>(
         &mut self,
         cfg: &CodelConfig,
         now: Nanos,

@@ -214,7 +214,7 @@ impl FqCodel {
                 continue;
             }
             let mut view = FlowView { q: &mut flow.q, frames: &mut self.frames, bytes: &mut self.bytes };
-            match flow.codel.dequeue_inlined(&self.cfg.codel, now, &mut view, &mut *dropped) {
+            match flow.codel.dequeue(&self.cfg.codel, now, &mut view, &mut *dropped) {
                 Some(d) => {
                     flow.deficit -= i64::from(d.item.len);
                     return Some((d.item, d.marked));
