@@ -18,8 +18,17 @@ fn ip_header(frame: &[u8]) -> Option<(usize, bool)> {
 /// The two ECN bits of the frame's IP header, if it has one.
 fn ecn_bits(frame: &[u8]) -> Option<(usize, bool, u8)> {
     let (ip, v6) = ip_header(frame)?;
-    let bits = if v6 { (frame[ip + 1] >> 4) & 0b11 } else { frame[ip + 1] & 0b11 };
-    Some((ip, v6, bits))
+    Some((ip, v6, ecn_at(frame, ip, v6)))
+}
+
+/// The two ECN bits of the IP header at `ip` (IPv6 when `v6`), which `ip_header` found.
+#[inline(always)]
+fn ecn_at(frame: &[u8], ip: usize, v6: bool) -> u8 {
+    if v6 {
+        (frame[ip + 1] >> 4) & 0b11
+    } else {
+        frame[ip + 1] & 0b11
+    }
 }
 
 /// The ECN codepoint of the frame's IP header (0, not ECT, for frames without one).
@@ -40,7 +49,7 @@ pub fn flow_hash(frame: &[u8]) -> u32 {
 #[inline]
 pub fn ecn_and_flow(frame: &[u8]) -> (u8, u32) {
     let ip = ip_header(frame);
-    let ecn = ip.map_or(0, |(ip, v6)| if v6 { (frame[ip + 1] >> 4) & 0b11 } else { frame[ip + 1] & 0b11 });
+    let ecn = ip.map_or(0, |(ip, v6)| ecn_at(frame, ip, v6));
     (ecn, flow_hash_at(frame, ip))
 }
 

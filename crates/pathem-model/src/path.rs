@@ -517,13 +517,6 @@ impl Path {
         self.police.as_mut().is_none_or(|p| p.admit(meta.arrival, meta.len))
     }
 
-    /// What follows the bottleneck for a frame whose last bit leaves it at `exit` (see
-    /// [`After::after_link`]).
-    #[inline]
-    pub fn after_link(&mut self, meta: FrameMeta, exit: Nanos, mark_ce: bool, rng: &mut Rng) -> Verdict {
-        self.after.after_link(meta, exit, mark_ce, rng)
-    }
-
     /// The queue discipline, when the path has one (not drop-tail), with the steps after it:
     /// the caller drives the one ([`Bottleneck::arrive`], [`Bottleneck::serve`]) and finishes
     /// each frame it sends with the other ([`After::after_link`]).

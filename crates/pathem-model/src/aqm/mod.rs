@@ -448,7 +448,7 @@ impl Bottleneck {
         let core = &mut self.core;
         each!(&mut self.disc, d => {
             let due = |t: Nanos| t <= e.arrival;
-            if core.next_event(d).is_some_and(due) || core.next_update.is_some_and(due) {
+            if core.next_start(d).is_some_and(due) || core.next_update.is_some_and(due) {
                 core.serve(d, e.arrival, rng, out);
             }
             core.enqueue(d, e, rng, out)
@@ -505,8 +505,7 @@ impl Bottleneck {
     pub fn into_link(mut self, config: LinkConfig, out: &mut impl FnMut(Decision)) -> Link {
         for entry in self.take_queued() {
             let start = self.core.free.max(entry.arrival);
-            let exit = self.core.server.admit_over_limit(start, entry.len);
-            self.core.free = exit;
+            let exit = self.core.transmit(start, entry.len);
             out(Decision::Send { entry, start, exit, mark: entry.marked });
         }
         let mut link = Link::new(config);
@@ -516,6 +515,13 @@ impl Bottleneck {
 }
 
 impl Core {
+    /// The server sends a frame of `len` bytes from `start`: when its last bit leaves.
+    #[inline(always)]
+    fn transmit(&mut self, start: Nanos, len: u32) -> Nanos {
+        self.free = self.server.admit_over_limit(start, len);
+        self.free
+    }
+
     #[inline(always)]
     fn next_start<D: Discipline>(&self, d: &D) -> Option<Nanos> {
         (d.backlog().0 > 0).then(|| self.free.max(self.earliest))
@@ -602,8 +608,7 @@ impl Core {
             let Some(s) = start.filter(|&s| s <= until) else { return };
             let mut dropped = |e: Entry| out(Decision::Drop { entry: e, reason: AqmDrop::Aqm });
             if let Some((entry, mark)) = d.dequeue(s, rng, &mut dropped) {
-                let exit = self.server.admit_over_limit(s, entry.len);
-                self.free = exit;
+                let exit = self.transmit(s, entry.len);
                 out(Decision::Send { entry, start: s, exit, mark: mark || entry.marked });
             }
         }
