@@ -354,7 +354,7 @@ impl Ingress {
 
 impl Fate {
     /// Hands waiting decisions to egress's queue, as many as fit.
-    pub fn flush_departures(&mut self) {
+    fn flush_departures(&mut self) {
         while let Some(&d) = self.held.front() {
             if self.departures.push(d).is_err() {
                 return;
