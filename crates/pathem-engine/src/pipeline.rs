@@ -189,6 +189,9 @@ pub struct Output<T> {
     /// The port's own counters (what waits in it, what it refused).
     port: Arc<Counters>,
     done: Arc<AtomicBool>,
+    /// How far ahead of their release frames go to the port ([`TxPort::lead`]; zero unless it
+    /// times them on the wire itself).
+    lead: Nanos,
 }
 
 /// How often the receive port's kernel drop count and the occupancy gauges are read.
@@ -290,7 +293,7 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
                 drops_read: Nanos::ZERO,
                 done: done.clone(),
             },
-            output: Output { tx, lanes: egress, port, done },
+            output: Output { lead: tx.lead(), tx, lanes: egress, port, done },
         })
     }
 
@@ -521,14 +524,21 @@ impl<T: TxPort> Output<T> {
     /// still wait in the port). Returns how many left.
     #[inline(always)]
     fn release(&mut self, now: Nanos) -> Result<usize, pathem_io::Error> {
+        let upto = now.saturating_add(self.lead);
         let n = match &mut self.lanes[..] {
-            [one] => one.hand(now, now, EGRESS_BURST, &mut self.tx),
-            lanes => merge(lanes, now, &mut self.tx),
+            [one] => one.hand(now, upto, EGRESS_BURST, &mut self.tx),
+            lanes => merge(lanes, now, upto, &mut self.tx),
         };
         if n > 0 || self.port.port_tx_queued.get() > 0 {
             self.tx.flush()?;
             self.port.port_tx_queued.set(self.tx.queued() as u64);
             self.take_refused(false);
+            if self.lead > Nanos::ZERO {
+                let f = self.tx.fillers();
+                self.port.tx_filler_frames.set(f.frames);
+                self.port.tx_filler_bytes.set(f.bytes);
+                self.port.tx_filler_late.set(f.late);
+            }
         }
         Ok(n)
     }
@@ -553,10 +563,11 @@ impl<T: TxPort> Output<T> {
     fn send(&mut self, now: Nanos) -> Result<Next, Error> {
         self.release(now)?;
         let mut next = Next::Ended;
+        let upto = now.saturating_add(self.lead);
         for e in &mut self.lanes {
             next = next.earliest(match e.next_release() {
-                Some(t) if t <= now => Next::Now,
-                Some(t) => Next::At(t),
+                Some(t) if t <= upto => Next::Now,
+                Some(t) => Next::At(t - self.lead),
                 // Frames wait for the queue discipline's decisions: the input says when.
                 None if e.awaits_decisions() => Next::Soon,
                 None => Next::Ended,
@@ -593,12 +604,12 @@ pub(crate) fn earliest(next: impl Iterator<Item = Option<Nanos>>, upto: Nanos) -
     first.map(|(_, i)| (i, second))
 }
 
-/// Hands the frames of several paths due at `now` to `tx` in release order: each time, the
+/// Hands the frames of several paths due by `upto` (`now`, or a lead later) to `tx` in release order: each time, the
 /// path whose next frame is due first sends up to the next path's next release.
-fn merge<T: TxPort>(lanes: &mut [Egress], now: Nanos, tx: &mut T) -> usize {
+fn merge<T: TxPort>(lanes: &mut [Egress], now: Nanos, upto: Nanos, tx: &mut T) -> usize {
     let mut n = 0;
     while n < EGRESS_BURST {
-        let Some((i, second)) = earliest(lanes.iter_mut().map(Egress::next_release), now) else { break };
+        let Some((i, second)) = earliest(lanes.iter_mut().map(Egress::next_release), upto) else { break };
         let sent = lanes[i].hand(now, second, EGRESS_BURST - n, tx);
         if sent == 0 {
             break;

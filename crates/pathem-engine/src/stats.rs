@@ -96,6 +96,12 @@ pub struct Counters {
     pub delay_line_capacity: Counter,
     /// Written by egress (the port's counters): bytes of the frames the port refused.
     pub port_tx_refused_bytes: Counter,
+    /// Written by egress (totals read from the port, `--tx-timing filler`): filler frames and
+    /// their bytes sent before real frames, and real frames that started more than one
+    /// minimum frame's time after their release.
+    pub tx_filler_frames: Counter,
+    pub tx_filler_bytes: Counter,
+    pub tx_filler_late: Counter,
 }
 
 /// A direction's counters: the ports' own (the kernel's drops, what the receiving port cut or
@@ -362,6 +368,9 @@ impl Counters {
             queue_bytes: self.queue_bytes.get(),
             delay_line_used: self.delay_line_used.get(),
             delay_line_capacity: self.delay_line_capacity.get(),
+            tx_filler_frames: self.tx_filler_frames.get(),
+            tx_filler_bytes: self.tx_filler_bytes.get(),
+            tx_filler_late: self.tx_filler_late.get(),
         }
     }
 }
@@ -492,6 +501,15 @@ pub struct Stats {
     /// Bytes in use in the delay line, and its capacity.
     pub delay_line_used: u64,
     pub delay_line_capacity: u64,
+    /// Filler frames and bytes the transmitting port sent before real frames
+    /// (`--tx-timing filler`), and real frames it started later than one minimum frame's time
+    /// after their release (handed to it too late, or behind a frame still on the wire).
+    #[serde(default)]
+    pub tx_filler_frames: u64,
+    #[serde(default)]
+    pub tx_filler_bytes: u64,
+    #[serde(default)]
+    pub tx_filler_late: u64,
 }
 
 impl Stats {
@@ -553,6 +571,12 @@ impl Stats {
         }
         if self.port_tx_errors.total() > 0 {
             text.push_str(&format!("; tx errors {}", self.port_tx_errors.describe()));
+        }
+        if self.tx_filler_frames > 0 {
+            text.push_str(&format!(
+                "; fillers {} ({} B), late {}",
+                self.tx_filler_frames, self.tx_filler_bytes, self.tx_filler_late
+            ));
         }
         let o = &self.offload;
         if o.gso_frames + o.csum_completed > 0 {
@@ -616,7 +640,14 @@ mod tests {
         for r in DropReason::ALL {
             assert!(json["dropped"][r.name()].is_u64(), "{}", r.name());
         }
-        for key in ["in_flight", "port_rx_dropped", "port_tx_queued"] {
+        for key in [
+            "in_flight",
+            "port_rx_dropped",
+            "port_tx_queued",
+            "tx_filler_frames",
+            "tx_filler_bytes",
+            "tx_filler_late",
+        ] {
             assert!(json[key].is_u64(), "{key}");
         }
         for key in ["too_large", "no_buffer", "down", "other"] {

@@ -18,6 +18,7 @@ pub mod afxdp;
 pub mod attach;
 mod bpf;
 pub mod dpdk;
+pub mod filler;
 pub mod host;
 pub mod iface;
 pub mod kstamp;

@@ -5,6 +5,7 @@
 
 use crate::afpacket::{AfPacketRx, AfPacketTx};
 use crate::afxdp::{self, XdpRx, XdpTx};
+use crate::filler::TxTiming;
 use crate::port::{PollAt, RxFrame, RxPort, TxPort};
 use crate::{iface, Error};
 use pathem_model::Nanos;
@@ -132,11 +133,21 @@ pub struct PortOptions {
     pub rx_buffer: usize,
     /// DPDK's EAL arguments (`--eal`), added to pathem's defaults.
     pub eal: Option<String>,
+    /// How port A's and port B's transmitting halves time frames (`--tx-timing`): A's is the
+    /// b→a direction's, B's the a→b direction's.
+    pub tx_timing_a: TxTiming,
+    pub tx_timing_b: TxTiming,
 }
 
 impl Default for PortOptions {
     fn default() -> Self {
-        PortOptions { max_frame: 9216, rx_buffer: crate::afpacket::DEFAULT_RX_BUFFER, eal: None }
+        PortOptions {
+            max_frame: 9216,
+            rx_buffer: crate::afpacket::DEFAULT_RX_BUFFER,
+            eal: None,
+            tx_timing_a: TxTiming::Software,
+            tx_timing_b: TxTiming::Software,
+        }
     }
 }
 
@@ -163,12 +174,23 @@ pub fn prepare(specs: &[&PortSpec], options: &PortOptions) -> Result<Vec<String>
     }
 }
 
-/// Opens the port `spec`.
-pub fn open(spec: &PortSpec, options: &PortOptions) -> Result<Opened, Error> {
+/// Why `spec` cannot time frames as `timing` says, in one line (`None`: it can).
+pub fn timing_refused(spec: &PortSpec, timing: &TxTiming) -> Option<String> {
+    match (spec, timing) {
+        (_, TxTiming::Software) | (PortSpec::Dpdk { .. }, _) => None,
+        _ => Some(format!("{spec} cannot send filler frames (--tx-timing filler): only dpdk: ports can")),
+    }
+}
+
+/// Opens the port `spec`, its transmitting half timing frames as `timing` says.
+pub fn open(spec: &PortSpec, options: &PortOptions, timing: &TxTiming) -> Result<Opened, Error> {
     let max_frame = options.max_frame;
     let name = spec.name();
     if let PortSpec::Dpdk { text, device } = spec {
-        return open_dpdk(text, device, options);
+        return open_dpdk(text, device, options, timing);
+    }
+    if let Some(why) = timing_refused(spec, timing) {
+        return Err(Error::Interface { name: name.into(), reason: why });
     }
     let xdp_fits = iface::mtu(name).is_none_or(|m| m as usize + 14 <= afxdp::MAX_FRAME);
     let packet = |how: String| -> Result<Opened, Error> {
@@ -211,13 +233,23 @@ pub fn open(spec: &PortSpec, options: &PortOptions) -> Result<Opened, Error> {
 }
 
 #[cfg(feature = "dpdk")]
-fn open_dpdk(dev: &str, device: &crate::dpdk::Device, options: &PortOptions) -> Result<Opened, Error> {
-    let (rx, tx, how) = crate::dpdk::open(dev, device, options.max_frame, options.eal.as_deref())?;
+fn open_dpdk(
+    dev: &str,
+    device: &crate::dpdk::Device,
+    options: &PortOptions,
+    timing: &TxTiming,
+) -> Result<Opened, Error> {
+    let (rx, tx, how) = crate::dpdk::open(dev, device, options.max_frame, options.eal.as_deref(), timing)?;
     Ok(Opened { rx: LiveRx::Dpdk(rx), tx: LiveTx::Dpdk(tx), ifname: dev.into(), how })
 }
 
 #[cfg(not(feature = "dpdk"))]
-fn open_dpdk(dev: &str, _device: &crate::dpdk::Device, _options: &PortOptions) -> Result<Opened, Error> {
+fn open_dpdk(
+    dev: &str,
+    _device: &crate::dpdk::Device,
+    _options: &PortOptions,
+    _timing: &TxTiming,
+) -> Result<Opened, Error> {
     Err(crate::dpdk::unavailable(dev))
 }
 
@@ -372,6 +404,22 @@ impl TxPort for LiveTx {
             LiveTx::Dpdk(d) => d.refused(fresh),
         }
     }
+
+    fn lead(&self) -> Nanos {
+        match self {
+            #[cfg(feature = "dpdk")]
+            LiveTx::Dpdk(d) => d.lead(),
+            _ => Nanos::ZERO,
+        }
+    }
+
+    fn fillers(&self) -> crate::filler::FillerCounts {
+        match self {
+            #[cfg(feature = "dpdk")]
+            LiveTx::Dpdk(d) => d.fillers(),
+            _ => Default::default(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -404,7 +452,7 @@ mod tests {
         let ring = port("dpdk:net_ring0");
         let e = prepare(&[&ring, &port("pb")], &PortOptions::default()).unwrap_err().to_string();
         assert!(e.contains("--features dpdk"), "{e}");
-        let e = open(&ring, &PortOptions::default()).err().unwrap().to_string();
+        let e = open(&ring, &PortOptions::default(), &TxTiming::Software).err().unwrap().to_string();
         assert!(e.contains("--features dpdk"), "{e}");
     }
 }

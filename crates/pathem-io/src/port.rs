@@ -193,6 +193,18 @@ pub trait TxPort {
         let _ = fresh;
         TxRefused::default()
     }
+
+    /// How far ahead of its release time the port wants each frame: a port that times frames
+    /// on the wire itself (filler frames, [`crate::filler`]) takes them early; zero for the
+    /// others, which are handed each frame when it is due.
+    fn lead(&self) -> Nanos {
+        Nanos::ZERO
+    }
+
+    /// Filler frames sent since the port was opened (with `--tx-timing filler`).
+    fn fillers(&self) -> crate::filler::FillerCounts {
+        crate::filler::FillerCounts::default()
+    }
 }
 
 /// Frames a transmitting port holds until its next flush: `N` slots of one size, in the order

@@ -388,8 +388,8 @@ impl Forwarder {
             enter(&mid)?;
             pin(FORWARDER_CPU)?;
             live::prepare(&[&a, &b], &ports)?;
-            let a = live::open(&a, &ports)?;
-            let b = live::open(&b, &ports)?;
+            let a = live::open(&a, &ports, &ports.tx_timing_a)?;
+            let b = live::open(&b, &ports, &ports.tx_timing_b)?;
             let mut clock = MonotonicClock::for_ports(a.rx.raw_fds());
             let _ = ready_tx.send(());
             let mut t = Bypass { rx: a.rx, tx: b.tx };

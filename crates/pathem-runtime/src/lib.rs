@@ -144,6 +144,9 @@ pub enum Error {
     /// `--eal` arguments pathem cannot pass on.
     #[error(transparent)]
     Eal(pathem_io::Error),
+    /// `--tx-timing` or `--line-rate` that cannot be, and why.
+    #[error("{0}")]
+    TxTiming(String),
 }
 
 impl Error {
@@ -164,6 +167,7 @@ impl Error {
             | Error::MetricsAddr(_)
             | Error::Listen { .. }
             | Error::Range(_)
+            | Error::TxTiming(_)
             | Error::Eal(_) => true,
             _ => false,
         }

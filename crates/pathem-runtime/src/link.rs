@@ -547,7 +547,12 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
                 }
             }
             let eal = live::prepare(&[&spec.a, &spec.b], &spec.ports)?;
-            (eal, live::open(&spec.a, &spec.ports)?, live::open(&spec.b, &spec.ports)?, None)
+            (
+                eal,
+                live::open(&spec.a, &spec.ports, &spec.ports.tx_timing_a)?,
+                live::open(&spec.b, &spec.ports, &spec.ports.tx_timing_b)?,
+                None,
+            )
         }
     };
     let (name_a, name_b, how_a, how_b) = (port_a.ifname, port_b.ifname, port_a.how, port_b.how);

@@ -19,7 +19,9 @@
 //! `offload` (a super-frame the port could not cut). `pathem_port_tx_errors_total{class}`
 //! counts frames the transmitting port refused (`too_large`, `no_buffer`, `down`, `other`);
 //! `pathem_gso_frames_total`, `pathem_gso_segments_total` and
-//! `pathem_checksums_completed_total` what the receiving port did to a local sender's frames.
+//! `pathem_checksums_completed_total` what the receiving port did to a local sender's frames;
+//! `pathem_tx_filler_frames_total`, `pathem_tx_filler_bytes_total` and
+//! `pathem_tx_filler_late_frames_total` what a port timing frames with fillers sent.
 
 use crate::Error;
 use pathem_engine::{Control, DirectionCounters};
@@ -91,7 +93,7 @@ impl Collector for LinkCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let snaps: Vec<(&'static str, pathem_engine::Stats)> =
             self.0.iter().map(|e| (e.direction, e.counters.snapshot())).collect();
-        let counters: [(&str, &str, Read); 12] = [
+        let counters: [(&str, &str, Read); 15] = [
             ("pathem_rx_frames", "Frames pathem took from the receiving port", |s| s.rx_packets),
             ("pathem_rx_bytes", "Bytes pathem took from the receiving port", |s| s.rx_bytes),
             ("pathem_tx_frames", "Frames handed to the transmitting port", |s| s.tx_packets),
@@ -109,6 +111,13 @@ impl Collector for LinkCollector {
             ("pathem_gso_segments", "Wire frames cut from GSO super-frames", |s| s.offload.gso_segments),
             ("pathem_checksums_completed", "Partial checksums the receiving port completed", |s| {
                 s.offload.csum_completed
+            }),
+            ("pathem_tx_filler_frames", "Filler frames sent before real frames (--tx-timing filler)", |s| {
+                s.tx_filler_frames
+            }),
+            ("pathem_tx_filler_bytes", "Bytes of filler frames (--tx-timing filler)", |s| s.tx_filler_bytes),
+            ("pathem_tx_filler_late_frames", "Frames that started on the wire later than a minimum frame after their release (--tx-timing filler)", |s| {
+                s.tx_filler_late
             }),
         ];
         let series: Vec<_> = snaps.iter().map(|(d, s)| (vec![("direction", *d)], s)).collect();

@@ -7,6 +7,7 @@ use crate::control::{self, Server};
 use crate::metrics::{self, Metrics};
 use crate::{Error, Final, Link, LinkSpec};
 use pathem_engine::{monotonic_now, DirectionCounters, EngineConfig, Stats};
+use pathem_io::filler::TxTiming;
 use pathem_io::iface;
 use pathem_io::live::{PortOptions, PortSpec};
 use pathem_model::units::Size;
@@ -265,6 +266,17 @@ pub struct Tuning {
     /// the kernel and counted as port drops, rather than waiting unseen in a long buffer.
     #[arg(long, value_name = "SIZE", default_value = "1MiB")]
     pub rx_buffer: Size,
+    /// How transmitting ports time frames: software (each frame handed to the port when due)
+    /// or filler, optionally with mac=MAC, ethertype=0xNNNN, lead=DUR after commas (dpdk:
+    /// ports: filler frames the next hop discards fill the wire up to each frame's time, so
+    /// the NIC starts it then; frames are handed a lead, default 50us, ahead). For both
+    /// directions, or one with a-to-b: or b-to-a: before it (repeatable).
+    #[arg(long, value_name = "[DIR:]MODE")]
+    pub tx_timing: Vec<String>,
+    /// Line rate the NIC sends fillers at, 1mbit to 1tbit (--tx-timing filler) [default: the
+    /// port's link speed; needed where it reports none].
+    #[arg(long, value_name = "RATE")]
+    pub line_rate: Option<Rate>,
 }
 
 impl Tuning {
@@ -277,6 +289,7 @@ impl Tuning {
     pub fn settings(
         &self,
         port_a: &PortSpec,
+        port_b: &PortSpec,
         file: &ConfigFile,
     ) -> Result<(EngineConfig, PortOptions), Error> {
         use pathem_io::afpacket::{MAX_RX_BUFFER, MIN_RX_BUFFER};
@@ -295,8 +308,57 @@ impl Tuning {
             offline: false,
         };
         engine.validate()?;
-        let ports = PortOptions { max_frame: engine.max_frame, rx_buffer: self.rx_buffer.0 as usize, eal };
+        let (tx_timing_a, tx_timing_b) = self.tx_timings(port_a, port_b)?;
+        let ports = PortOptions {
+            max_frame: engine.max_frame,
+            rx_buffer: self.rx_buffer.0 as usize,
+            eal,
+            tx_timing_a,
+            tx_timing_b,
+        };
         Ok((engine, ports))
+    }
+
+    /// `--tx-timing` and `--line-rate`: how port A's transmitting half times frames (the b→a
+    /// direction's) and port B's (a→b), each checked against what the port can do.
+    fn tx_timings(&self, port_a: &PortSpec, port_b: &PortSpec) -> Result<(TxTiming, TxTiming), Error> {
+        use pathem_io::filler::LINE_RATE_RANGE;
+        let (mut a, mut b) = (TxTiming::Software, TxTiming::Software);
+        for given in &self.tx_timing {
+            let bad = |why: String| Error::TxTiming(format!("--tx-timing {given}: {why}"));
+            let (dirs, mode) = match given.split_once(':') {
+                Some(("a-to-b", m)) => ((false, true), m),
+                Some(("b-to-a", m)) => ((true, false), m),
+                Some((d, _)) => {
+                    return Err(bad(format!("unknown direction `{d}`; accepted: a-to-b, b-to-a")))
+                }
+                None => ((true, true), given.as_str()),
+            };
+            let mut timing: TxTiming = mode.parse().map_err(bad)?;
+            if let (TxTiming::Filler(f), Some(rate)) = (&mut timing, self.line_rate) {
+                f.line_rate = Some(rate);
+            }
+            for (on, port, slot) in [(dirs.0, port_a, &mut a), (dirs.1, port_b, &mut b)] {
+                if on {
+                    if let Some(why) = pathem_io::live::timing_refused(port, &timing) {
+                        return Err(bad(why));
+                    }
+                    *slot = timing.clone();
+                }
+            }
+        }
+        if let Some(rate) = self.line_rate {
+            pathem_model::limits::within(
+                "line-rate",
+                rate.bits_per_sec(),
+                LINE_RATE_RANGE,
+                "1mbit to 1tbit",
+            )?;
+            if a == TxTiming::Software && b == TxTiming::Software {
+                return Err(Error::TxTiming(format!("--line-rate {rate}: only --tx-timing filler uses it")));
+            }
+        }
+        Ok((a, b))
     }
 }
 
@@ -373,6 +435,54 @@ mod tests {
         }
         let cli = <Cli as clap::Parser>::try_parse_from(["pathem"]).unwrap();
         assert_eq!(cli.tuning.busy_poll.0, pathem_engine::DEFAULT_BUSY_POLL);
+    }
+
+    #[test]
+    fn tx_timing_is_given_per_transmitting_port_and_refused_where_a_port_cannot() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            tuning: Tuning,
+        }
+        let tuning = |args: &[&str]| {
+            <Cli as clap::Parser>::try_parse_from(std::iter::once("pathem").chain(args.iter().copied()))
+                .unwrap()
+                .tuning
+        };
+        let (dpdk, packet): (PortSpec, PortSpec) =
+            ("dpdk:net_pcap0,tx_pcap=/dev/null".parse().unwrap(), "afpacket:lo".parse().unwrap());
+        let filler = |rate: Option<u64>| {
+            TxTiming::Filler(pathem_io::filler::FillerSpec {
+                line_rate: rate.map(Rate),
+                ..Default::default()
+            })
+        };
+        let t = tuning(&["--tx-timing", "filler", "--line-rate", "1gbit"]);
+        assert_eq!(
+            t.tx_timings(&dpdk, &dpdk).unwrap(),
+            (filler(Some(1_000_000_000)), filler(Some(1_000_000_000)))
+        );
+        // a-to-b is port B's transmitting half: A may be any port.
+        let t = tuning(&["--tx-timing", "a-to-b:filler"]);
+        assert_eq!(t.tx_timings(&packet, &dpdk).unwrap(), (TxTiming::Software, filler(None)));
+        assert_eq!(
+            tuning(&[]).tx_timings(&packet, &packet).unwrap(),
+            (TxTiming::Software, TxTiming::Software)
+        );
+        for (args, a, b, says) in [
+            (&["--tx-timing", "filler"][..], &packet, &dpdk, "only dpdk: ports can"),
+            (&["--tx-timing", "b-to-a:filler"], &packet, &dpdk, "only dpdk: ports can"),
+            (&["--tx-timing", "sideways:filler"], &dpdk, &dpdk, "accepted: a-to-b, b-to-a"),
+            (&["--tx-timing", "filler,lead=2s"], &dpdk, &dpdk, "accepted:"),
+            (&["--line-rate", "1gbit"], &dpdk, &dpdk, "only --tx-timing filler uses it"),
+            (&["--tx-timing", "filler", "--line-rate", "999kbit"], &dpdk, &dpdk, "1mbit to 1tbit"),
+        ] {
+            let e = tuning(args).tx_timings(a, b).unwrap_err();
+            assert!(
+                e.is_usage() && e.to_string().contains(says) && !e.to_string().contains('\n'),
+                "{args:?}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -19,6 +19,7 @@
 
 use super::{eal_args, split_eal, ClockFit, Closed, Device, EalPlan, CLOSED};
 use crate::afpacket::ring_drops;
+use crate::filler::{FillerCounts, TxTiming, Wire};
 use crate::kstamp::monotonic_now;
 use crate::port::{FallbackStamps, PollAt, RxFrame, RxPort, TxPort};
 use crate::Error;
@@ -108,6 +109,7 @@ extern "C" {
     ) -> u16;
     fn pathem_dpdk_free_bulk(m: *mut *mut Mbuf, n: u32);
     fn pathem_dpdk_tx_copy(pool: *mut Pool, data: *const u8, len: u32) -> *mut Mbuf;
+    fn pathem_dpdk_tx_filler(pool: *mut Pool, hdr: *const u8, len: u32) -> *mut Mbuf;
     fn pathem_dpdk_tx_burst(port: u16, m: *mut *mut Mbuf, n: u16) -> u16;
     fn pathem_dpdk_stats(port: u16, out: *mut u64) -> c_int;
     fn pathem_dpdk_read_clock(port: u16, clock: *mut u64) -> c_int;
@@ -412,6 +414,18 @@ pub struct DpdkTx {
     /// The device's transmit errors as last read, and when.
     refused: crate::port::TxRefused,
     refused_at: Nanos,
+    /// With `--tx-timing filler`: the wire's plan and the fillers' make.
+    filling: Option<Box<Filling>>,
+}
+
+/// A transmitting half that times frames on the wire with filler frames ([`crate::filler`]).
+struct Filling {
+    wire: Wire,
+    header: [u8; 14],
+    lead: Nanos,
+    counts: FillerCounts,
+    /// The fillers before the frame being placed, by length (reused).
+    lens: Vec<usize>,
 }
 
 // SAFETY: the queued mbufs belong to this half alone until the device takes them; the port's
@@ -425,6 +439,7 @@ pub fn open(
     dev: &Device,
     max_frame: usize,
     eal: Option<&str>,
+    timing: &TxTiming,
 ) -> Result<(DpdkRx, DpdkTx, String), Error> {
     init(eal, std::slice::from_ref(dev))?;
     // A virtual device on a kernel interface sends through that interface, whose MTU is the
@@ -476,8 +491,33 @@ pub fn open(
         0 | 1 => String::new(),
         n => format!(", {n} receive queues"),
     };
+    let (filling, timed) = match timing {
+        TxTiming::Software => (None, String::new()),
+        TxTiming::Filler(f) => {
+            let rate = match (f.line_rate, info.speed_mbps) {
+                (Some(r), _) => r,
+                (None, 0) => {
+                    return Err(fail(
+                        spec,
+                        "--tx-timing filler needs --line-rate: the port reports no link speed",
+                    ))
+                }
+                (None, s) => pathem_model::units::Rate(u64::from(s) * 1_000_000),
+            };
+            let filling = Filling {
+                wire: Wire::new(rate),
+                header: f.header(),
+                lead: f.lead,
+                counts: Default::default(),
+                lens: Vec::new(),
+            };
+            let words =
+                format!(", transmit timed by filler frames at {rate} (frames handed {} ahead)", f.lead);
+            (Some(Box::new(filling)), words)
+        }
+    };
     let how = format!(
-        "DPDK {driver} (port {id}, {} rx / {} tx descriptors, {} mbufs of {} B, {stamp_words}{whole}{queues})",
+        "DPDK {driver} (port {id}, {} rx / {} tx descriptors, {} mbufs of {} B, {stamp_words}{whole}{queues}{timed})",
         info.rx_desc, info.tx_desc, info.pool_size, info.data_room
     );
     let bounce_each = max_frame.max(1);
@@ -509,6 +549,7 @@ pub fn open(
         registered: false,
         refused: Default::default(),
         refused_at: Nanos::ZERO,
+        filling,
     };
     Ok((rx, tx, how))
 }
@@ -928,6 +969,61 @@ impl DpdkTx {
     }
 }
 
+impl DpdkTx {
+    /// `send` with filler frames: the fillers that bring the wire to `release`, then the
+    /// frame, all queued or none (no room in the queue or the pool: the engine keeps the frame
+    /// and the plan is as it was).
+    fn send_timed(&mut self, release: Nanos, data: &[u8]) -> bool {
+        let Some(f) = self.filling.as_deref_mut() else { return false };
+        let room = TX_QUEUE - self.len;
+        let before = f.wire.clone();
+        let mut lens = std::mem::take(&mut f.lens);
+        lens.clear();
+        let placed =
+            f.wire.place(monotonic_now(), release, data.len(), room.saturating_sub(1), |l| lens.push(l));
+        let Some(placed) = placed else {
+            f.lens = lens;
+            return false;
+        };
+        let first = self.len;
+        let mut ok = true;
+        for &l in &lens {
+            // SAFETY: the pool belongs to this port; `header` is 14 bytes; a filler is at most
+            // MAX_FILLER bytes, within every mbuf's data room (the pool's mbufs hold 2 KB).
+            let m = unsafe { pathem_dpdk_tx_filler(self.port.pool, f.header.as_ptr(), l as u32) };
+            if m.is_null() {
+                ok = false;
+                break;
+            }
+            self.queue[self.len] = m;
+            self.len += 1;
+        }
+        if ok {
+            // SAFETY: as in `send`.
+            let m = unsafe { pathem_dpdk_tx_copy(self.port.pool, data.as_ptr(), data.len() as u32) };
+            if m.is_null() {
+                ok = false;
+            } else {
+                self.queue[self.len] = m;
+                self.len += 1;
+            }
+        }
+        if !ok {
+            // SAFETY: queue[first..len] are the mbufs allocated above, not handed to anyone.
+            unsafe { pathem_dpdk_free_bulk(self.queue[first..].as_mut_ptr(), (self.len - first) as u32) };
+            self.len = first;
+            f.wire = before;
+            f.lens = lens;
+            return false;
+        }
+        f.counts.frames += lens.len() as u64;
+        f.counts.bytes += lens.iter().map(|&l| l as u64).sum::<u64>();
+        f.counts.late += u64::from(placed.late);
+        f.lens = lens;
+        true
+    }
+}
+
 impl TxPort for DpdkTx {
     /// The device's transmit errors (`oerrors`): frames `rte_eth_tx_burst` took and the device
     /// then failed to send. Reading them is a driver call, so they are read every 10 ms.
@@ -946,7 +1042,7 @@ impl TxPort for DpdkTx {
     }
 
     #[inline]
-    fn send(&mut self, _release: Nanos, _wire_len: u32, data: &[u8]) -> bool {
+    fn send(&mut self, release: Nanos, _wire_len: u32, data: &[u8]) -> bool {
         if self.len == TX_QUEUE {
             return false;
         }
@@ -954,6 +1050,9 @@ impl TxPort for DpdkTx {
         if !self.registered {
             register_thread();
             self.registered = true;
+        }
+        if self.filling.is_some() {
+            return self.send_timed(release, data);
         }
         // SAFETY: the pool belongs to this port and outlives it; `data` is valid for its
         // length, which fits the mbuf's data room (frames are at most max_frame).
@@ -965,6 +1064,14 @@ impl TxPort for DpdkTx {
         self.queue[self.len] = m;
         self.len += 1;
         true
+    }
+
+    fn lead(&self) -> Nanos {
+        self.filling.as_ref().map_or(Nanos::ZERO, |f| f.lead)
+    }
+
+    fn fillers(&self) -> FillerCounts {
+        self.filling.as_ref().map_or_else(FillerCounts::default, |f| f.counts)
     }
 
     fn flush(&mut self) -> Result<(), Error> {

@@ -113,6 +113,15 @@ int pathem_dpdk_remove(const char *bus, const char *name)
  * refused with more than `max_rx_queues` (no queue is left unread); other devices get one,
  * which receives everything while RSS is off. Negative errno on failure, with `why` naming
  * the step. */
+static void touch_mbuf(struct rte_mempool *mp, void *opaque, void *obj, unsigned idx)
+{
+    (void)mp;
+    (void)opaque;
+    (void)idx;
+    struct rte_mbuf *m = obj;
+    memset(m->buf_addr, 0, m->buf_len);
+}
+
 int pathem_dpdk_port_start(uint16_t port, uint32_t n_mbufs, uint32_t max_frame,
                            uint16_t rx_desc, uint16_t tx_desc, uint16_t max_rx_queues,
                            int want_timestamps,
@@ -200,6 +209,9 @@ int pathem_dpdk_port_start(uint16_t port, uint32_t n_mbufs, uint32_t max_frame,
         return -rte_errno;
     }
     info->pool_size = (*pool_out)->size;
+    /* Every page of every mbuf written now (memory without hugepages is mapped as it is first
+     * written), so the data path takes no page fault: as pathem's delay line does. */
+    rte_mempool_obj_iter(*pool_out, touch_mbuf, NULL);
     for (uint16_t q = 0; q < nb_rx; q++) {
         r = rte_eth_rx_queue_setup(port, q, rx_desc, info->socket, NULL, *pool_out);
         if (r != 0) {
@@ -291,6 +303,23 @@ struct rte_mbuf *pathem_dpdk_tx_copy(struct rte_mempool *pool, const uint8_t *da
         return NULL;
     }
     rte_memcpy(dst, data, len);
+    return b;
+}
+
+/* A filler frame from `pool`: `hdr` (14 bytes) then zeros, `len` bytes in all (len >= 14),
+ * or NULL when the pool is empty. */
+struct rte_mbuf *pathem_dpdk_tx_filler(struct rte_mempool *pool, const uint8_t *hdr, uint32_t len)
+{
+    struct rte_mbuf *b = rte_pktmbuf_alloc(pool);
+    if (b == NULL)
+        return NULL;
+    char *dst = rte_pktmbuf_append(b, (uint16_t)len);
+    if (dst == NULL) {
+        rte_pktmbuf_free(b);
+        return NULL;
+    }
+    memcpy(dst, hdr, 14);
+    memset(dst + 14, 0, len - 14);
     return b;
 }
 
