@@ -79,11 +79,10 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
     let (ab, ba) = link::directions(&file, &args.path, own, args.schedule.as_deref()).map_err(usage)?;
     let notes = link::notes(&[&ab, &ba]);
     let cores = pathem_runtime::session::parse_cores(args.cores.as_deref()).map_err(usage)?;
-    let (engine, ports) =
-        args.tuning.settings(&args.port_a, &args.port_b, &file).map_err(crate::runtime_error)?;
-    session::check_ports(&args.port_a, &args.port_b).map_err(usage)?;
-    let seed = args.seed.or(file.seed).unwrap_or_else(pathem_runtime::random_seed);
     let (a, b) = (args.port_a.clone(), args.port_b.clone());
+    let (engine, ports) = args.tuning.settings(&a, &b, &file).map_err(crate::runtime_error)?;
+    session::check_ports(&a, &b).map_err(usage)?;
+    let seed = args.seed.or(file.seed).unwrap_or_else(pathem_runtime::random_seed);
     let keep_offloads = args.tuning.keep_offloads;
     let spec = LinkSpec {
         one_way: args.one_way,

@@ -291,18 +291,28 @@ uint16_t pathem_dpdk_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **m
 
 void pathem_dpdk_free_bulk(struct rte_mbuf **m, uint32_t n) { rte_pktmbuf_free_bulk(m, n); }
 
-/* An mbuf from `pool` holding a copy of data[0..len], or NULL when the pool is empty. */
-struct rte_mbuf *pathem_dpdk_tx_copy(struct rte_mempool *pool, const uint8_t *data, uint32_t len)
+/* An mbuf from `pool` with `len` bytes of data appended (at *dst), or NULL when the pool is
+ * empty. */
+static struct rte_mbuf *alloc_len(struct rte_mempool *pool, uint32_t len, char **dst)
 {
     struct rte_mbuf *b = rte_pktmbuf_alloc(pool);
     if (b == NULL)
         return NULL;
-    char *dst = rte_pktmbuf_append(b, (uint16_t)len);
-    if (dst == NULL) {
+    *dst = rte_pktmbuf_append(b, (uint16_t)len);
+    if (*dst == NULL) {
         rte_pktmbuf_free(b);
         return NULL;
     }
-    rte_memcpy(dst, data, len);
+    return b;
+}
+
+/* An mbuf from `pool` holding a copy of data[0..len], or NULL when the pool is empty. */
+struct rte_mbuf *pathem_dpdk_tx_copy(struct rte_mempool *pool, const uint8_t *data, uint32_t len)
+{
+    char *dst;
+    struct rte_mbuf *b = alloc_len(pool, len, &dst);
+    if (b != NULL)
+        rte_memcpy(dst, data, len);
     return b;
 }
 
@@ -310,16 +320,12 @@ struct rte_mbuf *pathem_dpdk_tx_copy(struct rte_mempool *pool, const uint8_t *da
  * or NULL when the pool is empty. */
 struct rte_mbuf *pathem_dpdk_tx_filler(struct rte_mempool *pool, const uint8_t *hdr, uint32_t len)
 {
-    struct rte_mbuf *b = rte_pktmbuf_alloc(pool);
-    if (b == NULL)
-        return NULL;
-    char *dst = rte_pktmbuf_append(b, (uint16_t)len);
-    if (dst == NULL) {
-        rte_pktmbuf_free(b);
-        return NULL;
+    char *dst;
+    struct rte_mbuf *b = alloc_len(pool, len, &dst);
+    if (b != NULL) {
+        memcpy(dst, hdr, 14);
+        memset(dst + 14, 0, len - 14);
     }
-    memcpy(dst, hdr, 14);
-    memset(dst + 14, 0, len - 14);
     return b;
 }
 
