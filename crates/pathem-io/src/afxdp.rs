@@ -508,7 +508,11 @@ pub fn open(ifname: &str) -> Result<(XdpRx, XdpTx, String), Error> {
     let fds: Vec<RawFd> = bound.iter().map(|b| b.fd.as_raw_fd()).collect();
     let steering = steer(ifname, ifindex, &fds)?;
     let copy = if bound.iter().all(|b| b.copy == "zero-copy") { "zero-copy" } else { "copy" };
-    let stamped = if steering.stamps { "receive stamps from XDP" } else { "stamped when read" };
+    let stamped = if steering.stamps {
+        "kernel receive stamps from XDP (bpf_ktime_get_ns)"
+    } else {
+        "software receive stamps when read"
+    };
     let spread = if queues > 1 { format!(", {queues} receive queues") } else { String::new() };
     let mode = format!("{} XDP, {copy}, {stamped}{spread}", steering.mode);
     let mut steering = Some(steering);

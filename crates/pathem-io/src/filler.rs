@@ -11,18 +11,22 @@
 //! starts within half a minimum frame's wire time of its release:
 //!
 //! - a gap of at least one minimum filler is filled exactly (to the byte), in fillers of at
-//!   most [`MAX_FILLER`] bytes, the last ones balanced so none is shorter than [`MIN_FILLER`];
+//!   most `max=` bytes ([`MAX_FILLER`] unless told), the last ones balanced so none is shorter
+//!   than [`MIN_FILLER`];
 //! - a shorter gap gets one minimum filler if it is at least half of one (the frame then
 //!   starts up to half a minimum frame late), else none (up to half early).
 //!
 //! A frame that reaches the port when the wire is already planned past its release (handed
 //! too late, or behind a frame still on the wire) starts when the wire is free: it is counted
 //! `late` when that is more than one minimum frame's time after its release. When the planned
-//! wire ends before `now`, the NIC has run dry: the plan starts again from `now`.
+//! wire ends before `now`, the NIC has run dry: the plan starts again from `now`. A gap longer
+//! than the transmit queue has room for is filled over several calls, as the queue drains.
 //!
 //! The fillers are frames the next hop discards: by default to a locally administered address
 //! (`02:00:00:00:00:00`, which no interface of a test bed has) with the IEEE 802 local
-//! experimental EtherType 0x88B5, which no host's stack takes. A NIC that lets software supply
+//! experimental EtherType 0x88B5, which no host's stack takes (or, `ethertype=` below 0x0600, an
+//! 802.3 length that does not match: NICs that check lengths discard those in hardware, which
+//! is MoonEm's way on NICs that always append a good FCS). A NIC that lets software supply
 //! a frame's FCS could send fillers with a bad FCS instead; DPDK has no device-independent way
 //! to ask for that, so pathem does not rely on it (docs/design.md).
 
@@ -35,15 +39,24 @@ use std::str::FromStr;
 pub const WIRE_OVERHEAD: u64 = 24;
 /// Shortest filler: a minimum Ethernet frame without its FCS (64 B with it).
 pub const MIN_FILLER: usize = 60;
-/// Longest filler: a full 1500-byte payload and its header, without the FCS.
+/// Longest filler unless `max=` says: a full 1500-byte payload and its header, without the
+/// FCS (a link with jumbo frames takes longer ones, and fewer frames per second of wire).
 pub const MAX_FILLER: usize = 1514;
+/// Accepted `max=` values: at least two minimum fillers' wire time less the overhead of one
+/// (144 B), so that every gap of a minimum filler or more splits into fillers exactly.
+pub const MAX_FILLER_RANGE: std::ops::RangeInclusive<usize> = 144..=65_535;
 /// How far ahead of its release a frame is handed to the port unless `lead=` says otherwise.
 pub const DEFAULT_LEAD: Nanos = Nanos::from_micros(50);
 /// Accepted `lead=` values.
 pub const LEAD_RANGE: std::ops::RangeInclusive<Nanos> = Nanos::from_micros(1)..=Nanos::from_secs(1);
 /// Accepted line rates (`--line-rate`).
 pub const LINE_RATE_RANGE: std::ops::RangeInclusive<u64> = 1_000_000..=1_000_000_000_000;
-/// The fillers' default destination and EtherType.
+/// Longest gap a device with no clocked wire (a capture) has filled before a frame; beyond
+/// it, a lead of fillers stands for the silence (see [`Wire::unclocked`]).
+pub const UNCLOCKED_SILENCE: Nanos = Nanos::from_millis(1);
+/// The fillers' default destination and EtherType. A value below 0x0600 is an 802.3 length
+/// instead: one that does not match the filler's length makes a receiving NIC that checks
+/// lengths (Intel E810) discard it in hardware, as MoonEm does (`ethertype=0x0000`).
 pub const DEFAULT_DST: [u8; 6] = [0x02, 0, 0, 0, 0, 0];
 pub const DEFAULT_ETHERTYPE: u16 = 0x88b5;
 
@@ -69,11 +82,19 @@ pub struct FillerSpec {
     pub lead: Nanos,
     /// The line rate the NIC serializes at (`--line-rate`); `None`: the port's link speed.
     pub line_rate: Option<Rate>,
+    /// Longest filler, bytes without FCS (at most the port's longest frame).
+    pub max: usize,
 }
 
 impl Default for FillerSpec {
     fn default() -> Self {
-        FillerSpec { dst: DEFAULT_DST, ethertype: DEFAULT_ETHERTYPE, lead: DEFAULT_LEAD, line_rate: None }
+        FillerSpec {
+            dst: DEFAULT_DST,
+            ethertype: DEFAULT_ETHERTYPE,
+            lead: DEFAULT_LEAD,
+            line_rate: None,
+            max: MAX_FILLER,
+        }
     }
 }
 
@@ -90,8 +111,7 @@ impl FillerSpec {
     }
 }
 
-const ACCEPTED: &str =
-    "accepted: software, or filler[,mac=XX:XX:XX:XX:XX:XX][,ethertype=0x0600..0xffff][,lead=1us..1s]";
+const ACCEPTED: &str = "accepted: software, or filler[,mac=XX:XX:XX:XX:XX:XX][,ethertype=0x0000..0xffff][,lead=1us..1s][,max=144..65535]";
 
 impl FromStr for TxTiming {
     type Err = String;
@@ -115,8 +135,14 @@ impl FromStr for TxTiming {
                     spec.ethertype = v
                         .strip_prefix("0x")
                         .and_then(|h| u16::from_str_radix(h, 16).ok())
-                        .filter(|&t| t >= 0x0600)
-                        .ok_or_else(|| format!("ethertype `{v}` is not 0x0600 to 0xffff; {ACCEPTED}"))?
+                        .ok_or_else(|| format!("ethertype `{v}` is not 0x0000 to 0xffff; {ACCEPTED}"))?
+                }
+                "max" => {
+                    spec.max = v
+                        .parse()
+                        .ok()
+                        .filter(|m| MAX_FILLER_RANGE.contains(m))
+                        .ok_or_else(|| format!("max `{v}` is not 144 to 65535 bytes; {ACCEPTED}"))?
                 }
                 "lead" => {
                     let d: pathem_model::units::Duration =
@@ -165,25 +191,52 @@ pub struct Wire {
     anchor: Nanos,
     /// Bits planned from the anchor on (frames and fillers, with their overhead).
     end: u128,
+    /// Longest filler on the wire, bytes with overhead.
+    max: u64,
+    /// How the plan follows time: `Some((lead, silence))` for a device with no clocked wire
+    /// (a capture file), whose plan restarts only across a silence; `None` for a NIC, whose
+    /// plan restarts whenever it has run dry by the clock.
+    unclocked: Option<(Nanos, Nanos)>,
 }
 
-/// Where [`Wire::place`] put a frame.
+/// What [`Wire::place`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Placed {
-    /// When it starts on the wire.
-    pub start: Nanos,
-    /// More than one minimum frame's time after its release.
-    pub late: bool,
+pub enum Placed {
+    /// The frame is planned after the fillers given.
+    Frame {
+        /// When it starts on the wire.
+        start: Nanos,
+        /// More than one minimum frame's time after its release.
+        late: bool,
+    },
+    /// Only part of the gap before it was filled (the fillers given): the queue had no room
+    /// for more. The frame waits; the next call goes on from there.
+    Filling,
 }
 
 impl Wire {
-    /// A wire at `rate` (within [`LINE_RATE_RANGE`]), idle.
-    pub fn new(rate: Rate) -> Wire {
+    /// A wire at `rate` (within [`LINE_RATE_RANGE`]), idle, with fillers of at most `max`
+    /// bytes (within [`MAX_FILLER_RANGE`]).
+    pub fn new(rate: Rate, max: usize) -> Wire {
         Wire {
             rate: rate.bits_per_sec().clamp(*LINE_RATE_RANGE.start(), *LINE_RATE_RANGE.end()),
             anchor: Nanos::ZERO,
             end: 0,
+            max: max.clamp(*MAX_FILLER_RANGE.start(), *MAX_FILLER_RANGE.end()) as u64 + WIRE_OVERHEAD,
+            unclocked: None,
         }
+    }
+
+    /// The plan of a device whose transmit is no clocked wire (net_pcap writing a capture:
+    /// the file is the wire, written as fast as the machine writes, which may be slower than
+    /// the line rate): it does not restart because the clock passed its end, only when a frame
+    /// comes a silence after it ([`UNCLOCKED_SILENCE`], or the lead if longer), a lead before
+    /// that frame. Every frame then keeps its exact place however slowly the device takes
+    /// them; a longer silence is cut to a lead of fillers (so an idle link does not fill the
+    /// file).
+    pub fn unclocked(mut self, lead: Nanos) -> Wire {
+        self.unclocked = Some((lead, lead.max(UNCLOCKED_SILENCE)));
+        self
     }
 
     /// Bits at the line rate from the anchor to `t` (0 before it).
@@ -208,28 +261,33 @@ impl Wire {
     }
 
     /// Plans a frame of `len` bytes (without FCS) released at `release`, at `now`: gives the
-    /// length of each filler to send before it to `filler`, in order, and says where the frame
-    /// starts. At most `max_fillers` fillers; a gap that would need more is left (the frame
-    /// starts early by what is not filled) — the caller keeps it below by handing frames at
-    /// most a lead ahead. Returns `None`, and changes nothing, when the gap needs more.
+    /// length of each filler to send before it to `filler`, in order, at most `room` of them,
+    /// and says where the frame starts — or, when the gap needs more fillers than `room`, that
+    /// only part of it was filled (call again with the same frame once the queue has room).
     pub fn place(
         &mut self,
         now: Nanos,
         release: Nanos,
         len: usize,
-        max_fillers: usize,
+        room: usize,
         mut filler: impl FnMut(usize),
-    ) -> Option<Placed> {
-        let mut plan = self.clone();
-        if plan.end() < now {
-            // The NIC has sent all it was given: start again from here.
-            plan.anchor = now;
-            plan.end = 0;
+    ) -> Placed {
+        match self.unclocked {
+            None if self.end() < now => {
+                // The NIC has sent all it was given: start again from here.
+                self.anchor = now;
+                self.end = 0;
+            }
+            Some((lead, silence)) if release > self.end().saturating_add(silence) => {
+                // A silence: the wire starts again a lead before this frame.
+                self.anchor = release - lead;
+                self.end = 0;
+            }
+            _ => {}
         }
-        let target = plan.bits_at(release);
-        let gap = (target.saturating_sub(plan.end) / 8) as u64;
-        let min = MIN_FILLER as u64 + WIRE_OVERHEAD;
-        let max = MAX_FILLER as u64 + WIRE_OVERHEAD;
+        let target = self.bits_at(release);
+        let gap = (target.saturating_sub(self.end) / 8) as u64;
+        let (min, max) = (MIN_FILLER as u64 + WIRE_OVERHEAD, self.max);
         // Each filler's wire bytes, [min, max] each, adding up to the gap (or one minimum
         // filler for a gap of at least half of one).
         let count = match gap {
@@ -237,10 +295,23 @@ impl Wire {
             g if 2 * g >= min => 1,
             _ => 0,
         };
-        if count > max_fillers as u64 {
-            return None;
-        }
         let mut left = if gap >= min { gap } else { count * min };
+        let mut emit = |take: u64, end: &mut u128| {
+            filler((take - WIRE_OVERHEAD) as usize);
+            *end += u128::from(take) * 8;
+        };
+        if count > room as u64 {
+            // Part of a long gap: whole fillers, leaving at least a minimum one.
+            for _ in 0..room {
+                let take = max.min(left - min);
+                if take < min {
+                    break;
+                }
+                emit(take, &mut self.end);
+                left -= take;
+            }
+            return Placed::Filling;
+        }
         for _ in 0..count {
             let take = if left <= max {
                 left
@@ -249,14 +320,12 @@ impl Wire {
             } else {
                 left - min
             };
-            filler((take - WIRE_OVERHEAD) as usize);
+            emit(take, &mut self.end);
             left -= take;
-            plan.end += u128::from(take) * 8;
         }
-        let start = plan.time_of(plan.end);
-        plan.end += u128::from(len.max(MIN_FILLER) as u64 + WIRE_OVERHEAD) * 8;
-        *self = plan;
-        Some(Placed { start, late: start > release.saturating_add(self.min_frame_time()) })
+        let start = self.time_of(self.end);
+        self.end += u128::from(len.max(MIN_FILLER) as u64 + WIRE_OVERHEAD) * 8;
+        Placed::Frame { start, late: start > release.saturating_add(self.min_frame_time()) }
     }
 }
 
@@ -268,15 +337,27 @@ mod tests {
         fillers.iter().map(|&l| l as u64 + WIRE_OVERHEAD).sum()
     }
 
+    /// Where a frame starts, and whether late, when it was placed.
+    fn placed(p: Placed) -> (Nanos, bool) {
+        match p {
+            Placed::Frame { start, late } => (start, late),
+            Placed::Filling => panic!("only part of the gap was filled"),
+        }
+    }
+
     #[test]
     fn parses_and_refuses() {
         assert_eq!("software".parse::<TxTiming>(), Ok(TxTiming::Software));
         assert_eq!("filler".parse::<TxTiming>(), Ok(TxTiming::Filler(FillerSpec::default())));
-        let TxTiming::Filler(f) = "filler,mac=06:00:00:00:00:09,ethertype=0x88b6,lead=2ms".parse().unwrap()
+        let TxTiming::Filler(f) =
+            "filler,mac=06:00:00:00:00:09,ethertype=0x88b6,lead=2ms,max=9000".parse().unwrap()
         else {
             panic!()
         };
-        assert_eq!((f.dst, f.ethertype, f.lead), ([6, 0, 0, 0, 0, 9], 0x88b6, Nanos::from_millis(2)));
+        assert_eq!(
+            (f.dst, f.ethertype, f.lead, f.max),
+            ([6, 0, 0, 0, 0, 9], 0x88b6, Nanos::from_millis(2), 9000)
+        );
         assert_eq!(f.header()[..12], [6, 0, 0, 0, 0, 9, 6, 0, 0, 0, 0, 9]);
         for bad in [
             "",
@@ -285,99 +366,155 @@ mod tests {
             "filler,mac=06:00:00:00:00",
             "filler,mac=06:00:00:00:00:00:01",
             "filler,mac=zz:00:00:00:00:00",
-            "filler,ethertype=0x05ff",
+            "filler,ethertype=0x10000",
             "filler,ethertype=88b5",
             "filler,lead=0us",
             "filler,lead=2s",
             "filler,lead=5",
+            "filler,max=143",
+            "filler,max=65536",
             "filler,speed=1",
             "filler,lead",
         ] {
             let e = bad.parse::<TxTiming>().unwrap_err();
-            assert!(e.contains("accepted:"), "{bad}: {e}");
+            assert!(e.contains("accepted:") && !e.contains('\n'), "{bad}: {e}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Any text is a timing or one line naming what is accepted; never a panic.
+        #[test]
+        fn any_text_is_a_timing_or_one_refusal(text in "(software|filler)?(,[a-z]{0,9}=?[0-9a-fx:.usm-]{0,20}){0,4}") {
+            match text.parse::<TxTiming>() {
+                Ok(TxTiming::Filler(f)) => {
+                    proptest::prop_assert!(LEAD_RANGE.contains(&f.lead) && MAX_FILLER_RANGE.contains(&f.max));
+                }
+                Ok(TxTiming::Software) => proptest::prop_assert_eq!(text.as_str(), "software"),
+                Err(e) => proptest::prop_assert!(e.contains("accepted:") && !e.contains('\n'), "{}", e),
+            }
         }
     }
 
     #[test]
     fn fillers_bring_each_frame_to_its_release_without_drift() {
         // 10 Gbit/s line, frames released one 100 Mbit/s serialization apart.
-        let mut w = Wire::new(Rate(10_000_000_000));
-        let t0 = Nanos::from_millis(5);
-        let spacing = |len: u64| Nanos((len + WIRE_OVERHEAD) * 8 * 10); // ns at 100 Mbit/s
-        let mut release = t0;
-        let mut wire_pos = 0u64; // bytes from the first frame's start
-        let mut first: Option<u64> = None;
-        for i in 0..300u64 {
-            let len = 60 + (i * 37) % 1400;
-            let mut fillers = Vec::new();
-            let p =
-                w.place(Nanos::from_millis(1), release, len as usize, 10_000, |l| fillers.push(l)).unwrap();
-            assert!(fillers.iter().all(|&l| (MIN_FILLER..=MAX_FILLER).contains(&l)), "{fillers:?}");
-            if let Some(f) = first {
-                wire_pos += wire_bytes(&fillers);
-                // The frame's start by the bytes before it, 0.8 ns a byte.
-                let start = f + wire_pos * 8 / 10;
-                let want = (release - t0).as_nanos();
-                assert!(start.abs_diff(want) <= 34, "frame {i} at {start} ns, released at {want}");
-                assert_eq!(
-                    p.start.as_nanos().abs_diff(t0.as_nanos() + start),
-                    0,
-                    "the plan says where it is"
-                );
-            } else {
-                first = Some(p.start.as_nanos() - t0.as_nanos());
-                assert_eq!(first, Some(0));
+        for max in [MAX_FILLER, 9000] {
+            let mut w = Wire::new(Rate(10_000_000_000), max);
+            let t0 = Nanos::from_millis(5);
+            let spacing = |len: u64| Nanos((len + WIRE_OVERHEAD) * 8 * 10); // ns at 100 Mbit/s
+            let mut release = t0;
+            let mut wire_pos = 0u64; // bytes from the first frame's start
+            for i in 0..300u64 {
+                let len = 60 + (i * 37) % 1400;
+                let mut fillers = Vec::new();
+                let (start, late) =
+                    placed(
+                        w.place(Nanos::from_millis(1), release, len as usize, 10_000, |l| fillers.push(l)),
+                    );
+                assert!(fillers.iter().all(|&l| (MIN_FILLER..=max).contains(&l)), "{fillers:?}");
+                if i > 0 {
+                    wire_pos += wire_bytes(&fillers);
+                    // The frame's start by the bytes before it, 0.8 ns a byte.
+                    let by_bytes = wire_pos * 8 / 10;
+                    let want = (release - t0).as_nanos();
+                    assert!(by_bytes.abs_diff(want) <= 34, "frame {i} at {by_bytes} ns, released at {want}");
+                    assert_eq!(start.as_nanos(), t0.as_nanos() + by_bytes, "the plan says where it is");
+                } else {
+                    assert_eq!(start, t0);
+                }
+                assert!(!late);
+                wire_pos += len + WIRE_OVERHEAD;
+                release += spacing(len);
             }
-            assert!(!p.late);
-            wire_pos += len + WIRE_OVERHEAD;
-            release += spacing(len);
         }
     }
 
     #[test]
     fn short_gaps_round_to_the_nearer_side_and_a_busy_wire_makes_a_frame_late() {
-        let mut w = Wire::new(Rate(1_000_000_000));
+        let mut w = Wire::new(Rate(1_000_000_000), MAX_FILLER);
         // 1 Gbit/s: a byte is 8 ns, a minimum frame 672 ns.
         assert_eq!(w.min_frame_time(), Nanos(672));
         let now = Nanos(1_000_000);
         let mut f = Vec::new();
-        let a = w.place(now, now, 60, 10, |l| f.push(l)).unwrap();
-        assert_eq!((a.start, f.len()), (now, 0));
+        let a = placed(w.place(now, now, 60, 10, |l| f.push(l)));
+        assert_eq!((a.0, f.len()), (now, 0));
         // Free at now + 672; a release 300 ns later (37 bytes) is early by 300: no filler.
-        let b = w.place(now, now + Nanos(672 + 300), 60, 10, |l| f.push(l)).unwrap();
-        assert_eq!((b.start, f.len()), (now + Nanos(672), 0));
+        let b = placed(w.place(now, now + Nanos(672 + 300), 60, 10, |l| f.push(l)));
+        assert_eq!((b.0, f.len()), (now + Nanos(672), 0));
         // 400 ns (50 bytes) later: one minimum filler, late by 272 ns.
-        let c = w.place(now, b.start + Nanos(672 + 400), 60, 10, |l| f.push(l)).unwrap();
-        assert_eq!((c.start, f.as_slice()), (b.start + Nanos(672 * 2), &[60][..]));
-        assert!(!c.late);
+        let c = placed(w.place(now, b.0 + Nanos(672 + 400), 60, 10, |l| f.push(l)));
+        assert_eq!((c.0, f.as_slice()), (b.0 + Nanos(672 * 2), &[60][..]));
+        assert!(!c.1);
         // Released while the wire is busy for longer than a minimum frame: late.
-        let d = w.place(now, c.start, 1514, 10, |l| f.push(l)).unwrap();
-        let e = w.place(now, c.start, 60, 10, |l| f.push(l)).unwrap();
-        assert!(!d.late && e.late, "{d:?} {e:?}");
-        // A gap needing more fillers than allowed changes nothing.
-        let end = w.end();
-        assert_eq!(w.place(now, end + Nanos::from_millis(1), 60, 3, |_| unreachable!()), None);
-        assert_eq!(w.end(), end);
+        let d = placed(w.place(now, c.0, 1514, 10, |l| f.push(l)));
+        let e = placed(w.place(now, c.0, 60, 10, |l| f.push(l)));
+        assert!(!d.1 && e.1, "{d:?} {e:?}");
         // The NIC ran dry: the plan starts again at now.
-        let later = end + Nanos::from_millis(5);
-        let g = w.place(later, later + Nanos(6720), 60, 100, |l| f.push(l)).unwrap();
-        assert_eq!(g.start, later + Nanos(6720));
+        let later = w.end() + Nanos::from_millis(5);
+        let g = placed(w.place(later, later + Nanos(6720), 60, 100, |l| f.push(l)));
+        assert_eq!(g.0, later + Nanos(6720));
+    }
+
+    #[test]
+    fn a_gap_longer_than_the_queue_is_filled_over_several_calls() {
+        let mut w = Wire::new(Rate(10_000_000_000), MAX_FILLER);
+        let now = Nanos::from_millis(1);
+        let release = now + Nanos::from_micros(100); // 125 000 bytes: 82 fillers
+        let (mut calls, mut all) = (0, Vec::new());
+        let start = loop {
+            calls += 1;
+            let mut f = Vec::new();
+            let p = w.place(now, release, 60, 10, |l| f.push(l));
+            assert!(f.len() <= 10);
+            all.extend(f);
+            if let Placed::Frame { start, late } = p {
+                assert!(!late);
+                break start;
+            }
+        };
+        assert!(calls >= 9, "{calls} calls");
+        assert!(all.iter().all(|&l| (MIN_FILLER..=MAX_FILLER).contains(&l)));
+        assert!(start.as_nanos().abs_diff(release.as_nanos()) <= 34, "{start:?} for {release:?}");
+        assert_eq!(wire_bytes(&all) * 8 / 10, (start - now).as_nanos());
+        // No room at all: nothing given, nothing planned.
+        let end = w.end();
+        assert_eq!(w.place(now, end + Nanos::from_micros(50), 60, 0, |_| unreachable!()), Placed::Filling);
+        assert_eq!(w.end(), end);
+    }
+
+    #[test]
+    fn an_unclocked_wire_keeps_its_plan_until_a_silence() {
+        let lead = Nanos::from_micros(50);
+        let mut w = Wire::new(Rate(10_000_000_000), MAX_FILLER).unclocked(lead);
+        let t0 = Nanos::from_millis(10);
+        // Handed long after their releases (a slow device): the plan does not restart.
+        let mut f = Vec::new();
+        let (a, _) = placed(w.place(t0 + Nanos::from_millis(5), t0, 60, 1000, |l| f.push(l)));
+        assert_eq!((a, f.len()), (t0, 41), "a lead of fillers before the first frame");
+        let (b, late) = placed(w.place(t0 + Nanos::from_millis(9), t0 + Nanos(6720), 60, 1000, |_| {}));
+        assert!(b.as_nanos().abs_diff((t0 + Nanos(6720)).as_nanos()) <= 34 && !late, "{b:?}");
+        // A silence longer than the lead: the wire starts again a lead before the frame.
+        let r = t0 + Nanos::from_millis(20);
+        let mut g = Vec::new();
+        let (c, _) = placed(w.place(t0 + Nanos::from_millis(30), r, 60, 1000, |l| g.push(l)));
+        assert_eq!(c, r);
+        assert_eq!(wire_bytes(&g), 62_500, "one lead of fillers at 10 Gbit/s");
     }
 
     #[test]
     fn every_gap_is_split_into_fillers_that_add_up() {
         for rate in [1_000_000u64, 1_000_000_000, 10_000_000_000, 100_000_000_000] {
-            let mut w = Wire::new(Rate(rate));
-            for gap_ns in (0..200_000u64).step_by(997) {
-                let now = w.end();
-                let mut f = Vec::new();
-                let p = w.place(now, now + Nanos(gap_ns), 60, 1_000_000, |l| f.push(l)).unwrap();
-                assert!(f.iter().all(|&l| (MIN_FILLER..=MAX_FILLER).contains(&l)));
-                let err = p.start.as_nanos().abs_diff(now.as_nanos() + gap_ns);
-                assert!(
-                    err <= w.min_frame_time().as_nanos() / 2 + 8_000_000_000 / rate + 1,
-                    "{rate} {gap_ns}: {err}"
-                );
+            for max in [*MAX_FILLER_RANGE.start(), MAX_FILLER, 9000] {
+                let mut w = Wire::new(Rate(rate), max);
+                for gap_ns in (0..200_000u64).step_by(997) {
+                    let now = w.end();
+                    let mut f = Vec::new();
+                    let (start, _) = placed(w.place(now, now + Nanos(gap_ns), 60, 1_000_000, |l| f.push(l)));
+                    assert!(f.iter().all(|&l| (MIN_FILLER..=max).contains(&l)));
+                    let err = start.as_nanos().abs_diff(now.as_nanos() + gap_ns);
+                    let bound = w.min_frame_time().as_nanos() / 2 + 8_000_000_000 / rate + 1;
+                    assert!(err <= bound, "{rate} {max} {gap_ns}: {err}");
+                }
             }
         }
     }

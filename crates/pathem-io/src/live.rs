@@ -198,7 +198,7 @@ pub fn open(spec: &PortSpec, options: &PortOptions, timing: &TxTiming) -> Result
             rx: LiveRx::Packet(AfPacketRx::open(name, max_frame, options.rx_buffer)?),
             tx: LiveTx::Packet(AfPacketTx::open(name, max_frame)?),
             ifname: name.into(),
-            how,
+            how: format!("{how}, kernel receive stamps"),
         })
     };
     match spec {

@@ -169,6 +169,12 @@ pub struct State {
     pub seed: u64,
     pub port_a: String,
     pub port_b: String,
+    /// Each port as it was opened: its kind, where its receive stamps come from (hardware,
+    /// kernel, software), how it times transmission (absent from an older pathem's answer).
+    #[serde(default)]
+    pub how_a: String,
+    #[serde(default)]
+    pub how_b: String,
     pub a_to_b: DirectionState,
     pub b_to_a: Option<DirectionState>,
 }
@@ -179,6 +185,11 @@ impl State {
         let mut out =
             format!("{} (pid {}, up {:.1} s, seed {})\n", self.name, self.pid, self.uptime_s, self.seed);
         let (a, b) = (&self.port_a, &self.port_b);
+        for (name, how) in [(a, &self.how_a), (b, &self.how_b)] {
+            if !how.is_empty() {
+                out += &format!("  port {name}: {how}\n");
+            }
+        }
         for (from, to, d) in [(a, b, Some(&self.a_to_b)), (b, a, self.b_to_a.as_ref())] {
             let Some(d) = d else { continue };
             let s = &d.stats;
@@ -221,6 +232,8 @@ pub struct Served {
     pub seed: u64,
     pub port_a: String,
     pub port_b: String,
+    /// The ports' descriptions ([`State::how_a`]).
+    pub how: (String, String),
     pub controls: (Vec<Control>, Option<Vec<Control>>),
     pub counters: (DirectionCounters, Option<DirectionCounters>),
     /// Each direction's class filters, in order (for `show`).
@@ -254,6 +267,8 @@ impl Served {
             seed: self.seed,
             port_a: self.port_a.clone(),
             port_b: self.port_b.clone(),
+            how_a: self.how.0.clone(),
+            how_b: self.how.1.clone(),
             a_to_b: dir(&self.controls.0, &self.counters.0, &self.filters.0),
             b_to_a: match (&self.controls.1, &self.counters.1) {
                 (Some(c), Some(k)) => Some(dir(c, k, &self.filters.1)),
@@ -497,6 +512,7 @@ pub fn serve(
         seed,
         port_a: link.started.name_a.clone(),
         port_b: link.started.name_b.clone(),
+        how: (link.started.how_a.clone(), link.started.how_b.clone()),
         controls,
         counters: (kab.clone(), kba.cloned()),
         filters,

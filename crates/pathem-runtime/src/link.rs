@@ -121,7 +121,7 @@ impl LinkSpec {
 pub struct Started {
     pub name_a: String,
     pub name_b: String,
-    /// How each port was opened (`AF_XDP (native XDP, copy, receive stamps from XDP)`).
+    /// How each port was opened (`AF_XDP (native XDP, copy, kernel receive stamps from XDP (bpf_ktime_get_ns))`).
     pub how_a: String,
     pub how_b: String,
     /// Each direction's delay line: its size and why.

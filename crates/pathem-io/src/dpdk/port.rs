@@ -19,7 +19,7 @@
 
 use super::{eal_args, split_eal, ClockFit, Closed, Device, EalPlan, CLOSED};
 use crate::afpacket::ring_drops;
-use crate::filler::{FillerCounts, TxTiming, Wire};
+use crate::filler::{FillerCounts, Placed, TxTiming, Wire};
 use crate::kstamp::monotonic_now;
 use crate::port::{FallbackStamps, PollAt, RxFrame, RxPort, TxPort};
 use crate::Error;
@@ -113,6 +113,7 @@ extern "C" {
     fn pathem_dpdk_tx_burst(port: u16, m: *mut *mut Mbuf, n: u16) -> u16;
     fn pathem_dpdk_stats(port: u16, out: *mut u64) -> c_int;
     fn pathem_dpdk_read_clock(port: u16, clock: *mut u64) -> c_int;
+    fn pathem_dpdk_rx_stamp_field(offset: *mut c_int, flag: *mut u64) -> c_int;
 }
 
 fn strerror(e: c_int) -> String {
@@ -327,6 +328,10 @@ enum Stamps {
     Device { fit: ClockFit, at: Nanos },
     /// The clock read per burst, corrected back along the burst at the link speed.
     Software,
+    /// A capture's own times (net_pcap, microseconds), moved onto CLOCK_MONOTONIC by the
+    /// offset of the first stamped frame: frames are handed on when their time comes, so they
+    /// reach the path with the capture's spacing however fast the driver reads the file.
+    Capture { offset: Option<i128> },
 }
 
 /// A thread's registration with the EAL, undone when the thread ends.
@@ -396,11 +401,25 @@ pub struct DpdkRx {
     /// This half's thread has an lcore id (see [`register_thread`]); a half stays on its thread.
     registered: bool,
     offload: crate::offload::OffloadCounts,
+    /// With capture stamps: the last burst's frames `pos..pending` wait in their mbufs until
+    /// their arrival (`arrivals`) comes; the burst's mbufs are freed before the next is read.
+    pending: usize,
+    pos: usize,
+    arrivals: [Nanos; BURST],
 }
 
-// SAFETY: the mbuf array holds no mbufs between calls (each burst's are freed before
-// recv_burst returns), and the port's rx queue is used only by this half.
+// SAFETY: the mbufs a half holds between calls (capture stamps: a burst not yet handed on)
+// are its own until freed, and the port's rx queue is used only by this half.
 unsafe impl Send for DpdkRx {}
+
+impl Drop for DpdkRx {
+    fn drop(&mut self) {
+        if self.pending > 0 {
+            // SAFETY: mbufs[..pending] came from rx_burst and were not freed.
+            unsafe { pathem_dpdk_free_bulk(self.mbufs.as_mut_ptr(), self.pending as u32) };
+        }
+    }
+}
 
 /// The transmitting half of a DPDK port.
 pub struct DpdkTx {
@@ -470,7 +489,19 @@ pub fn open(
     };
     let line_rate = u64::from(speed_mbps) * 1_000_000;
     let now = monotonic_now();
+    let capture = match (info.rx_timestamps, driver.as_str()) {
+        (0, "net_pcap") => {
+            let (mut offset, mut flag) = (0, 0);
+            // SAFETY: writes one int and one u64 into the locals.
+            (unsafe { pathem_dpdk_rx_stamp_field(&mut offset, &mut flag) } == 0).then_some((offset, flag))
+        }
+        _ => None,
+    };
     let (stamps, stamp_words) = match info.rx_timestamps != 0 {
+        _ if capture.is_some() => (
+            Stamps::Capture { offset: None },
+            "receive stamps from the capture (net_pcap, microseconds): frames handed on at their capture times' spacing".to_string(),
+        ),
         true => match device_fit(id) {
             Some(fit) => (Stamps::Device { fit, at: now }, format!("receive stamps from the device clock ({:.3} MHz)", fit.hz() / 1e6)),
             None => (
@@ -504,15 +535,35 @@ pub fn open(
                 }
                 (None, s) => pathem_model::units::Rate(u64::from(s) * 1_000_000),
             };
+            if f.max > info.data_room as usize {
+                return Err(fail(
+                    spec,
+                    format!(
+                        "--tx-timing filler,max={}: the port sends frames of at most {} B",
+                        f.max, info.data_room
+                    ),
+                ));
+            }
+            // net_pcap writing a capture has no clocked wire: its plan follows the frames.
+            let wire = match driver.as_str() {
+                "net_pcap" => Wire::new(rate, f.max).unclocked(f.lead),
+                _ => Wire::new(rate, f.max),
+            };
             let filling = Filling {
-                wire: Wire::new(rate),
+                wire,
                 header: f.header(),
                 lead: f.lead,
                 counts: Default::default(),
                 lens: Vec::new(),
             };
-            let words =
-                format!(", transmit timed by filler frames at {rate} (frames handed {} ahead)", f.lead);
+            let unclocked = match driver.as_str() {
+                "net_pcap" => "; the capture is the wire: its plan follows the frames, not the clock, silences over 1ms cut",
+                _ => "",
+            };
+            let words = format!(
+                ", transmit timed by filler frames of up to {} B at {rate} (frames handed {} ahead{unclocked})",
+                f.max, f.lead
+            );
             (Some(Box::new(filling)), words)
         }
     };
@@ -528,7 +579,7 @@ pub fn open(
         meta: [RxMeta { data: std::ptr::null(), len: 0, pkt_len: 0, stamp: 0 }; BURST],
         bounce: vec![0; BURST * bounce_each],
         bounce_each,
-        ts: (info.rx_timestamps != 0).then_some((info.ts_offset, info.ts_flag)),
+        ts: capture.or((info.rx_timestamps != 0).then_some((info.ts_offset, info.ts_flag))),
         stamps,
         line_rate,
         last_arrival: Nanos::ZERO,
@@ -540,6 +591,9 @@ pub fn open(
         device_drops: true,
         registered: false,
         offload: Default::default(),
+        pending: 0,
+        pos: 0,
+        arrivals: [Nanos::ZERO; BURST],
     };
     let tx = DpdkTx {
         port,
@@ -818,6 +872,9 @@ impl RxPort for DpdkRx {
             self.registered = true;
         }
         self.refresh(now);
+        if matches!(self.stamps, Stamps::Capture { .. }) {
+            return Ok(self.recv_capture(now, max, &mut f));
+        }
         let want = max.min(BURST);
         let (mut got, mut more) = (0, false);
         let (first, count) = (self.next_queue, self.queues.len());
@@ -836,7 +893,10 @@ impl RxPort for DpdkRx {
     }
 
     fn poll_at(&self) -> PollAt {
-        PollAt::live(self.more)
+        match self.pos < self.pending {
+            true => PollAt::At(self.arrivals[self.pos]),
+            false => PollAt::live(self.more),
+        }
     }
 
     /// Frames the device could not take (no descriptor, no mbuf, a bad frame, no room in a
@@ -896,6 +956,9 @@ impl DpdkRx {
                     device_drops: false,
                     registered: false,
                     offload: Default::default(),
+                    pending: 0,
+                    pos: 0,
+                    arrivals: [Nanos::ZERO; BURST],
                 })
             })
             .collect()
@@ -928,7 +991,9 @@ impl DpdkRx {
         let mut last = self.last_arrival;
         for (i, m) in meta[..n].iter().enumerate() {
             let stamp = match (stamps, m.stamp) {
-                (_, 0) | (Stamps::Software, _) => fallback.get(i, |j| u64::from(meta[j].pkt_len)),
+                (_, 0) | (Stamps::Software | Stamps::Capture { .. }, _) => {
+                    fallback.get(i, |j| u64::from(meta[j].pkt_len))
+                }
                 (Stamps::Device { fit, .. }, t) => fit.to_monotonic(t),
             };
             let arrival = stamp.min(now).max(last);
@@ -956,6 +1021,73 @@ impl DpdkRx {
     }
 }
 
+impl DpdkRx {
+    /// Capture stamps: hands on the held frames whose arrival has come (at most `max`), and
+    /// reads the next burst once all are handed on. A frame without a stamp arrives when read.
+    fn recv_capture<F: FnMut(RxFrame<'_>)>(&mut self, now: Nanos, max: usize, f: &mut F) -> usize {
+        if self.pos == self.pending {
+            if self.pending > 0 {
+                // SAFETY: mbufs[..pending] came from rx_burst, were handed on and not freed;
+                // no slice into them outlives the call that handed them.
+                unsafe { pathem_dpdk_free_bulk(self.mbufs.as_mut_ptr(), self.pending as u32) };
+                (self.pending, self.pos) = (0, 0);
+            }
+            let (ts_offset, ts_flag) = self.ts.unwrap_or((0, 0));
+            // SAFETY: as in recv_queue, for BURST entries of queue 0 (net_pcap has one).
+            let n = unsafe {
+                pathem_dpdk_rx_burst(
+                    self.port.id,
+                    self.queues[0],
+                    self.mbufs.as_mut_ptr(),
+                    BURST as u16,
+                    self.meta.as_mut_ptr(),
+                    self.bounce.as_mut_ptr(),
+                    self.bounce_each as u32,
+                    ts_offset,
+                    ts_flag,
+                )
+            } as usize;
+            self.more = n == BURST;
+            let now = monotonic_now().max(now);
+            let Stamps::Capture { offset } = &mut self.stamps else { return 0 };
+            let mut last = self.last_arrival;
+            for (m, at) in self.meta[..n].iter().zip(&mut self.arrivals) {
+                let arrival = match m.stamp {
+                    0 => now,
+                    us => {
+                        let ns = i128::from(us) * 1000;
+                        let off = *offset.get_or_insert(i128::from(now.as_nanos()) - ns);
+                        Nanos(u64::try_from((ns + off).max(0)).unwrap_or(u64::MAX))
+                    }
+                };
+                last = arrival.max(last);
+                *at = last;
+            }
+            self.last_arrival = last;
+            self.pending = n;
+        }
+        let mut given = 0;
+        while self.pos < self.pending && given < max && self.arrivals[self.pos] <= now {
+            let m = &self.meta[self.pos];
+            let data: &mut [u8] = if m.data.is_null() {
+                &mut []
+            } else {
+                // SAFETY: the shim set `data`/`len` to the frame's bytes in its mbuf (or in our
+                // bounce buffer, untouched until the next burst is read), valid until the
+                // burst's mbufs are freed, which is after every frame was handed on.
+                unsafe { std::slice::from_raw_parts_mut(m.data as *mut u8, m.len as usize) }
+            };
+            if crate::offload::complete_if_partial(data) {
+                self.offload.csum_completed += 1;
+            }
+            f(RxFrame { arrival: self.arrivals[self.pos], wire_len: m.pkt_len, data: &*data });
+            self.pos += 1;
+            given += 1;
+        }
+        given
+    }
+}
+
 impl DpdkTx {
     /// Frames the device failed to send since start (its `oerrors`).
     fn errors(&self) -> u64 {
@@ -971,25 +1103,21 @@ impl DpdkTx {
 
 impl DpdkTx {
     /// `send` with filler frames: the fillers that bring the wire to `release`, then the
-    /// frame, all queued or none (no room in the queue or the pool: the engine keeps the frame
-    /// and the plan is as it was).
+    /// frame. With too little room in the queue for the whole gap, what room there is gets
+    /// fillers and the frame waits (false: the engine offers it again after the flush); with
+    /// no mbuf left, nothing of this call is queued and the plan is as it was.
     fn send_timed(&mut self, release: Nanos, data: &[u8]) -> bool {
         let Some(f) = self.filling.as_deref_mut() else { return false };
-        let room = TX_QUEUE - self.len;
+        let room = (TX_QUEUE - self.len).saturating_sub(1);
         let before = f.wire.clone();
         let mut lens = std::mem::take(&mut f.lens);
         lens.clear();
-        let placed =
-            f.wire.place(monotonic_now(), release, data.len(), room.saturating_sub(1), |l| lens.push(l));
-        let Some(placed) = placed else {
-            f.lens = lens;
-            return false;
-        };
+        let placed = f.wire.place(monotonic_now(), release, data.len(), room, |l| lens.push(l));
         let first = self.len;
         let mut ok = true;
         for &l in &lens {
             // SAFETY: the pool belongs to this port; `header` is 14 bytes; a filler is at most
-            // MAX_FILLER bytes, within every mbuf's data room (the pool's mbufs hold 2 KB).
+            // the port's longest frame (checked at open), within its mbufs' data room.
             let m = unsafe { pathem_dpdk_tx_filler(self.port.pool, f.header.as_ptr(), l as u32) };
             if m.is_null() {
                 ok = false;
@@ -998,16 +1126,19 @@ impl DpdkTx {
             self.queue[self.len] = m;
             self.len += 1;
         }
-        if ok {
-            // SAFETY: as in `send`.
-            let m = unsafe { pathem_dpdk_tx_copy(self.port.pool, data.as_ptr(), data.len() as u32) };
-            if m.is_null() {
-                ok = false;
-            } else {
-                self.queue[self.len] = m;
-                self.len += 1;
+        let late = match placed {
+            Placed::Frame { late, .. } if ok => {
+                // SAFETY: as in `send`.
+                let m = unsafe { pathem_dpdk_tx_copy(self.port.pool, data.as_ptr(), data.len() as u32) };
+                ok = !m.is_null();
+                if ok {
+                    self.queue[self.len] = m;
+                    self.len += 1;
+                }
+                Some(late)
             }
-        }
+            _ => None,
+        };
         if !ok {
             // SAFETY: queue[first..len] are the mbufs allocated above, not handed to anyone.
             unsafe { pathem_dpdk_free_bulk(self.queue[first..].as_mut_ptr(), (self.len - first) as u32) };
@@ -1018,9 +1149,14 @@ impl DpdkTx {
         }
         f.counts.frames += lens.len() as u64;
         f.counts.bytes += lens.iter().map(|&l| l as u64).sum::<u64>();
-        f.counts.late += u64::from(placed.late);
         f.lens = lens;
-        true
+        match late {
+            Some(late) => {
+                f.counts.late += u64::from(late);
+                true
+            }
+            None => false,
+        }
     }
 }
 

@@ -351,3 +351,17 @@ int pathem_dpdk_stats(uint16_t port, uint64_t out[6])
 }
 
 int pathem_dpdk_read_clock(uint16_t port, uint64_t *clock) { return rte_eth_read_clock(port, clock); }
+
+/* The receive timestamp's dynamic field and flag, where a driver registered them without the
+ * offload being asked for (net_pcap stamps every frame with its capture time): 0 when both
+ * exist. */
+int pathem_dpdk_rx_stamp_field(int *offset, uint64_t *flag)
+{
+    int off = rte_mbuf_dynfield_lookup(RTE_MBUF_DYNFIELD_TIMESTAMP_NAME, NULL);
+    int bit = rte_mbuf_dynflag_lookup(RTE_MBUF_DYNFLAG_RX_TIMESTAMP_NAME, NULL);
+    if (off < 0 || bit < 0)
+        return -1;
+    *offset = off;
+    *flag = UINT64_C(1) << bit;
+    return 0;
+}
