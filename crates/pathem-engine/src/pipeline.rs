@@ -529,7 +529,9 @@ impl<T: TxPort> Output<T> {
             [one] => one.hand(now, upto, EGRESS_BURST, &mut self.tx),
             lanes => merge(lanes, now, upto, &mut self.tx),
         };
-        if n > 0 || self.port.port_tx_queued.get() > 0 {
+        // Also when no frame went but the port holds some, or fillers it queued ahead of a
+        // frame still to go (a long gap filled over several rounds).
+        if n > 0 || self.tx.queued() > 0 {
             self.tx.flush()?;
             self.port.port_tx_queued.set(self.tx.queued() as u64);
             self.take_refused(false);
@@ -871,6 +873,73 @@ mod tests {
         // round every 100 us while the port holds some. All within 4 ms of the release.
         let due = Nanos(1_000) + Nanos::from_millis(10);
         assert!(sent.iter().all(|&t| t >= due && t <= due + Nanos::from_millis(4)), "{:?}", sent.last());
+    }
+
+    /// A port timing frames with fillers (a lead of 1 ms) whose queue holds two: each frame
+    /// needs five fillers first, so it goes only after the fillers went over several flushes.
+    struct Filling {
+        queued: usize,
+        left: usize,
+        flushes: u32,
+        sent: Vec<Nanos>,
+    }
+
+    impl pathem_io::TxPort for Filling {
+        fn send(&mut self, release: Nanos, _wire_len: u32, _data: &[u8]) -> bool {
+            let k = (2 - self.queued).min(self.left);
+            (self.queued, self.left) = (self.queued + k, self.left - k);
+            if self.left > 0 || self.queued == 2 {
+                return false;
+            }
+            self.left = 5;
+            self.queued += 1;
+            self.sent.push(release);
+            true
+        }
+        fn flush(&mut self) -> Result<(), pathem_io::Error> {
+            self.queued = 0;
+            self.flushes += 1;
+            Ok(())
+        }
+        fn queued(&self) -> usize {
+            self.queued
+        }
+        fn lead(&self) -> Nanos {
+            Nanos::from_millis(1)
+        }
+    }
+
+    #[test]
+    fn a_port_with_a_lead_gets_frames_early_and_is_flushed_while_it_fills() {
+        let path = PathConfig {
+            delay: pathem_model::delay::DelayConfig::constant(Nanos::from_millis(10)),
+            ..PathConfig::default()
+        };
+        let engine = EngineConfig { offline: true, ..EngineConfig::default() };
+        let arrivals: Vec<Nanos> = (0..20).map(|i| Nanos::from_micros(100 * i)).collect();
+        let port = Filling { queued: 0, left: 5, flushes: 0, sent: Vec::new() };
+        let mut p = Pipeline::new(Frames::at(arrivals.clone()), port, &path, 1, &engine).unwrap();
+        let mut clock = crate::VirtualClock::starting_at(Nanos(0));
+        let mut handed = Vec::new();
+        for round in 0.. {
+            let now = crate::Clock::now(&mut clock);
+            let before = p.output.tx.sent.len();
+            match p.poll(now).unwrap() {
+                Next::Ended => break,
+                Next::At(t) | Next::Busy(Some(t)) => crate::Clock::wait_until(&mut clock, t),
+                _ => {}
+            }
+            handed.extend(std::iter::repeat_n(now, p.output.tx.sent.len() - before));
+            assert!(round < 100_000 && now < Nanos::from_secs(1), "stuck with fillers in the port");
+        }
+        let out = &p.output.tx;
+        assert_eq!(out.sent.len(), 20);
+        for ((&release, &at), &arrival) in out.sent.iter().zip(&handed).zip(&arrivals) {
+            assert_eq!(release, arrival + Nanos::from_millis(10));
+            // Handed a lead (1 ms) ahead of its release, not when due.
+            assert!(at + Nanos::from_millis(1) >= release && at < release, "{at:?} for {release:?}");
+        }
+        assert!(out.flushes >= 3 * 20, "{} flushes: the fillers went in rounds", out.flushes);
     }
 
     #[test]
