@@ -966,22 +966,7 @@ impl DpdkRx {
 
     /// One burst of up to `want` (≤ BURST) frames from receive queue `queue`.
     fn recv_queue<F: FnMut(RxFrame<'_>)>(&mut self, queue: u16, now: Nanos, want: usize, f: &mut F) -> usize {
-        let (ts_offset, ts_flag) = self.ts.unwrap_or((0, 0));
-        // SAFETY: mbufs and meta have room for `want` ≤ BURST entries, bounce for BURST slots
-        // of bounce_each bytes; the shim writes at most that. The port's rx queues are ours.
-        let n = unsafe {
-            pathem_dpdk_rx_burst(
-                self.port.id,
-                queue,
-                self.mbufs.as_mut_ptr(),
-                want as u16,
-                self.meta.as_mut_ptr(),
-                self.bounce.as_mut_ptr(),
-                self.bounce_each as u32,
-                ts_offset,
-                ts_flag,
-            )
-        } as usize;
+        let n = self.read_burst(queue, want);
         if n == 0 {
             return 0;
         }
@@ -1022,6 +1007,28 @@ impl DpdkRx {
 }
 
 impl DpdkRx {
+    /// Up to `want` (≤ BURST) frames from receive queue `queue` into `mbufs`/`meta` (and the
+    /// bounce buffer for a frame in several segments), replacing the last burst's entries,
+    /// whose mbufs the caller has freed.
+    fn read_burst(&mut self, queue: u16, want: usize) -> usize {
+        let (ts_offset, ts_flag) = self.ts.unwrap_or((0, 0));
+        // SAFETY: mbufs and meta have room for `want` ≤ BURST entries, bounce for BURST slots
+        // of bounce_each bytes; the shim writes at most that. The port's rx queues are ours.
+        (unsafe {
+            pathem_dpdk_rx_burst(
+                self.port.id,
+                queue,
+                self.mbufs.as_mut_ptr(),
+                want.min(BURST) as u16,
+                self.meta.as_mut_ptr(),
+                self.bounce.as_mut_ptr(),
+                self.bounce_each as u32,
+                ts_offset,
+                ts_flag,
+            )
+        }) as usize
+    }
+
     /// Capture stamps: hands on the held frames whose arrival has come (at most `max`), and
     /// reads the next burst once all are handed on. A frame without a stamp arrives when read.
     fn recv_capture<F: FnMut(RxFrame<'_>)>(&mut self, now: Nanos, max: usize, f: &mut F) -> usize {
@@ -1032,21 +1039,8 @@ impl DpdkRx {
                 unsafe { pathem_dpdk_free_bulk(self.mbufs.as_mut_ptr(), self.pending as u32) };
                 (self.pending, self.pos) = (0, 0);
             }
-            let (ts_offset, ts_flag) = self.ts.unwrap_or((0, 0));
-            // SAFETY: as in recv_queue, for BURST entries of queue 0 (net_pcap has one).
-            let n = unsafe {
-                pathem_dpdk_rx_burst(
-                    self.port.id,
-                    self.queues[0],
-                    self.mbufs.as_mut_ptr(),
-                    BURST as u16,
-                    self.meta.as_mut_ptr(),
-                    self.bounce.as_mut_ptr(),
-                    self.bounce_each as u32,
-                    ts_offset,
-                    ts_flag,
-                )
-            } as usize;
+            // net_pcap has one receive queue.
+            let n = self.read_burst(self.queues[0], BURST);
             self.more = n == BURST;
             let now = monotonic_now().max(now);
             let Stamps::Capture { offset } = &mut self.stamps else { return 0 };
