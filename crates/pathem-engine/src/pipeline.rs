@@ -540,6 +540,7 @@ impl<T: TxPort> Output<T> {
                 self.port.tx_filler_frames.set(f.frames);
                 self.port.tx_filler_bytes.set(f.bytes);
                 self.port.tx_filler_late.set(f.late);
+                self.port.tx_filler_errors.set(f.errors);
             }
         }
         Ok(n)

@@ -102,6 +102,8 @@ pub struct Counters {
     pub tx_filler_frames: Counter,
     pub tx_filler_bytes: Counter,
     pub tx_filler_late: Counter,
+    /// Frames the device failed to send while fillers were on (fillers and real frames).
+    pub tx_filler_errors: Counter,
 }
 
 /// A direction's counters: the ports' own (the kernel's drops, what the receiving port cut or
@@ -371,6 +373,7 @@ impl Counters {
             tx_filler_frames: self.tx_filler_frames.get(),
             tx_filler_bytes: self.tx_filler_bytes.get(),
             tx_filler_late: self.tx_filler_late.get(),
+            tx_filler_errors: self.tx_filler_errors.get(),
         }
     }
 }
@@ -510,6 +513,10 @@ pub struct Stats {
     pub tx_filler_bytes: u64,
     #[serde(default)]
     pub tx_filler_late: u64,
+    /// Frames the device failed to send while fillers were on, fillers and real frames
+    /// together (the device does not say which; not taken out of `tx_packets`).
+    #[serde(default)]
+    pub tx_filler_errors: u64,
 }
 
 impl Stats {
@@ -574,8 +581,8 @@ impl Stats {
         }
         if self.tx_filler_frames > 0 {
             text.push_str(&format!(
-                "; fillers {} ({} B), late {}",
-                self.tx_filler_frames, self.tx_filler_bytes, self.tx_filler_late
+                "; fillers {} ({} B), late {}, device tx errors {}",
+                self.tx_filler_frames, self.tx_filler_bytes, self.tx_filler_late, self.tx_filler_errors
             ));
         }
         let o = &self.offload;

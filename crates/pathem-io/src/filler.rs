@@ -180,6 +180,9 @@ pub struct FillerCounts {
     pub bytes: u64,
     /// Real frames that started more than one minimum frame's time after their release.
     pub late: u64,
+    /// Frames the device failed to send, fillers and real frames together (the device does
+    /// not say which).
+    pub errors: u64,
 }
 
 /// Where the wire will be: the plan of one transmit queue.

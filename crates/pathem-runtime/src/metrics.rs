@@ -21,7 +21,8 @@
 //! `pathem_gso_frames_total`, `pathem_gso_segments_total` and
 //! `pathem_checksums_completed_total` what the receiving port did to a local sender's frames;
 //! `pathem_tx_filler_frames_total`, `pathem_tx_filler_bytes_total` and
-//! `pathem_tx_filler_late_frames_total` what a port timing frames with fillers sent.
+//! `pathem_tx_filler_late_frames_total` what a port timing frames with fillers sent, and
+//! `pathem_tx_filler_device_errors_total` what its device failed to send.
 
 use crate::Error;
 use pathem_engine::{Control, DirectionCounters};
@@ -93,7 +94,7 @@ impl Collector for LinkCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let snaps: Vec<(&'static str, pathem_engine::Stats)> =
             self.0.iter().map(|e| (e.direction, e.counters.snapshot())).collect();
-        let counters: [(&str, &str, Read); 15] = [
+        let counters: [(&str, &str, Read); 16] = [
             ("pathem_rx_frames", "Frames pathem took from the receiving port", |s| s.rx_packets),
             ("pathem_rx_bytes", "Bytes pathem took from the receiving port", |s| s.rx_bytes),
             ("pathem_tx_frames", "Frames handed to the transmitting port", |s| s.tx_packets),
@@ -119,6 +120,7 @@ impl Collector for LinkCollector {
             ("pathem_tx_filler_late_frames", "Frames that started on the wire later than a minimum frame after their release (--tx-timing filler)", |s| {
                 s.tx_filler_late
             }),
+            ("pathem_tx_filler_device_errors", "Frames the device failed to send while fillers were on, fillers and real frames together (--tx-timing filler)", |s| s.tx_filler_errors),
         ];
         let series: Vec<_> = snaps.iter().map(|(d, s)| (vec![("direction", *d)], s)).collect();
         families(&mut encoder, MetricType::Counter, &counters, &series)?;

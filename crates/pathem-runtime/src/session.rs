@@ -326,13 +326,15 @@ impl Tuning {
         let (mut a, mut b) = (TxTiming::Software, TxTiming::Software);
         for given in &self.tx_timing {
             let bad = |why: String| Error::TxTiming(format!("--tx-timing {given}: {why}"));
+            // A direction is a word before the first colon and before any comma (a MAC
+            // address after `mac=` has colons of its own).
             let (dirs, mode) = match given.split_once(':') {
                 Some(("a-to-b", m)) => ((false, true), m),
                 Some(("b-to-a", m)) => ((true, false), m),
-                Some((d, _)) => {
+                Some((d, _)) if !d.contains(',') => {
                     return Err(bad(format!("unknown direction `{d}`; accepted: a-to-b, b-to-a")))
                 }
-                None => ((true, true), given.as_str()),
+                _ => ((true, true), given.as_str()),
             };
             let mut timing: TxTiming = mode.parse().map_err(bad)?;
             if let (TxTiming::Filler(f), Some(rate)) = (&mut timing, self.line_rate) {
@@ -457,6 +459,12 @@ mod tests {
                 ..Default::default()
             })
         };
+        // A MAC address's colons are no direction.
+        let t = tuning(&["--tx-timing", "filler,mac=01:80:c2:00:00:05"]);
+        let TxTiming::Filler(f) = t.tx_timings(&dpdk, &dpdk).unwrap().1 else { panic!("filler") };
+        assert_eq!(f.dst, [0x01, 0x80, 0xc2, 0, 0, 5]);
+        let t = tuning(&["--tx-timing", "b-to-a:filler,mac=01:80:c2:00:00:05"]);
+        assert!(matches!(t.tx_timings(&dpdk, &packet).unwrap(), (TxTiming::Filler(_), TxTiming::Software)));
         let t = tuning(&["--tx-timing", "filler", "--line-rate", "1gbit"]);
         assert_eq!(
             t.tx_timings(&dpdk, &dpdk).unwrap(),

@@ -64,6 +64,8 @@ struct RxMeta {
     len: u32,
     pkt_len: u32,
     stamp: u64,
+    stamped: u32,
+    pad: u32,
 }
 
 type Mbuf = c_void;
@@ -111,6 +113,7 @@ extern "C" {
     fn pathem_dpdk_tx_copy(pool: *mut Pool, data: *const u8, len: u32) -> *mut Mbuf;
     fn pathem_dpdk_tx_filler(pool: *mut Pool, hdr: *const u8, len: u32) -> *mut Mbuf;
     fn pathem_dpdk_tx_burst(port: u16, m: *mut *mut Mbuf, n: u16) -> u16;
+    fn pathem_dpdk_tx_cleanup(port: u16);
     fn pathem_dpdk_stats(port: u16, out: *mut u64) -> c_int;
     fn pathem_dpdk_read_clock(port: u16, clock: *mut u64) -> c_int;
     fn pathem_dpdk_rx_stamp_field(offset: *mut c_int, flag: *mut u64) -> c_int;
@@ -489,8 +492,10 @@ pub fn open(
     };
     let line_rate = u64::from(speed_mbps) * 1_000_000;
     let now = monotonic_now();
+    // net_pcap reading a capture file (not an interface, whose stamps are the host's clock).
+    let reads_file = matches!(dev, Device::Vdev { devargs, .. } if devargs.contains("rx_pcap="));
     let capture = match (info.rx_timestamps, driver.as_str()) {
-        (0, "net_pcap") => {
+        (0, "net_pcap") if reads_file => {
             let (mut offset, mut flag) = (0, 0);
             // SAFETY: writes one int and one u64 into the locals.
             (unsafe { pathem_dpdk_rx_stamp_field(&mut offset, &mut flag) } == 0).then_some((offset, flag))
@@ -535,16 +540,14 @@ pub fn open(
                 }
                 (None, s) => pathem_model::units::Rate(u64::from(s) * 1_000_000),
             };
-            if f.max > info.data_room as usize {
+            // The longest frame the port sends, less a VLAN tag's room (fillers carry none).
+            let longest = max_frame.min(info.data_room as usize).saturating_sub(4);
+            if f.max > longest {
                 return Err(fail(
                     spec,
-                    format!(
-                        "--tx-timing filler,max={}: the port sends frames of at most {} B",
-                        f.max, info.data_room
-                    ),
+                    format!("--tx-timing filler,max={}: the port sends frames of at most {longest} B", f.max),
                 ));
-            }
-            // net_pcap writing a capture has no clocked wire: its plan follows the frames.
+            } // net_pcap writing a capture has no clocked wire: its plan follows the frames.
             let wire = match driver.as_str() {
                 "net_pcap" => Wire::new(rate, f.max).unclocked(f.lead),
                 _ => Wire::new(rate, f.max),
@@ -576,7 +579,7 @@ pub fn open(
     let rx = DpdkRx {
         port: port.clone(),
         mbufs: [std::ptr::null_mut(); BURST],
-        meta: [RxMeta { data: std::ptr::null(), len: 0, pkt_len: 0, stamp: 0 }; BURST],
+        meta: [RxMeta { data: std::ptr::null(), len: 0, pkt_len: 0, stamp: 0, stamped: 0, pad: 0 }; BURST],
         bounce: vec![0; BURST * bounce_each],
         bounce_each,
         ts: capture.or((info.rx_timestamps != 0).then_some((info.ts_offset, info.ts_flag))),
@@ -941,7 +944,14 @@ impl DpdkRx {
                 (!queues.is_empty()).then(|| DpdkRx {
                     port: self.port.clone(),
                     mbufs: [std::ptr::null_mut(); BURST],
-                    meta: [RxMeta { data: std::ptr::null(), len: 0, pkt_len: 0, stamp: 0 }; BURST],
+                    meta: [RxMeta {
+                        data: std::ptr::null(),
+                        len: 0,
+                        pkt_len: 0,
+                        stamp: 0,
+                        stamped: 0,
+                        pad: 0,
+                    }; BURST],
                     bounce: vec![0; self.bounce.len()],
                     bounce_each: self.bounce_each,
                     ts: self.ts,
@@ -975,11 +985,11 @@ impl DpdkRx {
         let mut fallback = FallbackStamps::<BURST>::new(now, self.line_rate, n);
         let mut last = self.last_arrival;
         for (i, m) in meta[..n].iter().enumerate() {
-            let stamp = match (stamps, m.stamp) {
+            let stamp = match (stamps, m.stamped) {
                 (_, 0) | (Stamps::Software | Stamps::Capture { .. }, _) => {
                     fallback.get(i, |j| u64::from(meta[j].pkt_len))
                 }
-                (Stamps::Device { fit, .. }, t) => fit.to_monotonic(t),
+                (Stamps::Device { fit, .. }, _) => fit.to_monotonic(m.stamp),
             };
             let arrival = stamp.min(now).max(last);
             last = arrival;
@@ -1039,16 +1049,19 @@ impl DpdkRx {
                 unsafe { pathem_dpdk_free_bulk(self.mbufs.as_mut_ptr(), self.pending as u32) };
                 (self.pending, self.pos) = (0, 0);
             }
+            if !matches!(self.stamps, Stamps::Capture { .. }) {
+                return 0;
+            }
             // net_pcap has one receive queue.
             let n = self.read_burst(self.queues[0], BURST);
             self.more = n == BURST;
             let now = monotonic_now().max(now);
-            let Stamps::Capture { offset } = &mut self.stamps else { return 0 };
+            let Stamps::Capture { offset } = &mut self.stamps else { unreachable!("checked above") };
             let mut last = self.last_arrival;
             for (m, at) in self.meta[..n].iter().zip(&mut self.arrivals) {
-                let arrival = match m.stamp {
-                    0 => now,
-                    us => {
+                let arrival = match (m.stamped, m.stamp) {
+                    (0, _) => now,
+                    (_, us) => {
                         let ns = i128::from(us) * 1000;
                         let off = *offset.get_or_insert(i128::from(now.as_nanos()) - ns);
                         Nanos(u64::try_from((ns + off).max(0)).unwrap_or(u64::MAX))
@@ -1134,8 +1147,12 @@ impl DpdkTx {
             _ => None,
         };
         if !ok {
-            // SAFETY: queue[first..len] are the mbufs allocated above, not handed to anyone.
-            unsafe { pathem_dpdk_free_bulk(self.queue[first..].as_mut_ptr(), (self.len - first) as u32) };
+            // SAFETY: queue[first..len] are the mbufs allocated above, not handed to anyone;
+            // the port is started and only this half transmits on it.
+            unsafe {
+                pathem_dpdk_free_bulk(self.queue[first..].as_mut_ptr(), (self.len - first) as u32);
+                pathem_dpdk_tx_cleanup(self.port.id);
+            }
             self.len = first;
             f.wire = before;
             f.lens = lens;
@@ -1163,7 +1180,11 @@ impl TxPort for DpdkTx {
             self.refused_at = now;
             let other = crate::port::TxErrorClass::Other;
             let errors = self.errors();
-            if errors > self.refused.frames[other as usize] {
+            if let Some(f) = self.filling.as_deref_mut() {
+                // With fillers the device's errors are fillers' and frames' alike, and which,
+                // it does not say: counted apart, not taken out of the frames sent.
+                f.counts.errors = errors;
+            } else if errors > self.refused.frames[other as usize] {
                 self.refused.frames[other as usize] = errors;
                 self.refused.errno[other as usize] = 0;
             }
@@ -1188,7 +1209,10 @@ impl TxPort for DpdkTx {
         // length, which fits the mbuf's data room (frames are at most max_frame).
         let m = unsafe { pathem_dpdk_tx_copy(self.port.pool, data.as_ptr(), data.len() as u32) };
         if m.is_null() {
-            // The pool is empty (the device holds its mbufs): keep the frame for later.
+            // The pool is empty (the device holds its mbufs): keep the frame for later, and
+            // ask the driver for the mbufs of what it has sent.
+            // SAFETY: the port is started; only this half transmits on it.
+            unsafe { pathem_dpdk_tx_cleanup(self.port.id) };
             return false;
         }
         self.queue[self.len] = m;

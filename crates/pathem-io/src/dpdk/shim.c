@@ -51,7 +51,9 @@ struct pathem_rx {
     const uint8_t *data;
     uint32_t len;      /* bytes at data */
     uint32_t pkt_len;  /* the frame's length */
-    uint64_t stamp;    /* device timestamp, or 0 */
+    uint64_t stamp;    /* device timestamp (when stamped) */
+    uint32_t stamped;  /* 1 when the driver stamped the frame */
+    uint32_t pad;
 };
 
 const char *pathem_dpdk_strerror(int e) { return rte_strerror(e); }
@@ -106,13 +108,7 @@ int pathem_dpdk_remove(const char *bus, const char *name)
     return rte_eal_hotplug_remove(bus, name);
 }
 
-/* Configures the rx queues and one tx queue, creates the port's mempool (`n_mbufs` for one rx
- * queue, one more ring's worth for each further one) and starts the port. The drivers on a
- * kernel interface (net_af_xdp, net_af_packet) get every rx queue their arguments made
- * (queue_count=, qpairs=), each a socket that sees part of the interface's frames, and are
- * refused with more than `max_rx_queues` (no queue is left unread); other devices get one,
- * which receives everything while RSS is off. Negative errno on failure, with `why` naming
- * the step. */
+/* Writes every byte of an mbuf's buffer (for rte_mempool_obj_iter). */
 static void touch_mbuf(struct rte_mempool *mp, void *opaque, void *obj, unsigned idx)
 {
     (void)mp;
@@ -121,6 +117,14 @@ static void touch_mbuf(struct rte_mempool *mp, void *opaque, void *obj, unsigned
     struct rte_mbuf *m = obj;
     memset(m->buf_addr, 0, m->buf_len);
 }
+
+/* Configures the rx queues and one tx queue, creates the port's mempool (`n_mbufs` for one rx
+ * queue, one more ring's worth for each further one) and starts the port. The drivers on a
+ * kernel interface (net_af_xdp, net_af_packet) get every rx queue their arguments made
+ * (queue_count=, qpairs=), each a socket that sees part of the interface's frames, and are
+ * refused with more than `max_rx_queues` (no queue is left unread); other devices get one,
+ * which receives everything while RSS is off. Negative errno on failure, with `why` naming
+ * the step. */
 
 int pathem_dpdk_port_start(uint16_t port, uint32_t n_mbufs, uint32_t max_frame,
                            uint16_t rx_desc, uint16_t tx_desc, uint16_t max_rx_queues,
@@ -282,9 +286,8 @@ uint16_t pathem_dpdk_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **m
             out[i].data = rte_pktmbuf_read(b, 0, len, bounce + (size_t)i * bounce_each);
             out[i].len = out[i].data ? len : 0;
         }
-        out[i].stamp = (ts_flag && (b->ol_flags & ts_flag))
-                           ? *RTE_MBUF_DYNFIELD(b, ts_offset, rte_mbuf_timestamp_t *)
-                           : 0;
+        out[i].stamped = ts_flag && (b->ol_flags & ts_flag);
+        out[i].stamp = out[i].stamped ? *RTE_MBUF_DYNFIELD(b, ts_offset, rte_mbuf_timestamp_t *) : 0;
     }
     return got;
 }
@@ -328,6 +331,10 @@ struct rte_mbuf *pathem_dpdk_tx_filler(struct rte_mempool *pool, const uint8_t *
     }
     return b;
 }
+
+/* Asks the driver to free the mbufs of frames it has sent (a pool found empty may only be
+ * refilled so; drivers without it say -ENOTSUP, which is fine). */
+void pathem_dpdk_tx_cleanup(uint16_t port) { (void)rte_eth_tx_done_cleanup(port, 0, 0); }
 
 uint16_t pathem_dpdk_tx_burst(uint16_t port, struct rte_mbuf **m, uint16_t n)
 {
