@@ -173,7 +173,8 @@ fn parse_mac(s: &str) -> Option<[u8; 6]> {
     (n == 6).then_some(out)
 }
 
-/// Filler frames, bytes and late frames a port sent since it was opened.
+/// Filler frames and bytes a port's device took since it was opened, real frames placed late,
+/// and the device's transmit errors.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FillerCounts {
     pub frames: u64,

@@ -345,6 +345,22 @@ impl Tuning {
                     if let Some(why) = pathem_io::live::timing_refused(port, &timing) {
                         return Err(bad(why));
                     }
+                    // Fillers no longer than the port's frames: --max-frame, and on an
+                    // interface its MTU's (less a VLAN tag's room, as the port checks again
+                    // once open, where a device may take less).
+                    let longest = port
+                        .kernel_iface()
+                        .and_then(iface::mtu)
+                        .map_or(self.max_frame, |m| self.max_frame.min(m as usize + 18))
+                        .saturating_sub(4);
+                    if let TxTiming::Filler(f) = &timing {
+                        if f.max > longest {
+                            return Err(bad(format!(
+                                "max={} is longer than {port}'s frames ({longest} B: --max-frame and its MTU)",
+                                f.max
+                            )));
+                        }
+                    }
                     *slot = timing.clone();
                 }
             }
@@ -484,6 +500,8 @@ mod tests {
             (&["--tx-timing", "filler,lead=2s"], &dpdk, &dpdk, "accepted:"),
             (&["--line-rate", "1gbit"], &dpdk, &dpdk, "only --tx-timing filler uses it"),
             (&["--tx-timing", "filler", "--line-rate", "999kbit"], &dpdk, &dpdk, "1mbit to 1tbit"),
+            (&["--tx-timing", "filler,max=9500"], &dpdk, &dpdk, "longer than dpdk:net_pcap0"),
+            (&["--tx-timing", "filler,max=1600", "--max-frame", "1518"], &dpdk, &dpdk, "1514 B"),
         ] {
             let e = tuning(args).tx_timings(a, b).unwrap_err();
             assert!(

@@ -448,6 +448,9 @@ struct Filling {
     counts: FillerCounts,
     /// The fillers before the frame being placed, by length (reused).
     lens: Vec<usize>,
+    /// Beside the transmit queue: each entry's filler length, 0 for a real frame. Fillers are
+    /// counted when the device takes them, so those still queued at close are not.
+    in_queue: Box<[u16; TX_QUEUE]>,
 }
 
 // SAFETY: the queued mbufs belong to this half alone until the device takes them; the port's
@@ -558,6 +561,7 @@ pub fn open(
                 lead: f.lead,
                 counts: Default::default(),
                 lens: Vec::new(),
+                in_queue: Box::new([0; TX_QUEUE]),
             };
             let unclocked = match driver.as_str() {
                 "net_pcap" => "; the capture is the wire: its plan follows the frames, not the clock, silences over 1ms cut",
@@ -1131,6 +1135,8 @@ impl DpdkTx {
                 break;
             }
             self.queue[self.len] = m;
+            // A filler is at most MAX_FILLER_RANGE's 65 535 bytes.
+            f.in_queue[self.len] = l as u16;
             self.len += 1;
         }
         let late = match placed {
@@ -1140,6 +1146,7 @@ impl DpdkTx {
                 ok = !m.is_null();
                 if ok {
                     self.queue[self.len] = m;
+                    f.in_queue[self.len] = 0;
                     self.len += 1;
                 }
                 Some(late)
@@ -1158,8 +1165,6 @@ impl DpdkTx {
             f.lens = lens;
             return false;
         }
-        f.counts.frames += lens.len() as u64;
-        f.counts.bytes += lens.iter().map(|&l| l as u64).sum::<u64>();
         f.lens = lens;
         match late {
             Some(late) => {
@@ -1236,6 +1241,15 @@ impl TxPort for DpdkTx {
         // ownership of the first `sent` of them.
         let sent =
             unsafe { pathem_dpdk_tx_burst(self.port.id, self.queue.as_mut_ptr(), self.len as u16) } as usize;
+        if let Some(f) = self.filling.as_deref_mut() {
+            for &l in &f.in_queue[..sent] {
+                if l > 0 {
+                    f.counts.frames += 1;
+                    f.counts.bytes += u64::from(l);
+                }
+            }
+            f.in_queue.copy_within(sent..self.len, 0);
+        }
         self.queue.copy_within(sent..self.len, 0);
         self.len -= sent;
         Ok(())
