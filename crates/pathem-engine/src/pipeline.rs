@@ -607,8 +607,9 @@ pub(crate) fn earliest(next: impl Iterator<Item = Option<Nanos>>, upto: Nanos) -
     first.map(|(_, i)| (i, second))
 }
 
-/// Hands the frames of several paths due by `upto` (`now`, or a lead later) to `tx` in release order: each time, the
-/// path whose next frame is due first sends up to the next path's next release.
+/// Hands the frames of several paths due by `upto` (`now`, or a lead later) to `tx` in
+/// release order: each time, the path whose next frame is due first sends up to the next
+/// path's next release.
 fn merge<T: TxPort>(lanes: &mut [Egress], now: Nanos, upto: Nanos, tx: &mut T) -> usize {
     let mut n = 0;
     while n < EGRESS_BURST {

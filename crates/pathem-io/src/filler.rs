@@ -42,6 +42,12 @@ pub const MIN_FILLER: usize = 60;
 /// Longest filler unless `max=` says: a full 1500-byte payload and its header, without the
 /// FCS (a link with jumbo frames takes longer ones, and fewer frames per second of wire).
 pub const MAX_FILLER: usize = 1514;
+/// The longest filler a port whose longest frame is `max_frame` sends: its frames less a VLAN
+/// tag's room (a filler carries none, so a frame that long would exceed the MTU).
+pub fn longest(max_frame: usize) -> usize {
+    max_frame.saturating_sub(4)
+}
+
 /// Accepted `max=` values: at least two minimum fillers' wire time less the overhead of one
 /// (144 B), so that every gap of a minimum filler or more splits into fillers exactly.
 pub const MAX_FILLER_RANGE: std::ops::RangeInclusive<usize> = 144..=65_535;

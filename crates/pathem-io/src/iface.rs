@@ -95,6 +95,13 @@ pub fn mtu(ifname: &str) -> Option<u32> {
     ifreq(ifname, libc::SIOCGIFMTU, 0).ok().map(|ifr| ifreq_int(&ifr) as u32)
 }
 
+/// The longest frame a port sends through interface `ifname` (if it goes through one): at most
+/// `max_frame`, and no longer than the interface's MTU allows (with a VLAN tag), which is the
+/// user's: frames longer than it are not asked for (nor the MTU raised to carry them).
+pub fn frame_cap(ifname: Option<&str>, max_frame: usize) -> usize {
+    ifname.and_then(mtu).map_or(max_frame, |m| max_frame.min(m as usize + 18))
+}
+
 /// The interface's link speed in bit/s, when the driver reports one.
 pub fn speed_bps(ifname: &str) -> Option<u64> {
     let mbit: i64 = sys(ifname, "speed")?.parse().ok()?;

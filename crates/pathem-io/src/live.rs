@@ -174,10 +174,18 @@ pub fn prepare(specs: &[&PortSpec], options: &PortOptions) -> Result<Vec<String>
     }
 }
 
-/// Why `spec` cannot time frames as `timing` says, in one line (`None`: it can).
-pub fn timing_refused(spec: &PortSpec, timing: &TxTiming) -> Option<String> {
-    match (spec, timing) {
-        (_, TxTiming::Software) | (PortSpec::Dpdk { .. }, _) => None,
+/// Why `spec`, carrying frames of up to `max_frame` bytes, cannot time frames as `timing`
+/// says, in one line (`None`: it can, as far as is known before it opens: a device may take
+/// shorter frames, which its opening checks).
+pub fn timing_refused(spec: &PortSpec, timing: &TxTiming, max_frame: usize) -> Option<String> {
+    let TxTiming::Filler(f) = timing else { return None };
+    let longest = crate::filler::longest(iface::frame_cap(spec.kernel_iface(), max_frame));
+    match spec {
+        PortSpec::Dpdk { .. } if f.max > longest => Some(format!(
+            "max={} is longer than {spec}'s frames ({longest} B: --max-frame and its MTU)",
+            f.max
+        )),
+        PortSpec::Dpdk { .. } => None,
         _ => Some(format!("{spec} cannot send filler frames (--tx-timing filler): only dpdk: ports can")),
     }
 }
@@ -189,7 +197,7 @@ pub fn open(spec: &PortSpec, options: &PortOptions, timing: &TxTiming) -> Result
     if let PortSpec::Dpdk { text, device } = spec {
         return open_dpdk(text, device, options, timing);
     }
-    if let Some(why) = timing_refused(spec, timing) {
+    if let Some(why) = timing_refused(spec, timing, max_frame) {
         return Err(Error::Interface { name: name.into(), reason: why });
     }
     let xdp_fits = iface::mtu(name).is_none_or(|m| m as usize + 14 <= afxdp::MAX_FRAME);

@@ -342,24 +342,8 @@ impl Tuning {
             }
             for (on, port, slot) in [(dirs.0, port_a, &mut a), (dirs.1, port_b, &mut b)] {
                 if on {
-                    if let Some(why) = pathem_io::live::timing_refused(port, &timing) {
+                    if let Some(why) = pathem_io::live::timing_refused(port, &timing, self.max_frame) {
                         return Err(bad(why));
-                    }
-                    // Fillers no longer than the port's frames: --max-frame, and on an
-                    // interface its MTU's (less a VLAN tag's room, as the port checks again
-                    // once open, where a device may take less).
-                    let longest = port
-                        .kernel_iface()
-                        .and_then(iface::mtu)
-                        .map_or(self.max_frame, |m| self.max_frame.min(m as usize + 18))
-                        .saturating_sub(4);
-                    if let TxTiming::Filler(f) = &timing {
-                        if f.max > longest {
-                            return Err(bad(format!(
-                                "max={} is longer than {port}'s frames ({longest} B: --max-frame and its MTU)",
-                                f.max
-                            )));
-                        }
                     }
                     *slot = timing.clone();
                 }

@@ -68,6 +68,24 @@ struct RxMeta {
     pad: u32,
 }
 
+impl RxMeta {
+    const NONE: RxMeta = RxMeta { data: std::ptr::null(), len: 0, pkt_len: 0, stamp: 0, stamped: 0, pad: 0 };
+
+    /// The frame's bytes as the shim left them (empty when it could not gather them).
+    ///
+    /// # Safety
+    /// `self` was written by the shim for a burst whose mbufs (and the bounce buffer it may
+    /// point into) are not freed or overwritten while the slice lives, and nothing else
+    /// references those bytes meanwhile.
+    unsafe fn bytes<'a>(&self) -> &'a mut [u8] {
+        if self.data.is_null() {
+            return &mut [];
+        }
+        // SAFETY: the caller's contract: `data`/`len` are a frame's bytes, valid and ours.
+        unsafe { std::slice::from_raw_parts_mut(self.data as *mut u8, self.len as usize) }
+    }
+}
+
 type Mbuf = c_void;
 type Pool = c_void;
 
@@ -451,6 +469,9 @@ struct Filling {
     /// Beside the transmit queue: each entry's filler length, 0 for a real frame. Fillers are
     /// counted when the device takes them, so those still queued at close are not.
     in_queue: Box<[u16; TX_QUEUE]>,
+    /// The clock, read at the first frame after a flush: the frames handed in one round are
+    /// planned against one reading, not one per frame.
+    now: Option<Nanos>,
 }
 
 // SAFETY: the queued mbufs belong to this half alone until the device takes them; the port's
@@ -469,10 +490,7 @@ pub fn open(
     init(eal, std::slice::from_ref(dev))?;
     // A virtual device on a kernel interface sends through that interface, whose MTU is the
     // user's: frames longer than it are not asked for (nor the MTU raised to carry them).
-    let max_frame = match dev.kernel_iface().and_then(crate::iface::mtu) {
-        Some(mtu) => max_frame.min(mtu as usize + 18),
-        None => max_frame,
-    };
+    let max_frame = crate::iface::frame_cap(dev.kernel_iface(), max_frame);
     // A virtual device on an interface whose AF_XDP queue was released a moment ago may find
     // it still taken (the kernel frees it from a work queue): such a start is tried again.
     let mut tries = 0;
@@ -533,44 +551,7 @@ pub fn open(
     let (filling, timed) = match timing {
         TxTiming::Software => (None, String::new()),
         TxTiming::Filler(f) => {
-            let rate = match (f.line_rate, info.speed_mbps) {
-                (Some(r), _) => r,
-                (None, 0) => {
-                    return Err(fail(
-                        spec,
-                        "--tx-timing filler needs --line-rate: the port reports no link speed",
-                    ))
-                }
-                (None, s) => pathem_model::units::Rate(u64::from(s) * 1_000_000),
-            };
-            // The longest frame the port sends, less a VLAN tag's room (fillers carry none).
-            let longest = max_frame.min(info.data_room as usize).saturating_sub(4);
-            if f.max > longest {
-                return Err(fail(
-                    spec,
-                    format!("--tx-timing filler,max={}: the port sends frames of at most {longest} B", f.max),
-                ));
-            } // net_pcap writing a capture has no clocked wire: its plan follows the frames.
-            let wire = match driver.as_str() {
-                "net_pcap" => Wire::new(rate, f.max).unclocked(f.lead),
-                _ => Wire::new(rate, f.max),
-            };
-            let filling = Filling {
-                wire,
-                header: f.header(),
-                lead: f.lead,
-                counts: Default::default(),
-                lens: Vec::new(),
-                in_queue: Box::new([0; TX_QUEUE]),
-            };
-            let unclocked = match driver.as_str() {
-                "net_pcap" => "; the capture is the wire: its plan follows the frames, not the clock, silences over 1ms cut",
-                _ => "",
-            };
-            let words = format!(
-                ", transmit timed by filler frames of up to {} B at {rate} (frames handed {} ahead{unclocked})",
-                f.max, f.lead
-            );
+            let (filling, words) = filling(spec, f, &info, max_frame, &driver)?;
             (Some(Box::new(filling)), words)
         }
     };
@@ -583,7 +564,7 @@ pub fn open(
     let rx = DpdkRx {
         port: port.clone(),
         mbufs: [std::ptr::null_mut(); BURST],
-        meta: [RxMeta { data: std::ptr::null(), len: 0, pkt_len: 0, stamp: 0, stamped: 0, pad: 0 }; BURST],
+        meta: [RxMeta::NONE; BURST],
         bounce: vec![0; BURST * bounce_each],
         bounce_each,
         ts: capture.or((info.rx_timestamps != 0).then_some((info.ts_offset, info.ts_flag))),
@@ -613,6 +594,52 @@ pub fn open(
         filling,
     };
     Ok((rx, tx, how))
+}
+
+/// A transmitting half's filler timing for `f` on the port `spec` just started (`info`), and
+/// how it is done, in words; refused where the port reports no link speed and none is given,
+/// or sends shorter frames than `max=`.
+fn filling(
+    spec: &str,
+    f: &crate::filler::FillerSpec,
+    info: &PortInfo,
+    max_frame: usize,
+    driver: &str,
+) -> Result<(Filling, String), Error> {
+    let rate = match (f.line_rate, info.speed_mbps) {
+        (Some(r), _) => r,
+        (None, 0) => {
+            return Err(fail(spec, "--tx-timing filler needs --line-rate: the port reports no link speed"))
+        }
+        (None, s) => pathem_model::units::Rate(u64::from(s) * 1_000_000),
+    };
+    let longest = crate::filler::longest(max_frame.min(info.data_room as usize));
+    if f.max > longest {
+        let why = format!("--tx-timing filler,max={}: the port sends frames of at most {longest} B", f.max);
+        return Err(fail(spec, why));
+    }
+    // net_pcap writing a capture has no clocked wire: its plan follows the frames.
+    let (wire, unclocked) = match driver {
+        "net_pcap" => (
+            Wire::new(rate, f.max).unclocked(f.lead),
+            "; the capture is the wire: its plan follows the frames, not the clock, silences over 1ms cut",
+        ),
+        _ => (Wire::new(rate, f.max), ""),
+    };
+    let words = format!(
+        ", transmit timed by filler frames of up to {} B at {rate} (frames handed {} ahead{unclocked})",
+        f.max, f.lead
+    );
+    let filling = Filling {
+        wire,
+        header: f.header(),
+        lead: f.lead,
+        counts: Default::default(),
+        lens: Vec::new(),
+        in_queue: Box::new([0; TX_QUEUE]),
+        now: None,
+    };
+    Ok((filling, words))
 }
 
 /// Attempts at starting a virtual device before giving up.
@@ -948,14 +975,7 @@ impl DpdkRx {
                 (!queues.is_empty()).then(|| DpdkRx {
                     port: self.port.clone(),
                     mbufs: [std::ptr::null_mut(); BURST],
-                    meta: [RxMeta {
-                        data: std::ptr::null(),
-                        len: 0,
-                        pkt_len: 0,
-                        stamp: 0,
-                        stamped: 0,
-                        pad: 0,
-                    }; BURST],
+                    meta: [RxMeta::NONE; BURST],
                     bounce: vec![0; self.bounce.len()],
                     bounce_each: self.bounce_each,
                     ts: self.ts,
@@ -997,14 +1017,9 @@ impl DpdkRx {
             };
             let arrival = stamp.min(now).max(last);
             last = arrival;
-            let data: &mut [u8] = if m.data.is_null() {
-                &mut []
-            } else {
-                // SAFETY: the shim set `data`/`len` to the frame's bytes in its mbuf (or in
-                // our bounce buffer), which stay valid until the mbufs are freed below; a
-                // received mbuf is this port's alone until then.
-                unsafe { std::slice::from_raw_parts_mut(m.data as *mut u8, m.len as usize) }
-            };
+            // SAFETY: the shim wrote `m` for this burst, whose mbufs are freed below, after
+            // the last use of the slice; a received mbuf is this port's alone until then.
+            let data = unsafe { m.bytes() };
             // Virtual devices on a kernel interface carry what a local sender left partial,
             // and nothing says which: the same rule as AF_XDP's (crate::offload).
             if crate::offload::complete_if_partial(data) {
@@ -1046,6 +1061,7 @@ impl DpdkRx {
     /// Capture stamps: hands on the held frames whose arrival has come (at most `max`), and
     /// reads the next burst once all are handed on. A frame without a stamp arrives when read.
     fn recv_capture<F: FnMut(RxFrame<'_>)>(&mut self, now: Nanos, max: usize, f: &mut F) -> usize {
+        let Stamps::Capture { mut offset } = self.stamps else { return 0 };
         if self.pos == self.pending {
             if self.pending > 0 {
                 // SAFETY: mbufs[..pending] came from rx_burst, were handed on and not freed;
@@ -1053,14 +1069,10 @@ impl DpdkRx {
                 unsafe { pathem_dpdk_free_bulk(self.mbufs.as_mut_ptr(), self.pending as u32) };
                 (self.pending, self.pos) = (0, 0);
             }
-            if !matches!(self.stamps, Stamps::Capture { .. }) {
-                return 0;
-            }
             // net_pcap has one receive queue.
             let n = self.read_burst(self.queues[0], BURST);
             self.more = n == BURST;
             let now = monotonic_now().max(now);
-            let Stamps::Capture { offset } = &mut self.stamps else { unreachable!("checked above") };
             let mut last = self.last_arrival;
             for (m, at) in self.meta[..n].iter().zip(&mut self.arrivals) {
                 let arrival = match (m.stamped, m.stamp) {
@@ -1076,18 +1088,15 @@ impl DpdkRx {
             }
             self.last_arrival = last;
             self.pending = n;
+            self.stamps = Stamps::Capture { offset };
         }
         let mut given = 0;
         while self.pos < self.pending && given < max && self.arrivals[self.pos] <= now {
             let m = &self.meta[self.pos];
-            let data: &mut [u8] = if m.data.is_null() {
-                &mut []
-            } else {
-                // SAFETY: the shim set `data`/`len` to the frame's bytes in its mbuf (or in our
-                // bounce buffer, untouched until the next burst is read), valid until the
-                // burst's mbufs are freed, which is after every frame was handed on.
-                unsafe { std::slice::from_raw_parts_mut(m.data as *mut u8, m.len as usize) }
-            };
+            // SAFETY: the shim wrote `m` for the held burst, whose mbufs (and the bounce
+            // buffer, untouched until the next burst is read) are freed only after every frame
+            // was handed on; the slice does not outlive this iteration.
+            let data = unsafe { m.bytes() };
             if crate::offload::complete_if_partial(data) {
                 self.offload.csum_completed += 1;
             }
@@ -1123,7 +1132,8 @@ impl DpdkTx {
         let before = f.wire.clone();
         let mut lens = std::mem::take(&mut f.lens);
         lens.clear();
-        let placed = f.wire.place(monotonic_now(), release, data.len(), room, |l| lens.push(l));
+        let now = *f.now.get_or_insert_with(monotonic_now);
+        let placed = f.wire.place(now, release, data.len(), room, |l| lens.push(l));
         let first = self.len;
         let mut ok = true;
         for &l in &lens {
@@ -1163,6 +1173,8 @@ impl DpdkTx {
             self.len = first;
             f.wire = before;
             f.lens = lens;
+            // Nothing may be flushed before the next try: it reads the clock afresh.
+            f.now = None;
             return false;
         }
         f.lens = lens;
@@ -1234,6 +1246,10 @@ impl TxPort for DpdkTx {
     }
 
     fn flush(&mut self) -> Result<(), Error> {
+        if let Some(f) = self.filling.as_deref_mut() {
+            // The next round reads the clock afresh.
+            f.now = None;
+        }
         if self.len == 0 {
             return Ok(());
         }
