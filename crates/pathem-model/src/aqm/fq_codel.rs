@@ -12,7 +12,6 @@ use crate::rng::Rng;
 use crate::spec::{error, KeyValues, Number};
 use crate::time::Nanos;
 use crate::units::{Duration, Size, UnitError};
-use std::collections::VecDeque;
 use std::str::FromStr;
 
 /// FQ-CoDel's parameters (RFC 8290 §5 and Linux's defaults).
@@ -86,12 +85,58 @@ enum Listed {
     Old,
 }
 
+/// No flow: the end of a list.
+const NIL: u32 = u32::MAX;
+
 #[derive(Clone, Debug)]
 struct Flow {
     q: Fifo,
     deficit: i64,
     codel: Codel,
     listed: Listed,
+    /// The next flow on its list ([`NIL`] at the end): the lists are threaded through the
+    /// flows, as Linux's are, so moving a flow between them is two stores and no allocation.
+    next: u32,
+}
+
+/// A list of flows threaded through their `next` (RFC 8290's new and old lists).
+#[derive(Clone, Copy, Debug)]
+struct List {
+    head: u32,
+    tail: u32,
+}
+
+impl List {
+    const EMPTY: List = List { head: NIL, tail: NIL };
+
+    fn is_empty(&self) -> bool {
+        self.head == NIL
+    }
+
+    #[inline(always)]
+    fn push_back(&mut self, flows: &mut [Flow], i: u32) {
+        flows[i as usize].next = NIL;
+        match self.tail {
+            NIL => self.head = i,
+            t => flows[t as usize].next = i,
+        }
+        self.tail = i;
+    }
+
+    /// Unlinks the head (the list is not empty).
+    #[inline(always)]
+    fn pop_front(&mut self, flows: &[Flow]) {
+        self.head = flows[self.head as usize].next;
+        if self.head == NIL {
+            self.tail = NIL;
+        }
+    }
+
+    fn iter<'a>(&self, flows: &'a [Flow]) -> impl Iterator<Item = u32> + 'a {
+        std::iter::successors(Some(self.head).filter(|&i| i != NIL), move |&i| {
+            Some(flows[i as usize].next).filter(|&n| n != NIL)
+        })
+    }
 }
 
 /// FQ-CoDel's queues and state.
@@ -99,8 +144,8 @@ struct Flow {
 pub struct FqCodel {
     cfg: FqCodelConfig,
     flows: Vec<Flow>,
-    new_flows: VecDeque<u32>,
-    old_flows: VecDeque<u32>,
+    new_flows: List,
+    old_flows: List,
     frames: usize,
     bytes: u64,
 }
@@ -129,12 +174,13 @@ impl CodelQueue for FlowView<'_> {
 
 impl FqCodel {
     pub fn new(cfg: FqCodelConfig) -> FqCodel {
-        let flow = Flow { q: Fifo::default(), deficit: 0, codel: Codel::new(), listed: Listed::No };
+        let flow =
+            Flow { q: Fifo::default(), deficit: 0, codel: Codel::new(), listed: Listed::No, next: NIL };
         FqCodel {
             cfg,
             flows: vec![flow; cfg.flows as usize],
-            new_flows: VecDeque::new(),
-            old_flows: VecDeque::new(),
+            new_flows: List::EMPTY,
+            old_flows: List::EMPTY,
             frames: 0,
             bytes: 0,
         }
@@ -167,7 +213,7 @@ impl FqCodel {
         if flow.listed == Listed::No {
             flow.listed = Listed::New;
             flow.deficit = quantum;
-            self.new_flows.push_back(i as u32);
+            self.new_flows.push_back(&mut self.flows, i as u32);
         }
     }
 
@@ -176,16 +222,12 @@ impl FqCodel {
         // Only a listed flow holds frames (a flow is listed when its first frame comes and
         // leaves the lists only once empty), so the fattest is among the new and old flows:
         // the lists are searched, not every bucket.
-        // The most bytes, the lowest index among equals; a plain loop over the lists' slices.
+        // The most bytes, the lowest index among equals.
         let mut fattest: Option<(u64, u32)> = None;
-        let (a, b) = self.new_flows.as_slices();
-        let (c, d) = self.old_flows.as_slices();
-        for part in [a, b, c, d] {
-            for &i in part {
-                let bytes = self.flows[i as usize].q.bytes();
-                if fattest.is_none_or(|(most, at)| bytes > most || (bytes == most && i < at)) {
-                    fattest = Some((bytes, i));
-                }
+        for i in self.new_flows.iter(&self.flows).chain(self.old_flows.iter(&self.flows)) {
+            let bytes = self.flows[i as usize].q.bytes();
+            if fattest.is_none_or(|(most, at)| bytes > most || (bytes == most && i < at)) {
+                fattest = Some((bytes, i));
             }
         }
         let e = self.flows[fattest?.1 as usize].q.pop()?;
@@ -199,18 +241,18 @@ impl FqCodel {
     #[inline(always)]
     fn serve(&mut self, now: Nanos, dropped: &mut dyn FnMut(Entry)) -> Option<(Entry, bool)> {
         loop {
-            let (from_new, i) = match (self.new_flows.front(), self.old_flows.front()) {
-                (Some(&i), _) => (true, i as usize),
-                (None, Some(&i)) => (false, i as usize),
-                (None, None) => return None,
+            let from_new = !self.new_flows.is_empty();
+            let i = match from_new {
+                true => self.new_flows.head,
+                false if self.old_flows.is_empty() => return None,
+                false => self.old_flows.head,
             };
-            let list = if from_new { &mut self.new_flows } else { &mut self.old_flows };
-            let flow = &mut self.flows[i];
+            let flow = &mut self.flows[i as usize];
             if flow.deficit <= 0 {
                 flow.deficit += i64::from(self.cfg.quantum);
-                list.pop_front();
                 flow.listed = Listed::Old;
-                self.old_flows.push_back(i as u32);
+                self.unlink_head(from_new);
+                self.old_flows.push_back(&mut self.flows, i);
                 continue;
             }
             let mut view = FlowView { q: &mut flow.q, frames: &mut self.frames, bytes: &mut self.bytes };
@@ -220,15 +262,23 @@ impl FqCodel {
                     return Some((d.item, d.marked));
                 }
                 None => {
-                    list.pop_front();
-                    if from_new && !self.old_flows.is_empty() {
-                        flow.listed = Listed::Old;
-                        self.old_flows.push_back(i as u32);
-                    } else {
-                        flow.listed = Listed::No;
+                    let to_old = from_new && !self.old_flows.is_empty();
+                    flow.listed = if to_old { Listed::Old } else { Listed::No };
+                    self.unlink_head(from_new);
+                    if to_old {
+                        self.old_flows.push_back(&mut self.flows, i);
                     }
                 }
             }
+        }
+    }
+
+    /// Unlinks the head of the new list (`new`) or of the old one.
+    #[inline(always)]
+    fn unlink_head(&mut self, new: bool) {
+        match new {
+            true => self.new_flows.pop_front(&self.flows),
+            false => self.old_flows.pop_front(&self.flows),
         }
     }
 
@@ -241,8 +291,7 @@ impl FqCodel {
             }
             f.listed = Listed::No;
         }
-        self.new_flows.clear();
-        self.old_flows.clear();
+        (self.new_flows, self.old_flows) = (List::EMPTY, List::EMPTY);
         (self.frames, self.bytes) = (0, 0);
         all
     }
