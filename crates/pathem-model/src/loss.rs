@@ -290,11 +290,35 @@ impl fmt::Display for LossConfig {
 /// A loss model with its state.
 #[derive(Clone, Debug)]
 pub enum Loss {
-    Random { threshold: u64 },
+    /// Independent losses, drawn a gap at a time: `left` frames are kept before the next
+    /// loss, each gap geometric with the loss probability (`ln_keep` is ln(1 − p)), so a
+    /// frame costs a decrement and a loss one draw, not a draw per frame. `primed`: the
+    /// first gap has been drawn.
+    Random {
+        left: u64,
+        ln_keep: f64,
+        primed: bool,
+    },
     Correlated(Chance),
-    GilbertElliott { bad: bool, to_bad: u64, to_good: u64, loss_bad: u64, loss_good: u64 },
-    FourState { state: u8, p13: u64, p14: u64, p31: u64, p32: u64, p23: u64 },
-    Trace { trace: Arc<LossTrace>, next: usize },
+    GilbertElliott {
+        bad: bool,
+        to_bad: u64,
+        to_good: u64,
+        loss_bad: u64,
+        loss_good: u64,
+    },
+    FourState {
+        state: u8,
+        p13: u64,
+        p14: u64,
+        p31: u64,
+        p32: u64,
+        p23: u64,
+    },
+    Trace {
+        trace: Arc<LossTrace>,
+        next: usize,
+    },
 }
 
 /// True with the probability behind `threshold`; a probability of 1 always hits.
@@ -307,7 +331,7 @@ fn hit(rng: &mut Rng, threshold: u64) -> bool {
 impl Loss {
     pub fn new(config: &LossConfig) -> Loss {
         match config {
-            LossConfig::Random(p) => Loss::Random { threshold: p.threshold() },
+            LossConfig::Random(p) => Loss::Random { left: 0, ln_keep: (-p.get()).ln_1p(), primed: false },
             LossConfig::Correlated { p, corr } => Loss::Correlated(Chance::new(*p, Some(*corr))),
             LossConfig::GilbertElliott { p, r, loss_bad, loss_good } => Loss::GilbertElliott {
                 // Start in the stationary distribution's likelier state: Good unless p > r.
@@ -351,16 +375,44 @@ impl Loss {
     #[inline(always)]
     pub fn lose(&mut self, rng: &mut Rng) -> bool {
         match self {
-            Loss::Random { threshold } => rng.chance(*threshold),
+            Loss::Random { left, .. } if *left > 0 => {
+                *left -= 1;
+                false
+            }
             model => model.lose_stateful(rng),
         }
+    }
+
+    /// Frames kept before the next independent loss: geometric, P(k) = (1 − p)^k · p, drawn
+    /// by inversion (⌊ln U / ln(1 − p)⌋ with U uniform in (0, 1]). A probability of 0 gives
+    /// the longest gap (2^64 − 1 frames, after which another is drawn: never a loss); 1 gives 0.
+    fn gap(rng: &mut Rng, ln_keep: f64) -> u64 {
+        if ln_keep == 0.0 {
+            return u64::MAX;
+        }
+        let k = rng.unit_open0().ln() / ln_keep;
+        // `as` saturates: a gap beyond 2^64 frames is 2^64 − 1.
+        k.floor() as u64
     }
 
     /// The models with state, kept out of line so random loss stays a compare.
     #[inline(never)]
     fn lose_stateful(&mut self, rng: &mut Rng) -> bool {
         match self {
-            Loss::Random { threshold } => rng.chance(*threshold),
+            Loss::Random { left, ln_keep, primed } => {
+                if !*primed {
+                    *primed = true;
+                    *left = Loss::gap(rng, *ln_keep);
+                    return self.lose(rng);
+                }
+                if *ln_keep == 0.0 {
+                    // p = 0 after 2^64 − 1 frames kept: still no loss.
+                    *left = u64::MAX;
+                    return false;
+                }
+                *left = Loss::gap(rng, *ln_keep);
+                true
+            }
             Loss::Correlated(c) => c.hit(rng),
             Loss::GilbertElliott { bad, to_bad, to_good, loss_bad, loss_good } => {
                 let lost = if *bad { hit(rng, *loss_bad) } else { hit(rng, *loss_good) };
@@ -467,6 +519,47 @@ mod tests {
             let n = lost.len() as f64;
             let sigma = (n * p * (1.0 - p)).sqrt();
             assert!((rate(&lost) * n - n * p).abs() < 4.0 * sigma, "p={p}");
+        }
+    }
+
+    #[test]
+    fn random_losses_are_independent_with_geometric_gaps() {
+        // Drawn a gap at a time, the losses must still be a Bernoulli process: a loss after a
+        // loss as often as after a kept frame, and gaps of k frames with (1 − p)^k · p.
+        for (p, seed) in [(0.01, 11u64), (0.2, 12), (0.7, 13)] {
+            let lost = run(&LossConfig::Random(Probability::new(p).unwrap()), 2_000_000, seed);
+            let losses = lost.iter().filter(|&&l| l).count() as f64;
+            let after_loss = lost.windows(2).filter(|w| w[0] && w[1]).count() as f64;
+            let sigma = (losses * p * (1.0 - p)).sqrt();
+            assert!((after_loss - losses * p).abs() < 4.0 * sigma, "p={p}: {after_loss} of {losses}");
+            let mut gaps = vec![0f64; 40];
+            let mut since = 0usize;
+            for &l in &lost {
+                if l {
+                    gaps[since.min(39)] += 1.0;
+                    since = 0;
+                } else {
+                    since += 1;
+                }
+            }
+            // Chi-square over the gap lengths whose expected count is at least 20 (the rest
+            // pooled): under 3 × the degrees of freedom + 30 for the right shape.
+            let n: f64 = gaps.iter().sum();
+            let (mut chi2, mut cells, mut rest_seen, mut rest_want) = (0.0, 0, 0.0, 0.0);
+            for (k, &seen) in gaps.iter().enumerate() {
+                let want = n * (1.0 - p).powi(k as i32) * if k == 39 { 1.0 } else { p };
+                if want >= 20.0 && k < 39 {
+                    chi2 += (seen - want).powi(2) / want;
+                    cells += 1;
+                } else {
+                    (rest_seen, rest_want) = (rest_seen + seen, rest_want + want);
+                }
+            }
+            if rest_want > 0.0 {
+                chi2 += (rest_seen - rest_want).powi(2) / rest_want.max(1.0);
+                cells += 1;
+            }
+            assert!(chi2 < 3.0 * cells as f64 + 30.0, "p={p}: chi-square {chi2} over {cells} cells");
         }
     }
 
