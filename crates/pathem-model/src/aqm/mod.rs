@@ -443,15 +443,24 @@ impl Bottleneck {
     /// ([`serve`](Self::serve) then [`enqueue`](Self::enqueue)). Served also when only a
     /// settled controller's updates are due: `serve` passes them over while the queue is
     /// empty, as they change nothing; run after the frame joined, they would see it.
-    #[inline]
-    pub fn arrive(&mut self, e: Entry, rng: &mut Rng, out: &mut impl FnMut(Decision)) {
+    ///
+    /// With `at_once`, a frame that finds the queue empty and the server free is served at
+    /// its arrival too, in the same visit: its service starts then whenever the queue is
+    /// next served, so its decision (sent, or dropped by the control law) is the one a later
+    /// [`serve`](Self::serve) would make, only made now.
+    #[inline(always)]
+    pub fn arrive(&mut self, e: Entry, rng: &mut Rng, out: &mut impl FnMut(Decision), at_once: bool) {
         let core = &mut self.core;
         each!(&mut self.disc, d => {
             let due = |t: Nanos| t <= e.arrival;
+            let idle = d.backlog().0 == 0;
             if core.next_start(d).is_some_and(due) || core.next_update.is_some_and(due) {
                 core.serve(d, e.arrival, rng, out);
             }
-            core.enqueue(d, e, rng, out)
+            core.enqueue(d, e, rng, out);
+            if at_once && idle && core.free <= e.arrival && d.backlog().0 == 1 {
+                core.serve(d, e.arrival, rng, out);
+            }
         })
     }
 
@@ -619,7 +628,8 @@ impl Core {
 mod kinds_tests {
     use super::*;
 
-    /// `arrive` is `serve` up to the arrival then `enqueue`, for every kind: across idle gaps
+    /// `arrive` is `serve` up to the arrival then `enqueue`, for every kind, and serving a
+    /// frame that arrives to an idle queue at once decides as serving it later: across idle gaps
     /// long enough for the periodic controllers (PIE, DualPI2) to settle, bursts, overload,
     /// ECN-capable and not, several flows, and polls in between.
     #[test]
@@ -628,8 +638,9 @@ mod kinds_tests {
         for k in &KINDS {
             let aqm: AqmConfig = k.name.parse().unwrap();
             let (mut a, mut b) = (Bottleneck::new(&aqm, &link, true), Bottleneck::new(&aqm, &link, true));
-            let (mut ra, mut rb) = (Rng::seeded(7), Rng::seeded(7));
-            let (mut da, mut db) = (Vec::new(), Vec::new());
+            let mut c = Bottleneck::new(&aqm, &link, true);
+            let (mut ra, mut rb, mut rc) = (Rng::seeded(7), Rng::seeded(7), Rng::seeded(7));
+            let (mut da, mut db, mut dc) = (Vec::new(), Vec::new(), Vec::new());
             let mut pattern = Rng::seeded(8);
             let mut t = Nanos::from_secs(1);
             for seq in 0..6000u64 {
@@ -650,6 +661,7 @@ mod kinds_tests {
                     let poll = t.saturating_sub(back);
                     a.serve(poll, &mut ra, &mut |d| da.push(d));
                     b.serve(poll, &mut rb, &mut |d| db.push(d));
+                    c.serve(poll, &mut rc, &mut |d| dc.push(d));
                 }
                 let e = Entry {
                     seq,
@@ -660,16 +672,29 @@ mod kinds_tests {
                     flow: (seq % 5) as u32 * 0x3333_3333,
                     marked: false,
                 };
-                a.arrive(e, &mut ra, &mut |d| da.push(d));
+                a.arrive(e, &mut ra, &mut |d| da.push(d), false);
                 b.serve(t, &mut rb, &mut |d| db.push(d));
                 b.enqueue(e, &mut rb, &mut |d| db.push(d));
+                c.arrive(e, &mut rc, &mut |d| dc.push(d), true);
             }
             a.serve(Nanos::MAX, &mut ra, &mut |d| da.push(d));
             b.serve(Nanos::MAX, &mut rb, &mut |d| db.push(d));
-            assert_eq!(da.len(), db.len(), "{}", k.name);
-            if let Some(i) = (0..da.len()).find(|&i| da[i] != db[i]) {
-                panic!("{}: decision {i} differs: {:?} against {:?}", k.name, da[i], db[i]);
+            c.serve(Nanos::MAX, &mut rc, &mut |d| dc.push(d));
+            // Served at once or later, a frame alone with the server free is decided alike.
+            for (name, other) in [("serve then enqueue", &db), ("served at once", &dc)] {
+                assert_eq!(da.len(), other.len(), "{} against {name}", k.name);
+                if let Some(i) = (0..da.len()).find(|&i| da[i] != other[i]) {
+                    panic!(
+                        "{} against {name}: decision {i} differs: {:?} against {:?}",
+                        k.name, da[i], other[i]
+                    );
+                }
             }
+            let at_once = dc
+                .iter()
+                .filter(|d| matches!(d, Decision::Send { entry, start, .. } if *start == entry.arrival))
+                .count();
+            assert!(at_once > 1000, "{}: {at_once} frames served at their arrival", k.name);
         }
     }
 
