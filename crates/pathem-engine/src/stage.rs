@@ -606,6 +606,33 @@ impl Reorder {
         }
     }
 
+    /// A decision for an undecided record: its copies scheduled, or its room given back.
+    fn take(&mut self, line: &mut Reader, d: Departure) {
+        // A decision is pushed after its record was published: scan on if it is newer than
+        // what the scan has seen.
+        while d.seq.saturating_sub(self.undecided_front) >= self.undecided.len() as u64 {
+            let Some((slot, release)) = line.scan_next() else { break };
+            self.add(slot, release);
+        }
+        let Some(&seq) = d.seq.checked_sub(self.undecided_front).and_then(|i| self.undecided.get(i as usize))
+        else {
+            debug_assert!(false, "a decision for a record never written");
+            return;
+        };
+        let at = (seq - self.front_seq) as usize;
+        self.waiting -= 1;
+        if d.release == UNDECIDED {
+            self.in_ring[at].1 = 0;
+        } else {
+            let copy = Edit { corrupt_bit: None, ..d.edit };
+            self.in_ring[at].1 = 1 + u8::from(d.edit.duplicate);
+            self.schedule(d.release, seq, d.edit);
+            if d.edit.duplicate {
+                self.schedule(d.release, seq, copy);
+            }
+        }
+    }
+
     fn schedule(&mut self, release: Nanos, seq: u64, edit: Edit) {
         let item = (release, self.next_order, seq, edit);
         if self.in_order.back().is_none_or(|b| b.0 <= release) {
@@ -650,7 +677,7 @@ impl Egress {
         let mut n = 0;
         if self.reorder.is_none() && self.reorder_on.load(Ordering::Acquire) {
             // Reordering was turned on: release by time from here on, for good.
-            self.reorder = Some(Reorder::new());
+            self.reorder = Some(enter_reorder(self.undecided_done));
         }
         if self.reorder.is_none() {
             n = self.release_in_order(now, upto, budget, tx);
@@ -731,33 +758,17 @@ impl Egress {
     /// Takes the records written since the last call, and the decisions made since.
     fn scan(&mut self) {
         let r = self.reorder.as_mut().expect("reorder mode");
+        // The decision taken for the head record before the move to this mode comes first,
+        // with only the records up to its own scanned before it: once it was taken, ingress
+        // may have written records decided at their arrival, which follow it.
+        if let Some(d) = self.head_decision.take() {
+            r.take(&mut self.line, d);
+        }
         while let Some((slot, release)) = self.line.scan_next() {
             r.add(slot, release);
         }
-        while let Some(d) = self.head_decision.take().or_else(|| self.departures.pop().ok()) {
-            // A decision is pushed after its record was published: scan on if it is newer
-            // than what the scan has seen.
-            while d.seq.saturating_sub(r.undecided_front) >= r.undecided.len() as u64 {
-                let Some((slot, release)) = self.line.scan_next() else { break };
-                r.add(slot, release);
-            }
-            let Some(&seq) = d.seq.checked_sub(r.undecided_front).and_then(|i| r.undecided.get(i as usize))
-            else {
-                debug_assert!(false, "a decision for a record never written");
-                continue;
-            };
-            let at = (seq - r.front_seq) as usize;
-            r.waiting -= 1;
-            if d.release == UNDECIDED {
-                r.in_ring[at].1 = 0;
-            } else {
-                let copy = Edit { corrupt_bit: None, ..d.edit };
-                r.in_ring[at].1 = 1 + u8::from(d.edit.duplicate);
-                r.schedule(d.release, seq, d.edit);
-                if d.edit.duplicate {
-                    r.schedule(d.release, seq, copy);
-                }
-            }
+        while let Ok(d) = self.departures.pop() {
+            r.take(&mut self.line, d);
         }
         // The undecided map only needs records from the oldest one still in the ring.
         while r.undecided.front().is_some_and(|&s| s < r.front_seq) {

@@ -462,6 +462,83 @@ fn reordering_turns_on_and_off_while_running() {
     assert!(s["reorder_clamped"].as_u64().unwrap() > 0, "{s}");
 }
 
+/// Reordering turned on while a queue discipline runs: egress moves to releasing by time in
+/// the middle of the discipline's decisions (some frames were decided at their arrival, the
+/// rest while they queued); every frame still leaves, once.
+#[test]
+fn reordering_turns_on_behind_a_discipline() {
+    let d = Dir::new();
+    // Bursts of five frames every millisecond for 80 ms: the first of each finds the queue
+    // empty (decided at once), the others queue behind it (decided as they are served).
+    let n = 400u64;
+    let frames: Vec<_> =
+        (0..n).map(|i| (Nanos::from_secs(1) + Nanos::from_millis(i / 5), udp_frame(150, i))).collect();
+    write_capture(&d.path("in.pcap"), frames).unwrap();
+    std::fs::write(d.path("s.txt"), "37ms --reorder\n").unwrap();
+    let st = d.path("s.json");
+    ok(&replay(
+        &d.path("in.pcap"),
+        &d.path("out.pcap"),
+        &[
+            "--rate",
+            "10mbit",
+            "--aqm",
+            "codel",
+            "--delay",
+            "5ms",
+            "--jitter",
+            "2ms",
+            "--seed",
+            "4",
+            "--schedule",
+            &d.s("s.txt"),
+            "--stats",
+            st.to_str().unwrap(),
+        ],
+    ));
+    let mut sent: Vec<u64> =
+        read_capture(&d.path("out.pcap")).unwrap().iter().map(|(_, _, f)| seq(f)).collect();
+    let s = stats(&st);
+    assert_eq!(s["tx_packets"].as_u64(), Some(n), "{s}");
+    sent.sort_unstable();
+    assert_eq!(sent, (0..n).collect::<Vec<_>>(), "every frame once");
+    assert!(s["reordered"].as_u64().unwrap() > 0, "frames overtake once reordering is on: {s}");
+}
+
+/// Reordering turned on while egress holds the decision for a queued frame (A) and a frame
+/// decided at its arrival (B) waits behind it with the same release (held back to A's):
+/// A still leaves first.
+#[test]
+fn a_frame_decided_at_arrival_stays_behind_an_earlier_decision_of_its_release() {
+    let d = Dir::new();
+    // Z finds the queue empty; A queues behind Z; B comes 15 ms later to an empty queue.
+    let start = Nanos::from_secs(1);
+    let frames = vec![
+        (start, udp_frame(150, 0)),
+        (start + Nanos::from_micros(1), udp_frame(150, 1)),
+        (start + Nanos::from_millis(15), udp_frame(150, 2)),
+        // C, after reordering came on (the schedule takes effect as the next frame comes).
+        (start + Nanos::from_millis(25), udp_frame(150, 3)),
+    ];
+    write_capture(&d.path("in.pcap"), frames).unwrap();
+    // Z is decided at its arrival (10 ms delay, it leaves the link at 139 us), A when it is
+    // served at 139 us (30 ms, leaving at 278 us), B at its arrival (1 ms, so held back to A's
+    // release); reordering comes on while A's decision waits in egress.
+    std::fs::write(d.path("s.txt"), "100us --delay 30ms\n1ms --delay 1ms\n20ms --reorder\n").unwrap();
+    ok(&replay(
+        &d.path("in.pcap"),
+        &d.path("out.pcap"),
+        &["--rate", "10mbit", "--aqm", "codel", "--delay", "10ms", "--schedule", &d.s("s.txt")],
+    ));
+    let out = read_capture(&d.path("out.pcap")).unwrap();
+    let sent: Vec<(u64, Nanos)> = out.iter().map(|(t, _, f)| (seq(f), *t - start)).collect();
+    // C overtakes A and B (reordering is on); A still leaves before B.
+    assert_eq!(sent.iter().map(|s| s.0).collect::<Vec<_>>(), [0, 3, 1, 2], "A before B: {sent:?}");
+    // A and B leave together, at A's release.
+    assert_eq!(sent[2].1, sent[3].1, "{sent:?}");
+    assert_eq!(sent[2].1.as_nanos() / 1000, 30_278, "{sent:?}");
+}
+
 #[test]
 fn a_schedule_changes_the_path_exactly_at_its_times() {
     let d = Dir::new();
