@@ -21,9 +21,29 @@ impl Dir {
     }
 }
 
-/// Runs the pathem binary.
+/// Runs the pathem binary, in a process group of its own that is killed if it has not ended
+/// within two minutes (a hang fails the test instead of holding up the run).
 pub fn pathem(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pathem")).args(args).output().expect("pathem runs")
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    let child = Command::new(env!("CARGO_BIN_EXE_pathem"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("pathem runs");
+    let group = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output()));
+    match rx.recv_timeout(std::time::Duration::from_secs(120)) {
+        Ok(out) => out.expect("pathem runs"),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-KILL", "--", &format!("-{group}")]).status();
+            panic!("pathem {args:?} did not end within 120 s (killed)");
+        }
+    }
 }
 
 /// Runs pathem with `args`, which must fail with exit `code`, one line on stderr, nothing on
