@@ -475,30 +475,14 @@ fn reordering_turns_on_behind_a_discipline() {
         (0..n).map(|i| (Nanos::from_secs(1) + Nanos::from_millis(i / 5), udp_frame(150, i))).collect();
     write_capture(&d.path("in.pcap"), frames).unwrap();
     std::fs::write(d.path("s.txt"), "37ms --reorder\n").unwrap();
-    let st = d.path("s.json");
-    ok(&replay(
-        &d.path("in.pcap"),
-        &d.path("out.pcap"),
-        &[
-            "--rate",
-            "10mbit",
-            "--aqm",
-            "codel",
-            "--delay",
-            "5ms",
-            "--jitter",
-            "2ms",
-            "--seed",
-            "4",
-            "--schedule",
-            &d.s("s.txt"),
-            "--stats",
-            st.to_str().unwrap(),
-        ],
-    ));
+    let (schedule, st) = (d.s("s.txt"), d.s("s.json"));
+    let mut args: Vec<&str> =
+        "--rate 10mbit --aqm codel --delay 5ms --jitter 2ms --seed 4".split(' ').collect();
+    args.extend(["--schedule", &schedule, "--stats", &st]);
+    ok(&replay(&d.path("in.pcap"), &d.path("out.pcap"), &args));
     let mut sent: Vec<u64> =
         read_capture(&d.path("out.pcap")).unwrap().iter().map(|(_, _, f)| seq(f)).collect();
-    let s = stats(&st);
+    let s = stats(Path::new(&st));
     assert_eq!(s["tx_packets"].as_u64(), Some(n), "{s}");
     sent.sort_unstable();
     assert_eq!(sent, (0..n).collect::<Vec<_>>(), "every frame once");
