@@ -245,6 +245,8 @@ impl Ingress {
         // every decision made before: releasing by time, egress orders frames of one release
         // time as it learns of them, so a record written decided must come after every
         // earlier decision, however egress's and ingress's turns fall.
+        // (The queue is looked at first: the discipline serves at once only a frame that
+        // finds it empty, and a full queue then costs no look at egress's queue.)
         let at_once = b.backlog().0 == 0 && fate.all_taken();
         // Served up to the arrival, then the frame joins: one visit to the discipline, each
         // decision carried out as it is made (this frame's own decision is kept: it has no
@@ -268,9 +270,7 @@ impl Ingress {
             return Counters::drop(&fate.counters, aqm_reason(reason));
         }
         let Some((start, exit, mark)) = sent else {
-            let written = self.line.push(UNDECIDED, frame.wire_len, frame.data, |_| {});
-            debug_assert!(written, "make_room promised the room");
-            fate.counters.written.inc();
+            write(&mut self.line, &fate.counters, UNDECIDED, frame);
             self.undecided += 1;
             return;
         };
@@ -285,10 +285,7 @@ impl Ingress {
             |_| (),
             |fate, release, edit| {
                 let plain = edit == Edit::default();
-                let written =
-                    line.push(if plain { release } else { UNDECIDED }, frame.wire_len, frame.data, |_| {});
-                debug_assert!(written, "make_room promised the room");
-                fate.counters.written.inc();
+                write(line, &fate.counters, if plain { release } else { UNDECIDED }, frame);
                 if !plain {
                     *undecided += 1;
                     fate.depart(Departure { seq, release, edit });
@@ -391,6 +388,15 @@ impl Ingress {
             }
         }
     }
+}
+
+/// Writes the record of a frame the discipline admitted, with `release` (`push` made the
+/// room, so the write cannot fail).
+#[inline(always)]
+fn write(line: &mut Writer, counters: &Counters, release: Nanos, frame: RxFrame<'_>) {
+    let written = line.push(release, frame.wire_len, frame.data, |_| {});
+    debug_assert!(written, "make_room promised the room");
+    counters.written.inc();
 }
 
 impl Fate {
