@@ -417,7 +417,7 @@ impl RxPort for AfPacketRx {
         }
         // The caller's `now` was read before this call; the kernel may have stamped frames
         // since, and none may arrive later than the instant they are read.
-        let now = monotonic_now().max(now);
+        let mut now = monotonic_now().max(now);
         for _ in 0..max.min(BURST) {
             let i = self.head;
             let status = self.ring.status(i).load(Ordering::Acquire);
@@ -430,7 +430,17 @@ impl RxPort for AfPacketRx {
             let outgoing = slot[SLOT_ADDR + std::mem::offset_of!(libc::sockaddr_ll, sll_pkttype)]
                 == libc::PACKET_OUTGOING;
             let stamp = i64::from(hdr.tp_sec) * 1_000_000_000 + i64::from(hdr.tp_nsec);
-            let arrival = Nanos((stamp - self.realtime_offset).max(0) as u64).min(now).max(self.last_arrival);
+            let mut arrival = Nanos((stamp - self.realtime_offset).max(0) as u64);
+            if arrival > now {
+                // Stamped after `now` was read: the slot filled during this burst (the thread
+                // may have lost its CPU for milliseconds in it). Its stamp is true, and earlier
+                // than the clock now; held down to the older `now` the frame would leave that
+                // much before its delay is up. What is left above a fresh `now` is the
+                // offset's error.
+                now = monotonic_now().max(now);
+                arrival = arrival.min(now);
+            }
+            let arrival = arrival.max(self.last_arrival);
             let tag = tag_of(status, hdr.tp_vlan_tci, hdr.tp_vlan_tpid);
             let (mac, snap) = (usize::from(hdr.tp_mac), hdr.tp_snaplen as usize);
             if status & libc::TP_STATUS_COPY != 0 {

@@ -21,8 +21,26 @@ pub fn monotonic_now() -> Nanos {
 }
 
 /// CLOCK_REALTIME − CLOCK_MONOTONIC now: subtract it from a kernel timestamp.
+///
+/// CLOCK_REALTIME is read between two reads of CLOCK_MONOTONIC, and read again when the
+/// thread lost its CPU between them (more than 10 µs apart, up to eight tries, the tightest
+/// kept): an offset read across a deschedule would be off by its length for as long as it is
+/// used, every stamp converted with it that much later.
 pub(crate) fn realtime_offset() -> i64 {
-    clock_ns(libc::CLOCK_REALTIME) - clock_ns(libc::CLOCK_MONOTONIC)
+    let mut best = (i64::MAX, 0);
+    for _ in 0..8 {
+        let before = clock_ns(libc::CLOCK_MONOTONIC);
+        let real = clock_ns(libc::CLOCK_REALTIME);
+        let after = clock_ns(libc::CLOCK_MONOTONIC);
+        let width = after - before;
+        if width < best.0 {
+            best = (width, real - before - width / 2);
+        }
+        if width <= 10_000 {
+            break;
+        }
+    }
+    best.1
 }
 
 /// The first timestamp of control-message type `ty` (`SO_TIMESTAMPNS`, or `SO_TIMESTAMPING`

@@ -12,7 +12,7 @@
 mod common;
 use pathem_io::afpacket::{AfPacketRx, AfPacketTx};
 use pathem_io::kstamp::monotonic_now;
-use pathem_io::{RxPort, TxPort};
+use pathem_io::{PollAt, RxPort, TxPort};
 use pathem_model::Nanos;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
@@ -77,6 +77,10 @@ fn main() {
         ("metrics_and_show_agree", metrics_and_show_agree),
         ("stages_on_two_cpus_forward_everything", stages_on_two_cpus_forward_everything),
         ("a_change_takes_effect_at_once", a_change_takes_effect_at_once),
+        (
+            "a_frame_that_comes_while_a_burst_is_read_keeps_its_stamp",
+            a_frame_that_comes_while_a_burst_is_read_keeps_its_stamp,
+        ),
         ("aqm_keeps_the_rtt_under_load_short", aqm_keeps_the_rtt_under_load_short),
         ("segmentation_matches_the_kernels", segmentation_matches_the_kernels),
         ("frames_are_taken_as_the_kernel_hands_them", frames_are_taken_as_the_kernel_hands_them),
@@ -1373,6 +1377,59 @@ fn a_change_takes_effect_at_once() {
     // Everything sent 5 ms after `ctl` returned has the new delay.
     let late_old = delays.iter().filter(|(s, d)| *s > answered + 5_000_000 && *d < 29_500_000).count();
     assert_eq!(late_old, 0, "datagrams sent after the change with less than the new delay");
+}
+
+/// A frame the kernel puts in the AF_PACKET port's ring while the port is reading a burst
+/// (its thread lost the CPU in the middle, for 5 ms here) keeps its own receive stamp. It was
+/// once held down to the instant the burst began, so it left that much before its delay was
+/// up: under load `a_change_takes_effect_at_once` saw 30 frames leave 2–3 ms early at once.
+fn a_frame_that_comes_while_a_burst_is_read_keeps_its_stamp() {
+    let t = Topo::new();
+    // pb's socket is made in the middle namespace and used from the sink's, which reads s0.
+    let tx = in_ns(&t.mid, || pathem_io::afpacket::RawSocket::open("pb", false).expect("pb")).join().unwrap();
+    let got = in_ns(&t.sink, move || {
+        let mut rx = AfPacketRx::open("s0", 2048, 1 << 20).expect("sink socket");
+        tx.send(&marked_frame(0, 64)).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        while rx.poll_at() != PollAt::Now && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        let mut got: Vec<(u32, Nanos)> = Vec::new();
+        let mut second_sent = None;
+        rx.recv_burst(monotonic_now(), 64, |f| {
+            if let Some(seq) = marked_seq(f.data) {
+                got.push((seq, f.arrival));
+                if seq == 0 {
+                    // Frame 1 lands in the ring while this burst is being read.
+                    std::thread::sleep(Duration::from_millis(5));
+                    second_sent = Some(monotonic_now());
+                    tx.send(&marked_frame(1, 64)).unwrap();
+                }
+            }
+        })
+        .unwrap();
+        // Whatever this burst did not take, the next one does.
+        rx.recv_burst(monotonic_now(), 64, |f| {
+            if let Some(seq) = marked_seq(f.data) {
+                got.push((seq, f.arrival));
+            }
+        })
+        .unwrap();
+        (got, second_sent.expect("frame 0 was read"))
+    });
+    let (got, second_sent) = got.join().unwrap();
+    let arrival = |seq| got.iter().find(|g| g.0 == seq).map(|g| g.1).expect("both frames read");
+    eprintln!(
+        "frame 1 sent {} after frame 0's arrival, stamped {} after it",
+        second_sent - arrival(0),
+        arrival(1) - arrival(0)
+    );
+    // Stamped by the kernel after `second_sent` was read; 100 µs for the offset's error.
+    assert!(
+        arrival(1) + Nanos::from_micros(100) >= second_sent,
+        "frame 1 arrived at {} but was sent at {second_sent}",
+        arrival(1)
+    );
 }
 
 fn dpdk_sigint_balances_and_returns_every_mbuf() {
