@@ -622,8 +622,15 @@ impl Reorder {
         }
         let Some(&seq) = d.seq.checked_sub(self.undecided_front).and_then(|i| self.undecided.get(i as usize))
         else {
-            debug_assert!(false, "a decision for a record never written");
-            return;
+            // No input can make this: it is an engine bug, and going on would leave the
+            // record waiting for ever (egress stuck, `in_flight` never falling) with nothing
+            // said. Stop loudly instead.
+            panic!(
+                "pathem engine bug: a decision for record {} that egress never saw (undecided from {}, {} known)",
+                d.seq,
+                self.undecided_front,
+                self.undecided.len()
+            );
         };
         let at = (seq - self.front_seq) as usize;
         self.waiting -= 1;
@@ -961,6 +968,18 @@ mod tests {
         assert_eq!(e.next_release(), None);
         assert!(!e.awaits_decisions());
         assert_eq!(w.used(), 0, "every record's room came back");
+    }
+
+    #[test]
+    #[should_panic(expected = "engine bug: a decision for record 5 that egress never saw")]
+    fn a_decision_for_a_record_never_written_stops_the_engine() {
+        let (mut w, r) = delay_line(1 << 16, 100).unwrap();
+        let (mut decide, decided) = departures();
+        let mut e = Egress::new(r, Arc::new(Counters::default()), Arc::new(AtomicBool::new(false)), decided);
+        assert!(w.push(UNDECIDED, 60, &[1; 60], |_| {}));
+        // Out of order (record 0 still waits), so the heap takes it, and finds no record 5.
+        decide.push(Departure { seq: 5, release: Nanos(5), edit: Edit::default() }).unwrap();
+        e.hand(Nanos(10), Nanos(10), EGRESS_BURST, &mut Keep::default());
     }
 
     #[test]
