@@ -20,7 +20,7 @@
 //! CLOCK_MONOTONIC.
 
 use crate::iface::failure;
-use crate::kstamp::{monotonic_now, realtime_offset};
+use crate::kstamp::{monotonic_now, RealtimeStamps};
 use crate::mmap::Mmap;
 use crate::offload::VnetRequest;
 use crate::port::{PollAt, RxFrame, RxPort, TxBatch, TxErrorClass, TxPort, TxRefused};
@@ -235,9 +235,8 @@ pub struct AfPacketRx {
     head: usize,
     /// A whole frame read from the socket's queue, behind room for a tag.
     copy: Box<[u8]>,
-    /// CLOCK_REALTIME − CLOCK_MONOTONIC, refreshed every second to follow clock steps.
-    realtime_offset: i64,
-    offset_at: Nanos,
+    /// The ring's stamps (CLOCK_REALTIME) on CLOCK_MONOTONIC.
+    stamps: RealtimeStamps,
     last_arrival: Nanos,
     /// Each frame comes behind a virtio_net_hdr.
     vnet: bool,
@@ -287,30 +286,23 @@ impl AfPacketRx {
         let ring = Ring::rx(raw, frame_size, rx_buffer / SMALL_FRAME_TRUESIZE)
             .map_err(|e| opt_err("cannot set up its receive ring", e))?;
         let copy_len = TAG_ROOM + VNET_HDR + max_frame.max(SUPER_FRAME) + 1;
-        let mut port = AfPacketRx {
+        let port = AfPacketRx {
             ring,
             fd,
             head: 0,
             copy: vec![0u8; copy_len].into_boxed_slice(),
-            realtime_offset: 0,
-            offset_at: Nanos::ZERO,
+            stamps: RealtimeStamps::new(),
             last_arrival: Nanos::ZERO,
             vnet,
             offload: Default::default(),
             drops: 0,
         };
-        port.refresh_offset(monotonic_now());
         Ok(port)
     }
 
     /// The socket, for waiting on it.
     pub fn raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
-    }
-
-    fn refresh_offset(&mut self, now: Nanos) {
-        self.realtime_offset = realtime_offset();
-        self.offset_at = now;
     }
 
     /// Reads the whole frame the kernel queued for a `TP_STATUS_COPY` slot into `copy`
@@ -407,9 +399,6 @@ impl RxPort for AfPacketRx {
         mut f: F,
     ) -> Result<usize, Error> {
         use std::sync::atomic::Ordering;
-        if now.saturating_sub(self.offset_at) > Nanos::from_secs(1) {
-            self.refresh_offset(now);
-        }
         let lead = if self.vnet { VNET_HDR } else { 0 };
         let mut delivered = 0;
         if self.ring.status(self.head).load(Ordering::Acquire) & libc::TP_STATUS_USER == 0 {
@@ -430,7 +419,7 @@ impl RxPort for AfPacketRx {
             let outgoing = slot[SLOT_ADDR + std::mem::offset_of!(libc::sockaddr_ll, sll_pkttype)]
                 == libc::PACKET_OUTGOING;
             let stamp = i64::from(hdr.tp_sec) * 1_000_000_000 + i64::from(hdr.tp_nsec);
-            let mut arrival = Nanos((stamp - self.realtime_offset).max(0) as u64);
+            let mut arrival = self.stamps.monotonic(stamp, now);
             if arrival > now {
                 // Stamped after `now` was read: the slot filled during this burst (the thread
                 // may have lost its CPU for milliseconds in it). Its stamp is true, and earlier

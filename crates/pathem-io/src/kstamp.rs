@@ -1,11 +1,12 @@
 //! The kernel's clocks and the timestamps it attaches to received and sent datagrams.
 //!
 //! Live ports and the probe share one time base, CLOCK_MONOTONIC. The kernel stamps datagrams
-//! on CLOCK_REALTIME; `realtime_offset` moves them across.
+//! on CLOCK_REALTIME; [`RealtimeStamps`] moves them across.
 
 use pathem_model::Nanos;
 use std::mem::zeroed;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 /// A clock's current value in nanoseconds.
 pub(crate) fn clock_ns(id: libc::clockid_t) -> i64 {
@@ -20,13 +21,60 @@ pub fn monotonic_now() -> Nanos {
     Nanos(clock_ns(libc::CLOCK_MONOTONIC) as u64)
 }
 
+/// How often [`RealtimeStamps`] reads the two clocks' offset again.
+pub const OFFSET_REFRESH: Nanos = Nanos(10_000_000);
+
+/// Kernel timestamps (CLOCK_REALTIME) moved onto CLOCK_MONOTONIC, for a port or a socket.
+///
+/// The offset between the two clocks is read again once [`OFFSET_REFRESH`] has passed: a
+/// step of the realtime clock (an NTP step, `date -s`) shifts the stamps converted for at
+/// most that long, not for the rest of the run. Three clock reads every 10 ms.
+#[derive(Debug)]
+pub struct RealtimeStamps {
+    offset: AtomicI64,
+    /// CLOCK_MONOTONIC when `offset` was read.
+    read_at: AtomicU64,
+}
+
+impl RealtimeStamps {
+    pub fn new() -> RealtimeStamps {
+        RealtimeStamps {
+            offset: AtomicI64::new(realtime_offset()),
+            read_at: AtomicU64::new(monotonic_now().0),
+        }
+    }
+
+    /// The CLOCK_REALTIME stamp `rt` (ns since the epoch) on CLOCK_MONOTONIC, with `now` a
+    /// recent read of CLOCK_MONOTONIC (it says when the offset is due again).
+    #[inline]
+    pub fn monotonic(&self, rt: i64, now: Nanos) -> Nanos {
+        self.monotonic_with(rt, now, realtime_offset)
+    }
+
+    /// [`monotonic`](Self::monotonic) with the offset read by `read_offset` (tests step it).
+    #[inline]
+    fn monotonic_with(&self, rt: i64, now: Nanos, read_offset: impl FnOnce() -> i64) -> Nanos {
+        if now.0.saturating_sub(self.read_at.load(Ordering::Relaxed)) >= OFFSET_REFRESH.0 {
+            self.offset.store(read_offset(), Ordering::Relaxed);
+            self.read_at.store(now.0, Ordering::Relaxed);
+        }
+        Nanos(rt.saturating_sub(self.offset.load(Ordering::Relaxed)).max(0) as u64)
+    }
+}
+
+impl Default for RealtimeStamps {
+    fn default() -> RealtimeStamps {
+        RealtimeStamps::new()
+    }
+}
+
 /// CLOCK_REALTIME − CLOCK_MONOTONIC now: subtract it from a kernel timestamp.
 ///
 /// CLOCK_REALTIME is read between two reads of CLOCK_MONOTONIC, and read again when the
 /// thread lost its CPU between them (more than 10 µs apart, up to eight tries, the tightest
 /// kept): an offset read across a deschedule would be off by its length for as long as it is
 /// used, every stamp converted with it that much later.
-pub(crate) fn realtime_offset() -> i64 {
+fn realtime_offset() -> i64 {
     let mut best = (i64::MAX, 0);
     for _ in 0..8 {
         let before = clock_ns(libc::CLOCK_MONOTONIC);
@@ -85,4 +133,38 @@ pub(crate) fn recv_stamped(
     }
     // SAFETY: recvmsg succeeded and filled the control buffer `msg` describes.
     Ok((n as usize, unsafe { cmsg_time(&msg, ty) }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_of_the_realtime_clock_is_followed_within_the_refresh() {
+        // Realtime ran 1 ms ahead when the offset was read (at 0); it has since stepped 5 ms
+        // back, so a frame that arrives at monotonic t is stamped t − 4 ms.
+        let s = RealtimeStamps { offset: AtomicI64::new(1_000_000), read_at: AtomicU64::new(0) };
+        let reads = std::cell::Cell::new(0);
+        let stepped = || {
+            reads.set(reads.get() + 1);
+            -4_000_000
+        };
+        let at = |t: u64| s.monotonic_with(t as i64 - 4_000_000, Nanos(t), stepped);
+        let due = OFFSET_REFRESH.0;
+        assert_eq!(at(3_000_000), Nanos(0), "5 ms early, held at zero");
+        assert_eq!(at(due - 1), Nanos(due - 1 - 5_000_000), "the old offset until a read is due");
+        assert_eq!(reads.get(), 0);
+        assert_eq!(at(due), Nanos(due), "read again once due");
+        assert_eq!(at(due + 5_000_000), Nanos(due + 5_000_000));
+        assert_eq!(reads.get(), 1, "and not again before the next is due");
+    }
+
+    #[test]
+    fn the_offset_is_read_without_a_deschedule_in_it() {
+        // Whatever the machine does, the offset read matches the two clocks to within the
+        // 10 µs the read allows (plus the clocks' own granularity).
+        let o = realtime_offset();
+        let direct = clock_ns(libc::CLOCK_REALTIME) - clock_ns(libc::CLOCK_MONOTONIC);
+        assert!((o - direct).abs() < 1_000_000, "offset {o} against {direct}");
+    }
 }

@@ -2,7 +2,7 @@
 //! CLOCK_MONOTONIC (the clock the sender stamps with on the same host), for measuring paths.
 
 use crate::afpacket::set_opt;
-use crate::kstamp::{clock_ns, realtime_offset, recv_stamped};
+use crate::kstamp::{monotonic_now, recv_stamped, RealtimeStamps};
 use crate::Error;
 use pathem_model::Nanos;
 use std::net::{SocketAddr, UdpSocket};
@@ -18,7 +18,7 @@ pub struct Received {
 /// A bound UDP socket with kernel receive timestamps.
 pub struct TimestampedUdp {
     sock: UdpSocket,
-    realtime_offset: i64,
+    stamps: RealtimeStamps,
 }
 
 impl TimestampedUdp {
@@ -35,7 +35,7 @@ impl TimestampedUdp {
         if set_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &(64i32 << 20)).is_err() {
             let _ = set_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &(64i32 << 20));
         }
-        Ok(TimestampedUdp { sock, realtime_offset: realtime_offset() })
+        Ok(TimestampedUdp { sock, stamps: RealtimeStamps::new() })
     }
 
     /// The socket, for timeouts and sending.
@@ -46,8 +46,9 @@ impl TimestampedUdp {
     /// Receives one datagram into `buf` if one is waiting (`WouldBlock` otherwise).
     pub fn recv_nowait(&self, buf: &mut [u8]) -> std::io::Result<Received> {
         let (len, rt) = recv_stamped(self.sock.as_raw_fd(), buf, libc::MSG_DONTWAIT, libc::SO_TIMESTAMPNS)?;
-        let at = rt.map_or_else(|| clock_ns(libc::CLOCK_MONOTONIC), |t| t - self.realtime_offset);
-        Ok(Received { len, at: Nanos(at.max(0) as u64) })
+        let now = monotonic_now();
+        let at = rt.map_or(now, |t| self.stamps.monotonic(t, now).min(now));
+        Ok(Received { len, at })
     }
 }
 
@@ -58,10 +59,9 @@ const SOF_TIMESTAMPING_TX_SOFTWARE: u32 = 1 << 1;
 const SOF_TIMESTAMPING_SOFTWARE: u32 = 1 << 4;
 
 /// Transmit timestamps turned on for a socket (see [`TxStamps::enable`]).
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 pub struct TxStamps {
-    /// CLOCK_REALTIME − CLOCK_MONOTONIC when they were turned on.
-    realtime_offset: i64,
+    stamps: RealtimeStamps,
 }
 
 impl TxStamps {
@@ -71,7 +71,7 @@ impl TxStamps {
     pub fn enable(sock: &UdpSocket) -> Option<TxStamps> {
         let flags: u32 = SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
         set_opt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPING, &flags).ok()?;
-        Some(TxStamps { realtime_offset: realtime_offset() })
+        Some(TxStamps { stamps: RealtimeStamps::new() })
     }
 
     /// Reads one transmit timestamp from `sock`'s error queue, if one is waiting, calling
@@ -82,7 +82,8 @@ impl TxStamps {
         match recv_stamped(sock.as_raw_fd(), &mut buf, flags, libc::SO_TIMESTAMPING) {
             // struct scm_timestamping { struct timespec ts[3]; }: the first is the software stamp.
             Ok((len, Some(t))) => {
-                f(&buf[..len], Nanos((t - self.realtime_offset).max(0) as u64));
+                let now = monotonic_now();
+                f(&buf[..len], self.stamps.monotonic(t, now).min(now));
                 true
             }
             Ok((_, None)) => true,

@@ -37,7 +37,7 @@ pub fn send(
     // before the next datagram, so that reading them never delays a send.
     let mut waiting = 0u64;
     let collect_one = |stamps: &mut Vec<Option<Nanos>>, waiting: &mut u64| {
-        let Some(tx) = stamped else { return };
+        let Some(tx) = &stamped else { return };
         let got = tx.read_one(sock, |bytes, at| {
             if let Some(seq) = looped_seq(bytes) {
                 if let Some(slot) = stamps.get_mut(seq as usize) {
