@@ -104,6 +104,7 @@ fn main() {
         ),
         ("dpdk_sigint_balances_and_returns_every_mbuf", dpdk_sigint_balances_and_returns_every_mbuf),
         ("dpdk_bad_arguments_are_refused_with_one_line", dpdk_bad_arguments_are_refused_with_one_line),
+        ("dpdk_a_frame_longer_than_an_mbuf_is_refused", dpdk_a_frame_longer_than_an_mbuf_is_refused),
         ("dpdk_filler_frames_start_each_frame_at_its_time", dpdk_filler_frames_start_each_frame_at_its_time),
         ("dpdk_capture_stamps_keep_the_captures_spacing", dpdk_capture_stamps_keep_the_captures_spacing),
     ];
@@ -1465,6 +1466,35 @@ fn dpdk_sigint_balances_and_returns_every_mbuf() {
             err.contains(&format!("dpdk:{port}: closed, all 4095 mbufs back in its pool")),
             "{port}'s pool after SIGINT: {err}"
         );
+    }
+}
+
+/// A frame longer than the port's mbufs hold, handed to a DPDK port by a caller other than
+/// the runtime (which caps frames below that), is refused as too large and counted, never
+/// copied past the mbuf (the length was checked only in debug builds).
+fn dpdk_a_frame_longer_than_an_mbuf_is_refused() {
+    #[cfg(feature = "dpdk")]
+    {
+        use pathem_io::{TxErrorClass, TxPort};
+        // On a thread of its own: the EAL pins the thread that starts it, and processes the
+        // harness starts later must not inherit that.
+        std::thread::spawn(|| {
+            let dev = pathem_io::dpdk::parse("net_null0").unwrap();
+            let (_rx, mut tx, _) =
+                pathem_io::dpdk::open("dpdk:net_null0", &dev, 1514, None, &Default::default())
+                    .expect("net_null0");
+            let long = vec![0u8; tx.max_frame() + 1];
+            assert!(tx.send(Nanos::ZERO, long.len() as u32, &long), "taken, to be counted as refused");
+            let r = tx.refused(true);
+            assert_eq!(r.frames[TxErrorClass::TooLarge as usize], 1, "{r:?}");
+            assert_eq!(r.bytes, long.len() as u64);
+            let fits = vec![0u8; 64];
+            assert!(tx.send(Nanos::ZERO, 64, &fits));
+            tx.flush().unwrap();
+            assert_eq!(tx.refused(true).frames[TxErrorClass::TooLarge as usize], 1, "only the long one");
+        })
+        .join()
+        .unwrap();
     }
 }
 

@@ -1214,7 +1214,12 @@ impl TxPort for DpdkTx {
         if self.len == TX_QUEUE {
             return false;
         }
-        debug_assert!(data.len() <= self.max_frame, "the runtime caps frames at the port's max_frame");
+        if data.len() > self.max_frame {
+            // Longer than an mbuf holds (the runtime caps frames below this; another caller
+            // may not): refused as a kernel refuses EMSGSIZE, never copied past the mbuf.
+            self.refused.add(crate::port::TxErrorClass::TooLarge, libc::EMSGSIZE, data.len());
+            return true;
+        }
         if !self.registered {
             register_thread();
             self.registered = true;
