@@ -575,7 +575,7 @@ impl AfPacketTx {
 impl TxPort for AfPacketTx {
     #[inline]
     fn send(&mut self, _release: Nanos, _wire_len: u32, data: &[u8]) -> bool {
-        self.batch.push(data)
+        self.batch.push(data, &mut self.refused)
     }
 
     fn queued(&self) -> usize {

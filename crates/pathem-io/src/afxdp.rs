@@ -908,6 +908,12 @@ impl XdpTx {
 impl TxPort for XdpTx {
     #[inline]
     fn send(&mut self, _release: Nanos, _wire_len: u32, data: &[u8]) -> bool {
+        if data.len() > FRAME_SIZE {
+            // Longer than a transmit frame (the runtime caps frames below this; another caller
+            // may not): refused as a kernel refuses EMSGSIZE, never cut and sent short.
+            self.refused.add(TxErrorClass::TooLarge, libc::EMSGSIZE, data.len());
+            return true;
+        }
         if self.free.is_empty() {
             self.reclaim();
         }
@@ -918,8 +924,8 @@ impl TxPort for XdpTx {
             return false;
         }
         self.free.pop();
-        let len = data.len().min(FRAME_SIZE);
-        // SAFETY: `addr` is a free transmit frame of FRAME_SIZE bytes in our UMEM; the kernel
+        let len = data.len();
+        // SAFETY: `addr` is a free transmit frame of FRAME_SIZE bytes (≥ len) in our UMEM; the kernel
         // does not read it until we publish its descriptor.
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), self.sock.frame(addr, len), len);

@@ -224,12 +224,18 @@ impl<const N: usize> TxBatch<N> {
         TxBatch { slot, bufs: vec![0u8; slot * N].into_boxed_slice(), lens: [0; N], queued: 0 }
     }
 
-    /// Copies `data` (cut to a slot) in behind the others; false when the batch is full.
-    pub(crate) fn push(&mut self, data: &[u8]) -> bool {
+    /// Copies `data` in behind the others; false when the batch is full. A frame longer than
+    /// a slot (the runtime caps frames below it; another caller may not) is taken and counted
+    /// in `refused` as too large, as a kernel refuses EMSGSIZE: never cut and sent short.
+    pub(crate) fn push(&mut self, data: &[u8], refused: &mut TxRefused) -> bool {
+        if data.len() > self.slot {
+            refused.add(TxErrorClass::TooLarge, libc::EMSGSIZE, data.len());
+            return true;
+        }
         if self.queued == N {
             return false;
         }
-        let (len, i) = (data.len().min(self.slot), self.queued);
+        let (len, i) = (data.len(), self.queued);
         self.bufs[i * self.slot..i * self.slot + len].copy_from_slice(&data[..len]);
         self.lens[i] = len;
         self.queued += 1;
@@ -321,14 +327,20 @@ mod tests {
     #[test]
     fn a_batch_keeps_frames_in_order_and_moves_the_rest_forward() {
         let mut b = super::TxBatch::<3>::new(100);
-        assert!(b.push(b"one") && b.push(b"two") && b.push(b"three"));
-        assert!(!b.push(b"four"), "full");
+        let mut refused = super::TxRefused::default();
+        let r = &mut refused;
+        assert!(b.push(b"one", r) && b.push(b"two", r) && b.push(b"three", r));
+        assert!(!b.push(b"four", r), "full");
         b.consume(1);
         assert_eq!((b.len(), b.frame(0), b.frame(1)), (2, &b"two"[..], &b"three"[..]));
-        assert!(b.push(&[7u8; 200]), "room again");
-        assert_eq!(b.frame(2).len(), 128, "cut to a slot");
+        assert!(b.push(&[7u8; 200], r), "taken, refused: longer than a slot (128)");
+        assert_eq!(b.len(), 2, "never cut to a slot and sent short");
+        assert!(b.push(&[7u8; 128], r), "room again");
+        assert_eq!(b.frame(2).len(), 128);
         b.consume(5);
         assert_eq!(b.len(), 0);
+        assert_eq!(refused.frames[super::TxErrorClass::TooLarge as usize], 1);
+        assert_eq!(refused.bytes, 200);
     }
 
     #[test]

@@ -193,7 +193,7 @@ pub struct TapTx {
 
 impl TxPort for TapTx {
     fn send(&mut self, _release: Nanos, _wire_len: u32, data: &[u8]) -> bool {
-        self.batch.push(data)
+        self.batch.push(data, &mut self.refused)
     }
 
     fn flush(&mut self) -> Result<(), Error> {

@@ -105,6 +105,7 @@ fn main() {
         ("dpdk_sigint_balances_and_returns_every_mbuf", dpdk_sigint_balances_and_returns_every_mbuf),
         ("dpdk_bad_arguments_are_refused_with_one_line", dpdk_bad_arguments_are_refused_with_one_line),
         ("dpdk_a_frame_longer_than_an_mbuf_is_refused", dpdk_a_frame_longer_than_an_mbuf_is_refused),
+        ("ports_refuse_a_frame_longer_than_they_hold", ports_refuse_a_frame_longer_than_they_hold),
         ("dpdk_filler_frames_start_each_frame_at_its_time", dpdk_filler_frames_start_each_frame_at_its_time),
         ("dpdk_capture_stamps_keep_the_captures_spacing", dpdk_capture_stamps_keep_the_captures_spacing),
     ];
@@ -1495,6 +1496,30 @@ fn dpdk_a_frame_longer_than_an_mbuf_is_refused() {
         })
         .join()
         .unwrap();
+    }
+}
+
+/// The same for the AF_XDP port (4 KiB transmit frames) and the AF_PACKET port (slots of the
+/// `max_frame` it was opened with, 1514 here): a longer frame is refused and counted; both
+/// cut it to fit and sent it short.
+fn ports_refuse_a_frame_longer_than_they_hold() {
+    let t = Topo::new();
+    let refused = in_ns(&t.mid, || {
+        let (_rx, xdp, _) = pathem_io::afxdp::open("pb").expect("an AF_XDP port on pb");
+        let packet = AfPacketTx::open("pa", 1514).expect("an AF_PACKET port on pa");
+        fn long_then_short(mut tx: impl TxPort) -> pathem_io::TxRefused {
+            assert!(tx.send(Nanos::ZERO, 5000, &[0u8; 5000]), "taken, to be counted as refused");
+            assert!(tx.send(Nanos::ZERO, 64, &marked_frame(0, 64)));
+            tx.flush().unwrap();
+            tx.refused(true)
+        }
+        [long_then_short(xdp), long_then_short(packet)]
+    })
+    .join()
+    .unwrap();
+    for (port, r) in ["afxdp", "afpacket"].iter().zip(refused) {
+        assert_eq!(r.frames[pathem_io::TxErrorClass::TooLarge as usize], 1, "{port}: {r:?}");
+        assert_eq!(r.bytes, 5000, "{port}");
     }
 }
 
