@@ -909,9 +909,7 @@ impl TxPort for XdpTx {
     #[inline]
     fn send(&mut self, _release: Nanos, _wire_len: u32, data: &[u8]) -> bool {
         if data.len() > FRAME_SIZE {
-            // Longer than a transmit frame (the runtime caps frames below this; another caller
-            // may not): refused as a kernel refuses EMSGSIZE, never cut and sent short.
-            self.refused.add(TxErrorClass::TooLarge, libc::EMSGSIZE, data.len());
+            self.refused.too_large(data.len());
             return true;
         }
         if self.free.is_empty() {

@@ -136,6 +136,14 @@ impl TxRefused {
         self.errno[class as usize] = errno;
     }
 
+    /// Refuses a frame of `len` bytes handed to a port that cannot hold it, as a kernel
+    /// refuses EMSGSIZE: the port takes it (`send` says true) and counts it here, never cuts
+    /// it to fit or copies it past its buffer. The runtime caps frames below every port's
+    /// size, so only another caller of [`TxPort::send`] meets this.
+    pub fn too_large(&mut self, len: usize) {
+        self.add(TxErrorClass::TooLarge, libc::EMSGSIZE, len);
+    }
+
     pub fn total(&self) -> u64 {
         self.frames.iter().sum()
     }
@@ -225,11 +233,10 @@ impl<const N: usize> TxBatch<N> {
     }
 
     /// Copies `data` in behind the others; false when the batch is full. A frame longer than
-    /// a slot (the runtime caps frames below it; another caller may not) is taken and counted
-    /// in `refused` as too large, as a kernel refuses EMSGSIZE: never cut and sent short.
+    /// a slot is taken and counted in `refused` ([`TxRefused::too_large`]).
     pub(crate) fn push(&mut self, data: &[u8], refused: &mut TxRefused) -> bool {
         if data.len() > self.slot {
-            refused.add(TxErrorClass::TooLarge, libc::EMSGSIZE, data.len());
+            refused.too_large(data.len());
             return true;
         }
         if self.queued == N {

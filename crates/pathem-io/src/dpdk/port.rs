@@ -1215,9 +1215,7 @@ impl TxPort for DpdkTx {
             return false;
         }
         if data.len() > self.max_frame {
-            // Longer than an mbuf holds (the runtime caps frames below this; another caller
-            // may not): refused as a kernel refuses EMSGSIZE, never copied past the mbuf.
-            self.refused.add(crate::port::TxErrorClass::TooLarge, libc::EMSGSIZE, data.len());
+            self.refused.too_large(data.len());
             return true;
         }
         if !self.registered {
