@@ -407,6 +407,7 @@ impl RxPort for AfPacketRx {
         // The caller's `now` was read before this call; the kernel may have stamped frames
         // since, and none may arrive later than the instant they are read.
         let mut now = monotonic_now().max(now);
+        let offset = self.stamps.at(now);
         for _ in 0..max.min(BURST) {
             let i = self.head;
             let status = self.ring.status(i).load(Ordering::Acquire);
@@ -419,7 +420,7 @@ impl RxPort for AfPacketRx {
             let outgoing = slot[SLOT_ADDR + std::mem::offset_of!(libc::sockaddr_ll, sll_pkttype)]
                 == libc::PACKET_OUTGOING;
             let stamp = i64::from(hdr.tp_sec) * 1_000_000_000 + i64::from(hdr.tp_nsec);
-            let mut arrival = self.stamps.monotonic(stamp, now);
+            let mut arrival = offset.monotonic(stamp);
             if arrival > now {
                 // Stamped after `now` was read: the slot filled during this burst (the thread
                 // may have lost its CPU for milliseconds in it). Its stamp is true, and earlier

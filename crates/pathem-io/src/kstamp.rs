@@ -48,17 +48,36 @@ impl RealtimeStamps {
     /// recent read of CLOCK_MONOTONIC (it says when the offset is due again).
     #[inline]
     pub fn monotonic(&self, rt: i64, now: Nanos) -> Nanos {
-        self.monotonic_with(rt, now, realtime_offset)
+        self.at(now).monotonic(rt)
     }
 
-    /// [`monotonic`](Self::monotonic) with the offset read by `read_offset` (tests step it).
+    /// The offset to convert with at `now`, read again if it is due: taken once for a burst
+    /// of stamps, so the stamps themselves cost a subtraction each.
     #[inline]
-    fn monotonic_with(&self, rt: i64, now: Nanos, read_offset: impl FnOnce() -> i64) -> Nanos {
+    pub fn at(&self, now: Nanos) -> Offset {
+        self.at_with(now, realtime_offset)
+    }
+
+    /// [`at`](Self::at) with the offset read by `read_offset` (tests step it).
+    #[inline]
+    fn at_with(&self, now: Nanos, read_offset: impl FnOnce() -> i64) -> Offset {
         if now.0.saturating_sub(self.read_at.load(Ordering::Relaxed)) >= OFFSET_REFRESH.0 {
             self.offset.store(read_offset(), Ordering::Relaxed);
             self.read_at.store(now.0, Ordering::Relaxed);
         }
-        Nanos(rt.saturating_sub(self.offset.load(Ordering::Relaxed)).max(0) as u64)
+        Offset(self.offset.load(Ordering::Relaxed))
+    }
+}
+
+/// CLOCK_REALTIME − CLOCK_MONOTONIC as [`RealtimeStamps::at`] gave it.
+#[derive(Clone, Copy, Debug)]
+pub struct Offset(i64);
+
+impl Offset {
+    /// The CLOCK_REALTIME stamp `rt` on CLOCK_MONOTONIC (0 for a stamp before its epoch).
+    #[inline]
+    pub fn monotonic(self, rt: i64) -> Nanos {
+        Nanos(rt.saturating_sub(self.0).max(0) as u64)
     }
 }
 
@@ -149,7 +168,7 @@ mod tests {
             reads.set(reads.get() + 1);
             -4_000_000
         };
-        let at = |t: u64| s.monotonic_with(t as i64 - 4_000_000, Nanos(t), stepped);
+        let at = |t: u64| s.at_with(Nanos(t), stepped).monotonic(t as i64 - 4_000_000);
         let due = OFFSET_REFRESH.0;
         assert_eq!(at(3_000_000), Nanos(0), "5 ms early, held at zero");
         assert_eq!(at(due - 1), Nanos(due - 1 - 5_000_000), "the old offset until a read is due");
