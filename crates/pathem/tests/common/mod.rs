@@ -40,7 +40,8 @@ pub fn pathem(args: &[&str]) -> Output {
     match rx.recv_timeout(std::time::Duration::from_secs(120)) {
         Ok(out) => out.expect("pathem runs"),
         Err(_) => {
-            let _ = Command::new("kill").args(["-KILL", "--", &format!("-{group}")]).status();
+            let _ =
+                nix::sys::signal::killpg(nix::unistd::Pid::from_raw(group as i32), nix::sys::signal::SIGKILL);
             panic!("pathem {args:?} did not end within 120 s (killed)");
         }
     }
