@@ -14,17 +14,21 @@ pub trait Clock {
     /// Returns at `t` or later (as soon after as the clock can), or earlier when a live
     /// clock sees input arrive. A real clock also returns after at most
     /// [`crate::wait::MAX_IDLE_WAIT`], so its caller can check whether to stop; a virtual
-    /// clock jumps to `t` however far it is.
-    fn wait_until(&mut self, t: Nanos);
+    /// clock jumps to `t` however far it is. Returns the clock's reading when it returned,
+    /// which the loop takes as its next `now` (the waits below too): a wait ends with a
+    /// reading, and a second one right after it would only cost time.
+    fn wait_until(&mut self, t: Nanos) -> Nanos;
     /// Returns at `t` or as soon after as possible, without giving up the CPU: for a release
-    /// so near that polling the ports first would make it late.
-    fn spin_until(&mut self, t: Nanos) {
-        self.wait_until(t);
+    /// so near that polling the ports first would make it late. `from` is a reading of this
+    /// clock taken just before: a spin starts there, and reads nothing when it is past `t`.
+    fn spin_until(&mut self, t: Nanos, from: Nanos) -> Nanos {
+        let _ = from;
+        self.wait_until(t)
     }
     /// Waits for input for at most `max` (live ports that cannot say when frames come).
-    fn wait_for_input(&mut self, max: Nanos) {
+    fn wait_for_input(&mut self, max: Nanos) -> Nanos {
         let now = self.now();
-        self.wait_until(now + max);
+        self.wait_until(now + max)
     }
     /// Total time spent waiting so far.
     fn idle(&self) -> Nanos;
@@ -46,8 +50,9 @@ impl Clock for VirtualClock {
     fn now(&mut self) -> Nanos {
         self.now
     }
-    fn wait_until(&mut self, t: Nanos) {
+    fn wait_until(&mut self, t: Nanos) -> Nanos {
         self.now = self.now.max(t);
+        self.now
     }
     fn idle(&self) -> Nanos {
         Nanos::ZERO

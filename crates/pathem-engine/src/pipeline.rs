@@ -861,7 +861,9 @@ mod tests {
             p.output.tx.now = now;
             match p.poll(now).unwrap() {
                 Next::Ended => break,
-                Next::At(t) | Next::Busy(Some(t)) => crate::Clock::wait_until(&mut clock, t),
+                Next::At(t) | Next::Busy(Some(t)) => {
+                    crate::Clock::wait_until(&mut clock, t);
+                }
                 _ => {}
             }
             assert!(now < Nanos::from_secs(1), "never drained");
@@ -928,7 +930,9 @@ mod tests {
             let before = p.output.tx.sent.len();
             match p.poll(now).unwrap() {
                 Next::Ended => break,
-                Next::At(t) | Next::Busy(Some(t)) => crate::Clock::wait_until(&mut clock, t),
+                Next::At(t) | Next::Busy(Some(t)) => {
+                    crate::Clock::wait_until(&mut clock, t);
+                }
                 _ => {}
             }
             handed.extend(std::iter::repeat_n(now, p.output.tx.sent.len() - before));

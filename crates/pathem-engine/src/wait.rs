@@ -39,28 +39,31 @@ pub struct Pacer {
 }
 
 impl Pacer {
-    /// Waits as `next` (the earliest of what the tasks asked, polled at `now`) calls for.
-    /// Returns false when every task has ended.
-    pub fn wait(&mut self, next: Next, now: Nanos, clock: &mut dyn Clock) -> bool {
-        match next {
-            Next::Ended => return false,
-            Next::Now => {}
+    /// Waits as `next` (the earliest of what the tasks asked, polled at `now`) calls for, and
+    /// returns the `now` of the next round: the clock's last reading, so a round after a wait
+    /// reads the clock once (the spin's own last reading is the instant it polls at). `None`
+    /// when every task has ended.
+    pub fn wait(&mut self, next: Next, now: Nanos, clock: &mut dyn Clock) -> Option<Nanos> {
+        Some(match next {
+            Next::Ended => return None,
+            Next::Now => clock.now(),
             Next::At(_) | Next::Busy(_) => {
                 let after = clock.now();
                 self.round =
                     Nanos((self.round.as_nanos() * 7 + (after - now).as_nanos()) / 8).min(MAX_SPIN_GUARD);
                 match next {
-                    Next::At(t) | Next::Busy(Some(t)) if t <= after + self.round => clock.spin_until(t),
+                    Next::At(t) | Next::Busy(Some(t)) if t <= after + self.round => {
+                        clock.spin_until(t, after)
+                    }
                     // A real clock returns within MAX_IDLE_WAIT whatever `t` is, so the loop
                     // sees `stop`; a virtual one jumps there at no cost.
                     Next::At(t) => clock.wait_until(t),
                     // Busy: poll again; a virtual clock (which never busy-polls) would still move.
-                    _ => clock.spin_until(now + BUSY_POLL_STEP),
+                    _ => clock.spin_until(now + BUSY_POLL_STEP, after),
                 }
             }
             Next::Soon => clock.wait_for_input(MAX_IDLE_WAIT),
-        }
-        true
+        })
     }
 }
 
@@ -112,7 +115,7 @@ impl Clock for MonotonicClock {
         monotonic_now()
     }
 
-    fn wait_until(&mut self, t: Nanos) {
+    fn wait_until(&mut self, t: Nanos) -> Nanos {
         let start = self.now();
         let t = t.min(start + MAX_IDLE_WAIT);
         let mut now = start;
@@ -123,8 +126,9 @@ impl Clock for MonotonicClock {
                 match &mut self.waiter {
                     Some(w) => {
                         if w(nap) {
-                            self.idle += monotonic_now() - start;
-                            return;
+                            let now = monotonic_now();
+                            self.idle += now - start;
+                            return now;
                         }
                     }
                     None => std::thread::sleep(std::time::Duration::from_nanos(nap.as_nanos())),
@@ -138,19 +142,20 @@ impl Clock for MonotonicClock {
             now = self.now();
         }
         self.idle += now - start;
+        now
     }
 
-    fn spin_until(&mut self, t: Nanos) {
-        let start = self.now();
-        let mut now = start;
+    fn spin_until(&mut self, t: Nanos, from: Nanos) -> Nanos {
+        let mut now = from;
         while now < t {
             std::hint::spin_loop();
             now = self.now();
         }
-        self.idle += now - start;
+        self.idle += now - from;
+        now
     }
 
-    fn wait_for_input(&mut self, max: Nanos) {
+    fn wait_for_input(&mut self, max: Nanos) -> Nanos {
         let start = self.now();
         match &mut self.waiter {
             Some(w) => {
@@ -158,7 +163,9 @@ impl Clock for MonotonicClock {
             }
             None => std::thread::sleep(std::time::Duration::from_nanos(max.as_nanos().min(50_000))),
         }
-        self.idle += monotonic_now() - start;
+        let now = monotonic_now();
+        self.idle += now - start;
+        now
     }
 
     fn idle(&self) -> Nanos {
