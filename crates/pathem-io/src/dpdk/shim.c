@@ -295,9 +295,13 @@ uint16_t pathem_dpdk_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **m
 void pathem_dpdk_free_bulk(struct rte_mbuf **m, uint32_t n) { rte_pktmbuf_free_bulk(m, n); }
 
 /* An mbuf from `pool` with `len` bytes of data appended (at *dst), or NULL when the pool is
- * empty. */
+ * empty. The caller has checked that `len` fits an mbuf's data room (`send` refuses longer
+ * frames); a length past 16 bits is refused here too, so that it can never be cut short for
+ * the append while the copy writes all of it. */
 static struct rte_mbuf *alloc_len(struct rte_mempool *pool, uint32_t len, char **dst)
 {
+    if (len > UINT16_MAX)
+        return NULL;
     struct rte_mbuf *b = rte_pktmbuf_alloc(pool);
     if (b == NULL)
         return NULL;
