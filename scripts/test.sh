@@ -29,6 +29,10 @@ fi
 if [ "$(id -u)" = 0 ]; then
     export PATHEM_REQUIRE_LIVE=1
 fi
+# Every package in Cargo.lock, for every platform: the licence test reads them all with
+# `cargo metadata --offline` (as cargo-deny checks every target), and a build fetches only
+# this platform's.
+cargo fetch --locked
 
 # What the work tree looks like now: the run must leave it so (captures, corpora and logs go
 # to temporary directories or ignored paths).
