@@ -274,11 +274,22 @@ fn testpmd(ns: &str, a: &str, b: &str) -> Result<Child, Error> {
         ])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .process_group(0)
         .spawn()
         .map_err(|source| Error::Tool { tool: "dpdk-testpmd", package: "dpdk", source })?;
     let out = child.stdout.take().ok_or_else(|| Error::Measure("dpdk-testpmd: no output".into()))?;
+    let err = child.stderr.take().ok_or_else(|| Error::Measure("dpdk-testpmd: no output".into()))?;
+    // Its last complaint, for the error if it never forwards (DPDK logs to stderr).
+    let said = std::thread::spawn(move || {
+        let mut last = String::new();
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            if !line.trim().is_empty() {
+                last = line;
+            }
+        }
+        last
+    });
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(out).lines().map_while(Result::ok) {
@@ -287,9 +298,24 @@ fn testpmd(ns: &str, a: &str, b: &str) -> Result<Child, Error> {
             }
         }
     });
-    if rx.recv_timeout(std::time::Duration::from_secs(20)).is_err() {
+    if let Err(e) = rx.recv_timeout(std::time::Duration::from_secs(20)) {
+        // Its output closed: it ended (or is ending) without forwarding.
+        let ended = matches!(e, std::sync::mpsc::RecvTimeoutError::Disconnected);
+        let status = (0..40).filter(|_| ended).find_map(|_| {
+            let done = child.try_wait().ok().flatten();
+            if done.is_none() {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            done
+        });
         stop_child(&mut child);
-        return Err(Error::Measure("dpdk-testpmd did not start forwarding within 20 s".into()));
+        // Stopped, its stderr is closed: the thread has its last line.
+        let last = said.join().unwrap_or_default();
+        let last = if last.is_empty() { "nothing on stderr".to_string() } else { format!("it said: {last}") };
+        return Err(Error::Measure(match status {
+            Some(status) => format!("dpdk-testpmd ended ({status}) before it forwarded; {last}"),
+            None => format!("dpdk-testpmd did not start forwarding within 20 s; {last}"),
+        }));
     }
     Ok(child)
 }
