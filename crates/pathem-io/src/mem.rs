@@ -110,7 +110,8 @@ impl MemSource {
     }
 
     fn scheduled(&self, index: u64, start: Nanos, pps: u64) -> Nanos {
-        start + Nanos((u128::from(index) * 1_000_000_000 / u128::from(pps.max(1))) as u64)
+        let offset = u128::from(index) * 1_000_000_000 / u128::from(pps.max(1));
+        start + Nanos(u64::try_from(offset).unwrap_or(u64::MAX))
     }
 
     /// Moves the schedule on from frame `sent` to the next: `offset` grows by 10^9 / pps and
@@ -120,7 +121,8 @@ impl MemSource {
         self.rem += self.gap.1;
         let carry = u64::from(self.rem >= pps);
         self.rem -= carry * pps;
-        self.offset += self.gap.0 + carry;
+        // Past 584 years of schedule the clock saturates, as every `Nanos` sum does.
+        self.offset = self.offset.saturating_add(self.gap.0 + carry);
     }
 }
 

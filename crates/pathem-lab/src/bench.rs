@@ -103,10 +103,23 @@ pub fn engine_offered(
     let wire_bits = link.wire_len(size as u32).max(1) * 8;
     let pps = (link.mean_rate().bits_per_sec() as f64 * load / wire_bits as f64).round();
     if !(1.0..=1e12).contains(&pps) {
-        return Err(Error::Measure(format!(
-            "load {load} of {} makes {pps} frames per second",
-            link.mean_rate()
-        )));
+        return Err(Error::Range(pathem_model::limits::RangeError {
+            key: "rate",
+            value: link.mean_rate().to_string(),
+            accepted: format!(
+                "a rate that offers 1 to 10^12 frames a second at load {load} (it offers {pps})"
+            ),
+        }));
+    }
+    // The run's virtual time must fit the clock (which starts at 1 s), or arrivals would pin
+    // at its end: at most 584 years of it.
+    let most = u128::from(u64::MAX - 1_000_000_000) * (pps as u128) / 1_000_000_000;
+    if u128::from(packets) > most {
+        return Err(Error::Range(pathem_model::limits::RangeError {
+            key: "packets",
+            value: packets.to_string(),
+            accepted: format!("at most {most} frames at {pps} frames a second (584 years of virtual time)"),
+        }));
     }
     let engine = EngineConfig { line_rate: link.mean_rate(), ..EngineConfig::default() };
     let src = MemSource::new(packets, size, Pace::PerSecond(pps as u64)).in_bursts(32);
@@ -583,6 +596,20 @@ mod tests {
             );
         }
         assert!(super::engine_offered(&pathem_model::PathConfig::default(), 1.0, 10, 64, 1).is_err());
+    }
+
+    #[test]
+    fn an_offered_load_the_clock_cannot_hold_is_refused_as_out_of_range() {
+        let at = |bits| pathem_model::PathConfig {
+            link: Some(pathem_model::link::LinkConfig::rate(pathem_model::units::Rate(bits))),
+            ..Default::default()
+        };
+        // 64-byte frames at 1000 bit/s: one frame a second, so 10^12 of them span 31 700 years.
+        let e = super::engine_offered(&at(1000), 0.95, 1_000_000_000_000, 64, 1).unwrap_err();
+        assert!(e.is_usage() && e.to_string().starts_with("--packets 1000000000000 is out of range"), "{e}");
+        // Less than a frame a second.
+        let e = super::engine_offered(&at(100), 0.95, 10, 64, 1).unwrap_err();
+        assert!(e.is_usage() && e.to_string().starts_with("--rate "), "{e}");
     }
 
     #[test]
