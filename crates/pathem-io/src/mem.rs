@@ -60,7 +60,8 @@ pub fn ipv4_checksum(header: &[u8]) -> u16 {
 pub enum Pace {
     /// Every frame is available at once; each burst is stamped with the time it was taken.
     AsFastAsPossible,
-    /// `pps` frames per second on an exact schedule starting at the first poll.
+    /// `pps` frames per second on an exact schedule starting at the first poll (0 is taken
+    /// as 1).
     PerSecond(u64),
 }
 
@@ -86,6 +87,10 @@ pub struct MemSource {
 
 impl MemSource {
     pub fn new(count: u64, size: usize, pace: Pace) -> MemSource {
+        let pace = match pace {
+            Pace::PerSecond(0) => Pace::PerSecond(1),
+            p => p,
+        };
         MemSource {
             frame: udp_frame(size, 0),
             remaining: count,
@@ -96,7 +101,7 @@ impl MemSource {
             offset: 0,
             rem: 0,
             gap: match pace {
-                Pace::PerSecond(pps) => (1_000_000_000 / pps.max(1), 1_000_000_000 % pps.max(1)),
+                Pace::PerSecond(pps) => (1_000_000_000 / pps, 1_000_000_000 % pps),
                 Pace::AsFastAsPossible => (0, 0),
             },
         }
@@ -110,7 +115,7 @@ impl MemSource {
     }
 
     fn scheduled(&self, index: u64, start: Nanos, pps: u64) -> Nanos {
-        let offset = u128::from(index) * 1_000_000_000 / u128::from(pps.max(1));
+        let offset = u128::from(index) * 1_000_000_000 / u128::from(pps);
         start + Nanos(u64::try_from(offset).unwrap_or(u64::MAX))
     }
 
@@ -172,7 +177,6 @@ impl RxPort for MemSource {
                 // The last frame of the next burst, `k` after frame `sent`: from the schedule's
                 // running sum, with one 64-bit division (a 128-bit one only past 2^64).
                 let k = self.burst.min(self.remaining) - 1;
-                let pps = pps.max(1);
                 let at = k
                     .checked_mul(self.gap.1)
                     .and_then(|x| x.checked_add(self.rem))
