@@ -313,14 +313,10 @@ fn testpmd(ns: &str, a: &str, b: &str) -> Result<Child, Error> {
     });
     if let Err(e) = rx.recv_timeout(std::time::Duration::from_secs(20)) {
         // Its output closed: it ended (or is ending) without forwarding.
-        let ended = matches!(e, std::sync::mpsc::RecvTimeoutError::Disconnected);
-        let status = (0..40).filter(|_| ended).find_map(|_| {
-            let done = child.try_wait().ok().flatten();
-            if done.is_none() {
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
-            done
-        });
+        let status = match e {
+            std::sync::mpsc::RecvTimeoutError::Disconnected => exited_within(&mut child, 40),
+            std::sync::mpsc::RecvTimeoutError::Timeout => None,
+        };
         stop_child(&mut child);
         // Stopped, its stderr is closed: the thread has its last line.
         let last = said.join().unwrap_or_default();
@@ -343,14 +339,21 @@ pub fn testpmd_installed() -> bool {
 fn stop_child(child: &mut Child) {
     let group = nix::unistd::Pid::from_raw(-(child.id() as i32));
     let _ = nix::sys::signal::kill(group, nix::sys::signal::SIGINT);
-    for _ in 0..100 {
-        if matches!(child.try_wait(), Ok(Some(_))) {
-            return;
+    if exited_within(child, 100).is_none() {
+        let _ = nix::sys::signal::kill(group, nix::sys::signal::SIGKILL);
+        let _ = child.wait();
+    }
+}
+
+/// The child's exit status if it has ended or ends within `tries` looks 50 ms apart.
+fn exited_within(child: &mut Child, tries: u32) -> Option<std::process::ExitStatus> {
+    for _ in 0..tries {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let _ = nix::sys::signal::kill(group, nix::sys::signal::SIGKILL);
-    let _ = child.wait();
+    None
 }
 
 impl Forwarder {
