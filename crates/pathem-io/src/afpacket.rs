@@ -286,7 +286,7 @@ impl AfPacketRx {
         let ring = Ring::rx(raw, frame_size, rx_buffer / SMALL_FRAME_TRUESIZE)
             .map_err(|e| opt_err("cannot set up its receive ring", e))?;
         let copy_len = TAG_ROOM + VNET_HDR + max_frame.max(SUPER_FRAME) + 1;
-        let port = AfPacketRx {
+        Ok(AfPacketRx {
             ring,
             fd,
             head: 0,
@@ -296,8 +296,7 @@ impl AfPacketRx {
             vnet,
             offload: Default::default(),
             drops: 0,
-        };
-        Ok(port)
+        })
     }
 
     /// The socket, for waiting on it.
