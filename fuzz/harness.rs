@@ -350,7 +350,8 @@ pub fn traces(data: &[u8]) {
 /// Bytes as a live port receives them: a virtio-net header and a frame. Whatever they say,
 /// the port's offload work never panics; a super-frame is cut whole or not at all, each
 /// segment no longer than the headers and one segment size and with a checksum that verifies;
-/// a checksum the pseudo-header rule completes verifies afterwards.
+/// a checksum the pseudo-header rule completes verifies afterwards; the engine's header
+/// reads and CE mark hold as [`headers`] says.
 pub fn offload(data: &[u8]) {
     use pathem_io::offload::{
         checksum_ok, complete_at, complete_if_partial, segment, vnet_request, VnetRequest, MAX_HEADER,
@@ -379,6 +380,43 @@ pub fn offload(data: &[u8]) {
     let mut f = frame.to_vec();
     if complete_if_partial(&mut f) {
         assert_eq!(checksum_ok(&f), Some(true), "a completed checksum that does not verify");
+    }
+    headers(frame);
+}
+
+/// What the engine reads and changes in every frame's headers ([`pathem_model::frame`]): the
+/// one-parse ECN codepoint and flow hash agree with the two alone; a CE mark is made exactly
+/// on ECN-capable frames, keeps the frame in its flow (FQ-CoDel's queue) and an IPv4 header's
+/// checksum as valid as it was (the one's complement sum of the header unchanged, checked
+/// here by a parse of its own).
+fn headers(frame: &[u8]) {
+    use pathem_model::frame::{ecn_and_flow, ecn_capable, ecn_codepoint, flow_hash, mark_ce};
+    let (ecn, flow) = (ecn_codepoint(frame), flow_hash(frame));
+    assert_eq!(ecn_and_flow(frame), (ecn, flow));
+    // The IPv4 header's first 20 bytes behind up to two VLAN tags, as the engine finds it.
+    let mut at = 12;
+    while matches!(frame.get(at..at + 2), Some([0x81, 0x00] | [0x88, 0xa8])) && at < 20 {
+        at += 4;
+    }
+    let v4 = (frame.get(at..at + 2) == Some(&[0x08, 0x00][..]) && frame.len() >= at + 22).then_some(at + 2);
+    let sum = |f: &[u8], ip: usize| {
+        let mut s: u32 = f[ip..ip + 20].chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum();
+        while s > 0xffff {
+            s = (s & 0xffff) + (s >> 16);
+        }
+        s % 0xffff
+    };
+    let mut marked = frame.to_vec();
+    let capable = ecn_capable(frame);
+    assert_eq!(mark_ce(&mut marked), capable);
+    if !capable {
+        assert_eq!(marked, frame, "a frame that is not ECN-capable was changed");
+        return;
+    }
+    assert_eq!(ecn_codepoint(&marked), 0b11);
+    assert_eq!(flow_hash(&marked), flow, "a CE mark moved the frame to another flow");
+    if let Some(ip) = v4 {
+        assert_eq!(sum(&marked, ip), sum(frame, ip), "a CE mark broke the IPv4 header checksum");
     }
 }
 

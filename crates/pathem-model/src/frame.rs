@@ -108,8 +108,13 @@ fn flow_hash_at(frame: &[u8], ip: Option<(usize, bool)>) -> u32 {
         Some((ip, false)) => {
             let ihl = usize::from(frame[ip] & 0x0f) * 4;
             let proto = frame[ip + 9];
+            // Ports only behind a whole header (an IHL under 5 would put them inside it, on
+            // the checksum a CE mark rewrites) and in a datagram's first piece.
             let first_piece = u16::from_be_bytes([frame[ip + 6], frame[ip + 7]]) & 0x1fff == 0;
-            let rest = if first_piece { ports_of(proto, ip + ihl) } else { u64::from(proto) };
+            let rest = match first_piece && ihl >= 20 {
+                true => ports_of(proto, ip + ihl),
+                false => u64::from(proto),
+            };
             fold_mul(word_at(frame, ip + 12) ^ KEYS[0], rest ^ KEYS[5])
         }
         Some((ip, true)) => {
@@ -201,6 +206,14 @@ mod tests {
         // A later piece of a fragmented datagram has no ports: what is there is not hashed.
         let later = |sport| flow_hash(&v4([10, 0, 0, 1], 17, sport, 9, 185, false));
         assert_eq!(later(1000), later(2000));
+        // Nor has a header shorter than its 20 bytes: what its IHL points at is the header.
+        let short = |check: u8| {
+            let mut f = v4([10, 0, 0, 1], 17, 1000, 9, 0, false);
+            f[14] = 0x42;
+            f[25] = check;
+            flow_hash(&f)
+        };
+        assert_eq!(short(1), short(2));
         // ICMP has no ports either.
         assert_eq!(
             flow_hash(&v4([10, 0, 0, 1], 1, 1, 9, 0, false)),
