@@ -161,7 +161,7 @@ pub fn analyse(samples: &[Sample], sent: u64, expected_delay: Nanos) -> (Summary
     let mut receiver_gaps = histogram();
     let (mut kept, mut pairs) = (0u64, 0u64);
     for w in by_seq.windows(2) {
-        if w[1].seq != w[0].seq + 1 {
+        if w[0].seq.checked_add(1) != Some(w[1].seq) {
             continue;
         }
         let sg = w[1].sent.saturating_sub(w[0].sent).as_nanos();
@@ -184,7 +184,7 @@ pub fn analyse(samples: &[Sample], sent: u64, expected_delay: Nanos) -> (Summary
         if seq > expect {
             series.loss_bursts.push(seq - expect);
         }
-        expect = seq + 1;
+        expect = seq.saturating_add(1);
     }
     let received = seen.len() as u64;
     let lost = sent.saturating_sub(received);
@@ -262,6 +262,18 @@ mod tests {
         assert!(sum.deviation_us.max < 0.01);
         assert!((sum.throughput_pps - 100_000.0).abs() < 100.0, "{}", sum.throughput_pps);
         assert!((sum.throughput_bps - 100_000.0 * 800.0).abs() / 8e7 < 0.01);
+    }
+
+    #[test]
+    fn sequence_numbers_at_the_end_of_their_range_are_counted_not_wrapped() {
+        // Stray datagrams with the probe's magic may carry any number: the last possible one
+        // is a datagram like the others (no wrap to 0 in the gaps, the bursts or the count).
+        let top = u64::MAX;
+        let samples = vec![s(top - 2, 0, 1000), s(top - 1, 100, 1100), s(top, 200, 1200)];
+        let (sum, series) = analyse(&samples, top, Nanos::from_micros(1000));
+        assert_eq!((sum.received, sum.duplicates, sum.reordered), (3, 0, 0));
+        assert_eq!(series.sender_gaps_ns, [100_000, 100_000]);
+        assert_eq!(series.loss_bursts, [top - 2]);
     }
 
     #[test]

@@ -147,3 +147,40 @@ pub fn all(
     loss_bursts(series, theory, &files[2], "loss-burst lengths").map_err(|e| failed(&files[2], &e))?;
     Ok(files.to_vec())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Figures from what any datagrams can make the analysis hold: nothing, one value, and
+    /// values at the end of their range (stray datagrams carry any numbers and stamps).
+    #[test]
+    fn figures_are_drawn_from_empty_single_and_extreme_series() {
+        let dir = std::env::temp_dir().join(format!("pathem-plot-test-{}", std::process::id()));
+        let top = u64::MAX;
+        let cases = [
+            Series::default(),
+            Series {
+                deviation_ns: vec![0],
+                sender_gaps_ns: vec![0],
+                receiver_gaps_ns: vec![0],
+                loss_bursts: vec![1],
+            },
+            Series {
+                deviation_ns: vec![top, top],
+                sender_gaps_ns: vec![top],
+                receiver_gaps_ns: vec![0, top],
+                loss_bursts: vec![top, 1],
+            },
+        ];
+        let theory = |k: u64| 1.0 - 0.5f64.powf(k as f64);
+        for (i, s) in cases.iter().enumerate() {
+            let files = all(s, Some(&theory), &dir, &format!("{i}-")).expect("figures drawn");
+            for f in files {
+                let svg = std::fs::read_to_string(&f).expect("a figure written");
+                assert!(svg.starts_with("<svg") && svg.contains("</svg>"), "{}", f.display());
+            }
+        }
+        std::fs::remove_dir_all(&dir).expect("the figures removed");
+    }
+}

@@ -193,7 +193,7 @@ pub fn conclude(
     if samples.is_empty() {
         return Err(Error::Silence(idle));
     }
-    let sent = sent.unwrap_or_else(|| samples.iter().map(|s| s.seq + 1).max().unwrap_or(0));
+    let sent = sent.unwrap_or_else(|| samples.iter().map(|s| s.seq.saturating_add(1)).max().unwrap_or(0));
     let (summary, series) = analyse(samples, sent, expect_delay);
     if let Some(p) = outputs.json {
         let rate = outputs.expect_loss.map(|l| l.loss_rate());
