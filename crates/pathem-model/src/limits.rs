@@ -23,7 +23,7 @@ pub const MAX_FRAME: usize = 65_536;
 pub const MAX_QUEUE_BYTES: u64 = 1 << 40;
 /// Largest link queue in frames: 2^32.
 pub const MAX_QUEUE_PACKETS: u64 = 1 << 32;
-/// Deepest policer bucket: 2 GB (tokens are kept in bit·ns, which fit up to there).
+/// Deepest policer bucket: 2 GB (tokens are kept in bit·ns, which fit a u64 up to there).
 pub const MAX_POLICE_BURST: u64 = 2_000_000_000;
 /// Most frames in a slot: 2^32; most bytes: 1 TiB.
 pub const MAX_SLOT_PACKETS: u64 = 1 << 32;

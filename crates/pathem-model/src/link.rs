@@ -344,8 +344,13 @@ impl Link {
             Serve::Rate { rate, last_exit, carry, tx_cache } => {
                 let slot = &mut tx_cache[len as usize % TX_CACHE];
                 if slot.0 != len {
-                    let bit_ns = self.config.wire_len(len) * 8 * 1_000_000_000;
-                    *slot = (len, bit_ns / *rate, bit_ns % *rate);
+                    // In 128 bits: a long frame in small cells with a large overhead each (up to
+                    // 2^49 bytes on the wire) passes 2^64 bit·ns. A time past the clock's end
+                    // saturates, as every `Nanos` sum does.
+                    let bit_ns = u128::from(self.config.wire_len(len)) * 8 * 1_000_000_000;
+                    let rate = u128::from(*rate);
+                    let whole = u64::try_from(bit_ns / rate).unwrap_or(u64::MAX).min(u64::MAX - 1);
+                    *slot = (len, whole, (bit_ns % rate) as u64);
                 }
                 // Without branches on the data: whether the link was idle and whether the
                 // carry passes a nanosecond follow no pattern a predictor learns (at 100
@@ -471,6 +476,23 @@ mod tests {
                 && "0,5".parse::<Cell>().is_err()
                 && "4.5,1".parse::<Cell>().is_err()
         );
+    }
+
+    #[test]
+    fn a_frame_of_many_cells_takes_its_whole_time() {
+        // 40 000 B in 1-byte cells of 65 535 B overhead each: 2.6e9 B, 2.1e19 bit·ns, past
+        // 2^64; at 1 Gbit/s it takes 20.97152 s.
+        let cfg = LinkConfig {
+            server: Server::Rate("1gbit".parse().unwrap()),
+            overhead: 0,
+            cell: Some("1,65535".parse().unwrap()),
+            queue: None,
+        };
+        let mut l = Link::new(cfg.clone());
+        assert_eq!(l.admit(Nanos(0), 40_000), Some(Nanos(20_971_520_000)));
+        // At 1 bit/s the same frame would leave after the clock's end: it saturates there.
+        let slow = LinkConfig { server: Server::Rate(crate::units::Rate(1)), ..cfg };
+        assert_eq!(Link::new(slow).admit(Nanos(5), 40_000), Some(Nanos::MAX));
     }
 
     #[test]

@@ -76,9 +76,12 @@ impl Policer {
     fn refill(&mut self, now: Nanos) {
         if let Some(last) = self.last {
             let dt = now.saturating_sub(last).as_nanos();
-            // Below fill_time, rate × dt < cap: no overflow, and the min is exact.
-            self.tokens =
-                if dt >= self.fill_time { self.cap } else { (self.tokens + self.rate * dt).min(self.cap) };
+            // Below fill_time, rate × dt < cap: no overflow. Their sum may pass 2^64 with a
+            // deep bucket (over 1.15 GB) while it is not full: it is then past the depth.
+            self.tokens = match dt >= self.fill_time {
+                true => self.cap,
+                false => self.tokens.saturating_add(self.rate * dt).min(self.cap),
+            };
         }
         self.last = Some(now.max(self.last.unwrap_or(now)));
     }
@@ -87,7 +90,7 @@ impl Policer {
     #[inline]
     pub fn admit(&mut self, now: Nanos, len: u32) -> bool {
         self.refill(now);
-        let need = u64::from(len) * 8 * NS;
+        let need = u64::from(len).saturating_mul(8 * NS);
         if self.tokens >= need {
             self.tokens -= need;
             true
@@ -142,6 +145,20 @@ mod tests {
         let total: u64 = passed.iter().map(|p| p.1).sum();
         let rate = total as f64 / t as f64; // bytes per us = 8 Mbit/s
         assert!((rate - 1.0).abs() < 0.01, "long-run {rate} B/us");
+    }
+
+    #[test]
+    fn the_deepest_bucket_refills_to_its_depth() {
+        // 2 GB of burst is 1.6e19 bit·ns of tokens: a bucket nearly full and refilled after
+        // 3 s at 1 Gbit/s holds tokens and refill whose sum passes 2^64.
+        let mut pol = Policer::new("1gbit,burst=2GB".parse().unwrap());
+        assert!(pol.admit(Nanos(0), 1514));
+        let t = Nanos::from_secs(3);
+        let mut passed = 0u64;
+        while pol.admit(t, 1514) {
+            passed += 1;
+        }
+        assert_eq!(passed, 2_000_000_000 / 1514, "a full bucket's worth of frames at once");
     }
 
     #[test]
