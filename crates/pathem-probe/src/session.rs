@@ -41,11 +41,11 @@ impl FromStr for ProbeRate {
                     None => (n, 1.0),
                 },
             };
-            return match num.parse::<f64>() {
-                Ok(v) if v > 0.0 && v.is_finite() => Ok(ProbeRate::Pps(v * scale)),
+            return match num.parse::<f64>().map(|v| v * scale) {
+                Ok(v) if v > 0.0 && v.is_finite() => Ok(ProbeRate::Pps(v)),
                 _ => Err(UnitError {
                     value: s.into(),
-                    reason: "is not a rate above 0".into(),
+                    reason: "is not a finite rate above 0".into(),
                     accepted: "datagrams per second like 1000pps, 100kpps, or a bit rate like 10mbit",
                 }),
             };
@@ -97,8 +97,20 @@ impl Plan {
             (None, Some(d)) if d > Nanos::from_secs(86_400) => {
                 return bad("--duration", d.to_string(), "up to 1 day (86400s)");
             }
-            (None, Some(d)) => ((d.as_secs_f64() * pps).ceil() as u64).max(1),
-            (None, None) => (pps * 5.0).ceil() as u64,
+            (None, d) => {
+                // The rate times the duration (five seconds when none is given), checked
+                // before it becomes a count: a rate of 10tbit sends 10^11 datagrams in five.
+                let secs = d.map_or(5.0, |d| d.as_secs_f64());
+                let n = (secs * pps).ceil();
+                if n.is_nan() || n > MAX_COUNT as f64 {
+                    return bad(
+                        "--rate",
+                        format!("({pps:e} datagrams a second for {secs}s: {n:e} datagrams)"),
+                        "a rate that sends at most 10000000000 datagrams in --duration (5s without it), or --count",
+                    );
+                }
+                (n as u64).max(1)
+            }
         };
         Ok(Plan { pattern, pps, size, count, seed })
     }
