@@ -739,12 +739,12 @@ impl RxQueue {
             // SAFETY: as in `frame`; the fill ring always has room for the frames taken out
             // of the rx ring (both hold RING entries, and RX_FRAMES buffers circulate).
             unsafe {
-                let addr = (*self.rx.desc(cons + k)).addr;
-                *self.fill.addr(fill_prod + k) = addr & !(FRAME_SIZE as u64 - 1);
+                let addr = (*self.rx.desc(cons.wrapping_add(k))).addr;
+                *self.fill.addr(fill_prod.wrapping_add(k)) = addr & !(FRAME_SIZE as u64 - 1);
             }
         }
-        self.fill.producer().store(fill_prod + n, Ordering::Release);
-        self.rx.consumer().store(cons + n, Ordering::Release);
+        self.fill.producer().store(fill_prod.wrapping_add(n), Ordering::Release);
+        self.rx.consumer().store(cons.wrapping_add(n), Ordering::Release);
     }
 
     fn wake(&self) {
@@ -800,7 +800,7 @@ impl XdpRx {
         for k in 0..n as u32 {
             // SAFETY: cons..cons+n are published and not yet released; `data` is dropped
             // before the next frame is taken.
-            let (d, data) = unsafe { q.frame(cons + k) };
+            let (d, data) = unsafe { q.frame(cons.wrapping_add(k)) };
             // XDP does not say which checksums the sender left partial: complete those whose
             // field holds exactly the pseudo-header sum and that do not verify (crate::offload).
             if crate::offload::complete_if_partial(data) {
@@ -808,7 +808,7 @@ impl XdpRx {
             }
             let stamp = match q.sock.stamp(d.addr, true).filter(|&t| t <= now) {
                 Some(t) => t,
-                None => fallback.get(k as usize, |j| u64::from(q.desc(cons + j as u32).len)),
+                None => fallback.get(k as usize, |j| u64::from(q.desc(cons.wrapping_add(j as u32)).len)),
             };
             let arrival = stamp.max(self.last_arrival);
             self.last_arrival = arrival;
@@ -846,7 +846,7 @@ impl XdpRx {
             for (i, &(cons, avail, taken)) in heads.iter().enumerate() {
                 if taken < avail {
                     let q = &self.queues[i];
-                    let stamp = q.sock.stamp(q.desc(cons + taken).addr, false);
+                    let stamp = q.sock.stamp(q.desc(cons.wrapping_add(taken)).addr, false);
                     let t = stamp.filter(|&t| t <= now).unwrap_or(now);
                     if t < best.0 {
                         best = (t, i);
@@ -858,7 +858,7 @@ impl XdpRx {
             let q = &self.queues[i];
             // SAFETY: taken < waiting: published and not yet released; `data` is dropped before
             // the next frame is taken.
-            let (d, data) = unsafe { q.frame(*cons + *taken) };
+            let (d, data) = unsafe { q.frame(cons.wrapping_add(*taken)) };
             *taken += 1;
             q.sock.stamp(d.addr, true);
             if crate::offload::complete_if_partial(data) {
@@ -899,9 +899,9 @@ impl XdpTx {
         let n = self.comp.producer().load(Ordering::Acquire).wrapping_sub(cons);
         for k in 0..n {
             // SAFETY: entries cons..cons+n were published by the kernel.
-            self.free.push(unsafe { *self.comp.addr(cons + k) });
+            self.free.push(unsafe { *self.comp.addr(cons.wrapping_add(k)) });
         }
-        self.comp.consumer().store(cons + n, Ordering::Release);
+        self.comp.consumer().store(cons.wrapping_add(n), Ordering::Release);
     }
 }
 
@@ -915,7 +915,7 @@ impl TxPort for XdpTx {
         if self.free.is_empty() {
             self.reclaim();
         }
-        let prod = self.tx.producer().load(Ordering::Relaxed) + self.queued;
+        let prod = self.tx.producer().load(Ordering::Relaxed).wrapping_add(self.queued);
         let room = RING - prod.wrapping_sub(self.tx.consumer().load(Ordering::Acquire));
         let Some(&addr) = self.free.last() else { return false };
         if room == 0 || self.queued as usize == BURST {
@@ -949,7 +949,7 @@ impl TxPort for XdpTx {
     fn flush(&mut self) -> Result<(), Error> {
         if self.queued > 0 {
             let prod = self.tx.producer().load(Ordering::Relaxed);
-            self.tx.producer().store(prod + self.queued, Ordering::Release);
+            self.tx.producer().store(prod.wrapping_add(self.queued), Ordering::Release);
             self.queued = 0;
         }
         // With need-wakeup the kernel says when it must be kicked; it always asks in copy mode,

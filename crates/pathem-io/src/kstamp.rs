@@ -13,7 +13,8 @@ pub(crate) fn clock_ns(id: libc::clockid_t) -> i64 {
     // SAFETY: clock_gettime writes one timespec into the local it is given.
     let mut ts: libc::timespec = unsafe { zeroed() };
     unsafe { libc::clock_gettime(id, &mut ts) };
-    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+    // Saturating: CLOCK_REALTIME can be set (by root) past 2262, where nanoseconds pass i64.
+    ts.tv_sec.saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec)
 }
 
 /// CLOCK_MONOTONIC now: the time base of live runs and of the probe.
@@ -122,7 +123,9 @@ pub(crate) unsafe fn cmsg_time(msg: &libc::msghdr, ty: i32) -> Option<i64> {
         while !c.is_null() {
             if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == ty {
                 let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::timespec);
-                return Some(ts.tv_sec * 1_000_000_000 + ts.tv_nsec);
+                // A realtime stamp past 2262 (a clock set there) is no stamp: the port stamps
+                // the frame itself, as when the kernel gave none.
+                return ts.tv_sec.checked_mul(1_000_000_000)?.checked_add(ts.tv_nsec);
             }
             c = libc::CMSG_NXTHDR(msg, c);
         }
