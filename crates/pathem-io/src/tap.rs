@@ -95,7 +95,10 @@ impl Tap {
     /// The receiving half: frames of up to `max_frame` bytes, stamped as read at `line_rate`
     /// bit/s. The device lives as long as this (and any writer).
     pub fn reader(self, max_frame: usize, line_rate: u64) -> TapRx {
-        let slot = max_frame.next_multiple_of(64).max(64);
+        // A byte more than a frame may have: the device cuts a longer frame to the buffer, and
+        // one cut to `max_frame` bytes would pass for whole; cut to `max_frame + 1` or more, the
+        // engine drops it as oversize.
+        let slot = (max_frame + 1).next_multiple_of(64);
         TapRx {
             fd: self.fd,
             name: self.name,

@@ -106,6 +106,10 @@ fn main() {
         ("dpdk_bad_arguments_are_refused_with_one_line", dpdk_bad_arguments_are_refused_with_one_line),
         ("dpdk_a_frame_longer_than_an_mbuf_is_refused", dpdk_a_frame_longer_than_an_mbuf_is_refused),
         ("ports_refuse_a_frame_longer_than_they_hold", ports_refuse_a_frame_longer_than_they_hold),
+        (
+            "a_tap_hands_on_a_frame_longer_than_it_takes_as_oversize",
+            a_tap_hands_on_a_frame_longer_than_it_takes_as_oversize,
+        ),
         ("dpdk_filler_frames_start_each_frame_at_its_time", dpdk_filler_frames_start_each_frame_at_its_time),
         ("dpdk_capture_stamps_keep_the_captures_spacing", dpdk_capture_stamps_keep_the_captures_spacing),
     ];
@@ -1521,6 +1525,35 @@ fn ports_refuse_a_frame_longer_than_they_hold() {
         assert_eq!(r.frames[pathem_io::TxErrorClass::TooLarge as usize], 1, "{port}: {r:?}");
         assert_eq!(r.bytes, 5000, "{port}");
     }
+}
+
+/// A frame longer than a TAP reader's `max_frame` (the device's MTU lets it through) reaches
+/// the engine longer than `max_frame`, to be dropped as oversize, also when `max_frame` is a
+/// multiple of 64, the read buffer's granule: cut to exactly `max_frame`, it passed for whole.
+fn a_tap_hands_on_a_frame_longer_than_it_takes_as_oversize() {
+    let t = Topo::new();
+    let got = in_ns(&t.mid, || {
+        let tap = pathem_io::tap::Tap::create("ptcut0", 2000, 100).expect("a TAP device");
+        let sender = pathem_io::afpacket::RawSocket::open("ptcut0", false).expect("a packet socket");
+        let mut rx = tap.reader(1536, 10_000_000_000);
+        let frame = marked_frame(0, 1600);
+        sender.send(&frame).expect("sent on the device");
+        sender.send(&frame[..1000]).expect("sent on the device");
+        let mut got = Vec::new();
+        for _ in 0..200 {
+            rx.recv_burst(Nanos::ZERO, 8, |f| got.push((f.data.len(), f.wire_len))).expect("read");
+            if got.len() >= 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        got
+    })
+    .join()
+    .unwrap();
+    assert_eq!(got.len(), 2, "both frames read: {got:?}");
+    assert!(got[0].0 > 1536 && got[0].1 > 1536, "the long frame reads longer than 1536 B: {got:?}");
+    assert_eq!(got[1], (1000, 1000));
 }
 
 fn dpdk_bad_arguments_are_refused_with_one_line() {
