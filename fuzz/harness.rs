@@ -449,3 +449,35 @@ pub fn filter(data: &[u8]) {
     }
     let _ = f.matches(frame, u32::MAX);
 }
+
+/// Datagrams as the probe's receiver takes them off the wire, 30 bytes each: 20 of datagram
+/// (decoded as the receiver does: not the probe's, a sample, or the end marker with the count
+/// sent), 8 of receive stamp, 2 of length. Whatever numbers and stamps they carry, the
+/// analysis accounts for every sample once (received or duplicate), never counts more lost
+/// than sent, and gives rates from 0 to 1.
+pub fn probe(data: &[u8]) {
+    use pathem_probe::{packet::decode, session, Sample};
+    let (mut samples, mut sent) = (Vec::new(), None);
+    for c in data.chunks_exact(30) {
+        let Some(h) = decode(&c[..20]) else { continue };
+        if h.end {
+            sent = Some(h.seq);
+            continue;
+        }
+        let received = Nanos(u64::from_le_bytes(c[20..28].try_into().expect("eight bytes")));
+        let len = usize::from(u16::from_le_bytes([c[28], c[29]]));
+        samples.push(Sample { seq: h.seq, sent: h.sent, received, len });
+    }
+    let expect = Nanos(data.len() as u64 * 1_000);
+    match session::conclude(&samples, sent, expect, Nanos::from_secs(1), session::Outputs::default()) {
+        Err(_) => assert!(samples.is_empty(), "an analysis refused {} samples", samples.len()),
+        Ok((s, _)) => {
+            assert_eq!(s.received + s.duplicates, samples.len() as u64);
+            assert!(s.lost <= s.sent && s.reordered <= s.received, "{s:?}");
+            assert!(
+                (0.0..=1.0).contains(&s.loss_rate) && (0.0..=1.0).contains(&s.gaps_kept_within_2us),
+                "{s:?}"
+            );
+        }
+    }
+}

@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 secs="${1:-10}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(units specs netem config traces pcap offload filter)
+[ ${#targets[@]} -gt 0 ] || targets=(units specs netem config traces pcap offload filter probe)
 
 skip() {
     echo "fuzz: SKIPPED: $1" >&2

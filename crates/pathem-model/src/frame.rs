@@ -108,8 +108,8 @@ fn flow_hash_at(frame: &[u8], ip: Option<(usize, bool)>) -> u32 {
         Some((ip, false)) => {
             let ihl = usize::from(frame[ip] & 0x0f) * 4;
             let proto = frame[ip + 9];
-            // Ports only behind a whole header (an IHL under 5 would put them inside it, on
-            // the checksum a CE mark rewrites) and in a datagram's first piece.
+            // Ports only behind a whole header (an IHL under 5 would put them inside it: the
+            // TTL and the checksum, which a CE mark rewrites) and in a datagram's first piece.
             let first_piece = u16::from_be_bytes([frame[ip + 6], frame[ip + 7]]) & 0x1fff == 0;
             let rest = match first_piece && ihl >= 20 {
                 true => ports_of(proto, ip + ihl),

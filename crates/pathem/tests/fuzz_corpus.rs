@@ -65,3 +65,8 @@ fn offload_inputs() {
 fn filter_inputs() {
     replay("filter", harness::filter);
 }
+
+#[test]
+fn probe_inputs() {
+    replay("probe", harness::probe);
+}
