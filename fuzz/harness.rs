@@ -89,8 +89,8 @@ pub fn pcap(data: &[u8]) {
     assert!(classes.is_empty() || rx == s.rx_packets, "the classes' frames add up: {s:?}");
 }
 
-/// The unit parsers (durations, rates, sizes, queue limits, probabilities), and the short
-/// strings of a live link: its `--name`, its `--metrics` address, a control socket request,
+/// The unit parsers (durations, rates, sizes, queue limits, probabilities, the probe's rate
+/// and pattern), and the short strings of a live link: its `--name`, its `--metrics` address, a control socket request,
 /// an attach's `--mark`, a `dpdk:` device and `--eal` words.
 pub fn units(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
@@ -112,6 +112,26 @@ pub fn units(data: &[u8]) {
     let _ = text.parse::<QueueLimit>();
     if let Ok(p) = text.parse::<Probability>() {
         assert!((0.0..=1.0).contains(&p.get()));
+    }
+    probe_plan(text);
+}
+
+/// The probe sender's `--rate` and `--pattern`, each tried on the text (a pattern with the
+/// text's rate, when both parse): a rate is finite and above 0, and a plan made without
+/// `--count` (five seconds) or with a duration sends 1 to 10^10 datagrams or is refused.
+fn probe_plan(text: &str) {
+    use pathem_probe::session::{Plan, ProbeRate, MAX_COUNT};
+    use pathem_probe::Pattern;
+    let rate = text.parse::<ProbeRate>();
+    if let Ok(ProbeRate::Pps(p)) = rate {
+        assert!(p > 0.0 && p.is_finite(), "{text:?}: {p}");
+    }
+    let pattern = text.parse::<Pattern>().unwrap_or(Pattern::Cbr);
+    let rate = rate.unwrap_or(ProbeRate::Pps(1000.0));
+    for duration in [None, Some(Nanos::from_secs(86_400))] {
+        if let Ok(plan) = Plan::new(pattern, rate, 100, None, duration, 1) {
+            assert!((1..=MAX_COUNT).contains(&plan.count), "{text:?}: {} datagrams", plan.count);
+        }
     }
 }
 

@@ -283,8 +283,7 @@ pub fn stamp_burst(now: Nanos, line_rate: u64, out: &mut [Nanos], len: impl Fn(u
     let mut behind = Nanos::ZERO;
     for k in (0..out.len()).rev() {
         out[k] = now.saturating_sub(behind);
-        let bits = len(k).saturating_add(24).saturating_mul(8);
-        behind += Nanos(bits.saturating_mul(1_000_000_000) / line_rate.max(1));
+        behind += Nanos(len(k).saturating_add(24).saturating_mul(8_000_000_000) / line_rate.max(1));
     }
 }
 
