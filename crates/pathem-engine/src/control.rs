@@ -11,6 +11,8 @@
 //! A schedule is part of the pipeline: each change falls due at its time exactly, also in
 //! virtual time, where frames that arrived before it are taken under the old path first.
 
+use crate::delay_line::{ring_capacity, AllocError, Ring};
+use crate::pipeline::{delay_line_size, EngineConfig};
 use pathem_model::limits::RangeError;
 use pathem_model::{Nanos, PathConfig};
 use std::sync::mpsc::{Receiver, Sender};
@@ -22,15 +24,27 @@ pub enum ChangeError {
     /// A value outside its range (the same checks as at start).
     #[error(transparent)]
     Range(#[from] RangeError),
+    /// The path would keep more in flight than its delay line holds, and a line that large
+    /// cannot be made.
+    #[error("the delay line cannot grow for this path: {0}")]
+    DelayLine(#[from] AllocError),
     /// The pipeline has stopped.
     #[error("the path is no longer running")]
     Stopped,
 }
 
+/// A change on its way to the pipeline: the new configuration, and a larger ring for the
+/// delay line when the path will keep more in flight than the line holds.
+#[derive(Debug)]
+pub(crate) struct Change {
+    pub(crate) config: Arc<PathConfig>,
+    pub(crate) ring: Option<Ring>,
+}
+
 /// The control side: any thread may hold one (it is cheap to clone).
 #[derive(Clone, Debug)]
 pub struct Control {
-    tx: Sender<Arc<PathConfig>>,
+    tx: Sender<Change>,
     /// The configuration in effect, as the pipeline last reported it (only the control side
     /// locks this).
     view: Arc<Mutex<View>>,
@@ -40,19 +54,30 @@ pub struct Control {
 struct View {
     current: PathConfig,
     applied: Receiver<Arc<PathConfig>>,
+    /// A live path's delay line: how it is sized, and the capacity it has or has been sent.
+    line: Option<Line>,
+}
+
+/// What the control side knows of a fixed (live) delay line.
+#[derive(Debug)]
+pub(crate) struct Line {
+    pub(crate) engine: EngineConfig,
+    pub(crate) capacity: usize,
 }
 
 /// The pipeline's side: changes in, what it applied out. Neither end locks or blocks.
 #[derive(Debug)]
 pub(crate) struct Inbox {
-    rx: Receiver<Arc<PathConfig>>,
+    rx: Receiver<Change>,
     applied: Sender<Arc<PathConfig>>,
 }
 
-pub(crate) fn channel(initial: &PathConfig) -> (Control, Inbox) {
+/// A control and its inbox for a path that starts as `initial`, with the fixed delay line
+/// `line` (`None`: a line that grows on its own, or none to size).
+pub(crate) fn channel(initial: &PathConfig, line: Option<Line>) -> (Control, Inbox) {
     let (tx, rx) = std::sync::mpsc::channel();
     let (applied_tx, applied_rx) = std::sync::mpsc::channel();
-    let view = View { current: initial.clone(), applied: applied_rx };
+    let view = View { current: initial.clone(), applied: applied_rx, line };
     (Control { tx, view: Arc::new(Mutex::new(view)) }, Inbox { rx, applied: applied_tx })
 }
 
@@ -60,14 +85,41 @@ impl Control {
     /// A control that reports `config` and steers no pipeline (its changes are refused): what
     /// a renderer of reports needs where there is no running path, as in tests.
     pub fn detached(config: &PathConfig) -> Control {
-        channel(config).0
+        channel(config, None).0
     }
 
     /// Hands `config` to the pipeline, which applies it before its next frame. Nothing changes
-    /// when it is refused.
+    /// when it is refused. A path that will keep more in flight than its delay line holds
+    /// (a longer delay, a faster rate, a larger queue) gets a larger line, made here, on the
+    /// caller's thread, so the pipeline's only moves on to it; the records already in the
+    /// line leave from the old one first.
     pub fn set(&self, config: PathConfig) -> Result<(), ChangeError> {
         self.check(&config)?;
-        self.tx.send(Arc::new(config)).map_err(|_| ChangeError::Stopped)
+        let mut view = self.view.lock().unwrap_or_else(|e| e.into_inner());
+        let ring = match view.line.as_mut() {
+            Some(line) => {
+                let need = delay_line_size(&config, &line.engine);
+                match ring_capacity(need, line.engine.max_frame) {
+                    Some(want) if want <= line.capacity => None,
+                    _ => {
+                        let ring = Ring::new(need, line.engine.max_frame)?;
+                        line.capacity = ring.capacity();
+                        Some(ring)
+                    }
+                }
+            }
+            None => None,
+        };
+        self.tx.send(Change { config: Arc::new(config), ring }).map_err(|_| ChangeError::Stopped)
+    }
+
+    /// Notes that the pipeline's line now holds `capacity` bytes (it took a ring before it
+    /// ran).
+    pub(crate) fn line_grew(&self, capacity: usize) {
+        let mut view = self.view.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(line) = view.line.as_mut() {
+            line.capacity = line.capacity.max(capacity);
+        }
     }
 
     /// Waits until the pipeline has applied `config` (it does between two rounds, within
@@ -85,9 +137,17 @@ impl Control {
         }
     }
 
-    /// Whether `set` would take `config` (to check several directions before changing any).
+    /// Whether `set` would take `config` (to check several directions before changing any):
+    /// its values in range, and the delay line it needs no larger than the machine's memory.
     pub fn check(&self, config: &PathConfig) -> Result<(), ChangeError> {
         config.validate()?;
+        let view = self.view.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(line) = view.line.as_ref() {
+            let need = delay_line_size(config, &line.engine);
+            if ring_capacity(need, line.engine.max_frame).is_none_or(|want| want > line.capacity) {
+                crate::delay_line::can_touch(need, line.engine.max_frame)?;
+            }
+        }
         Ok(())
     }
 
@@ -102,11 +162,17 @@ impl Control {
 }
 
 impl Inbox {
-    /// The latest change sent, if any (earlier ones are superseded).
+    /// The latest change sent, if any (earlier ones are superseded), with the largest ring
+    /// sent since the last take.
     #[inline]
-    pub(crate) fn take(&self) -> Option<Arc<PathConfig>> {
-        let mut last = None;
-        while let Ok(c) = self.rx.try_recv() {
+    pub(crate) fn take(&self) -> Option<Change> {
+        let mut last: Option<Change> = None;
+        while let Ok(mut c) = self.rx.try_recv() {
+            if let Some(earlier) = last.and_then(|l| l.ring) {
+                if c.ring.as_ref().is_none_or(|r| r.capacity() < earlier.capacity()) {
+                    c.ring = Some(earlier);
+                }
+            }
             last = Some(c);
         }
         last
@@ -172,5 +238,32 @@ impl Timeline {
             self.lap += 1;
         }
         Some((at, config))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pathem_model::delay::DelayConfig;
+
+    fn delayed(ms: u64) -> PathConfig {
+        PathConfig { delay: DelayConfig::constant(Nanos::from_millis(ms)), ..PathConfig::default() }
+    }
+
+    #[test]
+    fn a_superseded_change_keeps_the_larger_ring_it_brought() {
+        // 100 Mbit/s: 1 s of delay needs 12.5 MB, 10 ms fits the 4 MiB line.
+        let engine =
+            EngineConfig { line_rate: pathem_model::units::Rate(100_000_000), ..EngineConfig::default() };
+        let line = Line { engine, capacity: crate::pipeline::MIN_DELAY_LINE };
+        let (control, inbox) = channel(&PathConfig::default(), Some(line));
+        control.set(delayed(1000)).unwrap();
+        control.set(delayed(10)).unwrap();
+        let change = inbox.take().unwrap();
+        assert_eq!(*change.config, delayed(10));
+        assert_eq!(change.ring.map(|r| r.capacity()), Some(16 << 20));
+        // Sent once: a later change that fits the promised line brings none.
+        control.set(delayed(900)).unwrap();
+        assert!(inbox.take().unwrap().ring.is_none());
     }
 }

@@ -141,6 +141,18 @@ fn allocate(words: usize, touch: bool) -> Result<Box<[UnsafeCell<u64>]>, AllocEr
     Ok(buf)
 }
 
+/// Whether a ring for `capacity` bytes of frames up to `max_frame` bytes could be made with
+/// its pages touched (it fits the address space and the machine's memory), without making it.
+pub fn can_touch(capacity: usize, max_frame: usize) -> Result<(), AllocError> {
+    let bytes = ring_size(capacity, record_size(max_frame.min(MAX_RECORD_DATA)))?;
+    match physical_memory() {
+        Some(total) if bytes as u64 > total => {
+            Err(AllocError { bytes, reason: format!("the machine has {total} bytes of memory") })
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Total memory of the machine, from /proc/meminfo.
 fn physical_memory() -> Option<u64> {
     if cfg!(miri) {
@@ -151,10 +163,41 @@ fn physical_memory() -> Option<u64> {
 
 /// Where a growing line may go, shared by its two halves.
 struct Growth {
-    /// Largest total of live segments, in bytes.
-    limit: usize,
     /// Bytes of the segments allocated and not yet left by the reader.
     alive: AtomicUsize,
+}
+
+/// A ring made ahead of time for a fixed line, all its pages touched: the control thread
+/// makes one for a change that needs a larger line, so the writer's thread only moves on to
+/// it ([`Writer::take_ring`]) and never allocates.
+pub struct Ring {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Ring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ring").field("bytes", &self.shared.cap).finish()
+    }
+}
+
+impl Ring {
+    /// A ring of at least `capacity` bytes for frames up to `max_frame` bytes (sized as
+    /// [`delay_line`] sizes one), its pages touched now.
+    pub fn new(capacity: usize, max_frame: usize) -> Result<Ring, AllocError> {
+        let max_record = record_size(max_frame.min(MAX_RECORD_DATA));
+        Ok(Ring { shared: Shared::new(ring_size(capacity, max_record)?, true)? })
+    }
+
+    /// Its capacity in bytes.
+    pub fn capacity(&self) -> usize {
+        self.shared.cap
+    }
+}
+
+/// The capacity in bytes of the ring [`delay_line`] or [`Ring::new`] makes for `capacity`
+/// bytes of frames up to `max_frame` bytes (`None` past the address space).
+pub fn ring_capacity(capacity: usize, max_frame: usize) -> Option<usize> {
+    ring_size(capacity, record_size(max_frame.min(MAX_RECORD_DATA))).ok()
 }
 
 /// Each delay line's identity, so a [`Slot`] from one is refused by another.
@@ -170,6 +213,8 @@ pub struct Writer {
     /// Bytes of the largest record (two must fit a ring).
     max_record: usize,
     growth: Option<Arc<Growth>>,
+    /// A growing line's limit: the largest total of its live segments, in bytes.
+    limit: usize,
 }
 
 /// The consuming half, owned by the egress stage.
@@ -231,8 +276,10 @@ fn growing_from(initial: usize, limit: usize, max_frame: usize) -> Result<(Write
     let max_record = record_size(max_frame.min(MAX_RECORD_DATA));
     let limit = ring_size(limit, max_record)?;
     let cap = ring_size(initial, max_record)?.min(limit);
-    let growth = Arc::new(Growth { limit, alive: AtomicUsize::new(cap) });
-    Ok(halves(Shared::new(cap, false)?, max_record, Some(growth)))
+    let growth = Arc::new(Growth { alive: AtomicUsize::new(cap) });
+    let (mut writer, reader) = halves(Shared::new(cap, false)?, max_record, Some(growth));
+    writer.limit = limit;
+    Ok((writer, reader))
 }
 
 fn ring_size(capacity: usize, max_record: usize) -> Result<usize, AllocError> {
@@ -247,7 +294,15 @@ fn halves(shared: Arc<Shared>, max_record: usize, growth: Option<Arc<Growth>>) -
     let mask = shared.cap - 1;
     let line = NEXT_LINE.fetch_add(1, Ordering::Relaxed);
     (
-        Writer { shared: shared.clone(), tail: 0, head_seen: 0, mask, max_record, growth: growth.clone() },
+        Writer {
+            shared: shared.clone(),
+            tail: 0,
+            head_seen: 0,
+            mask,
+            max_record,
+            growth: growth.clone(),
+            limit: mask + 1,
+        },
         Reader {
             line,
             shared,
@@ -288,7 +343,56 @@ impl Writer {
 
     /// Bytes the line may hold at most (its limit when it grows).
     pub fn limit(&self) -> usize {
-        self.growth.as_ref().map_or(self.shared.cap, |g| g.limit)
+        match self.growth {
+            Some(_) => self.limit,
+            None => self.shared.cap,
+        }
+    }
+
+    /// True when the line can hold `bytes` (what a path keeps in flight) as it is: a fixed
+    /// line's ring is that large, or a growing line's limit allows it.
+    pub fn holds(&self, bytes: usize) -> bool {
+        ring_size(bytes, self.max_record).is_ok_and(|want| want <= self.limit())
+    }
+
+    /// Lets a growing line hold up to `bytes` (a path changed to one that keeps more in
+    /// flight): its limit rises, and its segments grow as frames come. Never lowers it; a
+    /// fixed line is left alone (it takes a [`Ring`] instead). False past the address space.
+    pub fn raise_limit(&mut self, bytes: usize) -> bool {
+        let Ok(want) = ring_size(bytes, self.max_record) else { return false };
+        if self.growth.is_some() {
+            self.limit = self.limit.max(want);
+        }
+        true
+    }
+
+    /// Moves a line on to `ring` when it is larger than the ring being written: records go
+    /// there from now on, and the reader follows once it has read every record written
+    /// before. A ring no larger, or one too small for two records, is dropped and nothing
+    /// changes. True when the line moved on.
+    pub fn take_ring(&mut self, ring: Ring) -> bool {
+        if ring.shared.cap <= self.shared.cap || ring.shared.cap < 2 * self.max_record {
+            return false;
+        }
+        if let Some(g) = &self.growth {
+            g.alive.fetch_add(ring.shared.cap, Ordering::AcqRel);
+            self.limit = self.limit.max(ring.shared.cap);
+        }
+        self.move_to(ring.shared);
+        true
+    }
+
+    /// Hands `next` to the reader behind every record written so far and writes there.
+    fn move_to(&mut self, next: Arc<Shared>) {
+        // Every record of the old segment reaches the reader before it can see `next`.
+        self.publish();
+        // Published after every record of the old segment (the tail store above): a reader
+        // that sees `next` and an empty old segment has seen them all.
+        let _ = self.shared.next.set(next.clone());
+        self.mask = next.cap - 1;
+        self.shared = next;
+        self.tail = 0;
+        self.head_seen = 0;
     }
 
     /// Bytes in use in the segment being written, as the writer last saw it.
@@ -425,22 +529,14 @@ impl Writer {
     fn grow(&mut self) -> bool {
         let Some(g) = &self.growth else { return false };
         let alive = g.alive.load(Ordering::Acquire);
-        let room = g.limit.saturating_sub(alive);
+        let room = self.limit.saturating_sub(alive);
         let cap = (2 * self.shared.cap).min(if room == 0 { 0 } else { 1 << room.ilog2() });
         if cap < 2 * self.max_record {
             return false;
         }
         let Ok(next) = Shared::new(cap, false) else { return false };
         g.alive.fetch_add(cap, Ordering::AcqRel);
-        // Every record of the old segment reaches the reader before it can see `next`.
-        self.publish();
-        // Published after every record of the old segment (the tail store above): a reader
-        // that sees `next` and an empty old segment has seen them all.
-        let _ = self.shared.next.set(next.clone());
-        self.shared = next;
-        self.mask = cap - 1;
-        self.tail = 0;
-        self.head_seen = 0;
+        self.move_to(next);
         true
     }
 }

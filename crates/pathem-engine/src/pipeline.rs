@@ -161,6 +161,8 @@ pub struct Input<R> {
     port: Arc<Counters>,
     counters: DirectionCounters,
     rx_ended: bool,
+    /// How the delay lines are sized (a schedule may need them larger).
+    engine: EngineConfig,
     busy_poll: Nanos,
     /// Until when to keep polling without sleeping (the last arrival + `busy_poll`).
     busy_until: Nanos,
@@ -178,7 +180,7 @@ struct InLane {
     control: Control,
     /// Changes due at set times.
     timeline: Option<Timeline>,
-    /// A class's schedule, until it is followed.
+    /// The path's schedule, until it is followed.
     schedule: Option<Schedule>,
 }
 
@@ -260,7 +262,9 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
             } else {
                 delay_line(size, engine.max_frame)?
             };
-            let (control, inbox) = crate::control::channel(path);
+            let line = (!engine.offline)
+                .then(|| crate::control::Line { engine: engine.clone(), capacity: writer.limit() });
+            let (control, inbox) = crate::control::channel(path, line);
             let (decide, decided) = crate::stage::departures();
             counters.delay_line_capacity.set(writer.limit() as u64);
             let reorder_on = Arc::new(AtomicBool::new(path.reorder));
@@ -273,7 +277,12 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
                 decide,
             )
             .with_options(path.ecn, path.reorder, reorder_on.clone());
-            lanes.push(InLane { ingress, inbox, control, timeline: None, schedule });
+            let mut lane = InLane { ingress, inbox, control, timeline: None, schedule: None };
+            if let Some(s) = schedule {
+                size_for_schedule(&mut lane, &s, engine)?;
+                lane.schedule = Some(s);
+            }
+            lanes.push(lane);
             egress.push(Egress::new(reader, counters.clone(), reorder_on, decided));
             named.push((name, counters));
         }
@@ -288,6 +297,7 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
                 port: port.clone(),
                 counters: DirectionCounters::new(port.clone(), named),
                 rx_ended: false,
+                engine: engine.clone(),
                 busy_poll: engine.busy_poll,
                 busy_until: Nanos::ZERO,
                 drops_read: Nanos::ZERO,
@@ -307,21 +317,23 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
         self.input.lanes.iter().map(|l| l.control.clone()).collect()
     }
 
-    /// Follows `schedule` from `origin` (the first frame's arrival offline, the start live):
-    /// each step's configuration applies from its time on, exactly.
-    pub fn follow(&mut self, schedule: Schedule, origin: Nanos) {
-        self.follow_lane(0, schedule, origin);
+    /// Gives the default path `schedule`, to follow from [`follow_schedules`]'s origin. The
+    /// path's delay line is made large enough for every step now (a live line is made again,
+    /// larger, before the run; an offline one may grow further). Fails when that line cannot
+    /// be made.
+    ///
+    /// [`follow_schedules`]: Self::follow_schedules
+    pub fn schedule(&mut self, schedule: Schedule) -> Result<(), Error> {
+        let l = &mut self.input.lanes[0];
+        size_for_schedule(l, &schedule, &self.input.engine)?;
+        l.schedule = Some(schedule);
+        Ok(())
     }
 
-    /// As [`follow`](Self::follow), for path `lane` (0 the default path, `i` the `i`-th class).
-    pub fn follow_lane(&mut self, lane: usize, schedule: Schedule, origin: Nanos) {
-        if let Some(l) = self.input.lanes.get_mut(lane) {
-            l.timeline = Some(Timeline::new(schedule, origin));
-        }
-    }
-
-    /// Follows the classes' own schedules ([`ClassConfig::schedule`]) from `origin`.
-    pub fn follow_classes(&mut self, origin: Nanos) {
+    /// Follows every path's schedule (the default path's from [`schedule`](Self::schedule),
+    /// each class's from [`ClassConfig::schedule`]) from `origin` (the first frame's arrival
+    /// offline, the start live): each step's configuration applies from its time on, exactly.
+    pub fn follow_schedules(&mut self, origin: Nanos) {
         for l in &mut self.input.lanes {
             if let Some(s) = l.schedule.take() {
                 l.timeline = Some(Timeline::new(s, origin));
@@ -375,6 +387,23 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
     }
 }
 
+/// Makes lane `l`'s delay line large enough for every step of `schedule`: a growing line's
+/// limit rises to the largest step's need, a fixed line moves on to a ring that large.
+fn size_for_schedule(l: &mut InLane, schedule: &Schedule, engine: &EngineConfig) -> Result<(), Error> {
+    let need = schedule.steps().iter().map(|(_, c)| delay_line_size(c, engine)).max().unwrap_or(0);
+    if l.ingress.line_holds(need) {
+        return Ok(());
+    }
+    if engine.offline {
+        l.ingress.raise_limit(need);
+    } else {
+        let ring = crate::delay_line::Ring::new(need, engine.max_frame)?;
+        l.control.line_grew(ring.capacity());
+        l.ingress.take_ring(ring);
+    }
+    Ok(())
+}
+
 impl<R: RxPort> Input<R> {
     /// Applies the changes due at `now`: scheduled ones at their own times (frames a port
     /// knows arrived before such a time are taken under the old path first), then the latest
@@ -405,9 +434,12 @@ impl<R: RxPort> Input<R> {
             }
         }
         for l in &mut self.lanes {
-            if let Some(config) = l.inbox.take() {
-                l.ingress.reconfigure(&config, now);
-                l.inbox.applied(config);
+            if let Some(change) = l.inbox.take() {
+                if let Some(ring) = change.ring {
+                    l.ingress.take_ring(ring);
+                }
+                l.ingress.reconfigure(&change.config, now);
+                l.inbox.applied(change.config);
             }
         }
         Ok(())
@@ -979,6 +1011,52 @@ mod tests {
         assert!(sink.last_release.as_nanos() <= last_arrival + backlog + 1_000, "{:?}", sink.last_release);
         let busy = sink.last_release.as_nanos() - sink.first_release.unwrap().as_nanos();
         assert!(s.tx_packets.abs_diff(busy / 704) <= 2, "{} frames in {busy} ns", s.tx_packets);
+    }
+
+    /// A path that starts transparent (a 4 MiB line at 100 Mbit/s) and is changed to hold
+    /// 1 s: 125 000 frames of 64 B, 10 MB of records, arrive within that second.
+    fn held_a_second(offline: bool, how: &str) -> (crate::Stats, usize) {
+        let engine = EngineConfig { line_rate: Rate(100_000_000), offline, ..EngineConfig::default() };
+        let second = PathConfig {
+            delay: pathem_model::delay::DelayConfig::constant(Nanos::from_secs(1)),
+            ..PathConfig::default()
+        };
+        let n = 125_000u64;
+        let arrivals = Frames::at((1..=n).map(|i| Nanos(i * 8_000)));
+        let mut p = Pipeline::new(arrivals, MemSink::default(), &PathConfig::default(), 1, &engine).unwrap();
+        let before = p.delay_line_capacity();
+        assert_eq!(before, MIN_DELAY_LINE);
+        match how {
+            "control" => p.control().set(second.clone()).unwrap(),
+            _ => p.schedule(Schedule::new(vec![(Nanos::ZERO, second.clone())], None)).unwrap(),
+        }
+        p.follow_schedules(Nanos(0));
+        let mut clock = crate::VirtualClock::starting_at(Nanos(0));
+        run(&mut [&mut p], &mut clock, &AtomicBool::new(false)).unwrap();
+        assert_eq!(p.control().current(), second);
+        let s = p.counters().snapshot();
+        assert!(s.balances());
+        let (_, sink) = p.into_ports();
+        assert_eq!(sink.frames, n, "{how}: {:?}", s.dropped);
+        assert_eq!(sink.first_release, Some(Nanos(8_000) + Nanos::from_secs(1)));
+        (s, before)
+    }
+
+    #[test]
+    fn a_change_that_holds_more_in_flight_gets_a_larger_line() {
+        // Live (a fixed line): `set` makes the larger ring, the pipeline moves on to it.
+        let (s, before) = held_a_second(false, "control");
+        assert_eq!(s.dropped.total(), 0);
+        assert!(s.delay_line_capacity >= 12_500_000 && s.delay_line_capacity as usize > before);
+    }
+
+    #[test]
+    fn a_schedule_sizes_the_line_for_its_steps() {
+        for offline in [false, true] {
+            let (s, _) = held_a_second(offline, "schedule");
+            assert_eq!(s.dropped.total(), 0, "offline {offline}");
+            assert!(s.delay_line_capacity >= 12_500_000, "offline {offline}: {}", s.delay_line_capacity);
+        }
     }
 
     /// A port whose kernel refuses every third frame at flush (too large, say).

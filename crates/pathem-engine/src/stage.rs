@@ -26,7 +26,7 @@
 //! in the ring until their decision comes, then leave in release order, and ring space comes
 //! back as the oldest records are sent or dropped.
 
-use crate::delay_line::{Reader, Slot, Writer, UNDECIDED};
+use crate::delay_line::{Reader, Ring, Slot, Writer, UNDECIDED};
 use crate::stats::Counters;
 use pathem_io::{RxFrame, TxPort};
 use pathem_model::aqm::{AqmDrop, Decision, Entry};
@@ -293,6 +293,24 @@ impl Ingress {
                 }
             },
         );
+    }
+
+    /// True when the delay line holds `bytes` as it is.
+    pub(crate) fn line_holds(&self, bytes: usize) -> bool {
+        self.line.holds(bytes)
+    }
+
+    /// Moves the delay line on to a larger ring (a change keeps more in flight).
+    pub(crate) fn take_ring(&mut self, ring: Ring) {
+        if self.line.take_ring(ring) {
+            self.fate.counters.delay_line_capacity.set(self.line.limit() as u64);
+        }
+    }
+
+    /// Lets a growing delay line hold up to `bytes`.
+    pub(crate) fn raise_limit(&mut self, bytes: usize) {
+        self.line.raise_limit(bytes);
+        self.fate.counters.delay_line_capacity.set(self.line.limit() as u64);
     }
 
     /// Updates the occupancy gauges (every few milliseconds, never per frame).

@@ -580,8 +580,20 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
             Some(Pipeline::with_classes(rx_b, port_a.tx, &spec.ba, &spec.classes_ba, seed_ba, &engine_ba)?)
         }
     };
+    // A schedule's steps may keep more in flight than the start: the lines are made for them.
+    if let Some(s) = spec.schedule_ab.clone() {
+        ab.schedule(s)?;
+    }
+    if let (Some(p), Some(s)) = (ba.as_mut(), spec.schedule_ba.clone()) {
+        p.schedule(s)?;
+    }
     let sizing = |p: &LivePipe, cfg: &PathConfig, engine: &EngineConfig| {
-        let why = delay_line_sizing(cfg, engine).why;
+        let sized = delay_line_sizing(cfg, engine);
+        let made = pathem_engine::delay_line::ring_capacity(sized.bytes, engine.max_frame);
+        let why = match p.controls().len() == 1 && made.is_some_and(|m| p.delay_line_capacity() > m) {
+            true => format!("{}; larger for the schedule's steps", sized.why),
+            false => sized.why,
+        };
         let classes = p.controls().len() - 1;
         match classes {
             0 => format!("{} B ({why})", p.delay_line_capacity()),
@@ -607,16 +619,11 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
             spec.classes_ba.iter().map(class_line).collect(),
         ],
     };
+    // Counted from now: the delay lines the schedules need were made above.
     let since = pathem_engine::monotonic_now();
-    if let Some(s) = spec.schedule_ab.clone() {
-        ab.follow(s, since);
-    }
-    if let (Some(p), Some(s)) = (ba.as_mut(), spec.schedule_ba.clone()) {
-        p.follow(s, since);
-    }
-    ab.follow_classes(since);
+    ab.follow_schedules(since);
     if let Some(p) = ba.as_mut() {
-        p.follow_classes(since);
+        p.follow_schedules(since);
     }
     let _ = ready.send(Ready {
         started,

@@ -45,9 +45,9 @@ pub fn replay<T: TxPort>(
     let start = src.peek_arrival().unwrap_or(Nanos::ZERO);
     let mut pipe = Pipeline::with_classes(src, sink, path, classes, direction_seed(seed, 0), &engine)?;
     if let Some(s) = schedule {
-        pipe.follow(s, start);
+        pipe.schedule(s)?;
     }
-    pipe.follow_classes(start);
+    pipe.follow_schedules(start);
     let mut clock = VirtualClock::starting_at(start);
     run(&mut [&mut pipe], &mut clock, &AtomicBool::new(false))?;
     let stats = pipe.counters().snapshot();
