@@ -1087,6 +1087,38 @@ mod tests {
     }
 
     #[test]
+    fn a_fixed_line_moves_on_to_a_larger_ring_in_order() {
+        let (mut w, mut r) = delay_line(4 << 10, 100).unwrap();
+        let f = |i: u64| frame(i as u8, 100);
+        // Full, and half read: the old ring still holds records when the new one comes.
+        let mut n = 0u64;
+        while w.push(Nanos(n), n as u32, &f(n), |_| {}) {
+            n += 1;
+        }
+        for i in 0..n / 2 {
+            assert_eq!(r.peek().unwrap().release, Nanos(i));
+            r.pop();
+        }
+        // No larger, or not at all: nothing changes.
+        assert!(!w.take_ring(Ring::new(4 << 10, 100).unwrap()));
+        assert!(w.holds(4 << 10) && !w.holds(16 << 10));
+        assert!(w.take_ring(Ring::new(16 << 10, 100).unwrap()));
+        assert_eq!((w.capacity(), w.limit()), (16 << 10, 16 << 10));
+        assert!(w.holds(16 << 10));
+        let total = n + 100;
+        for i in n..total {
+            assert!(w.push(Nanos(i), i as u32, &f(i), |_| {}), "frame {i}");
+        }
+        for i in n / 2..total {
+            let rec = r.peek().unwrap();
+            assert_eq!((rec.release, rec.wire_len, rec.data), (Nanos(i), i as u32, &f(i)[..]));
+            r.pop();
+        }
+        assert!(r.peek().is_none());
+        assert_eq!(r.capacity(), 16 << 10, "the reader moved over");
+    }
+
+    #[test]
     fn a_growing_line_grows_keeps_order_and_respects_its_limit() {
         // 300 records of 120 B (36 kB) do not fit the first segment (4 KiB): it must grow.
         let (mut w, mut r) = growing_from(4 << 10, 256 << 10, 100).unwrap();
