@@ -177,6 +177,9 @@ impl Started {
                 });
                 let classes = if way == "egress" { &self.classes[0] } else { &self.classes[1] };
                 out.extend(classes.iter().filter(|_| on).map(|c| format!("    {c}")));
+                let line =
+                    if way == "egress" { Some(&self.delay_line_ab) } else { self.delay_line_ba.as_ref() };
+                out.extend(line.filter(|_| on).map(|d| format!("    delay line: {d}")));
             }
             out.extend(self.how_a.split("; ").map(|h| format!("  {h}")));
             return out;

@@ -40,6 +40,9 @@ pub struct AttachArgs {
     /// where the host's own marks use the default [default: 0x70617468].
     #[arg(long, value_name = "MARK", value_parser = pathem_io::attach::parse_mark)]
     pub mark: Option<u32>,
+    /// Delay line size per direction, up to 1TiB [default: rate × max delay + queue, at least 4 MiB].
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
+    pub buffer: Option<pathem_model::units::Size>,
     #[command(flatten)]
     pub serve: pathem_runtime::session::Serving,
 }
@@ -57,20 +60,16 @@ pub fn main(args: AttachArgs) -> anyhow::Result<()> {
     .map_err(usage)?;
     let notes = link::notes(&[&egress, &ingress]);
     let cores = pathem_runtime::session::parse_cores(args.cores.as_deref()).map_err(usage)?;
-    if cores.len() > 2 {
-        return Err(usage("--cores for attach takes one or two CPUs"));
-    }
+    anyhow::ensure!(cores.len() <= 2, usage("--cores for attach takes one or two CPUs"));
     let seed = args.seed.or(file.seed).unwrap_or_else(pathem_runtime::random_seed);
-    let mark = args.mark.unwrap_or(DEFAULT_MARK);
-    let attach = AttachSpec { iface: args.iface.clone(), egress: egress_on, ingress: ingress_on, mark };
+    let (iface, mark) = (args.iface.clone(), args.mark.unwrap_or(DEFAULT_MARK));
+    let attach = AttachSpec { iface, egress: egress_on, ingress: ingress_on, mark };
     pathem_io::attach::check(&attach.iface, attach.egress, attach.ingress).map_err(usage)?;
-    let port = PortSpec::Auto(args.iface.clone());
-    let spec = LinkSpec {
-        cores,
-        keep_offloads: true,
-        attach: Some(attach),
-        ..LinkSpec::of(port.clone(), port, &egress, &ingress, seed)
-    };
+    let (port, buffer) = (PortSpec::Auto(args.iface.clone()), args.buffer.or(file.buffer));
+    let mut spec =
+        LinkSpec { cores, keep_offloads: true, ..LinkSpec::of(port.clone(), port, &egress, &ingress, seed) };
+    spec.engine.buffer = buffer.map(|b| usize::try_from(b.0).unwrap_or(usize::MAX));
+    spec.attach = Some(attach);
     let session = Session::start(spec, name, [&egress, &ingress], metrics).map_err(crate::runtime_error)?;
     let lines = [notes, session.link.started.describe(&egress.path, &ingress.path, false, seed)].concat();
     crate::run::serve(&args.serve, session, lines)

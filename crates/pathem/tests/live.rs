@@ -2121,8 +2121,17 @@ fn attach_delays_each_direction_and_tcp_keeps_up() {
 
     // Egress alone, as tc's root netem: IPv4 and IPv6 both take the delay.
     // In NetEm's words, as the README's first example.
-    let (mut child, _) =
-        attach(Some(&gen), "g0", &["--netem", "delay 40ms", "--name", &name, "--metrics", "9477"]);
+    let (mut child, lines) = attach(
+        Some(&gen),
+        "g0",
+        &["--netem", "delay 40ms", "--name", &name, "--metrics", "9477", "--buffer", "8MiB"],
+    );
+    // The delay line is said, and `--buffer` sizes it (a config file's `buffer` too).
+    assert!(
+        lines.lock().unwrap().iter().any(|l| l.ends_with("delay line: 8388608 B (--buffer)")),
+        "{:?}",
+        lines.lock().unwrap()
+    );
     let (min, avg) = ping_in(&gen, SINK_IP, 20);
     assert!(min >= 40.0 && avg <= 42.0, "egress --netem 'delay 40ms': rtt min {min} avg {avg}");
     // Metrics as for a run: egress is a_to_b.
