@@ -84,8 +84,8 @@ pub enum ScheduleError {
     Line { line: usize, reason: String },
     #[error("holds no TIME FLAGS line")]
     Empty,
-    #[error("repeat {period}: accepted: after the last time ({last}), up to 1 day")]
-    Period { period: Nanos, last: Nanos },
+    #[error("repeat {period}: accepted: after the last time ({last}), at least 1ms for each of the {lines} timed lines, up to 1 day")]
+    Period { period: Nanos, last: Nanos, lines: u64 },
 }
 
 /// The first line of clap's message, without its `error: ` prefix.

@@ -50,6 +50,7 @@ pub fn parse_with_classes(
     let mut class_current: Vec<PathSpec> = classes.iter().map(|(_, s)| (*s).clone()).collect();
     let mut last_time: Option<Nanos> = None;
     let mut period = None;
+    let mut lines = 0u64;
     let mut current = base.clone();
     for (n, line) in text.lines().enumerate() {
         let n = n + 1;
@@ -59,6 +60,9 @@ pub fn parse_with_classes(
         }
         let (time, flags) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
         if time == "repeat" {
+            if period.is_some() {
+                return Err(at(n, "a second `repeat` (a schedule has one period)".into()));
+            }
             let p = parse_duration(flags.trim()).map_err(|e| at(n, format!("repeat {e}")))?;
             period = Some(p);
             continue;
@@ -76,6 +80,7 @@ pub fn parse_with_classes(
             }
         }
         last_time = Some(when);
+        lines += 1;
         if flags.trim().is_empty() {
             return Err(at(n, format!("`{line}` needs TIME FLAGS, e.g. 10s --delay 20ms")));
         }
@@ -103,8 +108,10 @@ pub fn parse_with_classes(
     }
     let Some(last) = last_time else { return Err(ScheduleError::Empty) };
     if let Some(p) = period {
-        if p <= last || p > MAX_TRACE_SPAN {
-            return Err(ScheduleError::Period { period: p, last });
+        // At least a millisecond a line: a period of nanoseconds would have the engine apply
+        // changes faster than it can, and never reach its next frame.
+        if p <= last || p < Nanos::from_millis(lines) || p > MAX_TRACE_SPAN {
+            return Err(ScheduleError::Period { period: p, last, lines });
         }
     }
     Ok(ScheduleSpec { steps, period, class_steps })
@@ -203,6 +210,11 @@ mod tests {
             ("0s --delay 1ms\nrepeat 0s\n", "repeat 0ns"),
             ("0s --delay 1ms\nrepeat 2s\n3s --delay 2ms\n", "line 3: a step after `repeat`"),
             ("90000s --delay 1ms\n", "line 1: 90000s is past"),
+            // A period shorter than a millisecond a line would have changes fall due faster
+            // than the engine applies them (1ns hung a replay).
+            ("0s --delay 1ms\nrepeat 1ns\n", "repeat 1ns: accepted: after the last time (0ns), at least 1ms"),
+            ("0s --delay 1ms\n1us --delay 2ms\nrepeat 1999us\n", "at least 1ms for each of the 2 timed lines"),
+            ("0s --delay 1ms\nrepeat 10s\nrepeat 1s\n", "line 3: a second `repeat`"),
         ] {
             let e = parse(text, &base, Path::new(".")).unwrap_err().to_string();
             assert!(e.contains(says), "{text:?}: {e}");
@@ -211,5 +223,8 @@ mod tests {
         let s = parse("0s --delay 1ms\n5s --delay 2h\n", &base, Path::new(".")).unwrap();
         let e = to_schedule(&s, Path::new("f")).unwrap_err().to_string();
         assert!(e.contains("line 2") && e.contains("--delay 7200s is out of range"), "{e}");
+        // The shortest period: a millisecond a line.
+        let s = parse("0s --delay 1ms\n1us --delay 2ms\nrepeat 2ms\n", &base, Path::new(".")).unwrap();
+        assert_eq!(s.period, Some(Nanos::from_millis(2)));
     }
 }
