@@ -45,6 +45,9 @@ pub enum Refusal {
     /// `--class NAME` for a class no direction has.
     #[error("--class {name}: no class of that name (classes: {known}); classes cannot be added or removed on a running link: restart it with the new --class")]
     NoClass { name: String, known: String },
+    /// `--b-to-a` on a link that forwards one way only.
+    #[error("--b-to-a: this link forwards a -> b only (--one-way); it has no b -> a path to change")]
+    OneWay,
     /// The change was sent but not applied in time (the link is stuck).
     #[error("the change was sent but the link has not applied it within 1 s")]
     NotApplied,
@@ -477,6 +480,10 @@ pub fn serve(
                 let known = if known.is_empty() { "none".into() } else { known.join(", ") };
                 return Err(Refusal::NoClass { name, known });
             }
+        }
+        // A one-way link has no b -> a path: words for it alone would change nothing.
+        if to.1.is_none() && change.b_to_a != PathSpec::default() {
+            return Err(Refusal::OneWay);
         }
         let control = |d: usize, lane: usize| match d {
             0 => to.0.get(lane),

@@ -213,7 +213,10 @@ mod tests {
             // A period shorter than a millisecond a line would have changes fall due faster
             // than the engine applies them (1ns hung a replay).
             ("0s --delay 1ms\nrepeat 1ns\n", "repeat 1ns: accepted: after the last time (0ns), at least 1ms"),
-            ("0s --delay 1ms\n1us --delay 2ms\nrepeat 1999us\n", "at least 1ms for each of the 2 timed lines"),
+            (
+                "0s --delay 1ms\n1us --delay 2ms\nrepeat 1999us\n",
+                "at least 1ms for each of the 2 timed lines",
+            ),
             ("0s --delay 1ms\nrepeat 10s\nrepeat 1s\n", "line 3: a second `repeat`"),
         ] {
             let e = parse(text, &base, Path::new(".")).unwrap_err().to_string();

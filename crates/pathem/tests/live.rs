@@ -1277,12 +1277,18 @@ fn stages_on_two_cpus_forward_everything() {
     let mac = mac[0]["address"].as_str().unwrap().to_string();
     // No replies come back one way: the generator knows the sink's address by heart.
     must(&["ip", "-n", &t.gen, "neigh", "replace", SINK_IP, "lladdr", &mac, "dev", "g0"]);
-    t.start_with("afxdp", &["--delay", "2ms", "--one-way", "--cores", "0,1", "--json"]);
+    let name = format!("t{}o{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    t.start_with("afxdp", &["--delay", "2ms", "--one-way", "--cores", "0,1", "--json", "--name", &name]);
     assert_eq!(
         udp_count((&t.gen, GEN_IP), (&t.sink, SINK_IP), n, Duration::from_micros(50)),
         n,
         "split stages"
     );
+    // There is no b -> a path to change: refused, not reported as done.
+    let out = ctl(&[&name, "set", "--b-to-a", "--delay 5ms"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--b-to-a: this link forwards a -> b only"), "{err}");
     let s = t.stop_json();
     assert!(s["b_to_a"].is_null(), "one way");
     assert_eq!(s["a_to_b"]["in_flight"], 0);
