@@ -277,7 +277,12 @@ impl Histo {
             .enumerate()
             .map(|(i, c)| {
                 seen += c;
-                let upper = if i + 1 < LATE_BUCKETS { 1u64 << (i as u32 + LATE_SHIFT) } else { u64::MAX };
+                // Bucket i holds lateness below 2^(i + 8) ns, whole nanoseconds: at most one
+                // less (a bound is inclusive, as Prometheus's `le`).
+                // Bucket i holds lateness below 2^(i + 8) ns, whole nanoseconds: at most one
+                // less (a bound is inclusive, as Prometheus's `le`).
+                let upper =
+                    if i + 1 < LATE_BUCKETS { (1u64 << (i as u32 + LATE_SHIFT)) - 1 } else { u64::MAX };
                 (upper, seen)
             })
             .collect();
@@ -726,5 +731,28 @@ mod lateness_tests {
         let l = Lateness::default();
         l.record(Nanos(u64::MAX));
         assert_eq!(l.snapshot().p50_ns, u64::MAX);
+    }
+
+    #[test]
+    fn each_bucket_counts_exactly_what_its_bound_admits() {
+        // A bound is inclusive (Prometheus's `le`): 255 ns is at or below the first bound,
+        // 256 ns is not, and so on up the buckets.
+        let l = Lateness::default();
+        for ns in [0, 255, 256, 511, 512, 1 << 20] {
+            l.record(Nanos(ns));
+        }
+        let (buckets, sum) = l.cumulative();
+        assert_eq!(sum, 255 + 256 + 511 + 512 + (1 << 20));
+        let at_or_below = |bound: u64| buckets.iter().find(|b| b.0 == bound).map(|b| b.1);
+        assert_eq!(at_or_below(255), Some(2));
+        assert_eq!(at_or_below(511), Some(4));
+        assert_eq!(at_or_below(1023), Some(5));
+        assert_eq!(at_or_below((1 << 20) - 1), Some(5));
+        assert_eq!(at_or_below((1 << 21) - 1), Some(6));
+        assert_eq!(buckets.last(), Some(&(u64::MAX, 6)));
+        for (bound, n) in &buckets {
+            let truly = [0, 255, 256, 511, 512, 1 << 20].iter().filter(|&&v| v <= *bound).count() as u64;
+            assert_eq!(*n, truly, "le {bound}");
+        }
     }
 }
