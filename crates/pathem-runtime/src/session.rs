@@ -79,9 +79,17 @@ impl Session {
         let seed = spec.seed;
         let link = Link::start(spec)?;
         let specs = directions.map(control::DirectionSpecs::from);
-        let control = control::serve(&link, name.clone(), seed, specs)?;
-        let metrics = metrics.map(|addr| metrics::serve(&link, addr)).transpose()?;
-        Ok(Session { link, name, control, metrics, started: monotonic_now() })
+        let served = control::serve(&link, name.clone(), seed, specs)
+            .and_then(|control| Ok((control, metrics.map(|addr| metrics::serve(&link, addr)).transpose()?)));
+        match served {
+            Ok((control, metrics)) => Ok(Session { link, name, control, metrics, started: monotonic_now() }),
+            // Stopped as at the end of a run: the interfaces get their offloads back, an
+            // attached one its plain path.
+            Err(e) => {
+                let _ = link.stop();
+                Err(e)
+            }
+        }
     }
 
     /// The control socket's path.

@@ -516,6 +516,17 @@ fn sigint_stops_cleanly_and_restores_the_interfaces() {
     t.start(&[]);
     t.stop();
     assert!(gro("pa").contains(": on"), "repaired by the next run: {}", gro("pa"));
+
+    // A run that fails after its link started (its metrics port is taken) stops the link
+    // before it exits: GRO comes back at once.
+    let taken =
+        in_ns(&mid, || std::net::TcpListener::bind("127.0.0.1:0").expect("a free port")).join().unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let out =
+        sh(&["ip", "netns", "exec", &mid, "timeout", "20", PATHEM, "run", "pa", "pb", "--metrics", &port]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(gro("pa").contains(": on"), "GRO restored after a failed start: {} ({err})", gro("pa"));
 }
 
 fn bad_ports_are_refused_with_one_line() {
