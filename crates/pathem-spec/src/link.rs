@@ -33,7 +33,18 @@ impl Direction {
     /// `layers` merged in order (later ones win, field by field), checked, and the schedule
     /// in `schedule` built on the result.
     pub fn resolve(layers: &[&PathSpec], schedule: Option<&Path>) -> Result<Direction, SpecError> {
-        let merged = layers.iter().fold(PathSpec::default(), |acc, l| acc.overridden_by(l));
+        Direction::resolve_among(layers, schedule, &[])
+    }
+
+    /// [`resolve`](Self::resolve) for one direction of a link whose other direction has the
+    /// classes `elsewhere`: a schedule line's `--class NAME` for one of those changes that
+    /// direction alone, and is no error here.
+    pub fn resolve_among(
+        layers: &[&PathSpec],
+        schedule: Option<&Path>,
+        elsewhere: &[String],
+    ) -> Result<Direction, SpecError> {
+        let merged = merge(layers);
         let classes = crate::class::resolve(&merged)?;
         let spec = merged.without_classes();
         let path = spec.to_config()?;
@@ -42,7 +53,7 @@ impl Direction {
             Some(f) => {
                 let named: Vec<(&str, &PathSpec)> =
                     classes.iter().map(|c| (c.name.as_str(), &c.spec)).collect();
-                let s = schedule::load(f, &spec, &named)?;
+                let s = schedule::load(f, &spec, &named, elsewhere)?;
                 for (c, sched) in classes.iter_mut().zip(schedule::class_schedules(&s, f)?) {
                     c.schedule = sched;
                 }
@@ -79,6 +90,11 @@ pub fn notes(directions: &[&Direction]) -> Vec<String> {
     out
 }
 
+/// `layers` merged in order, later ones winning field by field.
+fn merge(layers: &[&PathSpec]) -> PathSpec {
+    layers.iter().fold(PathSpec::default(), |acc, l| acc.overridden_by(l))
+}
+
 /// The config file at `path`, or an empty one.
 pub fn config(path: Option<&Path>) -> Result<ConfigFile, SpecError> {
     path.map_or_else(|| Ok(ConfigFile::default()), file::load)
@@ -95,8 +111,15 @@ pub fn directions(
 ) -> Result<(Direction, Direction), SpecError> {
     let [(ab_flag, ab_text), (ba_flag, ba_text)] = own;
     let both = file.common();
-    let ab = Direction::resolve(&[&file.a_to_b, &both, common, &direction(ab_flag, ab_text)?], schedule)?;
-    let ba = Direction::resolve(&[&file.b_to_a, &both, common, &direction(ba_flag, ba_text)?], schedule)?;
+    let (ab_own, ba_own) = (direction(ab_flag, ab_text)?, direction(ba_flag, ba_text)?);
+    let ab_layers = [&file.a_to_b, &both, common, &ab_own];
+    let ba_layers = [&file.b_to_a, &both, common, &ba_own];
+    // A schedule line may name a class only one direction has: it changes that one.
+    let names = |layers: &[&PathSpec]| -> Result<Vec<String>, SpecError> {
+        Ok(crate::class::resolve(&merge(layers))?.into_iter().map(|c| c.name).collect())
+    };
+    let ab = Direction::resolve_among(&ab_layers, schedule, &names(&ba_layers)?)?;
+    let ba = Direction::resolve_among(&ba_layers, schedule, &names(&ab_layers)?)?;
     Ok((ab, ba))
 }
 
@@ -144,6 +167,27 @@ mod tests {
         assert_eq!(ba.path.delay.base, Nanos::from_millis(20));
         let e = directions(&file, &common, [("a-to-b", Some("--delay x")), ("b-to-a", None)], None);
         assert!(e.unwrap_err().to_string().contains("a-to-b"));
+    }
+
+    #[test]
+    fn a_schedule_line_may_name_a_class_one_direction_has() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = ConfigFile::default();
+        let common = PathSpec::default();
+        let own = [("a-to-b", Some("--class 'udp port 53' '--loss 1%'")), ("b-to-a", None)];
+        let at = |text: &str| {
+            let f = dir.path().join("s.txt");
+            std::fs::write(&f, text).unwrap();
+            directions(&file, &common, own, Some(&f))
+        };
+        // class1 is a->b's only: it changes there, and b->a's schedule has no step for it.
+        let (ab, ba) = at("10s --class class1 \"--loss 5%\"\n").unwrap();
+        let class = ab.classes[0].schedule.as_ref().expect("a->b's class follows the line");
+        assert_eq!(class.steps()[0].0, Nanos::from_secs(10));
+        assert!(ba.schedule.is_none_or(|s| s.steps().is_empty()));
+        // A class neither direction has is still refused, both directions' classes named.
+        let e = at("10s --class dns \"--loss 5%\"\n").unwrap_err().to_string();
+        assert!(e.contains("--class dns: no class of that name (classes: class1)"), "{e}");
     }
 
     #[test]

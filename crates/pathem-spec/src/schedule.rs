@@ -34,15 +34,17 @@ pub struct ScheduleSpec {
 /// Parses a schedule whose first step builds on `base`; file names in flags are taken
 /// relative to `dir`. Errors are `line N: what is wrong`.
 pub fn parse(text: &str, base: &PathSpec, dir: &Path) -> Result<ScheduleSpec, ScheduleError> {
-    parse_with_classes(text, base, &[], dir)
+    parse_with_classes(text, base, &[], &[], dir)
 }
 
 /// [`parse`] for a direction with classes (`(name, spec)` each): a line's `--class NAME FLAGS`
-/// changes that class, building on its spec.
+/// changes that class, building on its spec. A class only the link's other direction has
+/// (`elsewhere`) is left to that direction's schedule; a name neither has is refused.
 pub fn parse_with_classes(
     text: &str,
     base: &PathSpec,
     classes: &[(&str, &PathSpec)],
+    elsewhere: &[String],
     dir: &Path,
 ) -> Result<ScheduleSpec, ScheduleError> {
     let mut steps: Vec<(Nanos, usize, PathSpec)> = Vec::new();
@@ -89,7 +91,15 @@ pub fn parse_with_classes(
         for pair in change.class.chunks(2) {
             let [name, flags] = pair else { continue };
             let Some(i) = classes.iter().position(|(c, _)| c == name) else {
-                let known: Vec<&str> = classes.iter().map(|(c, _)| *c).collect();
+                if elsewhere.contains(name) {
+                    continue;
+                }
+                let mut known: Vec<&str> = classes.iter().map(|(c, _)| *c).collect();
+                for e in elsewhere.iter().map(String::as_str) {
+                    if !known.contains(&e) {
+                        known.push(e);
+                    }
+                }
                 return Err(at(
                     n,
                     format!("--class {name}: no class of that name (classes: {})", names(&known)),
@@ -131,11 +141,16 @@ fn at(line: usize, reason: String) -> ScheduleError {
 
 /// Reads and parses a schedule file for a direction with `classes`; errors are
 /// `schedule FILE:LINE: …`.
-pub fn load(file: &Path, base: &PathSpec, classes: &[(&str, &PathSpec)]) -> Result<ScheduleSpec, SpecError> {
+pub fn load(
+    file: &Path,
+    base: &PathSpec,
+    classes: &[(&str, &PathSpec)],
+    elsewhere: &[String],
+) -> Result<ScheduleSpec, SpecError> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| SpecError::ScheduleUnreadable { path: file.into(), reason: e.to_string() })?;
     let dir = file.parent().unwrap_or(Path::new("."));
-    parse_with_classes(&text, base, classes, dir)
+    parse_with_classes(&text, base, classes, elsewhere, dir)
         .map_err(|error| SpecError::Schedule { path: file.into(), error })
 }
 
