@@ -229,8 +229,14 @@ pub fn to_netem(spec: &PathSpec) -> Result<String, SpecError> {
         Some(LossConfig::Trace(_)) | None => {}
     }
     if cfg.ecn {
-        if cfg.loss.is_none() {
-            return no("--ecn without --loss".into(), "NetEm marks only frames its loss model would lose");
+        // As tc (and pathem's netem parser): a random loss of 0% is no loss model.
+        let loses = match &cfg.loss {
+            Some(LossConfig::Random(p) | LossConfig::Correlated { p, .. }) => p.get() > 0.0,
+            other => other.is_some(),
+        };
+        if !loses {
+            let what = if cfg.loss.is_some() { "--ecn with a loss of 0%" } else { "--ecn without --loss" };
+            return no(what.into(), "NetEm marks only frames its loss model would lose");
         }
         words.push("ecn".into());
     }

@@ -127,20 +127,11 @@ impl NetemSpec {
             ));
         }
         if let Some((_, d)) = &p.distribution {
-            n.push(match d {
-                DistName::Named(Dist::Uniform) => "distribution uniform is NetEm's own, without a table".into(),
-                DistName::Named(Dist::Pareto) => "distribution pareto is pathem's exact one (mean 0, std 1 jitter); \
-                    NetEm's pareto.dist table is scaled by 4/3 and clipped at 4 jitters (mean −0.03, std 0.82 jitter); \
-                    give the table's path to use NetEm's"
-                    .into(),
-                DistName::Named(d) => format!(
-                    "distribution {d} is pathem's exact one; NetEm's {d}.dist table has 4096 steps and is clipped at \
-                     ±4 jitters; give the table's path (/usr/lib/tc/{d}.dist) to use NetEm's"
-                ),
-                DistName::Table(..) => "a tc table is drawn entry by entry as NetEm does (delay + jitter · value / \
-                    8192)"
-                    .into(),
-            });
+            n.push(dist_note("distribution", d));
+        }
+        // tc reads the same tables for slots (and has no uniform one).
+        if let Some((_, SlotWords { spacing: SlotSpacing::Dist { name, .. }, .. })) = &p.slot {
+            n.push(dist_note("slot distribution", name));
         }
         if p.ecn.is_some() {
             n.push(
@@ -157,5 +148,29 @@ impl NetemSpec {
             );
         }
         n
+    }
+}
+
+/// How pathem draws the distribution `d` that `what` (`distribution`, `slot distribution`)
+/// names, against NetEm's table of that name.
+fn dist_note(what: &str, d: &DistName) -> String {
+    match d {
+        DistName::Named(Dist::Uniform) if what == "distribution" => {
+            "distribution uniform is NetEm's own, without a table".into()
+        }
+        DistName::Named(Dist::Uniform) => format!(
+            "{what} uniform is pathem's (delay ± jitter, evenly); tc has no uniform table and refuses it"
+        ),
+        DistName::Named(Dist::Pareto) => format!(
+            "{what} pareto is pathem's exact one (mean 0, std 1 jitter); NetEm's pareto.dist table is scaled by \
+             4/3 and clipped at 4 jitters (mean −0.03, std 0.82 jitter); give the table's path to use NetEm's"
+        ),
+        DistName::Named(d) => format!(
+            "{what} {d} is pathem's exact one; NetEm's {d}.dist table has 4096 steps and is clipped at ±4 jitters; \
+             give the table's path (/usr/lib/tc/{d}.dist) to use NetEm's"
+        ),
+        DistName::Table(..) => {
+            format!("a tc table for the {what} is drawn entry by entry as NetEm does (delay + jitter · value / 8192)")
+        }
     }
 }

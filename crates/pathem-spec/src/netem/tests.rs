@@ -101,6 +101,13 @@ fn tc_tables_from_a_file_or_tcs_folder() {
     // delay + jitter · value / 8192: 9, 10, 11 and 12 ms, each a quarter of the time.
     assert_eq!(d.dist.typical_max(d.base, d.jitter), Nanos::from_millis(12));
     assert!(notes(&spec).contains("entry by entry"));
+    // Slots read the same tables in tc: the same note, for the slot's distribution.
+    let slot = notes("slot distribution pareto 1ms 1ms");
+    assert!(
+        slot.contains("slot distribution pareto is pathem's exact one") && slot.contains("pareto.dist"),
+        "{slot}"
+    );
+    assert!(notes("slot distribution uniform 1ms 1ms").contains("tc has no uniform table and refuses it"));
     let e = refusal("delay 10ms 1ms distribution no-such-table-here");
     assert!(
         e.starts_with("--netem \"delay 10ms 1ms distribution no-such-table-here\": word 5 \"no-such-table-here\" names no distribution table: no such table (looked for")
@@ -397,6 +404,9 @@ fn to_netem_and_back_make_the_same_path() {
         ("--delay 10ms --reorder", "--reorder"),
         ("--delay 10ms --jitter 1ms --delay-dist exponential --reorder", "--delay-dist exponential"),
         ("--ecn", "--ecn without --loss"),
+        // tc and pathem's own netem parser refuse `loss random 0% ecn`: never written.
+        ("--ecn --loss 0%", "--ecn with a loss of 0%"),
+        ("--ecn --loss random:0%,corr=25%", "--ecn with a loss of 0%"),
         ("--slot 0ns", "--slot 0ns"),
     ] {
         let e = to_netem(&PathSpec::from_flags(flags).unwrap()).unwrap_err().to_string();
