@@ -15,6 +15,7 @@ use crate::delay_line::{ring_capacity, AllocError, Ring};
 use crate::pipeline::{delay_line_size, EngineConfig};
 use pathem_model::limits::RangeError;
 use pathem_model::{Nanos, PathConfig};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex};
 
@@ -39,12 +40,18 @@ pub enum ChangeError {
 pub(crate) struct Change {
     pub(crate) config: Arc<PathConfig>,
     pub(crate) ring: Option<Ring>,
+    /// New configurations for the path's schedule's steps, in order: the change holds over
+    /// the schedule. The path then takes the step in effect's new configuration (`config`
+    /// before the first step).
+    pub(crate) steps: Option<Vec<PathConfig>>,
 }
 
 /// The control side: any thread may hold one (it is cheap to clone).
 #[derive(Clone, Debug)]
 pub struct Control {
     tx: Sender<Change>,
+    /// Changes sent, and changes the pipeline has taken (it stores the count).
+    counts: Arc<(AtomicU64, AtomicU64)>,
     /// The configuration in effect, as the pipeline last reported it (only the control side
     /// locks this).
     view: Arc<Mutex<View>>,
@@ -69,6 +76,9 @@ pub(crate) struct Line {
 #[derive(Debug)]
 pub(crate) struct Inbox {
     rx: Receiver<Change>,
+    counts: Arc<(AtomicU64, AtomicU64)>,
+    /// Changes taken and not yet reported applied.
+    drained: std::cell::Cell<u64>,
     applied: Sender<Arc<PathConfig>>,
 }
 
@@ -78,7 +88,11 @@ pub(crate) fn channel(initial: &PathConfig, line: Option<Line>) -> (Control, Inb
     let (tx, rx) = std::sync::mpsc::channel();
     let (applied_tx, applied_rx) = std::sync::mpsc::channel();
     let view = View { current: initial.clone(), applied: applied_rx, line };
-    (Control { tx, view: Arc::new(Mutex::new(view)) }, Inbox { rx, applied: applied_tx })
+    let counts = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
+    (
+        Control { tx, counts: counts.clone(), view: Arc::new(Mutex::new(view)) },
+        Inbox { rx, counts, drained: std::cell::Cell::new(0), applied: applied_tx },
+    )
 }
 
 impl Control {
@@ -94,11 +108,26 @@ impl Control {
     /// caller's thread, so the pipeline's only moves on to it; the records already in the
     /// line leave from the old one first.
     pub fn set(&self, config: PathConfig) -> Result<(), ChangeError> {
-        self.check(&config)?;
+        self.send(config, None)
+    }
+
+    /// As [`set`](Self::set) for a path that follows a schedule: `steps` are the schedule's
+    /// steps with the change applied to each (in the schedule's order), so the change holds
+    /// when later steps fall due. The path takes the new configuration of the step in effect
+    /// (`config` before the first).
+    pub fn set_over_schedule(&self, config: PathConfig, steps: Vec<PathConfig>) -> Result<(), ChangeError> {
+        self.send(config, Some(steps))
+    }
+
+    fn send(&self, config: PathConfig, steps: Option<Vec<PathConfig>>) -> Result<(), ChangeError> {
+        let all = std::iter::once(&config).chain(steps.iter().flatten());
+        for c in all.clone() {
+            self.check(c)?;
+        }
         let mut view = self.view.lock().unwrap_or_else(|e| e.into_inner());
         let ring = match view.line.as_mut() {
             Some(line) => {
-                let need = delay_line_size(&config, &line.engine);
+                let need = all.map(|c| delay_line_size(c, &line.engine)).max().unwrap_or(0);
                 match ring_capacity(need, line.engine.max_frame) {
                     Some(want) if want <= line.capacity => None,
                     _ => {
@@ -110,7 +139,22 @@ impl Control {
             }
             None => None,
         };
-        self.tx.send(Change { config: Arc::new(config), ring }).map_err(|_| ChangeError::Stopped)
+        self.tx.send(Change { config: Arc::new(config), ring, steps }).map_err(|_| ChangeError::Stopped)?;
+        self.counts.0.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Waits until the pipeline has taken every change sent through this control (it does
+    /// between two rounds), for at most `limit`; true once it has.
+    pub fn taken(&self, limit: std::time::Duration) -> bool {
+        let until = std::time::Instant::now() + limit;
+        while self.counts.1.load(Ordering::Acquire) < self.counts.0.load(Ordering::Acquire) {
+            if std::time::Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        true
     }
 
     /// Notes that the pipeline's line now holds `capacity` bytes (it took a ring before it
@@ -119,21 +163,6 @@ impl Control {
         let mut view = self.view.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(line) = view.line.as_mut() {
             line.capacity = line.capacity.max(capacity);
-        }
-    }
-
-    /// Waits until the pipeline has applied `config` (it does between two rounds, within
-    /// [`crate::wait::MAX_IDLE_WAIT`] when idle), for at most `limit`; true once it has.
-    pub fn applied(&self, config: &PathConfig, limit: std::time::Duration) -> bool {
-        let until = std::time::Instant::now() + limit;
-        loop {
-            if self.current() == *config {
-                return true;
-            }
-            if std::time::Instant::now() >= until {
-                return false;
-            }
-            std::thread::sleep(std::time::Duration::from_micros(200));
         }
     }
 
@@ -167,7 +196,9 @@ impl Inbox {
     #[inline]
     pub(crate) fn take(&self) -> Option<Change> {
         let mut last: Option<Change> = None;
+        let mut n = 0;
         while let Ok(mut c) = self.rx.try_recv() {
+            n += 1;
             if let Some(earlier) = last.and_then(|l| l.ring) {
                 if c.ring.as_ref().is_none_or(|r| r.capacity() < earlier.capacity()) {
                     c.ring = Some(earlier);
@@ -175,12 +206,15 @@ impl Inbox {
             }
             last = Some(c);
         }
+        self.drained.set(self.drained.get() + n);
         last
     }
 
     /// Tells the control side that `config` is now in effect.
     pub(crate) fn applied(&self, config: Arc<PathConfig>) {
         let _ = self.applied.send(config);
+        // Counted once in effect: a `show` after `taken` sees the change.
+        self.counts.1.fetch_add(self.drained.take(), Ordering::AcqRel);
     }
 }
 
@@ -199,6 +233,18 @@ impl Schedule {
     pub fn new(steps: Vec<(Nanos, PathConfig)>, period: Option<Nanos>) -> Schedule {
         debug_assert!(steps.windows(2).all(|w| w[0].0 < w[1].0));
         Schedule { steps, period }
+    }
+
+    /// Gives the steps new configurations, in order; false, changing nothing, for another
+    /// count.
+    pub(crate) fn replace(&mut self, configs: Vec<PathConfig>) -> bool {
+        if configs.len() != self.steps.len() {
+            return false;
+        }
+        for (step, c) in self.steps.iter_mut().zip(configs) {
+            step.1 = c;
+        }
+        true
     }
 
     pub fn steps(&self) -> &[(Nanos, PathConfig)] {
@@ -226,6 +272,22 @@ impl Timeline {
         let (offset, _) = self.schedule.steps.get(self.next)?;
         let lap = self.schedule.period.map_or(Nanos::ZERO, |p| Nanos(p.as_nanos().saturating_mul(self.lap)));
         Some(self.origin + lap + *offset)
+    }
+
+    /// The configuration of the step last applied, if one was.
+    pub(crate) fn in_effect(&self) -> Option<&PathConfig> {
+        let n = self.schedule.steps.len();
+        match (self.next, self.lap) {
+            (0, 0) => None,
+            (0, _) => self.schedule.steps.get(n.checked_sub(1)?).map(|s| &s.1),
+            (i, _) => self.schedule.steps.get(i - 1).map(|s| &s.1),
+        }
+    }
+
+    /// Gives the steps new configurations, in order (a change that holds over them); the
+    /// times and the place in the schedule stay. False, changing nothing, for another count.
+    pub(crate) fn replace(&mut self, configs: Vec<PathConfig>) -> bool {
+        self.schedule.replace(configs)
     }
 
     /// The step due now; moves on to the next one (wrapping round with a period).
@@ -265,5 +327,21 @@ mod tests {
         // Sent once: a later change that fits the promised line brings none.
         control.set(delayed(900)).unwrap();
         assert!(inbox.take().unwrap().ring.is_none());
+    }
+
+    #[test]
+    fn a_change_over_a_schedule_replaces_its_steps_in_place() {
+        let schedule = Schedule::new(vec![(Nanos(0), delayed(1)), (Nanos(10), delayed(2))], Some(Nanos(20)));
+        let mut t = Timeline::new(schedule, Nanos(100));
+        assert_eq!(t.in_effect(), None);
+        assert_eq!(t.advance(), Some((Nanos(100), delayed(1))));
+        assert_eq!(t.in_effect(), Some(&delayed(1)));
+        assert!(!t.replace(vec![delayed(5)]), "another count changes nothing");
+        assert!(t.replace(vec![delayed(5), delayed(6)]));
+        assert_eq!(t.in_effect(), Some(&delayed(5)), "the step in effect, replaced");
+        assert_eq!(t.advance(), Some((Nanos(110), delayed(6))));
+        // A lap on: the last step is in effect until the first falls due again.
+        assert_eq!(t.in_effect(), Some(&delayed(6)));
+        assert_eq!(t.advance(), Some((Nanos(120), delayed(5))));
     }
 }

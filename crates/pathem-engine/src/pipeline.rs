@@ -438,8 +438,24 @@ impl<R: RxPort> Input<R> {
                 if let Some(ring) = change.ring {
                     l.ingress.take_ring(ring);
                 }
-                l.ingress.reconfigure(&change.config, now);
-                l.inbox.applied(change.config);
+                // A change over a schedule: its steps take the change, and the path the step
+                // in effect's new configuration.
+                let mut config = change.config;
+                match (change.steps, l.timeline.as_mut(), l.schedule.as_mut()) {
+                    (Some(steps), Some(t), _) => {
+                        if t.replace(steps) {
+                            if let Some(c) = t.in_effect() {
+                                config = Arc::new(c.clone());
+                            }
+                        }
+                    }
+                    (Some(steps), None, Some(s)) => {
+                        s.replace(steps);
+                    }
+                    _ => {}
+                }
+                l.ingress.reconfigure(&config, now);
+                l.inbox.applied(config);
             }
         }
         Ok(())

@@ -153,13 +153,28 @@ impl ClassState {
 pub struct DirectionSpecs {
     pub path: PathSpec,
     pub classes: Vec<(String, String, PathSpec)>,
+    /// The schedule's steps as specs: the default path's, and each class's (in the classes'
+    /// order); empty where no schedule changes the path.
+    pub steps: Vec<PathSpec>,
+    pub class_steps: Vec<Vec<PathSpec>>,
 }
 
 impl From<&pathem_spec::link::Direction> for DirectionSpecs {
     fn from(d: &pathem_spec::link::Direction) -> DirectionSpecs {
         let classes =
             d.classes.iter().map(|c| (c.name.clone(), c.filter.to_string(), c.spec.clone())).collect();
-        DirectionSpecs { path: d.spec.clone(), classes }
+        let class_steps = d.classes.iter().map(|c| c.schedule_specs.clone()).collect();
+        DirectionSpecs { path: d.spec.clone(), classes, steps: d.schedule_specs.clone(), class_steps }
+    }
+}
+
+impl DirectionSpecs {
+    /// Path `lane`'s spec at the start (0: the default path) and its schedule's steps.
+    fn lane(&self, lane: usize) -> (&PathSpec, &[PathSpec]) {
+        match lane {
+            0 => (&self.path, &self.steps),
+            l => (&self.classes[l - 1].2, self.class_steps.get(l - 1).map_or(&[][..], Vec::as_slice)),
+        }
     }
 }
 
@@ -438,12 +453,14 @@ pub fn serve(
     let (kab, kba) = link.counters();
     let filters = |d: &DirectionSpecs| d.classes.iter().map(|c| c.1.clone()).collect::<Vec<_>>();
     let filters = (filters(&specs[0]), filters(&specs[1]));
-    let current = std::sync::Mutex::new(specs);
+    // What every `set` so far changed, path by path (direction, lane): the top layer, over
+    // the start's flags and the schedule's steps alike.
+    let held = std::sync::Mutex::new(std::collections::HashMap::<(usize, usize), PathSpec>::new());
     let attached = link.started.attached;
     let to = controls.clone();
     let setter: Setter = Box::new(move |words: &[String]| {
         let change = pathem_spec::change::Change::parse(words)?;
-        let mut specs = current.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = held.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((egress, ingress)) = attached {
             let asks_egress = change.both != PathSpec::default() || change.a_to_b != PathSpec::default();
             if !ingress && change.b_to_a != PathSpec::default() {
@@ -453,24 +470,32 @@ pub fn serve(
                 return Err(Refusal::NotAttached("egress"));
             }
         }
-        let (ab, ba) = change.apply(&(specs[0].path.clone(), specs[1].path.clone()), attached.is_some());
-        // Every path that changes: (direction, lane, new spec, its config). A default path the
-        // words leave alone (they name only classes) is not set again.
+        // A one-way link has no b -> a path: words for it alone would change nothing.
+        if to.1.is_none() && change.b_to_a != PathSpec::default() {
+            return Err(Refusal::OneWay);
+        }
+        let over = |d: usize, lane: usize| held.get(&(d, lane)).cloned().unwrap_or_default();
+        let (ab, ba) = change.apply(&(over(0, 0), over(1, 0)), attached.is_some());
+        // Every path that changes, with what all changes so far hold for it. A default path
+        // the words leave alone (they name only classes) is not set again; a class named
+        // twice takes both.
         let asks = |s: &PathSpec| s.without_classes() != PathSpec::default();
         let both = asks(&change.both);
-        let mut plan = Vec::new();
+        let mut plan: Vec<((usize, usize), PathSpec)> = Vec::new();
         for (d, spec, own) in [(0, ab, &change.a_to_b), (1, ba, &change.b_to_a)] {
             if asks(own) || (both && (d == 0 || attached.is_none())) {
-                plan.push((d, 0, spec.to_config()?, spec));
+                plan.push(((d, 0), spec));
             }
         }
         for (name, flags, dirs) in change.classes(attached.is_some())? {
             let mut found = false;
             for &d in dirs {
-                let lanes = &specs[d].classes;
-                if let Some(i) = lanes.iter().position(|c| c.0 == name) {
-                    let spec = lanes[i].2.overridden_by(&flags);
-                    plan.push((d, i + 1, spec.to_config()?, spec));
+                if let Some(i) = specs[d].classes.iter().position(|c| c.0 == name) {
+                    let key = (d, i + 1);
+                    match plan.iter_mut().find(|p| p.0 == key) {
+                        Some(p) => p.1 = p.1.overridden_by(&flags),
+                        None => plan.push((key, over(d, i + 1).overridden_by(&flags))),
+                    }
                     found = true;
                 }
             }
@@ -481,34 +506,41 @@ pub fn serve(
                 return Err(Refusal::NoClass { name, known });
             }
         }
-        // A one-way link has no b -> a path: words for it alone would change nothing.
-        if to.1.is_none() && change.b_to_a != PathSpec::default() {
-            return Err(Refusal::OneWay);
+        // Each path as the change leaves it: the start's flags with what is held on top, and
+        // each schedule step the same way, so the change holds when later steps fall due.
+        let mut made = Vec::new();
+        for ((d, lane), held) in &plan {
+            let (start, steps) = specs[*d].lane(*lane);
+            let config = start.overridden_by(held).to_config()?;
+            let steps =
+                steps.iter().map(|s| s.overridden_by(held).to_config()).collect::<Result<Vec<_>, _>>()?;
+            made.push((*d, *lane, config, steps));
         }
         let control = |d: usize, lane: usize| match d {
             0 => to.0.get(lane),
             _ => to.1.as_ref().and_then(|c| c.get(lane)),
         };
-        for (d, lane, cfg, _) in &plan {
+        for (d, lane, cfg, steps) in &made {
             if let Some(c) = control(*d, *lane) {
-                c.check(cfg)?;
+                for c_cfg in std::iter::once(cfg).chain(steps) {
+                    c.check(c_cfg)?;
+                }
             }
         }
-        for (d, lane, cfg, _) in &plan {
-            if let Some(c) = control(*d, *lane) {
-                c.set(cfg.clone())?;
+        for (d, lane, cfg, steps) in made {
+            if let Some(c) = control(d, lane) {
+                match steps.is_empty() {
+                    true => c.set(cfg)?,
+                    false => c.set_over_schedule(cfg, steps)?,
+                }
             }
         }
-        for (d, lane, _, spec) in &plan {
-            match lane {
-                0 => specs[*d].path = spec.clone(),
-                l => specs[*d].classes[l - 1].2 = spec.clone(),
-            }
+        for (key, spec) in plan.iter().cloned() {
+            held.insert(key, spec);
         }
         // `set` answers once the change is in effect, so a `show` right after sees it.
         let limit = std::time::Duration::from_secs(1);
-        let done =
-            plan.iter().all(|(d, lane, cfg, _)| control(*d, *lane).is_none_or(|c| c.applied(cfg, limit)));
+        let done = plan.iter().all(|((d, lane), _)| control(*d, *lane).is_none_or(|c| c.taken(limit)));
         if !done {
             return Err(Refusal::NotApplied);
         }

@@ -63,6 +63,8 @@ pub struct Class {
     pub path: PathConfig,
     /// Its steps in `--schedule`, if any line names it.
     pub schedule: Option<pathem_engine::Schedule>,
+    /// Those steps as specs, in order.
+    pub schedule_specs: Vec<PathSpec>,
 }
 
 impl Class {
@@ -144,7 +146,7 @@ pub fn resolve(spec: &PathSpec) -> Result<Vec<Class>, SpecError> {
         let compiled = Filter::compile(&filter).map_err(SpecError::Filter)?;
         let path =
             spec.to_config().map_err(|e| SpecError::Class(format!("class {name} ({filter:?}): {e}")))?;
-        out.push(Class { name, filter: compiled, spec, path, schedule: None });
+        out.push(Class { name, filter: compiled, spec, path, schedule: None, schedule_specs: Vec::new() });
     }
     Ok(out)
 }

@@ -21,6 +21,9 @@ pub struct Direction {
     pub path: PathConfig,
     /// `--schedule`'s changes, built on `spec`.
     pub schedule: Option<Schedule>,
+    /// The schedule's steps as specs (each line on top of the ones before), in its order:
+    /// what a `ctl set` that holds over the schedule builds on.
+    pub schedule_specs: Vec<PathSpec>,
     /// What a `--netem` spec in the layers said of how its words were read and where pathem's
     /// meaning differs (`pathem netem` gives the same), a line each.
     pub notes: Vec<String>,
@@ -49,6 +52,7 @@ impl Direction {
         let spec = merged.without_classes();
         let path = spec.to_config()?;
         let mut classes = classes;
+        let mut schedule_specs = Vec::new();
         let schedule = match schedule {
             Some(f) => {
                 let named: Vec<(&str, &PathSpec)> =
@@ -57,6 +61,10 @@ impl Direction {
                 for (c, sched) in classes.iter_mut().zip(schedule::class_schedules(&s, f)?) {
                     c.schedule = sched;
                 }
+                for (c, steps) in classes.iter_mut().zip(&s.class_steps) {
+                    c.schedule_specs = steps.iter().map(|step| step.2.clone()).collect();
+                }
+                schedule_specs = s.steps.iter().map(|step| step.2.clone()).collect();
                 Some(schedule::to_schedule(&s, f)?)
             }
             None => None,
@@ -69,7 +77,7 @@ impl Direction {
             .flat_map(|n| n.notes())
             .collect();
         notes.dedup();
-        Ok(Direction { spec, path, schedule, notes, classes })
+        Ok(Direction { spec, path, schedule, schedule_specs, notes, classes })
     }
 
     /// The classes as the engine takes them.

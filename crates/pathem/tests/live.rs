@@ -73,6 +73,7 @@ fn main() {
         ),
         ("a_flood_is_counted_frame_for_frame", a_flood_is_counted_frame_for_frame),
         ("ctl_steers_a_running_link_and_shows_it", ctl_steers_a_running_link_and_shows_it),
+        ("ctl_set_holds_over_a_schedule", ctl_set_holds_over_a_schedule),
         ("ctl_reaches_a_running_shell", ctl_reaches_a_running_shell),
         ("metrics_and_show_agree", metrics_and_show_agree),
         ("stages_on_two_cpus_forward_everything", stages_on_two_cpus_forward_everything),
@@ -1058,6 +1059,33 @@ fn a_flood_is_counted_frame_for_frame() {
 /// Runs `pathem ctl ARGS` (the socket is a file: no namespace needed).
 fn ctl(args: &[&str]) -> Output {
     Command::new(PATHEM).arg("ctl").args(args).output().expect("pathem ctl runs")
+}
+
+/// A `ctl set` on a link that follows a schedule builds on the step in effect and holds
+/// when later steps fall due; a step still changes what the set left alone.
+fn ctl_set_holds_over_a_schedule() {
+    let dir = tempfile::tempdir().unwrap();
+    let schedule = dir.path().join("s.txt");
+    std::fs::write(&schedule, "0s --delay 20ms\n2s --loss 2%\n").unwrap();
+    let mut t = Topo::new();
+    let name = format!("t{}h{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    t.start_with("afpacket", &["--schedule", schedule.to_str().unwrap(), "--name", &name, "--json"]);
+    let path = |dir: &str| -> String {
+        let v: serde_json::Value = serde_json::from_slice(&ctl(&[&name, "show", "--json"]).stdout).unwrap();
+        v[dir]["path"].as_str().unwrap().to_string()
+    };
+    let out = ctl(&[&name, "set", "--a-to-b", "--rate 100mbit --queue 100pkt"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (ab, ba) = (path("a_to_b"), path("b_to_a"));
+    assert!(ab.contains("delay 20ms") && ab.contains("100mbit"), "the step's delay kept: {ab}");
+    assert!(ba.contains("delay 20ms") && !ba.contains("100mbit"), "{ba}");
+    let (min, _) = t.rtt(5);
+    assert!((40.0..44.0).contains(&min), "rtt {min} for 2 × 20 ms");
+    // After the 2 s step: its loss joins, the set's rate holds.
+    std::thread::sleep(Duration::from_millis(2300));
+    let ab = path("a_to_b");
+    assert!(ab.contains("delay 20ms") && ab.contains("100mbit") && ab.contains("loss"), "{ab}");
+    t.stop();
 }
 
 fn ctl_steers_a_running_link_and_shows_it() {
