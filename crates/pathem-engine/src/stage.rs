@@ -408,6 +408,9 @@ impl Ingress {
     }
 }
 
+/// The latest release a record can carry: one below [`UNDECIDED`].
+const LATEST: Nanos = Nanos(UNDECIDED.0 - 1);
+
 /// Writes the record of a frame the discipline admitted, with `release` (`push` made the
 /// room, so the write cannot fail).
 #[inline(always)]
@@ -521,6 +524,11 @@ impl Fate {
     /// asked for (the frames held back are counted, with how long).
     #[inline(always)]
     fn clamp(&self, release: Nanos) -> Nanos {
+        // A time that saturated at the clock's end (a frame of many cells at 1 bit/s) stays
+        // below UNDECIDED, the records' "no decision yet": such a frame waits for the end of
+        // the clock (a replay's output then refuses it as past its format's end), never
+        // forever for a decision, nor read as dropped.
+        let release = release.min(LATEST);
         if release < self.last_release && !self.reorder {
             self.counters.reorder_clamped.inc();
             self.counters.reorder_clamp_ns.add((self.last_release - release).as_nanos());

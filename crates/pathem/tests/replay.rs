@@ -315,6 +315,35 @@ fn release_times_past_what_pcap_holds_are_refused() {
     assert!(err.contains("past what pcap can hold"), "{err}");
 }
 
+#[test]
+fn a_release_at_the_clocks_end_is_refused_not_waited_for_nor_lost() {
+    // 65 535 bytes in 1-byte cells with 65 535 bytes of overhead each, at 1 bit/s: past the
+    // clock's end on the wire. Its release saturates, and must not read as a record with no
+    // decision yet (the replay waited forever) or as a dropped one (exit 0, a frame unsent and
+    // uncounted): exit 1 as for any release past pcap's end, or a queue limit's counted drop.
+    let d = Dir::new();
+    let t = Nanos::from_secs(1);
+    write_capture(&d.path("in.pcap"), vec![(t, udp_frame(60, 0)), (t + Nanos(1_000), udp_frame(65_535, 1))])
+        .unwrap();
+    for aqm in ["droptail", "pie", "codel", "red", "drophead", "fq-codel", "dualpi2"] {
+        let (i, o, st) = (d.s("in.pcap"), d.s("out.pcap"), d.s("s.json"));
+        let args = ["replay", &i, &o, "--rate", "1bit", "--cell", "1,65535", "--aqm", aqm, "--stats", &st];
+        let out = pathem_within(&args, std::time::Duration::from_secs(60));
+        let err = String::from_utf8_lossy(&out.stderr);
+        match out.status.code() {
+            Some(1) => assert!(err.contains("past what pcap can hold"), "{aqm}: {err}"),
+            Some(0) => {
+                let a = stats(&d.path("s.json"));
+                let dropped: u64 =
+                    a["dropped"].as_object().unwrap().values().filter_map(|v| v.as_u64()).sum();
+                assert_eq!(a["rx_packets"], 2, "{aqm}");
+                assert_eq!(a["tx_packets"].as_u64().unwrap() + dropped, 2, "{aqm}: {a}");
+            }
+            c => panic!("{aqm}: exit {c:?}: {err}"),
+        }
+    }
+}
+
 /// Runs pathem, killing it (and failing) if it has not finished within `limit`: a guard
 /// against runs that never end, not a timing.
 fn pathem_within(args: &[&str], limit: std::time::Duration) -> Output {

@@ -63,6 +63,14 @@ pub trait Discipline {
         true
     }
 
+    /// True when, until a frame arrives or leaves, the updates after the last one leave the
+    /// control law where the last of them alone would: the serve loop then runs only the last
+    /// update before its next event (a frame held for days at 1 bit/s is not worth 10^7
+    /// updates, and one held until the clock's end would never get through them).
+    fn settled(&self) -> bool {
+        false
+    }
+
     /// Every frame held, taken out (in any order).
     fn take_all(&mut self) -> Vec<Entry>;
 
@@ -243,6 +251,9 @@ impl Discipline for PieFifo {
     }
     fn steady(&self) -> bool {
         self.pie.steady(&self.config)
+    }
+    fn settled(&self) -> bool {
+        self.pie.settled()
     }
     fn inherit(&mut self, old: PieFifo) {
         self.pie = old.pie;

@@ -241,6 +241,12 @@ impl Discipline for DualPi2 {
     fn steady(&self) -> bool {
         self.p == 0.0 && self.prevq == Nanos::ZERO
     }
+    /// At p = 1 with the classic queue's head already past the target, every update until a
+    /// frame leaves adds more than nothing (the head's sojourn only grows) and p stays 1: only
+    /// `prevq` moves, to the sojourn at the last update, which that update alone sets.
+    fn settled(&self) -> bool {
+        self.p >= 1.0 && !self.c.is_empty() && self.prevq > self.cfg.target
+    }
     fn take_all(&mut self) -> Vec<Entry> {
         self.take_every()
     }

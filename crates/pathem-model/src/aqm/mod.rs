@@ -616,7 +616,13 @@ impl Core {
                         return;
                     }
                     d.update(u);
-                    self.next_update = Some(u.saturating_add(t));
+                    let next = u.saturating_add(t);
+                    // Settled: on to the last update before the next event.
+                    self.next_update = Some(match d.settled() && next <= horizon {
+                        true => next
+                            .saturating_add(Nanos((horizon - next).as_nanos() / t.as_nanos() * t.as_nanos())),
+                        false => next,
+                    });
                     continue;
                 }
             }

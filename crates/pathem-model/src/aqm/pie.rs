@@ -88,6 +88,8 @@ pub struct Pie {
     qdelay_old: Nanos,
     burst_allowance: Nanos,
     accu_prob: f64,
+    /// The last update changed nothing: until the queue changes, neither will the next.
+    settled: bool,
 }
 
 impl Pie {
@@ -97,6 +99,7 @@ impl Pie {
             qdelay: Nanos::ZERO,
             qdelay_old: Nanos::ZERO,
             burst_allowance: cfg.max_burst,
+            settled: false,
             accu_prob: 0.0,
         }
     }
@@ -147,6 +150,19 @@ impl Pie {
 
     /// RFC 8033's `calculate_drop_prob`, every `t_update`; `empty`: the queue is empty now.
     pub fn update(&mut self, cfg: &PieConfig, empty: bool) {
+        let before = (self.drop_prob, self.burst_allowance, self.qdelay_old);
+        self.calculate(cfg, empty);
+        self.settled = before == (self.drop_prob, self.burst_allowance, self.qdelay_old);
+    }
+
+    /// True when the last update changed nothing. An update reads only the state, the queue
+    /// delay last measured and whether the queue is empty, none of which changes until a frame
+    /// arrives or leaves: every update until then changes nothing either.
+    pub fn settled(&self) -> bool {
+        self.settled
+    }
+
+    fn calculate(&mut self, cfg: &PieConfig, empty: bool) {
         let qdelay = if empty { Nanos::ZERO } else { self.qdelay };
         let secs = |t: Nanos| t.as_nanos() as f64 / 1e9;
         let mut p =
