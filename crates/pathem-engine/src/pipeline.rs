@@ -363,6 +363,14 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
         Pipeline { input, output }
     }
 
+    /// Reads the occupancy gauges (queue, delay line) now: they are read every 10 ms while
+    /// running, and a report at the end should not show what was held 10 ms before.
+    pub fn read_gauges(&mut self, now: Nanos) {
+        for l in &mut self.input.lanes {
+            l.ingress.gauges(now);
+        }
+    }
+
     /// After a stop: sends what is due at `now`, gives the transmit port up to `drain` to
     /// hand over what it holds, reads the port's drop count a last time, and returns the final
     /// counters (frames still in the delay line are `in_flight`; they are not sent).
@@ -376,6 +384,7 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
         }
         out.port.port_tx_queued.set(out.tx.queued() as u64);
         out.take_refused(true);
+        self.read_gauges(now);
         self.input.port.port_rx_dropped.set(self.input.rx.kernel_drops());
         self.input.take_offload();
         Ok(self.input.counters.snapshot())

@@ -398,8 +398,10 @@ impl Ingress {
                     mark_ce(bytes);
                 }
             };
+            // Made, then sent or dropped: counted as made either way, so received + duplicated
+            // = sent + dropped + in flight holds.
+            c.duplicated.inc();
             if self.line.push(release, frame.wire_len, frame.data, copy_edit) {
-                c.duplicated.inc();
                 c.written.inc();
             } else {
                 c.drop(DropReason::DelayLine);

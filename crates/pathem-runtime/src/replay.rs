@@ -50,6 +50,7 @@ pub fn replay<T: TxPort>(
     pipe.follow_schedules(start);
     let mut clock = VirtualClock::starting_at(start);
     run(&mut [&mut pipe], &mut clock, &AtomicBool::new(false))?;
+    pipe.read_gauges(pathem_engine::Clock::now(&mut clock));
     let stats = pipe.counters().snapshot();
     let classes = pipe.counters().classes();
     let delay_line_bytes = pipe.delay_line_capacity();

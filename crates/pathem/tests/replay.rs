@@ -316,6 +316,27 @@ fn release_times_past_what_pcap_holds_are_refused() {
 }
 
 #[test]
+fn a_duplicate_the_full_line_drops_is_counted_made_and_dropped() {
+    // A line of two records: every original fits at first, its copy not always.
+    let d = Dir::new();
+    let frames: Vec<_> =
+        (0..10).map(|i| (Nanos::from_secs(1) + Nanos(i * 1_000), udp_frame(60, i))).collect();
+    write_capture(&d.path("in.pcap"), frames).unwrap();
+    let st = d.s("s.json");
+    let args =
+        ["--duplicate", "100%", "--delay", "10ms", "--max-frame", "100", "--buffer", "1", "--stats", &st];
+    ok(&replay(&d.path("in.pcap"), &d.path("out.pcap"), &args));
+    let s = stats(&d.path("s.json"));
+    let dropped: u64 = s["dropped"].as_object().unwrap().values().filter_map(|v| v.as_u64()).sum();
+    let n = |k: &str| s[k].as_u64().unwrap();
+    assert!(n("duplicated") > 0 && s["dropped"]["delay_line"].as_u64().unwrap() > 0, "{s}");
+    assert_eq!(n("rx_packets") + n("duplicated"), n("tx_packets") + dropped + n("in_flight"), "{s}");
+    assert_eq!(read_capture(&d.path("out.pcap")).unwrap().len() as u64, n("tx_packets"));
+    // The gauges are read at the end: nothing is held.
+    assert_eq!((n("delay_line_used"), n("queue_frames"), n("queue_bytes")), (0, 0, 0), "{s}");
+}
+
+#[test]
 fn a_release_at_the_clocks_end_is_refused_not_waited_for_nor_lost() {
     // 65 535 bytes in 1-byte cells with 65 535 bytes of overhead each, at 1 bit/s: past the
     // clock's end on the wire. Its release saturates, and must not read as a record with no
