@@ -48,18 +48,20 @@ impl PcapSource {
         if file.metadata().map(|m| m.is_dir()).unwrap_or(false) {
             return Err(format("is a directory, not a pcap capture".into()));
         }
-        let mut magic = [0u8; 4];
-        let got = read_up_to(&mut file, &mut magic).map_err(|e| format(e.to_string()))?;
-        drop(file);
-        let file = File::open(path).map_err(|source| Error::Open { path: path.to_path_buf(), source })?;
-        Self::from_reader(path, Box::new(file), magic, got)
+        // The header's bytes are read once and put back in front of the rest: a pipe (`<(...)`,
+        // /dev/stdin) cannot be opened a second time from its start.
+        let mut head = [0u8; 24];
+        let got = read_up_to(&mut file, &mut head).map_err(|e| format(e.to_string()))?;
+        let magic = [head[0], head[1], head[2], head[3]];
+        let input = std::io::Cursor::new(head[..got].to_vec()).chain(file);
+        Self::from_reader(path, Box::new(input), magic, got)
     }
 
     /// Reads a capture held in memory; `name` stands for its path in messages.
     pub fn from_bytes(name: &Path, bytes: Vec<u8>) -> Result<PcapSource, Error> {
         let mut magic = [0u8; 4];
-        let got = bytes.len().min(4);
-        magic[..got].copy_from_slice(&bytes[..got]);
+        let got = bytes.len().min(24);
+        magic[..got.min(4)].copy_from_slice(&bytes[..got.min(4)]);
         Self::from_reader(name, Box::new(std::io::Cursor::new(bytes)), magic, got)
     }
 

@@ -454,6 +454,31 @@ fn bad_captures_get_one_line_and_leave_no_output() {
     std::fs::write(d.path("raw.pcap"), raw_ip).unwrap();
     let err = refused(&d, &["replay", d.path("raw.pcap").to_str().unwrap(), o], 1);
     assert!(err.contains("not Ethernet"), "{err}");
+
+    // A header cut short says how short.
+    std::fs::write(d.path("h20.pcap"), &bytes[..20]).unwrap();
+    let err = refused(&d, &["replay", d.path("h20.pcap").to_str().unwrap(), o], 1);
+    assert!(err.contains("(20 bytes, shorter than a pcap header)"), "{err}");
+}
+
+#[test]
+fn a_capture_from_a_pipe_is_read_whole() {
+    // A pipe cannot be read from its start twice: the header is read once.
+    let d = Dir::new();
+    write_capture(&d.path("in.pcap"), cbr(100, 100, Nanos::from_micros(1))).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pathem"))
+        .args(["replay", "/dev/stdin", &d.s("out.pcap"), "--delay", "1ms"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let bytes = std::fs::read(d.path("in.pcap")).unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &bytes));
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap().unwrap();
+    ok(&out);
+    assert_eq!(read_capture(&d.path("out.pcap")).unwrap().len(), 100);
 }
 
 #[test]
