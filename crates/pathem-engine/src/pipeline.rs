@@ -123,7 +123,7 @@ pub struct ClassConfig {
     pub name: String,
     pub filter: Filter,
     pub path: PathConfig,
-    /// Its changes at set times, followed from [`Pipeline::follow_classes`]'s origin.
+    /// Its changes at set times, followed from [`Pipeline::follow_schedules`]'s origin.
     pub schedule: Option<Schedule>,
 }
 
@@ -452,10 +452,8 @@ impl<R: RxPort> Input<R> {
                 let mut config = change.config;
                 match (change.steps, l.timeline.as_mut(), l.schedule.as_mut()) {
                     (Some(steps), Some(t), _) => {
-                        if t.replace(steps) {
-                            if let Some(c) = t.in_effect() {
-                                config = Arc::new(c.clone());
-                            }
+                        if let Some(c) = t.replace(steps).then(|| t.in_effect()).flatten() {
+                            config = Arc::new(c.clone());
                         }
                     }
                     (Some(steps), None, Some(s)) => {
