@@ -79,6 +79,8 @@ pub(crate) struct Inbox {
     counts: Arc<(AtomicU64, AtomicU64)>,
     /// Changes taken and not yet reported applied.
     drained: std::cell::Cell<u64>,
+    /// Changes taken in all.
+    received: std::cell::Cell<u64>,
     applied: Sender<Arc<PathConfig>>,
 }
 
@@ -91,7 +93,7 @@ pub(crate) fn channel(initial: &PathConfig, line: Option<Line>) -> (Control, Inb
     let counts = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
     (
         Control { tx, counts: counts.clone(), view: Arc::new(Mutex::new(view)) },
-        Inbox { rx, counts, drained: std::cell::Cell::new(0), applied: applied_tx },
+        Inbox { rx, counts, drained: Default::default(), received: Default::default(), applied: applied_tx },
     )
 }
 
@@ -195,6 +197,11 @@ impl Inbox {
     /// sent since the last take.
     #[inline]
     pub(crate) fn take(&self) -> Option<Change> {
+        // One load while nothing was sent (every round), not the channel's several: a change
+        // is counted after it is in the channel, so a count seen means a change to take.
+        if self.counts.0.load(Ordering::Acquire) == self.received.get() {
+            return None;
+        }
         let mut last: Option<Change> = None;
         let mut n = 0;
         while let Ok(mut c) = self.rx.try_recv() {
@@ -207,6 +214,7 @@ impl Inbox {
             last = Some(c);
         }
         self.drained.set(self.drained.get() + n);
+        self.received.set(self.received.get() + n);
         last
     }
 
