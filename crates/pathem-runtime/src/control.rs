@@ -28,7 +28,7 @@ pub const SOCKET_DIR: &str = "/run/pathem";
 
 /// Applies the words of a `ctl set` to the link (parsing them as `run` parses its flags);
 /// the error is one line for the user.
-pub type Setter = Box<dyn Fn(&[String]) -> Result<(), Refusal> + Send + Sync>;
+pub type Setter = Box<dyn Fn(&[String], Option<&Path>) -> Result<(), Refusal> + Send + Sync>;
 
 /// Why a `ctl set` changed nothing.
 #[derive(Debug, thiserror::Error)]
@@ -88,8 +88,20 @@ pub const PROTOCOL: u32 = 1;
 pub enum Request {
     /// The link's state.
     Show,
-    /// The words of `ctl set`, for the link's [`Setter`].
-    Set { args: Vec<String> },
+    /// The words of `ctl set`, for the link's [`Setter`], and the client's directory, where
+    /// a relative file name in them (`--loss trace:FILE`) is (absent from an older client).
+    Set {
+        args: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cwd: Option<PathBuf>,
+    },
+}
+
+impl Request {
+    /// `set` with the words of `ctl set`, from this process's directory.
+    pub fn set(args: Vec<String>) -> Request {
+        Request::Set { args, cwd: std::env::current_dir().ok() }
+    }
 }
 
 /// An answer, as the server sends it and the client reads it.
@@ -388,7 +400,7 @@ fn answer(stream: UnixStream, served: &Served) -> std::io::Result<()> {
     BufReader::new(std::io::Read::take(&stream, 64 << 10)).read_line(&mut line)?;
     let reply = match parse_request(&line) {
         Ok(Request::Show) => Reply::State(Box::new(served.state())),
-        Ok(Request::Set { args }) => match (served.setter)(&args) {
+        Ok(Request::Set { args, cwd }) => match (served.setter)(&args, cwd.as_deref()) {
             Ok(()) => Reply::Changed,
             Err(e) => Reply::Refused { error: e.to_string() },
         },
@@ -458,8 +470,15 @@ pub fn serve(
     let held = std::sync::Mutex::new(std::collections::HashMap::<(usize, usize), PathSpec>::new());
     let attached = link.started.attached;
     let to = controls.clone();
-    let setter: Setter = Box::new(move |words: &[String]| {
-        let change = pathem_spec::change::Change::parse(words)?;
+    let setter: Setter = Box::new(move |words: &[String], cwd: Option<&Path>| {
+        // File names are the client's: relative ones are taken from its directory.
+        let here = |s: PathSpec| match cwd {
+            Some(d) => s.relative_to(d),
+            None => s,
+        };
+        let mut change = pathem_spec::change::Change::parse(words)?;
+        (change.both, change.a_to_b, change.b_to_a) =
+            (here(change.both), here(change.a_to_b), here(change.b_to_a));
         let mut held = held.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((egress, ingress)) = attached {
             let asks_egress = change.both != PathSpec::default() || change.a_to_b != PathSpec::default();
@@ -488,6 +507,7 @@ pub fn serve(
             }
         }
         for (name, flags, dirs) in change.classes(attached.is_some())? {
+            let flags = here(flags);
             let mut found = false;
             for &d in dirs {
                 if let Some(i) = specs[d].classes.iter().position(|c| c.0 == name) {
@@ -566,7 +586,7 @@ mod tests {
 
     #[test]
     fn requests_are_typed_and_versioned() {
-        let set = Request::Set { args: vec!["--delay".into(), "5ms".into()] };
+        let set = Request::Set { args: vec!["--delay".into(), "5ms".into()], cwd: None };
         let line = serde_json::to_string(&Message { version: PROTOCOL, body: set.clone() }).unwrap();
         assert_eq!(line, r#"{"version":1,"cmd":"set","args":["--delay","5ms"]}"#);
         assert_eq!(parse_request(&line), Ok(set));

@@ -43,7 +43,7 @@ pub fn main(args: CtlArgs) -> anyhow::Result<()> {
                 args.flags.join(" ")
             )))
         }
-        Some("set") if !args.flags.is_empty() => (Request::Set { args: args.flags.clone() }, "set"),
+        Some("set") if !args.flags.is_empty() => (Request::set(args.flags.clone()), "set"),
         Some("set") => {
             return Err(usage(format!("ctl {target} set: accepted: impairment flags, e.g. --delay 20ms")))
         }

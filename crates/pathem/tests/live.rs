@@ -1159,6 +1159,17 @@ fn ctl_steers_a_running_link_and_shows_it() {
     }
     let v: serde_json::Value = serde_json::from_slice(&ctl(&[&name, "show", "--json"]).stdout).unwrap();
     assert!(!v["a_to_b"]["path"].as_str().unwrap().contains("loss"), "a refused set changed nothing: {v}");
+    // A relative file name is the client's: taken from its directory, not pathem's.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("lost.txt"), "0000000001").unwrap();
+    let out = Command::new(PATHEM)
+        .args(["ctl", &name, "set", "--a-to-b", "--loss trace:lost.txt"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&ctl(&[&name, "show", "--json"]).stdout).unwrap();
+    assert!(v["a_to_b"]["path"].as_str().unwrap().contains("loss trace of 10 frames"), "{v}");
     // A client of another protocol version (an older pathem sends no version) gets a line
     // saying so, not a parse failure.
     {
