@@ -77,9 +77,7 @@ pub(crate) struct Line {
 pub(crate) struct Inbox {
     rx: Receiver<Change>,
     counts: Arc<(AtomicU64, AtomicU64)>,
-    /// Changes taken and not yet reported applied.
-    drained: std::cell::Cell<u64>,
-    /// Changes taken in all.
+    /// Changes taken in all (the count the control side sees rises to it once they apply).
     received: std::cell::Cell<u64>,
     applied: Sender<Arc<PathConfig>>,
 }
@@ -93,7 +91,7 @@ pub(crate) fn channel(initial: &PathConfig, line: Option<Line>) -> (Control, Inb
     let counts = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
     (
         Control { tx, counts: counts.clone(), view: Arc::new(Mutex::new(view)) },
-        Inbox { rx, counts, drained: Default::default(), received: Default::default(), applied: applied_tx },
+        Inbox { rx, counts, received: Default::default(), applied: applied_tx },
     )
 }
 
@@ -213,7 +211,6 @@ impl Inbox {
             }
             last = Some(c);
         }
-        self.drained.set(self.drained.get() + n);
         self.received.set(self.received.get() + n);
         last
     }
@@ -222,7 +219,7 @@ impl Inbox {
     pub(crate) fn applied(&self, config: Arc<PathConfig>) {
         let _ = self.applied.send(config);
         // Counted once in effect: a `show` after `taken` sees the change.
-        self.counts.1.fetch_add(self.drained.take(), Ordering::AcqRel);
+        self.counts.1.store(self.received.get(), Ordering::Release);
     }
 }
 

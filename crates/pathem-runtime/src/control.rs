@@ -590,6 +590,11 @@ mod tests {
         let line = serde_json::to_string(&Message { version: PROTOCOL, body: set.clone() }).unwrap();
         assert_eq!(line, r#"{"version":1,"cmd":"set","args":["--delay","5ms"]}"#);
         assert_eq!(parse_request(&line), Ok(set));
+        // A newer client says where it runs (relative file names are its own).
+        assert_eq!(
+            parse_request(r#"{"version":1,"cmd":"set","args":["--delay","5ms"],"cwd":"/home/u"}"#),
+            Ok(Request::Set { args: vec!["--delay".into(), "5ms".into()], cwd: Some("/home/u".into()) })
+        );
         assert_eq!(parse_request(r#"{"version":1,"cmd":"show"}"#), Ok(Request::Show));
         // An older client (no version) and a newer one are told which versions meet.
         assert_eq!(parse_request(r#"{"cmd":"show"}"#), Err(BadRequest::Version(0)));

@@ -2246,7 +2246,7 @@ fn attach_delays_each_direction_and_tcp_keeps_up() {
 fn attach_leaves_nothing_after_sigkill_and_refuses_what_it_cannot_do() {
     let id = format!("pt{}x{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
     let bed = Bed::direct(&id).expect("the test bed");
-    let gen = bed.gen.clone();
+    let (gen, sink) = (bed.gen.clone(), bed.sink.clone());
     bed.warm_up();
     let (mut running, _) = attach(Some(&gen), "g0", &["--delay", "40ms", "--ingress", "--delay 10ms"]);
     let child = &mut running.0;
@@ -2271,6 +2271,14 @@ fn attach_leaves_nothing_after_sigkill_and_refuses_what_it_cannot_do() {
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
         assert!(err.contains(&says), "{args:?}: {err}");
     }
+    // `--buffer` past its range, on an interface no one attached: one line, exit 2.
+    let out = Command::new("ip")
+        .args(["netns", "exec", &sink, PATHEM, "attach", "s0", "--delay", "1ms", "--buffer", "2TiB"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.trim_end().lines().count() == 1 && err.contains("--buffer"), "{err}");
     // SIGKILL: the kernel removes the taps and programs; the plain link works at once.
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::SIGKILL);
     let _ = child.wait();
