@@ -112,11 +112,7 @@ fn allocate(words: usize, touch: bool) -> Result<Box<[UnsafeCell<u64>]>, AllocEr
     let layout =
         Layout::array::<u64>(words).map_err(|_| fail("too large for this machine's address space"))?;
     if touch {
-        if let Some(total) = physical_memory() {
-            if bytes as u64 > total {
-                return Err(fail(&format!("the machine has {total} bytes of memory")));
-            }
-        }
+        fits_memory(bytes)?;
     }
     // SAFETY: the layout has a non-zero size (a ring is at least 64 bytes).
     let ptr = unsafe { std::alloc::alloc_zeroed(layout) } as *mut UnsafeCell<u64>;
@@ -144,7 +140,12 @@ fn allocate(words: usize, touch: bool) -> Result<Box<[UnsafeCell<u64>]>, AllocEr
 /// Whether a ring for `capacity` bytes of frames up to `max_frame` bytes could be made with
 /// its pages touched (it fits the address space and the machine's memory), without making it.
 pub fn can_touch(capacity: usize, max_frame: usize) -> Result<(), AllocError> {
-    let bytes = ring_size(capacity, record_size(max_frame.min(MAX_RECORD_DATA)))?;
+    fits_memory(ring_size(capacity, record_size(max_frame.min(MAX_RECORD_DATA)))?)
+}
+
+/// Refuses `bytes` of touched pages past the machine's memory (rather than leave them to
+/// the OOM killer).
+fn fits_memory(bytes: usize) -> Result<(), AllocError> {
     match physical_memory() {
         Some(total) if bytes as u64 > total => {
             Err(AllocError { bytes, reason: format!("the machine has {total} bytes of memory") })
