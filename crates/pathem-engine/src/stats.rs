@@ -159,6 +159,15 @@ impl DirectionCounters {
         total
     }
 
+    /// Frames and bytes handed to the transmitting port, the ones it refused included. Unlike
+    /// the snapshot's `tx_packets` (handed less refused), this never goes back: a frame is
+    /// handed, then maybe refused at the flush or later, so "sent" read between the two steps
+    /// back at the refusal. A monotone count (Prometheus's counters) reports this and the
+    /// refusals beside it.
+    pub fn handed(&self) -> (u64, u64) {
+        self.paths.iter().fold((0, 0), |(f, b), (_, c)| (f + c.tx_packets.get(), b + c.tx_bytes.get()))
+    }
+
     /// Each path's own counters by name, the default path first; empty without classes.
     pub fn classes(&self) -> Vec<(String, Stats)> {
         if !self.has_classes() {

@@ -18,6 +18,8 @@
 //! `aqm_drop` and `overlimit` (the queue discipline's control law and hard limit) and
 //! `offload` (a super-frame the port could not cut). `pathem_port_tx_errors_total{class}`
 //! counts frames the transmitting port refused (`too_large`, `no_buffer`, `down`, `other`);
+//! they are also in `pathem_tx_frames_total` (frames handed to the port), which therefore
+//! never goes back when a refusal is found after a scrape: sent = tx − tx errors;
 //! `pathem_gso_frames_total`, `pathem_gso_segments_total` and
 //! `pathem_checksums_completed_total` what the receiving port did to a local sender's frames;
 //! `pathem_tx_filler_frames_total`, `pathem_tx_filler_bytes_total` and
@@ -92,13 +94,22 @@ fn by_label<'a>(
 
 impl Collector for LinkCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let snaps: Vec<(&'static str, pathem_engine::Stats)> =
-            self.0.iter().map(|e| (e.direction, e.counters.snapshot())).collect();
+        // Counters never go back: what was handed to the port (a refusal found after a scrape
+        // would take a frame back out of "sent"), with the refusals in a family of their own.
+        let snaps: Vec<(&'static str, pathem_engine::Stats)> = self
+            .0
+            .iter()
+            .map(|e| {
+                let mut s = e.counters.snapshot();
+                (s.tx_packets, s.tx_bytes) = e.counters.handed();
+                (e.direction, s)
+            })
+            .collect();
         let counters: [(&str, &str, Read); 16] = [
             ("pathem_rx_frames", "Frames pathem took from the receiving port", |s| s.rx_packets),
             ("pathem_rx_bytes", "Bytes pathem took from the receiving port", |s| s.rx_bytes),
-            ("pathem_tx_frames", "Frames handed to the transmitting port", |s| s.tx_packets),
-            ("pathem_tx_bytes", "Bytes handed to the transmitting port", |s| s.tx_bytes),
+            ("pathem_tx_frames", "Frames handed to the transmitting port (its refusals included: pathem_port_tx_errors)", |s| s.tx_packets),
+            ("pathem_tx_bytes", "Bytes handed to the transmitting port (its refusals included)", |s| s.tx_bytes),
             ("pathem_duplicated_frames", "Duplicates made", |s| s.duplicated),
             ("pathem_corrupted_frames", "Frames with a bit flipped", |s| s.corrupted),
             ("pathem_ecn_marked_frames", "Frames CE-marked instead of dropped", |s| s.ecn_marked),
@@ -346,10 +357,20 @@ mod tests {
         counters.sojourn.record(pathem_model::Nanos(2_000_000));
         counters.sojourn.record(pathem_model::Nanos(3_000_000));
         let control = transparent();
-        let counters = DirectionCounters::single(counters);
+        counters.tx_packets.add(6);
+        counters.tx_bytes.add(600);
+        let port = std::sync::Arc::new(pathem_engine::Counters::default());
+        port.port_tx_errors[pathem_io::TxErrorClass::TooLarge as usize].set(2);
+        port.port_tx_refused_bytes.set(200);
+        let counters = DirectionCounters::new(port, vec![("default".into(), counters)]);
+        // Sent is handed less refused; the metric is what was handed, so it never goes back.
+        assert_eq!((counters.snapshot().tx_packets, counters.handed()), (4, (6, 600)));
         let text = render(&[Exported { direction: "a_to_b", counters, controls: vec![control] }]);
         for want in [
             "pathem_rx_frames_total{direction=\"a_to_b\"} 7",
+            "pathem_tx_frames_total{direction=\"a_to_b\"} 6",
+            "pathem_tx_bytes_total{direction=\"a_to_b\"} 600",
+            "pathem_port_tx_errors_total{direction=\"a_to_b\",class=\"too_large\"} 2",
             "pathem_dropped_frames_total{direction=\"a_to_b\",reason=\"queue\"} 2",
             "pathem_lateness_seconds_count{direction=\"a_to_b\"} 1",
             "pathem_dropped_frames_total{direction=\"a_to_b\",reason=\"aqm_drop\"} 3",
