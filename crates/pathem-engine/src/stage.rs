@@ -327,7 +327,8 @@ impl Ingress {
         let c = &*self.fate.counters;
         c.rx_packets.inc();
         c.rx_bytes.add(u64::from(frame.wire_len));
-        if frame.data.len() > self.max_frame {
+        // Its length on the wire: a capture cut short (`tcpdump -s 96`) holds fewer bytes.
+        if (frame.wire_len as usize).max(frame.data.len()) > self.max_frame {
             c.drop(DropReason::Oversize);
             return;
         }

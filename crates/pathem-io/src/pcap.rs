@@ -3,7 +3,8 @@
 //! The reader feeds frames to the engine at their capture timestamps (the virtual clock jumps
 //! from one to the next); the writer stamps each frame with the instant the engine released it.
 //! Output goes to a temporary file in the destination's folder and is renamed into place only
-//! by [`PcapSink::commit`], so a failed run never leaves a half-written capture behind.
+//! by [`PcapSink::commit`], so a failed run never leaves a half-written capture behind. Its
+//! snapshot length is at least 256 KiB (libpcap's largest), so no reader cuts a frame.
 
 use crate::port::{PollAt, RxFrame, RxPort, TxPort};
 use crate::Error;
@@ -17,7 +18,9 @@ use std::path::{Path, PathBuf};
 
 /// The link type pathem forwards.
 const LINKTYPE_ETHERNET: u32 = 1;
-/// Largest frame pathem accepts from a capture; longer records mean a corrupt file.
+/// Largest frame pathem accepts from a capture; longer records mean a corrupt file. Also
+/// libpcap's largest snapshot length, and the least a written capture declares: a reader
+/// cuts a record longer than its file's snapshot length without an error.
 const MAX_RECORD: u32 = 256 * 1024;
 
 /// A capture being read, one frame ahead so the engine knows when the next one arrives.
@@ -231,12 +234,16 @@ impl RxPort for PcapSource {
 pub struct PcapSink {
     path: PathBuf,
     writer: Option<PcapWriter<BufWriter<tempfile::NamedTempFile>>>,
+    snaplen: u32,
     error: Option<String>,
 }
 
 impl PcapSink {
-    /// Starts a capture that will appear at `path` when committed.
+    /// Starts a capture that will appear at `path` when committed. Its snapshot length is
+    /// `snaplen` (the input's) or 256 KiB, whichever is larger, so that every frame pathem
+    /// reads or carries fits; a longer frame fails the capture rather than be cut by readers.
     pub fn create(path: &Path, snaplen: u32) -> Result<PcapSink, Error> {
+        let snaplen = snaplen.max(MAX_RECORD);
         let dir = match path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
@@ -255,14 +262,14 @@ impl PcapSink {
             version_minor: 4,
             ts_correction: 0,
             ts_accuracy: 0,
-            snaplen: snaplen.max(65_535),
+            snaplen,
             datalink: DataLink::ETHERNET,
             ts_resolution: TsResolution::NanoSecond,
             endianness: pcap_file::Endianness::native(),
         };
         let writer = PcapWriter::with_header(BufWriter::with_capacity(1 << 20, tmp), header)
             .map_err(|e| Error::Write { path: path.to_path_buf(), reason: e.to_string() })?;
-        Ok(PcapSink { path: path.to_path_buf(), writer: Some(writer), error: None })
+        Ok(PcapSink { path: path.to_path_buf(), writer: Some(writer), snaplen, error: None })
     }
 
     /// Finishes the capture and moves it into place.
@@ -287,6 +294,11 @@ impl TxPort for PcapSink {
             self.error = Some(format!("release time {secs} s is past what pcap can hold (year 2106)"));
             return true;
         };
+        if data.len() > self.snaplen as usize {
+            let n = data.len();
+            self.error = Some(format!("a frame of {n} bytes is longer than the capture's snapshot length"));
+            return true;
+        }
         let packet = RawPcapPacket {
             ts_sec,
             ts_frac: (release.as_nanos() % 1_000_000_000) as u32,
@@ -409,6 +421,22 @@ mod tests {
         check(&linux_sll, "is not Ethernet");
         let missing = PcapSource::open(&dir.path().join("nope.pcap")).err().unwrap().to_string();
         assert!(missing.contains("cannot open") && missing.contains("nope.pcap"), "{missing}");
+    }
+
+    /// A record longer than its file's snapshot length is cut by libpcap's readers, so a
+    /// written capture declares room for every frame pathem carries, and refuses a longer one.
+    #[test]
+    fn a_written_capture_declares_room_for_its_longest_frame() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("big.pcap");
+        write_capture(&p, vec![(Nanos(1), frame(1, 65_536))]).unwrap();
+        let header = PcapReader::new(File::open(&p).unwrap()).unwrap().header();
+        assert_eq!(header.snaplen, MAX_RECORD);
+        assert_eq!(read_capture(&p).unwrap()[0].2.len(), 65_536);
+        let mut s = PcapSink::create(&p, 65_535).unwrap();
+        s.send(Nanos(1), 300_000, &frame(2, MAX_RECORD as usize + 1));
+        let e = s.commit().expect_err("a frame past the snapshot length").to_string();
+        assert!(e.contains("262145 bytes is longer than the capture's snapshot length"), "{e}");
     }
 
     #[test]

@@ -37,7 +37,8 @@ pub struct ReplayArgs {
     /// the first frame's arrival, exactly.
     #[arg(long, value_name = "FILE")]
     pub schedule: Option<PathBuf>,
-    /// Longest frame carried, 1 to 65536 bytes; longer ones are dropped and counted as `oversize`.
+    /// Longest frame carried (its original length in the capture), 1 to 65536 bytes; longer ones
+    /// are dropped and counted as `oversize`.
     #[arg(long, value_name = "BYTES", default_value_t = 65_535)]
     pub max_frame: usize,
 }

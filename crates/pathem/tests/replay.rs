@@ -214,6 +214,28 @@ fn oversize_frames_are_dropped_and_counted() {
     let s = stats(&st);
     assert_eq!(s["dropped"]["oversize"], 5);
     assert_eq!(s["tx_packets"], 5);
+    // A capture cut short (snapshot length 96) holds 96 bytes of each: the frame's length is
+    // its original one, and the 1514-byte ones are still too long.
+    let mut cut = Vec::new();
+    for v in [0xa1b2c3d4u32, 0x0004_0002, 0, 0, 96, 1] {
+        cut.extend_from_slice(&v.to_le_bytes());
+    }
+    for (i, orig) in [100u32, 1514, 1500, 1501].into_iter().enumerate() {
+        let data = udp_frame(orig as usize, i as u64);
+        let incl = orig.min(96);
+        for v in [1u32, i as u32, incl, orig] {
+            cut.extend_from_slice(&v.to_le_bytes());
+        }
+        cut.extend_from_slice(&data[..incl as usize]);
+    }
+    std::fs::write(d.path("cut.pcap"), cut).unwrap();
+    ok(&replay(
+        &d.path("cut.pcap"),
+        &d.path("out.pcap"),
+        &["--max-frame", "1500", "--stats", st.to_str().unwrap()],
+    ));
+    let s = stats(&st);
+    assert_eq!((&s["dropped"]["oversize"], &s["tx_packets"]), (&2.into(), &2.into()), "{s}");
 }
 
 #[test]
