@@ -78,10 +78,12 @@ impl RateTrace {
         Nanos(self.period)
     }
 
-    /// Opportunity `k` (counting across loops) relative to the trace's start.
+    /// Opportunity `k` (counting across loops) relative to the trace's start; past the
+    /// clock's end (a backlog of frames a day apart each, 213 000 frames deep) it saturates,
+    /// as every `Nanos` sum does, never wraps to an early time.
     fn time(&self, k: u64) -> u64 {
         let n = self.times.len() as u64;
-        (k / n) * self.period + self.times[(k % n) as usize]
+        (k / n).saturating_mul(self.period).saturating_add(self.times[(k % n) as usize])
     }
 
     /// The first opportunity at or after `t` (relative to the trace's start).
@@ -89,7 +91,7 @@ impl RateTrace {
         let n = self.times.len() as u64;
         let (lap, phase) = (t / self.period, t % self.period);
         let i = self.times.partition_point(|&x| x < phase) as u64;
-        lap * n + i
+        lap.saturating_mul(n).saturating_add(i)
     }
 }
 
@@ -391,12 +393,12 @@ impl Link {
         let (mut k, mut left) = match *current {
             // Still waiting for an opportunity that has bytes left: share it.
             Some((k, left)) if left > 0 && trace.time(k) >= t => (k, left),
-            Some((k, _)) => (trace.first_at_or_after(t).max(k + 1), OPPORTUNITY_BYTES),
+            Some((k, _)) => (trace.first_at_or_after(t).max(k.saturating_add(1)), OPPORTUNITY_BYTES),
             None => (trace.first_at_or_after(t), OPPORTUNITY_BYTES),
         };
         while need > left {
             need -= left;
-            k += 1;
+            k = k.saturating_add(1);
             left = OPPORTUNITY_BYTES;
         }
         *current = Some((k, left - need));
@@ -542,6 +544,21 @@ mod tests {
         assert_eq!(l.admit(ms(10) + Nanos(1), 100), Some(ms(11)));
         // A 4000-byte frame spans three opportunities: 11 (rest), 11, 13.
         assert_eq!(l.admit(ms(10) + Nanos(2), 4000), Some(ms(13)));
+    }
+
+    /// One opportunity a day: a backlog of 250 000 frames reaches past the clock's end (584
+    /// years). Exit times saturate there and never wrap back to an early time.
+    #[test]
+    fn a_trace_backlog_past_the_clocks_end_saturates() {
+        let mut l = trace_link("86400000\n");
+        let mut last = Nanos(0);
+        for i in 0..250_000u64 {
+            let exit = l.admit(Nanos(i), 1514).unwrap();
+            assert!(exit >= last, "frame {i}: {exit:?} after {last:?}");
+            last = exit;
+        }
+        assert_eq!(last, Nanos::MAX);
+        assert_eq!(l.last_exit(), Nanos::MAX);
     }
 
     #[test]
