@@ -214,7 +214,8 @@ pub struct Writer {
     /// Bytes of the largest record (two must fit a ring).
     max_record: usize,
     growth: Option<Arc<Growth>>,
-    /// A growing line's limit: the largest total of its live segments, in bytes.
+    /// The most the line may hold, in bytes: a growing line's largest total of live segments,
+    /// a fixed line's ring.
     limit: usize,
 }
 
@@ -344,10 +345,7 @@ impl Writer {
 
     /// Bytes the line may hold at most (its limit when it grows).
     pub fn limit(&self) -> usize {
-        match self.growth {
-            Some(_) => self.limit,
-            None => self.shared.cap,
-        }
+        self.limit
     }
 
     /// True when the line can hold `bytes` (what a path keeps in flight) as it is: a fixed
@@ -358,13 +356,13 @@ impl Writer {
 
     /// Lets a growing line hold up to `bytes` (a path changed to one that keeps more in
     /// flight): its limit rises, and its segments grow as frames come. Never lowers it; a
-    /// fixed line is left alone (it takes a [`Ring`] instead). False past the address space.
-    pub fn raise_limit(&mut self, bytes: usize) -> bool {
-        let Ok(want) = ring_size(bytes, self.max_record) else { return false };
+    /// fixed line is left alone (it takes a [`Ring`] instead). Refused past the address space.
+    pub fn raise_limit(&mut self, bytes: usize) -> Result<(), AllocError> {
+        let want = ring_size(bytes, self.max_record)?;
         if self.growth.is_some() {
             self.limit = self.limit.max(want);
         }
-        true
+        Ok(())
     }
 
     /// Moves a line on to `ring` when it is larger than the ring being written: records go
@@ -377,8 +375,8 @@ impl Writer {
         }
         if let Some(g) = &self.growth {
             g.alive.fetch_add(ring.shared.cap, Ordering::AcqRel);
-            self.limit = self.limit.max(ring.shared.cap);
         }
+        self.limit = self.limit.max(ring.shared.cap);
         self.move_to(ring.shared);
         true
     }

@@ -404,7 +404,7 @@ fn size_for_schedule(l: &mut InLane, schedule: &Schedule, engine: &EngineConfig)
         return Ok(());
     }
     if engine.offline {
-        l.ingress.raise_limit(need);
+        l.ingress.raise_limit(need)?;
     } else {
         let ring = crate::delay_line::Ring::new(need, engine.max_frame)?;
         l.control.line_grew(ring.capacity());

@@ -308,9 +308,10 @@ impl Ingress {
     }
 
     /// Lets a growing delay line hold up to `bytes`.
-    pub(crate) fn raise_limit(&mut self, bytes: usize) {
-        self.line.raise_limit(bytes);
+    pub(crate) fn raise_limit(&mut self, bytes: usize) -> Result<(), crate::delay_line::AllocError> {
+        self.line.raise_limit(bytes)?;
         self.fate.counters.delay_line_capacity.set(self.line.limit() as u64);
+        Ok(())
     }
 
     /// Updates the occupancy gauges (every few milliseconds, never per frame).
