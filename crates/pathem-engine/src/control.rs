@@ -255,6 +255,11 @@ impl Schedule {
     pub fn steps(&self) -> &[(Nanos, PathConfig)] {
         &self.steps
     }
+
+    /// How long after each start the schedule starts again, if it repeats.
+    pub fn period(&self) -> Option<Nanos> {
+        self.period
+    }
 }
 
 /// A schedule being followed: where it started and which step comes next.

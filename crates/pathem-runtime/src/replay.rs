@@ -64,11 +64,27 @@ pub fn replay<T: TxPort>(
     })
 }
 
+/// A change a schedule made to a path: `at_ns` after the first frame's arrival (in the first
+/// round of a repeating schedule), `class` the path's class (`default` without one).
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct ScheduledChange {
+    pub at_ns: u64,
+    pub class: String,
+    pub path: String,
+}
+
 /// What `pathem replay` did, as `--stats` writes it.
 #[derive(Serialize, Debug, Clone)]
 pub struct ReplayReport {
     pub seed: u64,
+    /// The path at the start (a schedule changes it: `schedule`).
     pub path: String,
+    /// The schedule's changes, every class's, in time order; empty without one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub schedule: Vec<ScheduledChange>,
+    /// How often the schedule starts again, if it repeats.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule_repeat_ns: Option<u64>,
     /// Most bytes the delay line may hold (it grows with what is in flight, up to this).
     pub delay_line_bytes: usize,
     pub input_backwards_timestamps: u64,
@@ -91,7 +107,21 @@ impl ReplayReport {
         let mut out = String::new();
         let _ =
             writeln!(out, "pathem replay {} -> {} (seed {})", input.display(), output.display(), self.seed);
-        let _ = writeln!(out, "  path       {}", self.path);
+        let start = if self.schedule.is_empty() { "" } else { " (at the start)" };
+        let _ = writeln!(out, "  path       {}{start}", self.path);
+        for (i, c) in self.schedule.iter().enumerate() {
+            let head = if i == 0 { "  schedule " } else { "           " };
+            let class = if c.class == pathem_engine::DEFAULT_CLASS {
+                String::new()
+            } else {
+                format!("class {}: ", c.class)
+            };
+            let at = if c.at_ns == 0 { "0s".to_string() } else { Nanos(c.at_ns).to_string() };
+            let _ = writeln!(out, "{head} +{at}  {class}{}", c.path);
+        }
+        if let Some(p) = self.schedule_repeat_ns {
+            let _ = writeln!(out, "            repeat every {}", Nanos(p));
+        }
         let _ = writeln!(out, "  received   {:>10} frames  {:>12}", s.rx_packets, bytes(s.rx_bytes));
         let _ = writeln!(out, "  forwarded  {:>10} frames  {:>12}", s.tx_packets, bytes(s.tx_bytes));
         let _ = writeln!(
@@ -148,6 +178,29 @@ impl ReplayReport {
     }
 }
 
+/// Every change the default path's `schedule` and the classes' make, in time order (the
+/// default path first at equal times), and the period they repeat with.
+fn scheduled_changes(
+    schedule: Option<&Schedule>,
+    classes: &[ClassConfig],
+) -> (Vec<ScheduledChange>, Option<Nanos>) {
+    let named = std::iter::once((pathem_engine::DEFAULT_CLASS, schedule))
+        .chain(classes.iter().map(|c| (c.name.as_str(), c.schedule.as_ref())));
+    let mut changes = Vec::new();
+    let mut repeat = None;
+    for (class, s) in named {
+        let Some(s) = s else { continue };
+        repeat = repeat.or(s.period());
+        changes.extend(s.steps().iter().map(|(at, path)| ScheduledChange {
+            at_ns: at.as_nanos(),
+            class: class.to_string(),
+            path: path.to_string(),
+        }));
+    }
+    changes.sort_by_key(|c| c.at_ns);
+    (changes, repeat)
+}
+
 /// Replays capture `input` into capture `output` (which exists only if this returns `Ok`).
 pub fn replay_file(
     input: &Path,
@@ -159,6 +212,7 @@ pub fn replay_file(
     engine: &EngineConfig,
 ) -> Result<ReplayReport, Error> {
     engine.validate().map_err(pathem_engine::Error::from)?;
+    let (changes, repeat) = scheduled_changes(schedule.as_ref(), classes);
     let src = PcapSource::open(input)?;
     let sink = PcapSink::create(output, src.snaplen())?;
     let r = replay(src, sink, path, classes, schedule, seed, engine)?;
@@ -174,6 +228,8 @@ pub fn replay_file(
     Ok(ReplayReport {
         seed,
         path: path.to_string(),
+        schedule: changes,
+        schedule_repeat_ns: repeat.map(Nanos::as_nanos),
         delay_line_bytes: r.delay_line_bytes,
         input_backwards_timestamps: r.input_backwards_timestamps,
         peak_memory_bytes: pathem_io::proc_kb("/proc/self/status", "VmHWM"),

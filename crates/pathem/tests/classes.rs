@@ -144,6 +144,11 @@ fn classes_come_from_the_config_file_too_and_schedules_change_them() {
     .unwrap();
     std::fs::write(d.path("s.txt"), "500ms --class dns \"--delay 80ms\"\n").unwrap();
     ok(&replay(&d, &["--config", &d.s("p.toml"), "--schedule", &d.s("s.txt")]));
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(d.path("stats.json")).unwrap()).unwrap();
+    assert_eq!(
+        s["schedule"],
+        serde_json::json!([{"at_ns": 500_000_000u64, "class": "dns", "path": "delay 80ms"}])
+    );
     let out = read_capture(&d.path("out.pcap")).unwrap();
     let frames = two_flows();
     let half = Nanos::from_secs(1) + Nanos::from_millis(500);

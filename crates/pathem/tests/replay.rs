@@ -653,6 +653,32 @@ fn a_schedule_changes_the_path_exactly_at_its_times() {
     }
     let s = stats(&st);
     assert!(s["reorder_clamped"].as_u64().unwrap() > 0, "the 20 ms → 5 ms step clamps: {s}");
+    // The report says the start path and each change, not the start path alone.
+    assert_eq!(s["path"], "delay 1ms");
+    let changes: Vec<_> = s["schedule"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["at_ns"].as_u64().unwrap(), c["class"].as_str().unwrap(), c["path"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            (0, "default", "delay 10ms"),
+            (5_000_000, "default", "delay 20ms"),
+            (10_000_000, "default", "delay 5ms")
+        ]
+    );
+    let summary =
+        pathem(&["replay", &d.s("in.pcap"), &d.s("out.pcap"), "--delay", "1ms", "--schedule", &d.s("s.txt")]);
+    let summary = String::from_utf8_lossy(&summary.stderr);
+    for line in [
+        "  path       delay 1ms (at the start)",
+        "  schedule  +0s  delay 10ms",
+        "            +5ms  delay 20ms",
+    ] {
+        assert!(summary.contains(line), "{line:?} in {summary}");
+    }
     // Bad schedules are refused up front, with the line.
     std::fs::remove_file(d.path("out.pcap")).unwrap();
     std::fs::write(d.path("bad.txt"), "0s --delay 1ms\n2s --loss 150%\n").unwrap();
