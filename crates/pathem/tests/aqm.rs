@@ -383,7 +383,9 @@ impl Reference for FqCodel {
             f.deficit = QUANTUM;
             self.new_flows.push_back(i);
         }
-        // Over the limit: the head of the longest queue (in bytes) goes.
+        // Over the limit, RFC 8290 §4.1 as Linux's fq_codel_drop does it: the longest queue
+        // in bytes (the first such) loses frames from its head, one at least, until half its
+        // bytes are gone or 64 frames are, and its CoDel count rises by as many.
         if self.packets > self.limit {
             let mut fattest = 0;
             for j in 0..FLOWS {
@@ -392,11 +394,20 @@ impl Reference for FqCodel {
                 }
             }
             let f = &mut self.flows[fattest];
-            let d = f.q.pop_front().unwrap();
-            f.bytes -= u64::from(d.len);
-            self.total -= u64::from(d.len);
-            self.packets -= 1;
-            drops.push(d.id);
+            let threshold = f.bytes / 2;
+            let (mut n, mut len) = (0, 0);
+            loop {
+                let d = f.q.pop_front().unwrap();
+                f.bytes -= u64::from(d.len);
+                self.total -= u64::from(d.len);
+                self.packets -= 1;
+                drops.push(d.id);
+                (n, len) = (n + 1, len + u64::from(d.len));
+                if n == 64 || len >= threshold {
+                    break;
+                }
+            }
+            f.vars.count += n;
         }
     }
 
@@ -721,13 +732,16 @@ fn codel() -> Box<dyn Reference> {
     Box::new(Codel { q: VecDeque::new(), bytes: 0, limit: 1000, vars: CodelVars::default() })
 }
 fn fq_codel() -> Box<dyn Reference> {
+    fq_codel_limited(10_240)
+}
+fn fq_codel_limited(limit: usize) -> Box<dyn Reference> {
     Box::new(FqCodel {
         flows: vec![FqFlow::default(); FLOWS],
         new_flows: VecDeque::new(),
         old_flows: VecDeque::new(),
         total: 0,
         packets: 0,
-        limit: 10_240,
+        limit,
     })
 }
 fn red() -> Box<dyn Reference> {
@@ -842,6 +856,17 @@ fn fq_codel_agrees_with_rfc_8290_frame_for_frame() {
         let (out, _) = agree(name, "fq-codel", &[], fq_codel(), &arrivals);
         assert!(!out.dropped.is_empty(), "{name}");
     }
+    // At a hard limit of 200 frames, twice the rate offered: the fattest flow loses a batch
+    // from its head (half its bytes, at most 64 frames) each time an arrival passes the limit.
+    let heavy = traffic(&[(10e6, 1500, 0), (6e6, 1000, 0), (4e6, 600, 0), (0.5e6, 200, 0)], 4.0, 13);
+    let (out, stats) =
+        agree("at its limit", "fq-codel", &["--queue", "200pkt"], fq_codel_limited(200), &heavy);
+    let overlimit = stats["dropped"]["overlimit"].as_u64().unwrap();
+    assert!(
+        overlimit > 1_000 && out.dropped.len() as u64 >= overlimit,
+        "{overlimit} of {}",
+        out.dropped.len()
+    );
     // The sparse flow (source 3, 0.5 Mbit/s) is served as a new flow: its frames barely wait,
     // while the bulk flows' frames queue.
     let arrivals = four_flows();

@@ -111,6 +111,12 @@ impl Codel {
         Codel::default()
     }
 
+    /// Counts `n` drops made outside the control law (FQ-CoDel's batch at its hard limit), as
+    /// Linux's fq_codel does, so the law's drop rate starts higher when it next drops.
+    pub fn count_drops(&mut self, n: u64) {
+        self.count = self.count.saturating_add(n);
+    }
+
     /// `t + interval / sqrt(count)` (RFC 8289's control law), in whole nanoseconds.
     pub fn control_law(cfg: &CodelConfig, t: Nanos, count: u64) -> Nanos {
         t + Nanos((cfg.interval.as_nanos() as f64 / (count.max(1) as f64).sqrt()) as u64)

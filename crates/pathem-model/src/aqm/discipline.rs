@@ -15,8 +15,9 @@ pub enum WhenFull {
     /// Ask the discipline first, telling it the queue is full (RED ages its average on every
     /// arrival, as in Floyd's algorithm, then drops).
     Ask,
-    /// Admit it, then let the discipline give up frames of its choice until under the limit
-    /// ([`Discipline::evict`]: drop-head its oldest, FQ-CoDel its fattest flow's head).
+    /// Admit it, then let the discipline give up frames of its choice ([`Discipline::evict`]:
+    /// drop-head its oldest, one at a time until under the limit; FQ-CoDel a batch from its
+    /// fattest flow's head, once an arrival).
     Evict,
 }
 
@@ -40,9 +41,11 @@ pub trait Discipline {
     fn dequeue(&mut self, now: Nanos, rng: &mut Rng, dropped: &mut dyn FnMut(Entry))
         -> Option<(Entry, bool)>;
 
-    /// With [`WhenFull::Evict`]: a frame given up to come under the limit.
-    fn evict(&mut self) -> Option<Entry> {
-        None
+    /// With [`WhenFull::Evict`], over the limit: gives frames up to `dropped`. True when it may
+    /// be asked again while still over the limit (drop-head: a frame a call); false when it
+    /// gave up what it gives up for this arrival (FQ-CoDel's batch) or had nothing to give.
+    fn evict(&mut self, _dropped: &mut dyn FnMut(Entry)) -> bool {
+        false
     }
 
     /// True when the discipline holds more than a bound of its own (FQ-CoDel's `memory`).
@@ -162,8 +165,8 @@ impl Discipline for DropHead {
     fn dequeue(&mut self, _: Nanos, _: &mut Rng, _: &mut dyn FnMut(Entry)) -> Option<(Entry, bool)> {
         self.q.pop().map(|e| (e, false))
     }
-    fn evict(&mut self) -> Option<Entry> {
-        self.q.pop()
+    fn evict(&mut self, dropped: &mut dyn FnMut(Entry)) -> bool {
+        self.q.pop().map(dropped).is_some()
     }
     fn inherit(&mut self, _: DropHead) {}
 }

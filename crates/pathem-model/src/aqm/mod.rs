@@ -154,7 +154,10 @@ pub static KINDS: [Kind; 7] = [
     Kind { name: "drophead", params: "" },
     Kind { name: "red", params: "[,min=SIZE,max=SIZE,max-p=P,weight=W,gentle=on|off]" },
     Kind { name: "codel", params: "[,target=DUR,interval=DUR]" },
-    Kind { name: "fq-codel", params: "[,flows=N,quantum=SIZE,target=DUR,interval=DUR,memory=SIZE]" },
+    Kind {
+        name: "fq-codel",
+        params: "[,flows=N,quantum=SIZE,target=DUR,interval=DUR,memory=SIZE,drop-batch=N]",
+    },
     Kind { name: "pie", params: "[,target=DUR,t-update=DUR,alpha=HZ,beta=HZ,max-burst=DUR]" },
     Kind {
         name: "dualpi2",
@@ -224,8 +227,8 @@ impl std::fmt::Display for AqmConfig {
             AqmConfig::Codel(c) => write!(f, "codel (target {}, interval {})", c.target, c.interval),
             AqmConfig::FqCodel(c) => write!(
                 f,
-                "fq-codel (flows {}, quantum {} B, target {}, interval {}, memory {} B)",
-                c.flows, c.quantum, c.codel.target, c.codel.interval, c.memory
+                "fq-codel (flows {}, quantum {} B, target {}, interval {}, memory {} B, drop-batch {})",
+                c.flows, c.quantum, c.codel.target, c.codel.interval, c.memory, c.drop_batch
             ),
             AqmConfig::Pie(c) => write!(
                 f,
@@ -585,14 +588,12 @@ impl Core {
         if let Err((entry, reason)) = d.enqueue(e, full, self.ecn, rng) {
             return out(Decision::Drop { entry, reason });
         }
-        // Over the limit after admitting: drop-head takes the oldest frames, FQ-CoDel the
-        // heads of the flow with the largest backlog (RFC 8290 §4.1), for its frame count
-        // and its memory alike.
-        while when_full == WhenFull::Evict && self.over_limit(d) {
-            match d.evict() {
-                Some(v) => out(Decision::Drop { entry: v, reason: AqmDrop::Overlimit }),
-                None => break,
-            }
+        // Over the limit after admitting: drop-head takes the oldest frames, FQ-CoDel a batch
+        // from the head of the flow with the largest backlog (RFC 8290 §4.1; Linux's
+        // fq_codel_drop), for its frame count and its memory alike.
+        if when_full == WhenFull::Evict {
+            let mut dropped = |v| out(Decision::Drop { entry: v, reason: AqmDrop::Overlimit });
+            while self.over_limit(d) && d.evict(&mut dropped) {}
         }
     }
 
