@@ -158,7 +158,8 @@ fn port_by_name(w: &str) -> Option<(u16, Option<u8>)> {
         "https" => (443, None),
         "microsoft-ds" => (445, T),
         "isakmp" => (500, U),
-        "syslog" => (514, U),
+        // netbase: `syslog 514/udp`, and `shell 514/tcp cmd syslog`.
+        "syslog" => (514, None),
         "rtsp" => (554, None),
         "submission" => (587, T),
         "ipp" => (631, T),
@@ -309,9 +310,10 @@ fn simple(a: Val, jmp: Jmp, b: Val) -> Test {
             other => (other, u32::MAX),
         };
         let Val::Ld { base, idx, size } = ld else { return None };
-        let i = idx.constant().filter(|&i| i < 0x1_0000)?;
+        let i = idx.constant()?;
         let off = match *base {
-            Base::Abs(k) => Off::Abs(k.checked_add(i)?),
+            // BPF adds offsets modulo 2^32: `ip[-14:2]` is the Ethernet type.
+            Base::Abs(k) => Off::Abs(k.wrapping_add(i)),
             Base::Tran(k) => Off::Tran(k, i),
         };
         Some((off, *size, mask))
@@ -763,7 +765,12 @@ impl<'a> Parser<'a> {
         };
         self.i += 1;
         let (b, bpre) = self.arth(0)?;
-        let t = B::Test(simple(a, jmp, b));
+        // Two constants compare at compile time, as libpcap's optimizer does: `tcp[100] = 1
+        // or 1 = 1` takes every frame, the load it no longer needs never made.
+        let t = match (a.constant(), b.constant()) {
+            (Some(x), Some(y)) => B::Const(jmp.test(x, y)),
+            _ => B::Test(simple(a, jmp, b)),
+        };
         let t = if reversed { B::not(t) } else { t };
         Ok(match and_opt(apre, bpre) {
             Some(pre) => B::and(pre, t),
@@ -829,7 +836,7 @@ impl<'a> Parser<'a> {
                     self.err_at(at, "a divisor that is not zero (libpcap refuses a division by zero)")
                 );
             }
-            Ar::Shl | Ar::Shr if matches!(b, Val::K(k) if k > 31) => {
+            Ar::Shl | Ar::Shr if b.constant().is_some_and(|k| k > 31) => {
                 return Err(self.err_at(at, "a shift of at most 31 bits"));
             }
             _ => {}
@@ -837,7 +844,21 @@ impl<'a> Parser<'a> {
         // libpcap's gen_arth keeps only the left operand's protocol checks: `0 - ip[9]`
         // loads the byte whatever the frame is.
         let _ = bpre;
-        Ok((Val::Bin(op, Box::new(a), Box::new(b)), apre))
+        // What libpcap's optimizer folds: constants, and a result of 0 whatever the other
+        // operand is (`0 / ip[1]`, `tcp[100] & 0`), whose load it then drops as dead, so a
+        // frame too short for it, or a zero divisor in it, no longer rejects the frame.
+        let zero = match op {
+            Ar::Mul | Ar::And => a.constant() == Some(0) || b.constant() == Some(0),
+            Ar::Div | Ar::Mod | Ar::Shl | Ar::Shr => a.constant() == Some(0),
+            _ => false,
+        };
+        let v = Val::Bin(op, Box::new(a), Box::new(b));
+        let v = match v.constant() {
+            Some(k) => Val::K(k),
+            None if zero => Val::K(0),
+            None => v,
+        };
+        Ok((v, apre))
     }
 
     fn unary(&mut self) -> R<Arth> {

@@ -22,7 +22,7 @@ pub(crate) enum Jmp {
 
 impl Jmp {
     #[inline(always)]
-    fn test(self, a: u32, b: u32) -> bool {
+    pub(crate) fn test(self, a: u32, b: u32) -> bool {
         match self {
             Jmp::Eq => a == b,
             Jmp::Gt => a > b,
@@ -116,7 +116,8 @@ impl Val {
                     Base::Abs(k) => (i, *k),
                     Base::Tran(k) => (i.wrapping_add(ihl(p, *k)?), *k),
                 };
-                load(p, x.checked_add(k)? as usize, *size)
+                // Modulo 2^32, as BPF's `ld [x + k]`.
+                load(p, x.wrapping_add(k) as usize, *size)
             }
             Val::Neg(a) => Some(a.eval(p, len)?.wrapping_neg()),
             Val::Bin(op, a, b) => {
@@ -158,7 +159,7 @@ impl Off {
     fn at(self, p: &[u8]) -> Option<usize> {
         Some(match self {
             Off::Abs(k) => k as usize,
-            Off::Tran(k, o) => k.checked_add(ihl(p, k)?)?.checked_add(o)? as usize,
+            Off::Tran(k, o) => k.wrapping_add(ihl(p, k)?).wrapping_add(o) as usize,
         })
     }
 }
