@@ -591,10 +591,18 @@ impl Core {
         // Over the limit after admitting: drop-head takes the oldest frames, FQ-CoDel a batch
         // from the head of the flow with the largest backlog (RFC 8290 §4.1; Linux's
         // fq_codel_drop), for its frame count and its memory alike.
-        if when_full == WhenFull::Evict {
-            let mut dropped = |v| out(Decision::Drop { entry: v, reason: AqmDrop::Overlimit });
-            while self.over_limit(d) && d.evict(&mut dropped) {}
+        if when_full == WhenFull::Evict && self.over_limit(d) {
+            self.evict(d, out);
         }
+    }
+
+    /// Gives up what the discipline evicts past the limit: out of line, as most arrivals
+    /// never come here and the arrival's path stays short.
+    #[cold]
+    #[inline(never)]
+    fn evict<D: Discipline>(&mut self, d: &mut D, out: &mut impl FnMut(Decision)) {
+        let mut dropped = |v| out(Decision::Drop { entry: v, reason: AqmDrop::Overlimit });
+        while d.evict(&mut dropped) && self.over_limit(d) {}
     }
 
     #[inline(always)]
