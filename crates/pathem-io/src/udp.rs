@@ -44,6 +44,11 @@ impl TimestampedUdp {
     }
 
     /// Receives one datagram into `buf` if one is waiting (`WouldBlock` otherwise).
+    /// The address it is bound to.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.sock.local_addr()
+    }
+
     pub fn recv_nowait(&self, buf: &mut [u8]) -> std::io::Result<Received> {
         let (len, rt) = recv_stamped(self.sock.as_raw_fd(), buf, libc::MSG_DONTWAIT, libc::SO_TIMESTAMPNS)?;
         let now = monotonic_now();

@@ -4,7 +4,6 @@
 //! Pure arithmetic on `(sequence number, send time, receive time)` samples, so it is tested on
 //! synthetic data with known answers.
 
-use hdrhistogram::Histogram;
 use pathem_model::Nanos;
 use serde::Serialize;
 
@@ -14,6 +13,7 @@ pub struct Sample {
     pub seq: u64,
     pub sent: Nanos,
     pub received: Nanos,
+    /// Its frame's length: the datagram with its UDP, IP and Ethernet headers (as `--size`).
     pub len: usize,
 }
 
@@ -34,6 +34,8 @@ pub struct Percentiles {
 pub struct Summary {
     pub sent: u64,
     pub received: u64,
+    /// Datagrams numbered past what the sender announced (not this run's); in nothing else.
+    pub strays: u64,
     pub lost: u64,
     pub loss_rate: f64,
     pub duplicates: u64,
@@ -51,6 +53,8 @@ pub struct Summary {
     pub receiver_gap_us: Percentiles,
     /// Fraction of receiver gaps within ±2 µs of the sender's gap for the same pair.
     pub gaps_kept_within_2us: f64,
+    /// Frame bits (as `--size` and `--rate` count them) and datagrams a second, between the
+    /// first arrival and the last.
     pub throughput_bps: f64,
     pub throughput_pps: f64,
 }
@@ -65,6 +69,12 @@ impl Summary {
             self.lost,
             100.0 * self.loss_rate
         );
+        if self.strays > 0 {
+            out += &format!(
+                "  strays     {} datagrams numbered past the {} sent (not counted)\n",
+                self.strays, self.sent
+            );
+        }
         let bursts = format!("bursts {} (mean {:.2})", self.loss_bursts, self.mean_loss_burst);
         match expected_loss {
             Some(l) => out += &format!("  loss       expected {:.4}%, loss {bursts}\n", 100.0 * l),
@@ -107,31 +117,48 @@ pub struct Series {
     pub loss_bursts: Vec<u64>,
 }
 
-fn percentiles(h: &Histogram<u64>) -> Percentiles {
-    if h.is_empty() {
-        return Percentiles::default();
-    }
+/// Exact percentiles (nearest rank) of `v` in ns, sorted here; the values are kept anyway,
+/// so nothing is rounded to a histogram's buckets or capped at its bound.
+fn percentiles(v: &mut [u64]) -> Percentiles {
+    v.sort_unstable();
+    let (Some(&min), Some(&max)) = (v.first(), v.last()) else { return Percentiles::default() };
     let us = |v: u64| v as f64 / 1e3;
+    let at = |q: f64| us(v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1]);
+    let sum: u128 = v.iter().map(|&x| u128::from(x)).sum();
     Percentiles {
-        min: us(h.min()),
-        median: us(h.value_at_quantile(0.5)),
-        mean: h.mean() / 1e3,
-        p99: us(h.value_at_quantile(0.99)),
-        p99_9: us(h.value_at_quantile(0.999)),
-        p99_99: us(h.value_at_quantile(0.9999)),
-        max: us(h.max()),
+        min: us(min),
+        median: at(0.5),
+        mean: sum as f64 / v.len() as f64 / 1e3,
+        p99: at(0.99),
+        p99_9: at(0.999),
+        p99_99: at(0.9999),
+        max: us(max),
     }
 }
 
-fn histogram() -> Histogram<u64> {
-    // 1 ns to 100 s with 3 significant digits.
-    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid bounds")
+/// The standard deviation of `v` (ns) in µs.
+fn std_us(v: &[u64]) -> f64 {
+    if v.len() < 2 {
+        return 0.0;
+    }
+    let n = v.len() as f64;
+    let mean = v.iter().map(|&x| x as f64).sum::<f64>() / n;
+    (v.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n).sqrt() / 1e3
 }
 
 /// Analyses `samples` (in arrival order) of a run that sent `sent` datagrams.
 pub fn analyse(samples: &[Sample], sent: u64, expected_delay: Nanos) -> (Summary, Series) {
-    let mut delay = histogram();
-    let mut deviation = histogram();
+    // Only this run's datagrams: one numbered at or past what the sender announced is not.
+    let strays = samples.iter().filter(|s| s.seq >= sent).count() as u64;
+    let owned: Vec<Sample>;
+    let samples = match strays {
+        0 => samples,
+        _ => {
+            owned = samples.iter().filter(|s| s.seq < sent).copied().collect();
+            &owned[..]
+        }
+    };
+    let mut delay = Vec::with_capacity(samples.len());
     let mut series = Series::default();
     // Sequence numbers come off the wire: nothing is sized from them, only from the samples.
     let mut seen = std::collections::HashSet::with_capacity(samples.len());
@@ -146,19 +173,16 @@ pub fn analyse(samples: &[Sample], sent: u64, expected_delay: Nanos) -> (Summary
         }
         max_seq = Some(max_seq.map_or(s.seq, |m| m.max(s.seq)));
         let d = s.received.saturating_sub(s.sent).as_nanos();
-        delay.saturating_record(d.max(1));
-        let dev = d.abs_diff(expected_delay.as_nanos());
-        deviation.saturating_record(dev.max(1));
-        series.deviation_ns.push(dev);
+        delay.push(d);
+        series.deviation_ns.push(d.abs_diff(expected_delay.as_nanos()));
     }
-    series.deviation_ns.sort_unstable();
+    let delay_std_us = std_us(&delay);
+    let deviation_us = percentiles(&mut series.deviation_ns);
     // Gaps: sender side in sequence order (among received datagrams), receiver side in arrival
     // order; a pair of consecutive sequence numbers that both arrived compares the two.
     let mut by_seq: Vec<&Sample> = samples.iter().collect();
     by_seq.sort_by_key(|s| (s.seq, s.received));
     by_seq.dedup_by_key(|s| s.seq);
-    let mut sender_gaps = histogram();
-    let mut receiver_gaps = histogram();
     let (mut kept, mut pairs) = (0u64, 0u64);
     for w in by_seq.windows(2) {
         if w[0].seq.checked_add(1) != Some(w[1].seq) {
@@ -166,10 +190,8 @@ pub fn analyse(samples: &[Sample], sent: u64, expected_delay: Nanos) -> (Summary
         }
         let sg = w[1].sent.saturating_sub(w[0].sent).as_nanos();
         let rg = w[1].received.as_nanos() as i128 - w[0].received.as_nanos() as i128;
-        sender_gaps.saturating_record(sg.max(1));
         series.sender_gaps_ns.push(sg);
         if rg >= 0 {
-            receiver_gaps.saturating_record((rg as u64).max(1));
             series.receiver_gaps_ns.push(rg as u64);
         }
         pairs += 1;
@@ -192,10 +214,13 @@ pub fn analyse(samples: &[Sample], sent: u64, expected_delay: Nanos) -> (Summary
         .iter()
         .fold((u64::MAX, 0u64), |(a, b), s| (a.min(s.received.as_nanos()), b.max(s.received.as_nanos())));
     let span = last.saturating_sub(first) as f64 / 1e9;
-    let bytes: usize = samples.iter().map(|s| s.len).sum();
+    // The span runs from the first arrival to the last: the frames after the first filled it.
+    let first_len = samples.iter().min_by_key(|s| s.received).map_or(0, |s| s.len);
+    let bits = (samples.iter().map(|s| s.len as u64).sum::<u64>() - first_len as u64) as f64 * 8.0;
     let summary = Summary {
         sent,
         received,
+        strays,
         lost,
         loss_rate: if sent == 0 { 0.0 } else { lost as f64 / sent as f64 },
         duplicates,
@@ -206,14 +231,14 @@ pub fn analyse(samples: &[Sample], sent: u64, expected_delay: Nanos) -> (Summary
         } else {
             series.loss_bursts.iter().sum::<u64>() as f64 / series.loss_bursts.len() as f64
         },
-        delay_us: percentiles(&delay),
-        delay_std_us: delay.stdev() / 1e3,
-        deviation_us: percentiles(&deviation),
+        delay_us: percentiles(&mut delay),
+        delay_std_us,
+        deviation_us,
         expected_delay_us: expected_delay.as_nanos() as f64 / 1e3,
-        sender_gap_us: percentiles(&sender_gaps),
-        receiver_gap_us: percentiles(&receiver_gaps),
+        sender_gap_us: percentiles(&mut series.sender_gaps_ns.clone()),
+        receiver_gap_us: percentiles(&mut series.receiver_gaps_ns.clone()),
         gaps_kept_within_2us: if pairs == 0 { 0.0 } else { kept as f64 / pairs as f64 },
-        throughput_bps: if span > 0.0 { bytes as f64 * 8.0 / span } else { 0.0 },
+        throughput_bps: if span > 0.0 { bits / span } else { 0.0 },
         throughput_pps: if span > 0.0 { (samples.len() as f64 - 1.0) / span } else { 0.0 },
     };
     (summary, series)
@@ -271,9 +296,45 @@ mod tests {
         let top = u64::MAX;
         let samples = vec![s(top - 2, 0, 1000), s(top - 1, 100, 1100), s(top, 200, 1200)];
         let (sum, series) = analyse(&samples, top, Nanos::from_micros(1000));
-        assert_eq!((sum.received, sum.duplicates, sum.reordered), (3, 0, 0));
-        assert_eq!(series.sender_gaps_ns, [100_000, 100_000]);
+        // `top` datagrams are numbered 0 to top − 1: the one numbered `top` is a stray.
+        assert_eq!((sum.received, sum.strays, sum.duplicates, sum.reordered), (2, 1, 0, 0));
+        assert_eq!(series.sender_gaps_ns, [100_000]);
         assert_eq!(series.loss_bursts, [top - 2]);
+    }
+
+    #[test]
+    fn strays_are_counted_apart_from_the_run() {
+        // 10 sent; 3 and 4 lost; one datagram numbered 100 is not this run's.
+        let mut samples: Vec<Sample> =
+            [0, 1, 2, 5, 6, 7, 8, 9].iter().map(|&i| s(i, i * 100, i * 100 + 50)).collect();
+        samples.push(s(100, 0, 2000));
+        let (sum, series) = analyse(&samples, 10, Nanos::from_micros(50));
+        assert_eq!((sum.received, sum.lost, sum.strays), (8, 2, 1));
+        assert!((sum.loss_rate - 0.2).abs() < 1e-12);
+        assert_eq!(series.loss_bursts, [2]);
+        assert_eq!(sum.delay_us.max, 50.0, "the stray's delay is not the run's");
+    }
+
+    #[test]
+    fn percentiles_are_exact_and_long_delays_are_not_capped() {
+        // Delays 1.0000036 s to 1.0000863 s, and one of 200 s.
+        let mut samples: Vec<Sample> =
+            (0..10).map(|i| Sample { received: Nanos(1_000_003_600 + i * 9_189), ..s(i, 0, 0) }).collect();
+        samples.push(Sample { received: Nanos::from_secs(200), ..s(10, 0, 0) });
+        let (sum, _) = analyse(&samples, 11, Nanos::ZERO);
+        assert_eq!(sum.delay_us.min, 1_000_003.6);
+        assert_eq!(sum.delay_us.median, (1_000_003_600 + 5 * 9_189) as f64 / 1e3);
+        assert_eq!(sum.delay_us.max, 200e6);
+        assert_eq!(sum.deviation_us.max, 200e6);
+    }
+
+    #[test]
+    fn throughput_is_frame_bits_between_the_first_arrival_and_the_last() {
+        // Two 1000-byte frames 1 ms apart: 8000 bits in 1 ms, 1000 a second.
+        let samples = [Sample { len: 1000, ..s(0, 0, 10) }, Sample { len: 1000, ..s(1, 1000, 1010) }];
+        let (sum, _) = analyse(&samples, 2, Nanos::ZERO);
+        assert!((sum.throughput_bps - 8e6).abs() < 1.0, "{}", sum.throughput_bps);
+        assert!((sum.throughput_pps - 1000.0).abs() < 1e-6, "{}", sum.throughput_pps);
     }
 
     #[test]

@@ -11,8 +11,9 @@ pub enum Error {
     /// A thread could not be placed in its namespace or on its CPU.
     #[error(transparent)]
     Place(#[from] pathem_io::host::PlaceError),
-    /// A socket could not be opened, or sending or receiving failed.
-    #[error("{what}: {source}")]
+    /// A socket could not be opened, or sending or receiving failed (the cause follows in the
+    /// error's chain).
+    #[error("{what}")]
     Io { what: &'static str, source: std::io::Error },
     /// The receiving socket could not be bound.
     #[error(transparent)]

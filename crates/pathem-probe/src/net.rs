@@ -10,9 +10,11 @@ use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 /// Finds the probe header in a datagram the kernel looped back with its transmit timestamp:
-/// after the IPv4 and UDP headers (28 bytes), the IPv6 ones (48), or at the start.
+/// the copy starts at the frame's link header, so after Ethernet, IPv4 and UDP (42 bytes) or
+/// Ethernet, IPv6 and UDP (62); on a device without a link header after IPv4 and UDP (28) or
+/// IPv6 and UDP (48); or at the start.
 fn looped_seq(bytes: &[u8]) -> Option<u64> {
-    [28usize, 48, 0]
+    [42usize, 62, 28, 48, 0]
         .into_iter()
         .filter_map(|at| bytes.get(at..).and_then(decode))
         .find(|h| !h.end)
@@ -71,8 +73,7 @@ pub fn send(
         }
         tx_stamps.push(None);
         encode(&mut buf, seq, now(), false);
-        // A full socket buffer is the path's business (and shows as loss), not the sender's.
-        let _ = sock.send_to(&buf, to);
+        sent(sock.send_to(&buf, to), to)?;
         waiting += 1;
         if progress && now() - last_report > Nanos::from_secs(2) {
             last_report = now();
@@ -85,10 +86,40 @@ pub fn send(
             collect_one(&mut tx_stamps, &mut waiting);
         }
         encode(&mut buf, count, now(), true);
-        let _ = sock.send_to(&buf, to);
+        sent(sock.send_to(&buf, to), to)?;
         waiting += 1;
     }
     Ok(tx_stamps)
+}
+
+/// A send's outcome: a full socket buffer is the path's business (and shows as loss), not the
+/// sender's; any other refusal (no route, an address of the other family) ends the run
+/// rather than count datagrams that never left as lost.
+fn sent(r: std::io::Result<usize>, to: SocketAddr) -> std::io::Result<()> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => Ok(()),
+        Err(e) => Err(std::io::Error::new(e.kind(), format!("cannot send to {to}: {e}"))),
+    }
+}
+
+/// Bytes of headers around a datagram in its frame: Ethernet and UDP, and IPv4 or IPv6.
+pub fn frame_headers(addr: SocketAddr) -> usize {
+    if addr.is_ipv6() {
+        62
+    } else {
+        42
+    }
+}
+
+/// A socket to send from, of `to`'s family.
+pub fn sender_for(to: SocketAddr) -> std::io::Result<UdpSocket> {
+    let any: SocketAddr = match to {
+        SocketAddr::V4(_) => (std::net::Ipv4Addr::UNSPECIFIED, 0).into(),
+        SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
+    };
+    UdpSocket::bind(any)
 }
 
 /// Time to read one transmit timestamp; the sender reads one only when more is left before
@@ -100,20 +131,29 @@ const COLLECT_TIME: Nanos = Nanos::from_micros(4);
 /// reading later loses nothing, and on a small machine the CPU time goes to the path instead.
 const READ_EVERY: Duration = Duration::from_millis(1);
 
-/// Receives until an end marker arrives (then waits `linger` for stragglers) or until nothing
-/// has arrived for `idle`. Returns the samples and the count the sender announced.
+/// Receives until an end marker arrives (then waits for stragglers: `linger`, or the spread of
+/// the delays seen so far if longer, up to `idle`) or until nothing has arrived for `idle`
+/// while `sending` (the sender of a pair, if given) is not still at work. Returns the samples
+/// and the count the sender announced.
 pub fn receive(
     sock: &TimestampedUdp,
     linger: Duration,
     idle: Duration,
+    sending: Option<&std::sync::atomic::AtomicBool>,
     progress: bool,
 ) -> std::io::Result<(Vec<Sample>, Option<u64>)> {
+    use std::sync::atomic::Ordering;
     let mut last_report = Instant::now();
     let mut last_arrival = Instant::now();
+    // The spread of one-way delays (the largest less the smallest, which no clock offset
+    // between the ends changes): a datagram sent just before the end marker may come that
+    // much after it.
+    let (mut least, mut most) = (i64::MAX, i64::MIN);
     let mut buf = vec![0u8; 65_536];
+    let headers = frame_headers(sock.local_addr()?);
     let mut samples = Vec::new();
     let mut total = None;
-    let mut deadline: Option<Instant> = None;
+    let mut ended: Option<Instant> = None;
     loop {
         loop {
             let r = match sock.recv_nowait(&mut buf) {
@@ -125,18 +165,26 @@ pub fn receive(
             let Some(h) = decode(&buf[..r.len]) else { continue };
             if h.end {
                 total = Some(h.seq);
-                deadline.get_or_insert_with(|| Instant::now() + linger);
+                ended.get_or_insert_with(Instant::now);
             } else {
-                samples.push(Sample { seq: h.seq, sent: h.sent, received: r.at, len: r.len });
+                let d = r.at.as_nanos().wrapping_sub(h.sent.as_nanos()) as i64;
+                (least, most) = (least.min(d), most.max(d));
+                samples.push(Sample { seq: h.seq, sent: h.sent, received: r.at, len: r.len + headers });
             }
         }
         if progress && last_report.elapsed() > Duration::from_secs(2) {
             last_report = Instant::now();
             eprintln!("pathem probe: received {} datagrams", samples.len());
         }
-        let done = match deadline {
-            Some(d) => Instant::now() >= d,
-            None => last_arrival.elapsed() >= idle,
+        let done = match ended {
+            Some(at) => {
+                let spread = Duration::from_nanos(most.saturating_sub(least).max(0) as u64);
+                at.elapsed() >= linger.max(spread).min(idle.max(linger))
+            }
+            None => {
+                let still = sending.is_some_and(|s| s.load(Ordering::Acquire));
+                !still && last_arrival.elapsed() >= idle
+            }
         };
         if done {
             break;
@@ -144,4 +192,20 @@ pub fn receive(
         std::thread::sleep(READ_EVERY);
     }
     Ok((samples, total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The copy the kernel loops back on the error queue, as a veth or `lo` gives it: the
+    /// Ethernet, IP and UDP headers, then the datagram.
+    #[test]
+    fn a_looped_copy_is_read_behind_its_link_header() {
+        for headers in [42, 62, 28, 48, 0] {
+            let mut copy = vec![0u8; headers + 64];
+            encode(&mut copy[headers..], 7, Nanos(1), false);
+            assert_eq!(looped_seq(&copy), Some(7), "{headers} bytes of headers");
+        }
+    }
 }

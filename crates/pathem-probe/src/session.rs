@@ -4,6 +4,7 @@
 use crate::analysis::{analyse, Sample, Summary};
 use crate::error::Error;
 use crate::net;
+pub use crate::net::sender_for;
 use crate::pattern::{Pattern, Schedule};
 use crate::plot;
 use pathem_io::udp::TimestampedUdp;
@@ -13,6 +14,8 @@ use pathem_model::Nanos;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Bytes of Ethernet, IPv4 and UDP headers around the probe's payload.
@@ -93,6 +96,15 @@ impl Plan {
             (Some(n), _) if n == 0 || n > MAX_COUNT => {
                 return bad("--count", n.to_string(), "1 to 10000000000 datagrams");
             }
+            // A count at a rate that takes longer than a day (`--rate 1e-300pps`) would
+            // sleep past any run's end.
+            (Some(n), _) if (n as f64 - 1.0) / pps > 86_400.0 => {
+                return bad(
+                    "--count",
+                    format!("{n} (at {pps:e} datagrams a second: {:e} s)", (n as f64 - 1.0) / pps),
+                    "a count the rate sends within 1 day (86400s)",
+                );
+            }
             (Some(n), _) => n,
             (None, Some(d)) if d > Nanos::from_secs(86_400) => {
                 return bad("--duration", d.to_string(), "up to 1 day (86400s)");
@@ -120,7 +132,14 @@ impl Plan {
 pub fn send(sock: &UdpSocket, to: SocketAddr, plan: &Plan) -> std::io::Result<Vec<Option<Nanos>>> {
     let schedule = Schedule::new(plan.pattern, plan.pps, plan.seed);
     let progress = plan.count as f64 / plan.pps > 3.0;
-    net::send(sock, to, plan.size - HEADERS, plan.count, schedule, progress)
+    // `--size` is the frame: an IPv6 header takes 20 bytes more of it than IPv4's.
+    let headers = net::frame_headers(to);
+    if plan.size < headers + crate::packet::HEADER {
+        let least = headers + crate::packet::HEADER;
+        let why = format!("--size {} is below the smallest probe frame to {to} ({least} bytes)", plan.size);
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, why));
+    }
+    net::send(sock, to, plan.size - headers, plan.count, schedule, progress)
 }
 
 /// Receives until the sender's end marker (and a moment for stragglers) or `idle` without a
@@ -130,7 +149,7 @@ pub fn receive(
     idle: Duration,
     progress: bool,
 ) -> std::io::Result<(Vec<Sample>, Option<u64>)> {
-    net::receive(sock, LINGER, idle, progress)
+    net::receive(sock, LINGER, idle, None, progress)
 }
 
 /// With both ends on one host: the kernel's transmit timestamps replace the sender's own.
@@ -160,11 +179,15 @@ pub fn pair(
         Ok(cpu.map_or(Ok(()), pathem_io::host::pin_to_cpu)?)
     };
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    // While the sender is at work, a pause in arrivals longer than `idle` (a sparse pattern,
+    // a path holding frames) does not end the receiver.
+    let sending = Arc::new(AtomicBool::new(true));
+    let busy = sending.clone();
     let receiver = std::thread::spawn(move || -> Result<(Vec<Sample>, Option<u64>), Error> {
         place(&recv_ns)?;
         let sock = TimestampedUdp::bind(to)?;
         let _ = ready_tx.send(());
-        receive(&sock, idle, false).map_err(Error::io("receiving"))
+        net::receive(&sock, LINGER, idle, Some(&busy), false).map_err(Error::io("receiving"))
     });
     if ready_rx.recv().is_err() {
         receiver.join().map_err(|_| Error::Stopped("receiver"))??;
@@ -172,8 +195,15 @@ pub fn pair(
     }
     let plan = *plan;
     let sender = std::thread::spawn(move || -> Result<Vec<Option<Nanos>>, Error> {
+        struct Done(Arc<AtomicBool>);
+        impl Drop for Done {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Release);
+            }
+        }
+        let _done = Done(sending);
         place(&send_ns)?;
-        let sock = UdpSocket::bind(("0.0.0.0", 0)).map_err(Error::io("cannot bind the sender"))?;
+        let sock = net::sender_for(to).map_err(Error::io("cannot bind the sender"))?;
         send(&sock, to, &plan).map_err(Error::io("sending"))
     });
     let tx = sender.join().map_err(|_| Error::Stopped("sender"))??;

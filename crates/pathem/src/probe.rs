@@ -11,7 +11,7 @@ use pathem_io::udp::TimestampedUdp;
 use pathem_probe::opts::{RecvOpts, SendOpts};
 use pathem_probe::session::{self, Outputs, Plan};
 use pathem_probe::{Sample, Summary};
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 
 #[derive(Subcommand, Debug)]
 pub enum ProbeCommand {
@@ -84,7 +84,7 @@ pub fn main(args: ProbeArgs) -> anyhow::Result<()> {
     }
     match args.command {
         ProbeCommand::Send { to, send } => {
-            let sock = UdpSocket::bind(("0.0.0.0", 0)).context("cannot bind the sender")?;
+            let sock = session::sender_for(to).context("cannot bind the sender")?;
             let n = session::send(&sock, to, &plan(&send)?).context("sending")?.len();
             eprintln!("pathem probe: sent {n} datagrams to {to}");
         }

@@ -19,7 +19,7 @@ pub struct ValidateArgs {
     /// Port type pathem uses: afpacket or afxdp.
     #[arg(long, default_value = "afpacket")]
     pub port: String,
-    /// A short run of three paths (what CI runs).
+    /// A short run of four paths (what CI runs).
     #[arg(long)]
     pub quick: bool,
     /// Seconds of probe traffic per path.

@@ -32,10 +32,37 @@ fn pair_on_loopback_reports_everything_and_draws_the_figures() {
         assert!(s["deviation_us"][key].is_f64(), "{key}");
     }
     assert!((s["throughput_pps"].as_f64().unwrap() / 20_000.0 - 1.0).abs() < 0.05, "{s}");
+    // In frame bits, as `--rate` and `--size` (64 bytes) count them.
+    assert!((s["throughput_bps"].as_f64().unwrap() / (20_000.0 * 64.0 * 8.0) - 1.0).abs() < 0.05, "{s}");
     for f in ["delay-deviation.svg", "gaps.svg", "loss-bursts.svg"] {
         let svg = std::fs::read_to_string(d.path("figs").join(f)).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("</svg>"), "{f}");
     }
+}
+
+/// IPv6 ends, and a receiver whose `--idle` is shorter than the sender's gaps: it waits for
+/// the sender, not for the next datagram. A destination the sender cannot reach ends the run.
+#[test]
+fn pair_over_ipv6_and_sparse_sends_lose_nothing() {
+    let out = pathem(&[
+        "probe",
+        "pair",
+        "--to",
+        "[::1]:47912",
+        "--size",
+        "100",
+        "--rate",
+        "100pps",
+        "--count",
+        "30",
+        "--idle",
+        "5ms",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("30 sent, 30 received, 0 lost"), "{text}");
+    let out = pathem(&["probe", "send", "--to", "[::1]:47913", "--size", "64"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("82 bytes"), "{err}");
 }
 
 #[test]
@@ -66,6 +93,11 @@ fn bad_input_is_refused_with_one_line() {
             "4.294967295e18 datagrams a second for 1s",
         ),
         (vec!["probe", "send", "--to", "nowhere"], 2, "nowhere"),
+        (
+            vec!["probe", "send", "--to", "127.0.0.1:9", "--count", "2", "--rate", "1e-300pps"],
+            2,
+            "within 1 day",
+        ),
         (vec!["bench", "--hiccups", "--seconds", "0"], 2, "above 0"),
         (vec!["run", "lo", "lo2", "--busy-poll", "1"], 2, "has no unit"),
         (vec!["run", "lo", "lo2", "--busy-poll", "2s"], 2, "0ms to 1s"),
