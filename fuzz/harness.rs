@@ -475,8 +475,8 @@ pub fn filter(data: &[u8]) {
 /// Datagrams as the probe's receiver takes them off the wire, 30 bytes each: 20 of datagram
 /// (decoded as the receiver does: not the probe's, a sample, or the end marker with the count
 /// sent), 8 of receive stamp, 2 of length. Whatever numbers and stamps they carry, the
-/// analysis accounts for every sample once (received or duplicate), never counts more lost
-/// than sent, and gives rates from 0 to 1.
+/// analysis accounts for every sample once (received, duplicate, or a stray numbered past the
+/// count sent), never counts more lost than sent, and gives rates from 0 to 1.
 pub fn probe(data: &[u8]) {
     use pathem_probe::{packet::decode, session, Sample};
     let (mut samples, mut sent) = (Vec::new(), None);
@@ -494,7 +494,7 @@ pub fn probe(data: &[u8]) {
     match session::conclude(&samples, sent, expect, Nanos::from_secs(1), session::Outputs::default()) {
         Err(_) => assert!(samples.is_empty(), "an analysis refused {} samples", samples.len()),
         Ok((s, _)) => {
-            assert_eq!(s.received + s.duplicates, samples.len() as u64);
+            assert_eq!(s.received + s.duplicates + s.strays, samples.len() as u64);
             assert!(s.lost <= s.sent && s.reordered <= s.received, "{s:?}");
             assert!(
                 (0.0..=1.0).contains(&s.loss_rate) && (0.0..=1.0).contains(&s.gaps_kept_within_2us),
