@@ -12,9 +12,10 @@ pub struct SendOpts {
     /// Sending pattern: cbr, poisson, or burst:N,every=DUR.
     #[arg(long, value_name = "PATTERN", default_value = "cbr")]
     pub pattern: Pattern,
-    /// Mean rate: 1000pps, 100kpps, or bits per second of frames (10mbit).
-    #[arg(long, value_name = "RATE", default_value = "1000pps")]
-    pub rate: ProbeRate,
+    /// Mean rate: 1000pps, 100kpps, or bits per second of frames (10mbit) [default: 1000pps;
+    /// a burst pattern sets its own].
+    #[arg(long, value_name = "RATE")]
+    pub rate: Option<ProbeRate>,
     /// Frame size on the wire in bytes (Ethernet + IPv4 + UDP + payload), 62 to 1514.
     #[arg(long, value_name = "BYTES", default_value_t = 64)]
     pub size: usize,
@@ -51,6 +52,17 @@ pub struct RecvOpts {
 impl SendOpts {
     /// The sender's plan from its flags (checked: the error is one line).
     pub fn plan(&self) -> Result<Plan, Error> {
-        Plan::new(self.pattern, self.rate, self.size, self.count, self.duration.map(|d| d.0), self.seed)
+        let rate = match (self.pattern, self.rate) {
+            (Pattern::Burst { .. }, Some(r)) => {
+                let accepted = "no --rate with --pattern burst:N,every=DUR (N every DUR is its rate)";
+                let value = match r {
+                    ProbeRate::Pps(p) => format!("{p}pps"),
+                    ProbeRate::Bits(b) => b.to_string(),
+                };
+                return Err(Error::Setting { flag: "--rate", value, accepted });
+            }
+            (_, r) => r.unwrap_or(ProbeRate::Pps(1000.0)),
+        };
+        Plan::new(self.pattern, rate, self.size, self.count, self.duration.map(|d| d.0), self.seed)
     }
 }

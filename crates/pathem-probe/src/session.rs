@@ -106,8 +106,8 @@ impl Plan {
                 );
             }
             (Some(n), _) => n,
-            (None, Some(d)) if d > Nanos::from_secs(86_400) => {
-                return bad("--duration", d.to_string(), "up to 1 day (86400s)");
+            (None, Some(d)) if d == Nanos::ZERO || d > Nanos::from_secs(86_400) => {
+                return bad("--duration", d.to_string(), "above 0, up to 1 day (86400s)");
             }
             (None, d) => {
                 // The rate times the duration (five seconds when none is given), checked

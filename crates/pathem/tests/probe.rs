@@ -98,6 +98,12 @@ fn bad_input_is_refused_with_one_line() {
             2,
             "within 1 day",
         ),
+        (
+            vec!["probe", "send", "--to", "127.0.0.1:9", "--pattern", "burst:4,every=1ms", "--rate", "5mbit"],
+            2,
+            "no --rate with",
+        ),
+        (vec!["probe", "send", "--to", "127.0.0.1:9", "--duration", "0s"], 2, "above 0"),
         (vec!["bench", "--hiccups", "--seconds", "0"], 2, "above 0"),
         (vec!["run", "lo", "lo2", "--busy-poll", "1"], 2, "has no unit"),
         (vec!["run", "lo", "lo2", "--busy-poll", "2s"], 2, "0ms to 1s"),
