@@ -112,6 +112,7 @@ impl Summary {
 pub struct Series {
     /// |deviation| in ns, sorted.
     pub deviation_ns: Vec<u64>,
+    /// Gaps in ns between consecutive sequence numbers that both arrived, sorted.
     pub sender_gaps_ns: Vec<u64>,
     pub receiver_gaps_ns: Vec<u64>,
     pub loss_bursts: Vec<u64>,
@@ -235,8 +236,8 @@ pub fn analyse(samples: &[Sample], sent: u64, expected_delay: Nanos) -> (Summary
         delay_std_us,
         deviation_us,
         expected_delay_us: expected_delay.as_nanos() as f64 / 1e3,
-        sender_gap_us: percentiles(&mut series.sender_gaps_ns.clone()),
-        receiver_gap_us: percentiles(&mut series.receiver_gaps_ns.clone()),
+        sender_gap_us: percentiles(&mut series.sender_gaps_ns),
+        receiver_gap_us: percentiles(&mut series.receiver_gaps_ns),
         gaps_kept_within_2us: if pairs == 0 { 0.0 } else { kept as f64 / pairs as f64 },
         throughput_bps: if span > 0.0 { bits / span } else { 0.0 },
         throughput_pps: if span > 0.0 { (samples.len() as f64 - 1.0) / span } else { 0.0 },

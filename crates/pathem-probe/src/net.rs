@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 /// Ethernet, IPv6 and UDP (62); on a device without a link header after IPv4 and UDP (28) or
 /// IPv6 and UDP (48); or at the start.
 fn looped_seq(bytes: &[u8]) -> Option<u64> {
-    [42usize, 62, 28, 48, 0]
+    [IPV4_HEADERS, IPV6_HEADERS, IPV4_HEADERS - ETHERNET, IPV6_HEADERS - ETHERNET, 0]
         .into_iter()
         .filter_map(|at| bytes.get(at..).and_then(decode))
         .find(|h| !h.end)
@@ -104,12 +104,17 @@ fn sent(r: std::io::Result<usize>, to: SocketAddr) -> std::io::Result<()> {
     }
 }
 
-/// Bytes of headers around a datagram in its frame: Ethernet and UDP, and IPv4 or IPv6.
+/// Bytes of an Ethernet header, and of Ethernet, IP and UDP headers around a datagram.
+const ETHERNET: usize = 14;
+pub const IPV4_HEADERS: usize = ETHERNET + 20 + 8;
+pub const IPV6_HEADERS: usize = ETHERNET + 40 + 8;
+
+/// Bytes of headers around a datagram to `addr` in its frame.
 pub fn frame_headers(addr: SocketAddr) -> usize {
     if addr.is_ipv6() {
-        62
+        IPV6_HEADERS
     } else {
-        42
+        IPV4_HEADERS
     }
 }
 

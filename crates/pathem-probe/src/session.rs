@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Bytes of Ethernet, IPv4 and UDP headers around the probe's payload.
-pub const HEADERS: usize = 42;
+pub const HEADERS: usize = net::IPV4_HEADERS;
 /// Most datagrams one probe sends: a day at 100 kpps is 8.6 · 10^9.
 pub const MAX_COUNT: u64 = 10_000_000_000;
 /// How long the receiver waits for stragglers after the sender's end marker.
