@@ -65,10 +65,11 @@ impl FromStr for FqCodelConfig {
         let memory = kv.get::<Size>("memory")?.map_or(d.memory, |v| v.0);
         let batch = kv.get::<Number>("drop-batch")?.map_or(f64::from(d.drop_batch), |n| n.0);
         kv.finish()?;
-        if flows.fract() != 0.0 || !(1.0..=65_536.0).contains(&flows) {
+        let whole = |n: f64| n.fract() == 0.0 && (1.0..=65_536.0).contains(&n);
+        if !whole(flows) {
             return Err(error(s, "has a flow count that is not a whole number from 1 to 65536", FQ_ACCEPTED));
         }
-        if batch.fract() != 0.0 || !(1.0..=65_536.0).contains(&batch) {
+        if !whole(batch) {
             return Err(error(s, "has a drop-batch that is not a whole number from 1 to 65536", FQ_ACCEPTED));
         }
         if !(64..=65_536).contains(&quantum) {
