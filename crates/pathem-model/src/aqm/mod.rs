@@ -625,7 +625,12 @@ impl Core {
                         return;
                     }
                     d.update(u);
-                    let next = u.saturating_add(t);
+                    // The update at the clock's last instant has none after it: saturating
+                    // there would run it again for ever (`serve` up to `Nanos::MAX`).
+                    let Some(next) = u.as_nanos().checked_add(t.as_nanos()).map(Nanos) else {
+                        self.next_update = None;
+                        continue;
+                    };
                     // Settled: on to the last update before the next event.
                     self.next_update = Some(match d.settled() && next <= horizon {
                         true => next
@@ -648,6 +653,34 @@ impl Core {
 #[cfg(test)]
 mod kinds_tests {
     use super::*;
+
+    /// Serving to the clock's end stops, also where a controller settles without going idle
+    /// (PIE with a 1 ns target never restores its burst allowance, so it is never "steady"):
+    /// its updates reach the clock's last instant and none follows. A fuzz input hung here.
+    #[test]
+    fn serving_to_the_clocks_end_stops_for_every_kind() {
+        let link = LinkConfig::rate(crate::units::Rate(1_000_000));
+        for spec in KINDS.iter().map(|k| k.name.to_string()).chain(["pie,target=1ns".to_string()]) {
+            let aqm: AqmConfig = spec.parse().unwrap();
+            let mut b = Bottleneck::new(&aqm, &link, false);
+            let mut rng = Rng::seeded(3);
+            let mut decided = 0;
+            for seq in 0..50u64 {
+                let e = Entry {
+                    seq,
+                    arrival: Nanos::from_millis(seq),
+                    len: 500,
+                    caplen: 500,
+                    ecn: ecn::NOT_ECT,
+                    flow: 0,
+                    marked: false,
+                };
+                b.arrive(e, &mut rng, &mut |_| decided += 1, false);
+            }
+            b.serve(Nanos::MAX, &mut rng, &mut |_| decided += 1);
+            assert_eq!(decided, 50, "{spec}");
+        }
+    }
 
     /// `arrive` is `serve` up to the arrival then `enqueue`, for every kind, and serving a
     /// frame that arrives to an idle queue at once decides as serving it later: across idle gaps
