@@ -171,9 +171,21 @@ fn dpdk_words(text: &str) {
 /// from the input: every frame is decided exactly once, sent frames leave in order of their
 /// service, after they arrived.
 fn queue_discipline(aqm: &pathem_model::aqm::AqmConfig, data: &[u8]) {
+    // At 10 Mbit/s text's frames leave before the next arrives; at 1 Mbit/s a queue builds
+    // and reaches the limits a spec sets (drop-head's and FQ-CoDel's eviction).
+    // The second run also gives the link a short queue of 1 to 40 frames, which the
+    // discipline must keep to.
+    let short = 1 + u64::from(data.first().copied().unwrap_or(0) % 40);
+    bottleneck_run(aqm, data, 10_000_000, None);
+    bottleneck_run(aqm, data, 1_000_000, Some(short));
+}
+
+fn bottleneck_run(aqm: &pathem_model::aqm::AqmConfig, data: &[u8], rate: u64, frames: Option<u64>) {
     use pathem_model::aqm::{Bottleneck, Decision, Entry};
+    use pathem_model::units::QueueLimit;
     use pathem_model::Nanos;
-    let link = pathem_model::link::LinkConfig::rate(pathem_model::units::Rate(10_000_000));
+    let mut link = pathem_model::link::LinkConfig::rate(pathem_model::units::Rate(rate));
+    link.queue = frames.map(QueueLimit::Packets);
     let mut b = Bottleneck::new(aqm, &link, data.len() % 2 == 0);
     let mut rng = Rng::seeded(3);
     let mut decided = vec![0u8; 300];
@@ -202,6 +214,9 @@ fn queue_discipline(aqm: &pathem_model::aqm::AqmConfig, data: &[u8]) {
             marked: false,
         };
         b.enqueue(e, &mut rng, &mut take);
+        if let Some(limit) = frames {
+            assert!(b.backlog().0 as u64 <= limit, "{aqm:?}: {:?} over {limit} frames", b.backlog());
+        }
     }
     b.serve(Nanos::MAX, &mut rng, &mut take);
     assert!(decided.iter().all(|&n| n == 1), "{aqm:?}: every frame decided once");

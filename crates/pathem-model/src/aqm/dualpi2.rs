@@ -98,6 +98,8 @@ pub struct DualPi2 {
     p_cl: f64,
     p_c: f64,
     prevq: Nanos,
+    /// The last update changed neither p' nor `prevq`.
+    unchanged: bool,
     /// The L queue's `recur` accumulator.
     l_count: f64,
     /// The classic probability's cap, 1/k² (at most 1), worked out once.
@@ -115,6 +117,7 @@ impl DualPi2 {
             p_cl: 0.0,
             p_c: 0.0,
             prevq: Nanos::ZERO,
+            unchanged: false,
             l_count: 0.0,
             p_cmax: (1.0 / (cfg.k * cfg.k)).min(1.0),
         }
@@ -193,12 +196,14 @@ impl DualPi2 {
     fn pi_update(&mut self, now: Nanos) {
         let curq = self.c.front().map_or(Nanos::ZERO, |h| now.saturating_sub(h.arrival));
         let secs = |t: Nanos| t.as_nanos() as f64 / 1e9;
+        let before = (self.p, self.prevq);
         self.p += self.cfg.alpha * (secs(curq) - secs(self.cfg.target))
             + self.cfg.beta * (secs(curq) - secs(self.prevq));
         self.p = self.p.clamp(0.0, 1.0);
         self.p_cl = (self.cfg.k * self.p).min(1.0);
         self.p_c = self.p * self.p;
         self.prevq = curq;
+        self.unchanged = before == (self.p, self.prevq);
     }
 
     fn take_every(&mut self) -> Vec<Entry> {
@@ -243,9 +248,13 @@ impl Discipline for DualPi2 {
     }
     /// At p = 1 with the classic queue's head already past the target, every update until a
     /// frame leaves adds more than nothing (the head's sojourn only grows) and p stays 1: only
-    /// `prevq` moves, to the sojourn at the last update, which that update alone sets.
+    /// `prevq` moves, to the sojourn at the last update, which that update alone sets. With
+    /// the classic queue empty, an update that changed nothing is followed by more of the same
+    /// until a frame arrives (the idle update's step alpha·target may vanish: alpha = 0, or
+    /// too small a step to move p' in floating point, which `steady` does not cover).
     fn settled(&self) -> bool {
-        self.p >= 1.0 && !self.c.is_empty() && self.prevq > self.cfg.target
+        (self.p >= 1.0 && !self.c.is_empty() && self.prevq > self.cfg.target)
+            || (self.c.is_empty() && self.unchanged)
     }
     fn take_all(&mut self) -> Vec<Entry> {
         self.take_every()
