@@ -1,10 +1,12 @@
 //! Changing a running path: [`Control`] hands a new configuration to a pipeline, and a
 //! [`Schedule`] applies configurations at set times.
 //!
-//! The pipeline's thread takes no lock and makes no system call for control: a change is sent
-//! through a channel whose receiving end the pipeline checks once per round (`try_recv` on an
-//! empty std channel is a few atomic loads), and applied between two frames, all of it at
-//! once (`Path::reconfigure`). Frames already in the delay line keep their release times; a
+//! The pipeline's thread waits on no lock and makes no system call for control: a change is
+//! sent through a channel whose receiving end the pipeline checks once per round (`try_recv`
+//! on an empty std channel is a few atomic loads), and applied between two frames, all of it
+//! at once (`Path::reconfigure`). What it applied goes back through a one-place slot it only
+//! ever tries to lock (the last configuration is all the control side reads, so a schedule
+//! stepping for days holds one, not one per step). Frames already in the delay line keep their release times; a
 //! delay decrease makes later frames due before earlier ones, which the ingress clamps and
 //! counts as usual (unless the path reorders).
 //!
@@ -60,7 +62,7 @@ pub struct Control {
 #[derive(Debug)]
 struct View {
     current: PathConfig,
-    applied: Receiver<Arc<PathConfig>>,
+    applied: Arc<Mutex<Option<Arc<PathConfig>>>>,
     /// A live path's delay line: how it is sized, and the capacity it has or has been sent.
     line: Option<Line>,
 }
@@ -79,19 +81,22 @@ pub(crate) struct Inbox {
     counts: Arc<(AtomicU64, AtomicU64)>,
     /// Changes taken in all (the count the control side sees rises to it once they apply).
     received: std::cell::Cell<u64>,
-    applied: Sender<Arc<PathConfig>>,
+    /// The last configuration applied, for the control side.
+    applied: Arc<Mutex<Option<Arc<PathConfig>>>>,
+    /// One applied while the control side held the slot: published on a later round.
+    unpublished: std::cell::RefCell<Option<Arc<PathConfig>>>,
 }
 
 /// A control and its inbox for a path that starts as `initial`, with the fixed delay line
 /// `line` (`None`: a line that grows on its own, or none to size).
 pub(crate) fn channel(initial: &PathConfig, line: Option<Line>) -> (Control, Inbox) {
     let (tx, rx) = std::sync::mpsc::channel();
-    let (applied_tx, applied_rx) = std::sync::mpsc::channel();
-    let view = View { current: initial.clone(), applied: applied_rx, line };
+    let applied = Arc::new(Mutex::new(None));
+    let view = View { current: initial.clone(), applied: applied.clone(), line };
     let counts = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
     (
         Control { tx, counts: counts.clone(), view: Arc::new(Mutex::new(view)) },
-        Inbox { rx, counts, received: Default::default(), applied: applied_tx },
+        Inbox { rx, counts, received: Default::default(), applied, unpublished: Default::default() },
     )
 }
 
@@ -183,7 +188,8 @@ impl Control {
     /// The configuration in effect (the last one the pipeline applied).
     pub fn current(&self) -> PathConfig {
         let mut view = self.view.lock().unwrap_or_else(|e| e.into_inner());
-        while let Ok(c) = view.applied.try_recv() {
+        let last = view.applied.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(c) = last {
             view.current = (*c).clone();
         }
         view.current.clone()
@@ -198,6 +204,9 @@ impl Inbox {
         // One load while nothing was sent (every round), not the channel's several: a change
         // is counted after it is in the channel, so a count seen means a change to take.
         if self.counts.0.load(Ordering::Acquire) == self.received.get() {
+            if self.unpublished.borrow().is_some() {
+                self.publish();
+            }
             return None;
         }
         let mut last: Option<Change> = None;
@@ -217,8 +226,23 @@ impl Inbox {
 
     /// Tells the control side that `config` is now in effect.
     pub(crate) fn applied(&self, config: Arc<PathConfig>) {
-        let _ = self.applied.send(config);
-        // Counted once in effect: a `show` after `taken` sees the change.
+        *self.unpublished.borrow_mut() = Some(config);
+        self.publish();
+    }
+
+    /// Puts the last configuration applied in the slot, unless the control side holds it
+    /// this instant (then a later round does). Counted once there: a `show` after `taken`
+    /// sees the change.
+    fn publish(&self) {
+        let mut slot = match self.applied.try_lock() {
+            Ok(slot) => slot,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        };
+        let config = self.unpublished.borrow_mut().take();
+        let superseded = std::mem::replace(&mut *slot, config);
+        drop(slot);
+        drop(superseded);
         self.counts.1.store(self.received.get(), Ordering::Release);
     }
 }
@@ -300,6 +324,19 @@ impl Timeline {
         self.schedule.replace(configs)
     }
 
+    /// Passes over the whole laps of a repeating schedule that fall due before `until`,
+    /// without their steps: for a path that holds no frame, where every step of such a lap
+    /// would meet an idle path and the lap after it sets the path again (frames a year
+    /// apart under a 2 ms schedule are 10^10 steps). The steps of the last lap before `until`
+    /// are left to be taken.
+    pub(crate) fn skip_laps(&mut self, until: Nanos) {
+        let (Some(at), Some(period)) = (self.next_at(), self.schedule.period) else { return };
+        let laps = until.saturating_sub(at).as_nanos() / period.as_nanos().max(1);
+        if laps > 1 {
+            self.lap = self.lap.saturating_add(laps - 1);
+        }
+    }
+
     /// The step due now; moves on to the next one (wrapping round with a period).
     pub(crate) fn advance(&mut self) -> Option<(Nanos, PathConfig)> {
         let at = self.next_at()?;
@@ -353,5 +390,40 @@ mod tests {
         // A lap on: the last step is in effect until the first falls due again.
         assert_eq!(t.in_effect(), Some(&delayed(6)));
         assert_eq!(t.advance(), Some((Nanos(120), delayed(5))));
+    }
+
+    #[test]
+    fn idle_laps_are_passed_over_to_the_last_before_the_next_frame() {
+        let schedule = Schedule::new(vec![(Nanos(0), delayed(1)), (Nanos(10), delayed(2))], Some(Nanos(20)));
+        let mut t = Timeline::new(schedule, Nanos(100));
+        assert_eq!(t.advance(), Some((Nanos(100), delayed(1))));
+        t.skip_laps(Nanos(125));
+        assert_eq!(t.next_at(), Some(Nanos(110)), "less than a lap and a step ahead: nothing passed");
+        t.skip_laps(Nanos(1_000_015));
+        // 110 + 49 994 laps of 20 = 999 990: that step and the next two lie before 1 000 015.
+        assert_eq!(t.next_at(), Some(Nanos(999_990)));
+        assert_eq!(t.advance(), Some((Nanos(999_990), delayed(2))));
+        assert_eq!(t.advance(), Some((Nanos(1_000_000), delayed(1))));
+        assert_eq!(t.advance(), Some((Nanos(1_000_010), delayed(2))));
+        t.skip_laps(Nanos::MAX);
+        assert!(t.next_at().is_some(), "the lap count saturates");
+    }
+
+    #[test]
+    fn the_control_side_holds_the_last_configuration_applied_not_every_one() {
+        let (control, inbox) = channel(&PathConfig::default(), None);
+        for ms in 1..=10_000 {
+            inbox.applied(Arc::new(delayed(ms)));
+        }
+        assert_eq!(Arc::strong_count(inbox.applied.lock().unwrap().as_ref().unwrap()), 1);
+        assert_eq!(control.current(), delayed(10_000));
+        // While the control side holds the slot, the pipeline keeps the configuration and
+        // publishes it on a later round.
+        let held = inbox.applied.lock().unwrap();
+        inbox.applied(Arc::new(delayed(7)));
+        drop(held);
+        assert_eq!(control.current(), delayed(10_000));
+        assert!(inbox.take().is_none());
+        assert_eq!(control.current(), delayed(7));
     }
 }

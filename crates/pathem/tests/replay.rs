@@ -407,6 +407,39 @@ fn pathem_within(args: &[&str], limit: std::time::Duration) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// A repeating schedule over frames far apart: each frame meets the step its time in the lap
+/// says, and the idle laps between them are passed over (walked one step at a time, frames a
+/// year apart under a 2 ms schedule took minutes and gigabytes).
+#[test]
+fn a_repeating_schedule_passes_over_idle_laps() {
+    let d = Dir::new();
+    let year = Nanos::from_secs(365 * 86_400);
+    let t0 = Nanos::from_secs(1_000_000);
+    // In the lap (2 ms from t0): 0–1 ms delay 1 ms, 1–2 ms delay 2 ms.
+    let at = [
+        t0,
+        t0 + Nanos::from_micros(1_500),
+        t0 + Nanos::from_secs(3_600) + Nanos::from_micros(999),
+        t0 + Nanos::from_secs(3_600) + Nanos::from_micros(1_000),
+        t0 + year + Nanos::from_micros(2_000 * 7 + 1_999),
+        t0 + year + Nanos::from_micros(2_000 * 9 + 5),
+    ];
+    let frames: Vec<_> = at.iter().enumerate().map(|(i, &t)| (t, udp_frame(60, i as u64))).collect();
+    write_capture(&d.path("in.pcap"), frames).unwrap();
+    std::fs::write(d.path("s.txt"), "0s --delay 1ms\n1ms --delay 2ms\nrepeat 2ms\n").unwrap();
+    let out = pathem_within(
+        &["replay", &d.s("in.pcap"), &d.s("out.pcap"), "--schedule", &d.s("s.txt")],
+        std::time::Duration::from_secs(60),
+    );
+    ok(&out);
+    let got: Vec<Nanos> = read_capture(&d.path("out.pcap")).unwrap().into_iter().map(|f| f.0).collect();
+    let want: Vec<Nanos> = at
+        .iter()
+        .map(|&t| t + Nanos::from_millis(if (t - t0).as_nanos() % 2_000_000 < 1_000_000 { 1 } else { 2 }))
+        .collect();
+    assert_eq!(got, want);
+}
+
 #[test]
 fn frames_a_year_apart_replay_exactly_without_waiting() {
     let d = Dir::new();
