@@ -57,13 +57,29 @@ fn split_number(s: &str, accepted: &'static str) -> Result<(f64, String), UnitEr
     if v < 0.0 {
         return Err(UnitError::new(s, "is negative", accepted));
     }
+    // A literal above 0 that f64 cannot hold (`1e-400`) is not zero.
+    let mantissa = num.split(['e', 'E']).next().unwrap_or(num);
+    if v == 0.0 && mantissa.contains(|c: char| ('1'..='9').contains(&c)) {
+        return Err(UnitError::new(s, "is too small to represent (it is not 0)", accepted));
+    }
     Ok((v, unit.trim().to_ascii_lowercase()))
 }
 
+/// The unit of `s` as typed (`split_number` gives it lower-cased, of the same length).
+fn typed_unit<'a>(s: &'a str, unit: &str) -> &'a str {
+    let t = s.trim();
+    t.get(t.len().saturating_sub(unit.len())..).unwrap_or("")
+}
+
+/// Rounds to a whole count of the unit's smallest step (1 ns, 1 bit/s, 1 byte): a value above
+/// 0 that would round to 0 is refused rather than taken as 0.
 fn to_u64(s: &str, v: f64, accepted: &'static str) -> Result<u64, UnitError> {
     let r = v.round();
     if r >= u64::MAX as f64 {
         return Err(UnitError::new(s, "is too large", accepted));
+    }
+    if r == 0.0 && v > 0.0 {
+        return Err(UnitError::new(s, "is above 0 but rounds to 0 (below the smallest step)", accepted));
     }
     Ok(r as u64)
 }
@@ -124,6 +140,10 @@ impl FromStr for Rate {
     /// bytes per second; pathem does not follow it, see the README).
     fn from_str(s: &str) -> Result<Self, UnitError> {
         let (v, unit) = split_number(s, RATE_ACCEPTED)?;
+        if typed_unit(s, &unit).contains('B') {
+            let why = "has an upper-case B, which means bytes: rates here are in bits (100 MB/s is 800mbit)";
+            return Err(UnitError::new(s, why, RATE_ACCEPTED));
+        }
         let scale = match unit.as_str() {
             "bit" | "bps" | "b/s" | "bit/s" => 1.0,
             "k" | "kbit" | "kbps" | "kb/s" | "kbit/s" => 1e3,
@@ -170,6 +190,17 @@ pub fn binary_bytes(n: u64) -> String {
     }
 }
 
+/// Refuses a size whose unit reads as bits: a lower-case b after an upper-case multiple
+/// (`64Kb`, `1Mb`). All lower-case (`64kb`) stays bytes, as documented.
+fn bits_for_bytes(s: &str, unit: &str, accepted: &'static str) -> Result<(), UnitError> {
+    let typed = typed_unit(s, unit);
+    if typed.ends_with('b') && typed.starts_with(|c: char| c.is_ascii_uppercase()) {
+        let why = format!("has unit `{typed}`, which reads as bits: sizes are in bytes (B, KB, KiB, ...)");
+        return Err(UnitError::new(s, why, accepted));
+    }
+    Ok(())
+}
+
 fn parse_size_unit(s: &str, v: f64, unit: &str, accepted: &'static str) -> Result<Option<u64>, UnitError> {
     let scale = match unit {
         "" | "b" | "byte" | "bytes" => 1.0,
@@ -190,6 +221,7 @@ impl FromStr for Size {
     type Err = UnitError;
     fn from_str(s: &str) -> Result<Self, UnitError> {
         let (v, unit) = split_number(s, SIZE_ACCEPTED)?;
+        bits_for_bytes(s, &unit, SIZE_ACCEPTED)?;
         match parse_size_unit(s, v, &unit, SIZE_ACCEPTED)? {
             Some(b) => Ok(Size(b)),
             None => Err(UnitError::new(s, format!("has unknown unit `{unit}`"), SIZE_ACCEPTED)),
@@ -215,7 +247,12 @@ impl FromStr for QueueLimit {
                 }
                 QueueLimit::Packets(to_u64(s, v, QUEUE_ACCEPTED)?)
             }
-            _ => match parse_size_unit(s, v, &unit, QUEUE_ACCEPTED)? {
+            _ => match bits_for_bytes(s, &unit, QUEUE_ACCEPTED).and(parse_size_unit(
+                s,
+                v,
+                &unit,
+                QUEUE_ACCEPTED,
+            ))? {
                 Some(b) => QueueLimit::Bytes(b),
                 None => return Err(UnitError::new(s, format!("has unknown unit `{unit}`"), QUEUE_ACCEPTED)),
             },
@@ -287,6 +324,9 @@ impl FromStr for Probability {
             }
             _ => return Err(UnitError::new(s, format!("has unknown unit `{unit}`"), PROB_ACCEPTED)),
         };
+        if p == 0.0 && v > 0.0 {
+            return Err(UnitError::new(s, "is too small to represent (it is not 0)", PROB_ACCEPTED));
+        }
         Probability::new(p).ok_or_else(|| UnitError::new(s, "is above 100%", PROB_ACCEPTED))
     }
 }
@@ -398,6 +438,32 @@ mod tests {
         for bad in ["0pkt", "1.5pkt", "10parsecs", "-1KB", "0B"] {
             assert!(bad.parse::<QueueLimit>().is_err(), "{bad}");
         }
+    }
+
+    /// A value above 0 is never taken as 0, and byte and bit spellings are not swapped.
+    #[test]
+    fn nothing_rounds_to_zero_and_bytes_are_not_bits() {
+        for bad in ["0.4ns", "1e-400s", "0.0000001us"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_duration("0.6ns"), Ok(Nanos(1)));
+        assert_eq!(parse_duration("0ms"), Ok(Nanos::ZERO));
+        assert!("0.4bit".parse::<Rate>().is_err());
+        assert!("0.4B".parse::<Size>().is_err());
+        assert!("1e-400".parse::<Probability>().is_err());
+        assert!("1e-323%".parse::<Probability>().is_err());
+        assert_eq!("0%".parse::<Probability>().unwrap().get(), 0.0);
+        for bad in ["100MB/s", "100MBps", "1B/s", "5GBps", "10KBit"] {
+            let e = bad.parse::<Rate>().unwrap_err().to_string();
+            assert!(e.contains("upper-case B"), "{bad}: {e}");
+        }
+        assert_eq!("100Mbps".parse(), Ok(Rate(100_000_000)), "bits, as typed");
+        for bad in ["64Kb", "1Mb"] {
+            assert!(bad.parse::<Size>().unwrap_err().to_string().contains("bits"), "{bad}");
+            assert!(bad.parse::<QueueLimit>().is_err(), "{bad}");
+        }
+        assert_eq!("64kb".parse(), Ok(Size(64_000)), "all lower-case stays bytes");
+        assert_eq!("64KiB".parse(), Ok(Size(65_536)));
     }
 
     #[test]
