@@ -121,6 +121,9 @@ impl DelayTrace {
                 return Err(TraceError::line(n, format!("`{line}` has more than two fields (TIME DELAY)")));
             }
             if a == "period" {
+                if period.is_some() {
+                    return Err(TraceError::line(n, "a second `period` line (a trace has one)"));
+                }
                 let p = parse_duration(b.unwrap_or("")).map_err(at)?;
                 if p > crate::limits::MAX_TRACE_SPAN {
                     return Err(TraceError::line(
@@ -148,9 +151,8 @@ impl DelayTrace {
             }
             points.push((t, d));
         }
-        let (first, last) = match (points.first(), points.last()) {
-            (Some(f), Some(l)) => (f.0, l.0),
-            _ => return Err(TraceError::Whole("holds no TIME DELAY line".into())),
+        let Some(&(last, _)) = points.last() else {
+            return Err(TraceError::Whole("holds no TIME DELAY line".into()));
         };
         let period = match period {
             Some(p) if p <= last => {
@@ -160,7 +162,12 @@ impl DelayTrace {
             None if points.len() >= 2 => last + (last - points[points.len() - 2].0),
             None => last + Nanos::from_secs(1),
         };
-        let _ = first;
+        if period > crate::limits::MAX_TRACE_SPAN {
+            return Err(TraceError::Whole(format!(
+                "repeats every {period} (the last time and the last step's length), past the longest \
+                 trace, 1 day: give a `period` line"
+            )));
+        }
         Ok(DelayTrace { points, period })
     }
 
@@ -492,6 +499,8 @@ mod tests {
             ("2days 1ms\n", "unknown unit"),
             ("90000s 1ms\n", "longest trace"),
             ("0s 1ms\nperiod 90000s\n", "longest trace"),
+            ("0s 10ms\nperiod 2s\nperiod 3s\n", "a second `period`"),
+            ("0s 10ms\n86400s 20ms\n", "give a `period` line"),
         ] {
             let e = DelayTrace::parse(bad).unwrap_err().to_string();
             assert!(e.contains(says), "{bad:?}: {e}");

@@ -22,6 +22,9 @@ use std::path::Path;
 #[derive(Deserialize, Debug, Default, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigFile {
+    /// A TOML integer (up to 2^63 − 1) or a string, so every seed pathem prints (up to
+    /// 2^64 − 1) can be written here.
+    #[serde(default, deserialize_with = "seed")]
     pub seed: Option<u64>,
     pub buffer: Option<Size>,
     /// DPDK's EAL arguments (`--eal`).
@@ -45,10 +48,31 @@ impl ConfigFile {
     }
 }
 
+fn seed<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Seed {
+        Number(i64),
+        Text(String),
+    }
+    let bad = |v: &dyn std::fmt::Display| {
+        serde::de::Error::custom(format!("seed = {v}: accepted: a whole number from 0 to {}", u64::MAX))
+    };
+    match Seed::deserialize(d).map_err(|_| {
+        serde::de::Error::custom(format!(
+            "seed: accepted: a whole number from 0 to {} (a string past 2^63 - 1)",
+            u64::MAX
+        ))
+    })? {
+        Seed::Number(n) => u64::try_from(n).map(Some).map_err(|_| bad(&n)),
+        Seed::Text(t) => t.trim().parse().map(Some).map_err(|_| bad(&format!("{t:?}"))),
+    }
+}
+
 /// Reads and checks a config file; the error is one line: `FILE:LINE: what is wrong`.
 pub fn load(path: &Path) -> Result<ConfigFile, SpecError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| SpecError::ConfigUnreadable { path: path.into(), reason: e.to_string() })?;
+    let text = crate::read_text(path, crate::MAX_TEXT_FILE)
+        .map_err(|reason| SpecError::ConfigUnreadable { path: path.into(), reason })?;
     let file =
         parse(&text).map_err(|(line, message)| SpecError::Config { path: path.into(), line, message })?;
     // Trace files named in the config are found next to it.
@@ -69,7 +93,14 @@ pub fn load(path: &Path) -> Result<ConfigFile, SpecError> {
 pub fn parse(text: &str) -> Result<ConfigFile, (usize, String)> {
     toml::from_str(text).map_err(|e| {
         let line = e.span().map_or(1, |s| text[..s.start.min(text.len())].matches('\n').count() + 1);
-        (line, e.message().replace('\n', " "))
+        let mut message = e.message().replace('\n', " ");
+        if message.contains("number too large") {
+            // TOML's integers stop at 2^63 - 1; half of all seeds are larger.
+            message.push_str(
+                " (TOML's integers end at 2^63 - 1: write a larger seed as a string, seed = \"…\")",
+            );
+        }
+        (line, message)
     })
 }
 
@@ -86,6 +117,17 @@ mod tests {
         assert_eq!(c.buffer, Some(Size(8 << 20)));
         assert_eq!(c.a_to_b.delay.unwrap().0, Nanos::from_millis(10));
         assert!(c.b_to_a.loss.is_some());
+    }
+
+    #[test]
+    fn every_seed_can_be_written() {
+        assert_eq!(parse("seed = \"18446744073709551615\"\n").unwrap().seed, Some(u64::MAX));
+        assert_eq!(parse("seed = 9223372036854775807\n").unwrap().seed, Some(i64::MAX as u64));
+        assert!(parse("seed = 18446744073709551615\n").unwrap_err().1.contains("as a string"));
+        for bad in ["seed = -1", "seed = \"x\"", "seed = 1.5", "seed = \"18446744073709551616\""] {
+            let (line, msg) = parse(bad).unwrap_err();
+            assert!(line == 1 && msg.contains("seed") && msg.contains("accepted"), "{bad}: {msg}");
+        }
     }
 
     #[test]

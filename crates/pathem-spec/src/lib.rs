@@ -24,5 +24,26 @@ pub mod path;
 pub mod schedule;
 
 pub use error::{ScheduleError, SpecError};
+
+/// The longest trace file read (delay, rate and loss traces, distribution tables).
+pub const MAX_TRACE_FILE: u64 = 256 << 20;
+/// The longest config or schedule file read.
+pub const MAX_TEXT_FILE: u64 = 64 << 20;
+
+/// Reads a text file of at most `limit` bytes; past it (`/dev/zero`, a capture given by
+/// mistake) the reason is one line, and nothing larger than the limit is held.
+pub(crate) fn read_text(path: &std::path::Path, limit: u64) -> Result<String, String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    f.take(limit + 1).read_to_string(&mut text).map_err(|e| e.to_string())?;
+    if text.len() as u64 > limit {
+        return Err(format!(
+            "it is longer than {} (the limit for such a file)",
+            pathem_model::units::binary_bytes(limit)
+        ));
+    }
+    Ok(text)
+}
 pub use netem::{NetemError, NetemSpec};
 pub use path::PathSpec;

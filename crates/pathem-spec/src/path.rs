@@ -344,7 +344,7 @@ pub struct PathSpec {
 }
 
 fn read(flag: &'static str, path: &Path) -> Result<String, SpecError> {
-    std::fs::read_to_string(path).map_err(|e| SpecError::File {
+    crate::read_text(path, crate::MAX_TRACE_FILE).map_err(|e| SpecError::File {
         flag,
         path: path.into(),
         reason: format!("cannot read it: {e}"),

@@ -147,8 +147,8 @@ pub fn load(
     classes: &[(&str, &PathSpec)],
     elsewhere: &[String],
 ) -> Result<ScheduleSpec, SpecError> {
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| SpecError::ScheduleUnreadable { path: file.into(), reason: e.to_string() })?;
+    let text = crate::read_text(file, crate::MAX_TEXT_FILE)
+        .map_err(|reason| SpecError::ScheduleUnreadable { path: file.into(), reason })?;
     let dir = file.parent().unwrap_or(Path::new("."));
     parse_with_classes(&text, base, classes, elsewhere, dir)
         .map_err(|error| SpecError::Schedule { path: file.into(), error })

@@ -719,6 +719,27 @@ fn a_schedule_changes_the_path_exactly_at_its_times() {
     assert!(err.contains("line 2") && err.contains("150%"), "{err}");
 }
 
+/// A file without end given for a trace, a config or a schedule is one line past its limit,
+/// not memory read until the machine runs out.
+#[test]
+fn endless_files_are_refused_at_their_limit() {
+    let d = Dir::new();
+    write_capture(&d.path("in.pcap"), cbr(2, 100, Nanos::from_micros(100))).unwrap();
+    let (input, output) = (d.s("in.pcap"), d.s("out.pcap"));
+    for flags in [
+        &["--loss", "trace:/dev/zero"][..],
+        &["--delay-trace", "/dev/zero"],
+        &["--rate-trace", "/dev/zero"],
+        &["--config", "/dev/zero"],
+        &["--schedule", "/dev/zero"],
+    ] {
+        let mut args = vec!["replay", &input, &output];
+        args.extend_from_slice(flags);
+        let err = refused(&d, &args, 2);
+        assert!(err.contains("longer than") && err.contains("/dev/zero"), "{flags:?}: {err}");
+    }
+}
+
 #[test]
 fn a_gilbert_elliott_chain_keeps_its_state_across_changes() {
     let d = Dir::new();
