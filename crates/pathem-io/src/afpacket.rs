@@ -528,9 +528,11 @@ pub struct AfPacketTx {
     refused: TxRefused,
     /// The interface's MTU when opened.
     mtu: Option<u32>,
+    ifname: String,
 }
 
-// SAFETY: as for AfPacketRx: the pointers refer only to this struct's own boxed buffers.
+// SAFETY: the raw pointers in `msgs` refer only to this struct's own boxed `iovecs`, which
+// point into its own batch, and are rewritten before each use; nothing is shared.
 unsafe impl Send for AfPacketTx {}
 
 impl AfPacketTx {
@@ -549,6 +551,7 @@ impl AfPacketTx {
             msgs: (0..BURST).map(|_| unsafe { zeroed() }).collect(),
             refused: TxRefused::default(),
             mtu: crate::iface::mtu(ifname),
+            ifname: ifname.to_string(),
         })
     }
 
@@ -605,10 +608,22 @@ impl TxPort for AfPacketTx {
             if sent < 0 {
                 let errno = last_os_error().raw_os_error().unwrap_or(0);
                 match errno {
-                    libc::EAGAIN | libc::ENOBUFS | libc::EINTR => {
-                        // The device queue is full: keep the rest for the next flush.
+                    libc::EAGAIN | libc::EINTR => {
+                        // The socket's send buffer is full: keep the rest for the next flush.
                         self.batch.consume(start);
                         return Ok(());
+                    }
+                    // The kernel took the frame and dropped it (NET_XMIT_DROP: no carrier, a
+                    // full device queue, a qdisc's drop): refused, not kept to be retried
+                    // for ever; the others go on.
+                    libc::ENOBUFS => {
+                        let class = match crate::iface::has_carrier(&self.ifname) {
+                            false => TxErrorClass::Down,
+                            true => TxErrorClass::NoBuffer,
+                        };
+                        self.refused.add(class, errno, self.batch.frame(start).len());
+                        start += 1;
+                        continue;
                     }
                     _ => match TxErrorClass::of_errno(errno) {
                         // Down or gone: what is queued cannot leave; it may come back later.

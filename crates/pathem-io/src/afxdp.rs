@@ -454,6 +454,9 @@ pub struct XdpTx {
     /// sent once it is back (or reported as still queued at the end): they are not refused.
     refused: TxRefused,
     mtu: Option<u32>,
+    ifname: String,
+    /// The kernel's count of invalid transmit descriptors, as last read into `refused`.
+    invalid: u64,
 }
 
 // SAFETY: each half touches only its own two rings and its own part of the UMEM (receive
@@ -546,6 +549,8 @@ pub fn open(ifname: &str) -> Result<(XdpRx, XdpTx, String), Error> {
             queued: 0,
             refused: TxRefused::default(),
             mtu: crate::iface::mtu(ifname),
+            ifname: ifname.to_string(),
+            invalid: 0,
         },
         mode,
     ))
@@ -885,11 +890,26 @@ impl XdpTx {
     /// Reads the descriptors the kernel dropped from the transmit ring.
     fn read_refused(&mut self) {
         if let Some(st) = statistics(self.sock.fd.as_raw_fd()) {
-            let other = TxErrorClass::Other as usize;
-            if st.tx_invalid_descs > self.refused.frames[other] {
-                self.refused.frames[other] = st.tx_invalid_descs;
+            let new = st.tx_invalid_descs.saturating_sub(self.invalid);
+            if new > 0 {
+                self.invalid = st.tx_invalid_descs;
+                self.refused.frames[TxErrorClass::Other as usize] += new;
                 self.refused.errno[TxErrorClass::Other as usize] = 0;
             }
+        }
+    }
+
+    /// Counts the frame the device dropped after the kernel took it from the ring: its length
+    /// is the descriptor's before the consumer the kernel last showed.
+    #[cold]
+    fn dropped_by_device(&mut self) {
+        let last = self.tx.consumer().load(Ordering::Acquire).wrapping_sub(1);
+        // SAFETY: a descriptor is plain data in the mapped ring (`Ring::desc` masks the index);
+        // the kernel has consumed this one, and only we write descriptors.
+        let len = unsafe { (*self.tx.desc(last)).len } as usize;
+        match crate::iface::has_carrier(&self.ifname) {
+            false => self.refused.add(TxErrorClass::Down, libc::ENETDOWN, len),
+            true => self.refused.add(TxErrorClass::Other, 0, len),
         }
     }
 
@@ -964,7 +984,11 @@ impl TxPort for XdpTx {
             }
             if let Err(e) = self.sock.kick_tx() {
                 match e.raw_os_error() {
-                    Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) | Some(libc::EINTR) => {}
+                    // In copy mode the device dropped the frame the kernel took last
+                    // (NET_XMIT_DROP: no carrier, its peer's backlog full); the kernel has
+                    // consumed it and will complete it, unsent. One frame per EBUSY.
+                    Some(libc::EBUSY) => self.dropped_by_device(),
+                    Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => {}
                     _ => {
                         self.read_refused();
                         break;

@@ -40,6 +40,12 @@ pub fn is_up(ifname: &str) -> bool {
         .is_some_and(|f| f & 1 != 0)
 }
 
+/// False when the interface has no carrier (or is gone, or down, where `carrier` reads as
+/// nothing): a frame sent there is dropped by the device.
+pub fn has_carrier(ifname: &str) -> bool {
+    sys(ifname, "carrier").is_some_and(|c| c == "1")
+}
+
 /// An interface ioctl (`SIOCGIFMTU`, `SIOCSIFFLAGS`, ...) on a struct ifreq naming `ifname`
 /// whose int is `value`, asked of the calling thread's network namespace; returns the ifreq
 /// as the kernel left it.

@@ -83,7 +83,8 @@ pub trait RxPort {
 pub enum TxErrorClass {
     /// Longer than the interface takes (EMSGSIZE).
     TooLarge,
-    /// No memory for it (ENOMEM).
+    /// No memory for it (ENOMEM), or taken and dropped by the kernel (ENOBUFS: a full device
+    /// queue, a qdisc's drop).
     NoBuffer,
     /// The interface was down or gone (ENETDOWN, ENXIO, ENODEV).
     Down,
@@ -109,7 +110,7 @@ impl TxErrorClass {
     pub fn of_errno(errno: i32) -> TxErrorClass {
         match errno {
             libc::EMSGSIZE => TxErrorClass::TooLarge,
-            libc::ENOMEM => TxErrorClass::NoBuffer,
+            libc::ENOMEM | libc::ENOBUFS => TxErrorClass::NoBuffer,
             libc::ENETDOWN | libc::ENXIO | libc::ENODEV => TxErrorClass::Down,
             _ => TxErrorClass::Other,
         }
@@ -165,7 +166,7 @@ impl TxRefused {
                 match c {
                     TxErrorClass::TooLarge => format!("{n} frames too large for {name}{mtu}: {why}"),
                     TxErrorClass::NoBuffer => {
-                        format!("{n} frames not sent, no kernel memory for them on {name}: {why}")
+                        format!("{n} frames not sent, dropped by the kernel on {name} (no memory, a full queue): {why}")
                     }
                     TxErrorClass::Down => format!("{n} frames not sent, {name} was down: {why}"),
                     TxErrorClass::Other => format!("{n} frames refused by {name}: {why}"),

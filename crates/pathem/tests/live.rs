@@ -66,6 +66,10 @@ fn main() {
         ("bad_ports_are_refused_with_one_line", bad_ports_are_refused_with_one_line),
         ("shell_adds_the_delay_both_ways_and_cleans_up", shell_adds_the_delay_both_ways_and_cleans_up),
         ("an_interface_that_goes_down_and_up_is_resumed", an_interface_that_goes_down_and_up_is_resumed),
+        (
+            "frames_a_port_without_carrier_drops_are_not_counted_as_sent",
+            frames_a_port_without_carrier_drops_are_not_counted_as_sent,
+        ),
         ("short_validate_passes", short_validate_passes),
         (
             "a_burst_through_a_delay_arrives_whole_without_later_traffic",
@@ -588,6 +592,50 @@ fn shell_adds_the_delay_both_ways_and_cleans_up() {
     let min: f64 = line.split('=').nth(1).unwrap().trim().split('/').next().unwrap().parse().unwrap();
     // The inner shell's gateway is in the outer shell: only the inner link is crossed.
     assert!((20.0..24.0).contains(&min), "rtt {min} ms to the inner gateway");
+}
+
+/// pb stays up but loses its carrier (its peer s0 goes down): the device drops what pathem
+/// hands it. Those frames are refused (not sent) at once, the port neither spins nor holds
+/// them, and every frame is accounted for. Before, AF_XDP counted them as sent (the kernel's
+/// EBUSY was taken for "busy, try again") and AF_PACKET retried them without end (ENOBUFS),
+/// at full CPU, with 64 frames stuck in the port at the end.
+fn frames_a_port_without_carrier_drops_are_not_counted_as_sent() {
+    for kind in ["afpacket", "afxdp"] {
+        let mut t = Topo::new();
+        t.quiet();
+        t.start_with(kind, &["--delay", "1ms", "--json", "--busy-poll", "0ms"]);
+        assert!(t.rtt(3).0 < 5.0);
+        t.exec(&t.sink, &["ip", "link", "set", "s0", "down"]);
+        let out = t.exec(&t.gen, &["ping", "-n", "-q", "-c", "30", "-i", "0.02", "-W", "1", SINK_IP]);
+        assert!(!out.status.success(), "{kind}: nothing crosses without carrier");
+        // Pathem idles while nothing can leave (the time it took in those seconds).
+        let pid = t.pathem.as_ref().unwrap().id();
+        let cpu = || -> u64 {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let f: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+            f.get(11).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
+                + f.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
+        };
+        let before = cpu();
+        std::thread::sleep(Duration::from_secs(1));
+        let ticks = cpu() - before;
+        t.exec(&t.sink, &["ip", "link", "set", "s0", "up"]);
+        let s = t.stop_json();
+        let a = &s["a_to_b"];
+        let errors = &a["port_tx_errors"];
+        let refused: u64 = errors.as_object().unwrap().values().filter_map(|v| v.as_u64()).sum();
+        println!("  {kind}: {refused} frames refused without carrier ({errors}), {ticks} CPU ticks idle");
+        assert!(errors["down"].as_u64().unwrap() >= 30, "{kind}: the 30 pings refused as down: {a}");
+        let dropped: u64 = a["dropped"].as_object().unwrap().values().filter_map(|v| v.as_u64()).sum();
+        assert_eq!(
+            a["rx_packets"].as_u64().unwrap() + a["duplicated"].as_u64().unwrap(),
+            a["tx_packets"].as_u64().unwrap() + dropped + refused + a["in_flight"].as_u64().unwrap(),
+            "{kind}: {a}"
+        );
+        assert_eq!(a["in_flight"].as_u64().unwrap(), 0, "{kind}: nothing held in the port: {a}");
+        // A spinning port takes the whole second (100 ticks at HZ=100, 250 at 250).
+        assert!(ticks < 50, "{kind}: {ticks} ticks in a second with nothing to send");
+    }
 }
 
 fn an_interface_that_goes_down_and_up_is_resumed() {
