@@ -308,17 +308,28 @@ impl AfPacketRx {
     /// (behind room for a tag): its length and whether it was longer than the buffer.
     fn read_copy(&mut self) -> Option<(usize, bool)> {
         let room = self.copy.len() - TAG_ROOM;
-        // SAFETY: the buffer is live and the length passed is what follows TAG_ROOM in it.
-        let n = unsafe {
-            libc::recv(
-                self.fd.as_raw_fd(),
-                self.copy[TAG_ROOM..].as_mut_ptr() as *mut libc::c_void,
-                room,
-                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
-            )
-        };
-        // With MSG_TRUNC a packet socket says the frame's whole length.
-        (n >= 0).then(|| ((n as usize).min(room), n as usize > room))
+        // A socket error pending (ENETDOWN once the interface went down) is returned, and
+        // cleared, by the next read instead of the queued frame: read again, or every later
+        // copy would read the frame before its own.
+        for _ in 0..2 {
+            // SAFETY: the buffer is live and the length passed is what follows TAG_ROOM in it.
+            let n = unsafe {
+                libc::recv(
+                    self.fd.as_raw_fd(),
+                    self.copy[TAG_ROOM..].as_mut_ptr() as *mut libc::c_void,
+                    room,
+                    libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+                )
+            };
+            // With MSG_TRUNC a packet socket says the frame's whole length.
+            if n >= 0 {
+                return Some(((n as usize).min(room), n as usize > room));
+            }
+            if matches!(last_os_error().raw_os_error(), Some(libc::EAGAIN) | None) {
+                return None;
+            }
+        }
+        None
     }
 }
 
