@@ -98,8 +98,16 @@ fn packet_socket(ifname: &str, ifindex: i32, protocol: u16) -> Result<OwnedFd, E
     Ok(fd)
 }
 
+/// setsockopt(2) with `value`, read by the kernel as data. AF_XDP's options are refused
+/// (EINVAL): registering a UMEM hands the kernel an address it then writes frames to.
 pub(crate) fn set_opt<T>(fd: RawFd, level: i32, name: i32, value: &T) -> std::io::Result<()> {
-    // SAFETY: `value` points to a live T and the length passed is its size.
+    const SOL_XDP: i32 = 283;
+    if level == SOL_XDP {
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: `value` points to a live T and the length passed is its size; the kernel only
+    // reads it (the options that keep an address to write to later are AF_XDP's, refused
+    // above; a packet ring is memory the kernel allocates and we map).
     let rc = unsafe {
         libc::setsockopt(fd, level, name, value as *const T as *const libc::c_void, size_of::<T>() as u32)
     };

@@ -215,7 +215,8 @@ fn steer(ifname: &str, ifindex: u32, xsks: &[RawFd]) -> Result<Steering, Error> 
     put_u32(&mut attr, 8, 4);
     put_u32(&mut attr, 12, xsks.len() as u32);
     let map = owned(
-        bpf(BPF_MAP_CREATE, &mut attr)
+        // SAFETY: the attribute holds no pointer.
+        unsafe { bpf(BPF_MAP_CREATE, &mut attr) }
             .map_err(|e| fail(ifname, "cannot create the XSK map", e, "CAP_BPF"))?,
     );
 
@@ -228,7 +229,9 @@ fn steer(ifname: &str, ifindex: u32, xsks: &[RawFd]) -> Result<Steering, Error> 
         let value: u32 = xsk as u32;
         put_u64(&mut attr, 8, &key as *const u32 as u64);
         put_u64(&mut attr, 16, &value as *const u32 as u64);
-        bpf(BPF_MAP_UPDATE_ELEM, &mut attr)
+        // SAFETY: key and value are live u32s (the map's sizes) until the call returns; the
+        // kernel only reads them.
+        unsafe { bpf(BPF_MAP_UPDATE_ELEM, &mut attr) }
             .map_err(|e| fail(ifname, "cannot register the socket", e, "CAP_BPF"))?;
     }
 
@@ -374,17 +377,21 @@ impl Socket {
             )
         };
     }
-    fn frame(&self, addr: u64, len: usize) -> *mut u8 {
-        debug_assert!(addr as usize + len <= self.umem.len());
-        // SAFETY: addr is a UMEM offset the rings hand out, within the UMEM.
-        unsafe { self.umem.ptr().add(addr as usize) }
+    /// Where the `len` bytes at UMEM offset `addr` start, and how many of them lie within the
+    /// buffer of FRAME_SIZE that holds `addr` (none past the UMEM's end): a descriptor the
+    /// kernel checked always fits, but nothing here trusts that.
+    fn frame(&self, addr: u64, len: usize) -> (*mut u8, usize) {
+        let at = usize::try_from(addr).unwrap_or(usize::MAX).min(self.umem.len());
+        let len = len.min(FRAME_SIZE - at % FRAME_SIZE).min(self.umem.len() - at);
+        // SAFETY: `at` is at most the UMEM's length: within the mapping or one past its end.
+        (unsafe { self.umem.ptr().add(at) }, len)
     }
 
     /// The XDP program's receive stamp in front of the received frame at `addr`, if it left
     /// one; with `clear`, the marker is cleared so that a later frame in the same buffer cannot
     /// reuse it (a frame is peeked at while it waits its turn, cleared when it is taken).
     fn stamp(&self, addr: u64, clear: bool) -> Option<Nanos> {
-        if (addr as usize) % FRAME_SIZE < META_LEN {
+        if (addr as usize) % FRAME_SIZE < META_LEN || addr as usize > self.umem.len() {
             return None;
         }
         // SAFETY: the META_LEN bytes before the frame lie in the headroom of the same UMEM
@@ -465,7 +472,10 @@ pub struct XdpTx {
 unsafe impl Send for XdpRx {}
 // SAFETY: as above.
 unsafe impl Send for XdpTx {}
-// SAFETY: `Socket` is shared read-only (fd, mapping addresses) between the halves.
+// SAFETY: the halves share `Socket` for its fd and its mapping's address, which never change;
+// what they write through it (a frame's bytes, the receive stamp's marker in its headroom)
+// lies in buffers the writing half alone owns at the time (receive buffers between the rx
+// and the fill ring, transmit buffers off the rings), so no byte is written by both.
 unsafe impl Sync for Socket {}
 // SAFETY: as above.
 unsafe impl Send for Socket {}
@@ -725,11 +735,12 @@ impl RxQueue {
     #[allow(clippy::mut_from_ref)] // the frame lies in the UMEM, not in self; see # Safety
     unsafe fn frame(&self, i: u32) -> (XdpDesc, &mut [u8]) {
         let d = self.desc(i);
-        let len = (d.len as usize).min(FRAME_SIZE);
-        // SAFETY: the kernel wrote `len` bytes at `addr` inside our UMEM's receive half; the
-        // frame is ours (nobody else reads or writes it) until it goes back to the fill ring,
-        // and the caller holds no other reference to it.
-        let data = unsafe { std::slice::from_raw_parts_mut(self.sock.frame(d.addr, len), len) };
+        // Cut to the UMEM buffer that holds `addr`, within the UMEM.
+        let (at, len) = self.sock.frame(d.addr, d.len as usize);
+        // SAFETY: `len` bytes from `at` lie in one receive buffer of our UMEM, which the kernel
+        // wrote; the frame is ours (nobody else reads or writes it) until it goes back to the
+        // fill ring, and the caller holds no other reference to it.
+        let data = unsafe { std::slice::from_raw_parts_mut(at, len) };
         (d, data)
     }
 
@@ -946,7 +957,9 @@ impl TxPort for XdpTx {
         // SAFETY: `addr` is a free transmit frame of FRAME_SIZE bytes (≥ len) in our UMEM; the kernel
         // does not read it until we publish its descriptor.
         unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), self.sock.frame(addr, len), len);
+            let (at, room) = self.sock.frame(addr, len);
+            debug_assert_eq!(room, len, "a transmit buffer holds FRAME_SIZE bytes");
+            std::ptr::copy_nonoverlapping(data.as_ptr(), at, room);
             *self.tx.desc(prod) = XdpDesc { addr, len: len as u32, options: 0 };
         }
         self.queued += 1;

@@ -18,10 +18,16 @@ pub(crate) const BPF_TCX_INGRESS: u32 = 46;
 pub(crate) const BPF_TCX_EGRESS: u32 = 47;
 
 /// The bpf(2) system call with an attribute block of `N` bytes.
-pub(crate) fn bpf<const N: usize>(cmd: i32, attr: &mut [u8; N]) -> std::io::Result<i32> {
+///
+/// # Safety
+/// Every pointer `attr` holds for `cmd` (code, license, log, key, value, data in or out)
+/// points to a live buffer of the size `attr` gives it, which the kernel may read or, where
+/// the command writes (the log, a lookup's value, a test run's output), write during the call
+/// while no reference to it is held.
+pub(crate) unsafe fn bpf<const N: usize>(cmd: i32, attr: &mut [u8; N]) -> std::io::Result<i32> {
     // SAFETY: `attr` is a live, writable buffer of the size passed; the kernel reads (and for
-    // some commands writes) at most that many bytes, and every pointer stored in it by the
-    // callers (code, license, log) refers to a buffer that outlives the call.
+    // some commands writes) at most that many bytes; the pointers in it are the caller's
+    // promise (# Safety).
     let rc = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.as_mut_ptr(), N as u32) };
     if rc < 0 {
         Err(std::io::Error::last_os_error())
@@ -74,7 +80,10 @@ pub(crate) fn load(
     let n = name.len().min(15);
     attr[48..48 + n].copy_from_slice(&name.as_bytes()[..n]);
     put_u32(&mut attr, 68, attach_type);
-    match bpf(BPF_PROG_LOAD, &mut attr) {
+    // SAFETY: code (its length in instructions), license (NUL-terminated) and log (its length)
+    // are live buffers until the call returns; only the log is written, and nothing else
+    // refers to it meanwhile.
+    match unsafe { bpf(BPF_PROG_LOAD, &mut attr) } {
         Ok(fd) => Ok(owned(fd)),
         Err(e) => {
             let end = log.iter().position(|&b| b == 0).unwrap_or(0);
@@ -92,7 +101,8 @@ pub(crate) fn link(prog: &OwnedFd, ifindex: u32, attach_type: u32, flags: u32) -
     put_u32(&mut attr, 4, ifindex);
     put_u32(&mut attr, 8, attach_type);
     put_u32(&mut attr, 12, flags);
-    bpf(BPF_LINK_CREATE, &mut attr).map(owned)
+    // SAFETY: the attribute holds no pointer.
+    unsafe { bpf(BPF_LINK_CREATE, &mut attr) }.map(owned)
 }
 
 /// How many programs are attached to interface `ifindex` at `attach_type` (tcx).
@@ -100,6 +110,7 @@ pub(crate) fn count(ifindex: u32, attach_type: u32) -> std::io::Result<u32> {
     let mut attr = [0u8; 64];
     put_u32(&mut attr, 0, ifindex);
     put_u32(&mut attr, 4, attach_type);
-    bpf(BPF_PROG_QUERY, &mut attr)?;
+    // SAFETY: the attribute holds no pointer (no program id buffer: the count only).
+    unsafe { bpf(BPF_PROG_QUERY, &mut attr) }?;
     Ok(u32::from_ne_bytes([attr[24], attr[25], attr[26], attr[27]]))
 }

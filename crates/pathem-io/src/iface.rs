@@ -49,11 +49,23 @@ pub fn has_carrier(ifname: &str) -> bool {
 /// An interface ioctl (`SIOCGIFMTU`, `SIOCSIFFLAGS`, ...) on a struct ifreq naming `ifname`
 /// whose int is `value`, asked of the calling thread's network namespace; returns the ifreq
 /// as the kernel left it.
+/// Only requests that read and write the union as data are taken (EINVAL for any other: one
+/// that reads it as a pointer, such as SIOCGIFCONF, would let the kernel write anywhere).
 pub(crate) fn ifreq(ifname: &str, req: libc::c_ulong, value: i32) -> std::io::Result<[u8; 40]> {
+    const DATA: [libc::c_ulong; 6] = [
+        libc::SIOCGIFMTU,
+        libc::SIOCSIFMTU,
+        libc::SIOCSIFTXQLEN,
+        libc::SIOCGIFFLAGS,
+        libc::SIOCSIFFLAGS,
+        libc::SIOCGIFHWADDR,
+    ];
+    if !DATA.contains(&req) {
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    }
     let mut union = [0u8; 24];
     union[..4].copy_from_slice(&value.to_ne_bytes());
-    // SAFETY: the requests pathem makes with an int (SIOCGIFMTU, SIOCSIFMTU, SIOCSIFTXQLEN,
-    // SIOCGIFFLAGS, SIOCSIFFLAGS, SIOCGIFHWADDR) read and write the union as data, never
+    // SAFETY: every request let through above reads and writes the union as data, never
     // through a pointer.
     unsafe { ifreq_ioctl(ifname, req, union) }
 }
@@ -189,16 +201,25 @@ fn ethtool_value(ifname: &str, cmd: u32, data: u32) -> std::io::Result<u32> {
 }
 
 /// A `SIOCETHTOOL` ioctl on `ifname` whose argument, starting with the command, is `arg`.
+/// Only the commands pathem sends are taken, each with a buffer at least as long as the
+/// struct the kernel reads and writes for it (EINVAL otherwise).
 fn ethtool(ifname: &str, arg: &mut [u8]) -> std::io::Result<()> {
-    if arg.len() < 4 {
+    let cmd = arg.get(..4).map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]));
+    let size = match cmd {
+        Some(ETHTOOL_GFLAGS | ETHTOOL_SFLAGS | ETHTOOL_GGRO | ETHTOOL_SGRO) => 8,
+        Some(ETHTOOL_GCHANNELS) => 36,
+        Some(ETHTOOL_GDRVINFO) => 196,
+        _ => usize::MAX,
+    };
+    if arg.len() < size {
         return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
     }
     let mut union = [0u8; 24];
     union[..8].copy_from_slice(&(arg.as_mut_ptr() as usize as u64).to_ne_bytes());
     // SAFETY: SIOCETHTOOL reads ifr_data as a pointer to the command's struct, which `arg`
-    // holds, mutably borrowed for the call. Every command sent here (see the callers) reads
-    // and writes no more than the struct its buffer was sized for: 8 bytes for
-    // ethtool_value, 196 for ethtool_drvinfo.
+    // holds, mutably borrowed for the call; the command is one of those above and `arg` is
+    // at least as long as its struct (ethtool_value 8 bytes, ethtool_channels 36,
+    // ethtool_drvinfo 196), all the kernel reads or writes.
     unsafe { ifreq_ioctl(ifname, libc::SIOCETHTOOL, union) }.map(drop)
 }
 
@@ -370,6 +391,21 @@ mod tests {
         assert!(mtu("lo").is_some_and(|m| m >= 1500));
         assert_eq!(mtu("no-such-if0"), None);
         assert_eq!(mtu(""), None);
+    }
+
+    /// Requests that would have the kernel read the buffer as a pointer, or write past it,
+    /// are refused before any system call.
+    #[test]
+    fn requests_the_buffers_do_not_fit_are_refused() {
+        let einval = |r: std::io::Result<()>| r.unwrap_err().raw_os_error() == Some(libc::EINVAL);
+        assert!(einval(ifreq("lo", libc::SIOCGIFCONF, 0).map(drop)), "ifr_data read as a pointer");
+        let mut value = [0u8; 8];
+        value[..4].copy_from_slice(&ETHTOOL_GDRVINFO.to_ne_bytes());
+        assert!(einval(ethtool("lo", &mut value)), "196 bytes asked of 8");
+        value[..4].copy_from_slice(&0x0bu32.to_ne_bytes()); // ETHTOOL_SSET-like, not taken
+        assert!(einval(ethtool("lo", &mut value)));
+        assert!(einval(crate::afpacket::set_opt(-1, 283, 4, &[0u64; 3])), "XDP_UMEM_REG");
+        assert!(ifreq("lo", libc::SIOCGIFMTU, 0).is_ok());
     }
 
     #[test]

@@ -10,8 +10,9 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 /// A clock's current value in nanoseconds.
 pub(crate) fn clock_ns(id: libc::clockid_t) -> i64 {
-    // SAFETY: clock_gettime writes one timespec into the local it is given.
+    // SAFETY: timespec is plain data; zero is a valid value.
     let mut ts: libc::timespec = unsafe { zeroed() };
+    // SAFETY: clock_gettime writes one timespec into the live local it is given.
     unsafe { libc::clock_gettime(id, &mut ts) };
     // Saturating: CLOCK_REALTIME can be set (by root) past 2262, where nanoseconds pass i64.
     ts.tv_sec.saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec)
@@ -121,7 +122,11 @@ pub(crate) unsafe fn cmsg_time(msg: &libc::msghdr, ty: i32) -> Option<i64> {
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(msg);
         while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == ty {
+            // A message of the type too short for a timespec (a type whose data is something
+            // else) is not read past its end.
+            let fits = (*c).cmsg_len as usize
+                >= libc::CMSG_LEN(std::mem::size_of::<libc::timespec>() as u32) as usize;
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == ty && fits {
                 let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::timespec);
                 // A realtime stamp past 2262 (a clock set there) is no stamp: the port stamps
                 // the frame itself, as when the kernel gave none.

@@ -54,6 +54,8 @@ impl XdpGenerator {
         put_u64(&mut attr, 48, self.ctx.as_ptr() as u64);
         put_u32(&mut attr, 64, BPF_F_TEST_XDP_LIVE_FRAMES);
         put_u32(&mut attr, 72, BATCH);
-        bpf(BPF_PROG_TEST_RUN, &mut attr).map(|_| ())
+        // SAFETY: the frame and the context are live buffers of the sizes given, only read
+        // (no output buffers are set); both are owned by self for the call.
+        unsafe { bpf(BPF_PROG_TEST_RUN, &mut attr) }.map(|_| ())
     }
 }
