@@ -82,7 +82,19 @@ pub fn delay_line_size(path: &PathConfig, engine: &EngineConfig) -> usize {
 /// [`delay_line_size`] with the reason, e.g. `rate 100mbit × max delay 10ms + queue 64000 B`.
 pub fn delay_line_sizing(path: &PathConfig, engine: &EngineConfig) -> Sizing {
     if let Some(b) = engine.buffer {
-        return Sizing { bytes: b, why: "--buffer".into() };
+        // The ring's size is a power of two holding at least two of the longest records: say
+        // so where that is more than was asked.
+        let made = crate::delay_line::ring_capacity(b, engine.max_frame);
+        let why = match made {
+            Some(m) if m != b => {
+                format!(
+                    "--buffer {b} B, rounded up to a power of two of at least two {}-byte frames",
+                    engine.max_frame
+                )
+            }
+            _ => "--buffer".into(),
+        };
+        return Sizing { bytes: b, why };
     }
     let (rate, overhead) = match &path.link {
         Some(l) => (l.mean_rate(), l.overhead),
@@ -758,6 +770,15 @@ mod tests {
     fn pipeline(busy_poll: Nanos) -> Pipeline<OneFrame, MemSink> {
         let engine = EngineConfig { busy_poll, ..EngineConfig::default() };
         Pipeline::new(OneFrame(true), MemSink::default(), &PathConfig::default(), 1, &engine).unwrap()
+    }
+
+    #[test]
+    fn a_buffer_rounded_up_says_so() {
+        let engine = |b| EngineConfig { buffer: Some(b), max_frame: 1514, ..EngineConfig::default() };
+        let s = delay_line_sizing(&PathConfig::default(), &engine(300 << 10));
+        assert!(s.why.contains("rounded up"), "{}", s.why);
+        assert_eq!(delay_line_sizing(&PathConfig::default(), &engine(1 << 20)).why, "--buffer");
+        assert!(delay_line_sizing(&PathConfig::default(), &engine(1)).why.contains("two 1514-byte frames"));
     }
 
     #[test]

@@ -227,8 +227,10 @@ impl PathConfig {
     pub fn validate(&self) -> Result<(), RangeError> {
         use crate::limits::*;
         if let Some(p) = &self.police {
-            at_most("police", p.rate.bits_per_sec(), MAX_RATE, p, "a rate up to 10tbit")?;
-            at_most("police", p.burst.0, MAX_POLICE_BURST, p, "a burst from 1 B to 2GB")?;
+            // The value shown is the policer's words less its name, which the flag already says.
+            let shown = format!("{},burst={}B", p.rate, p.burst.0);
+            at_most("police", p.rate.bits_per_sec(), MAX_RATE, &shown, "a rate up to 10tbit")?;
+            at_most("police", p.burst.0, MAX_POLICE_BURST, &shown, "a burst from 1 B to 2GB")?;
         }
         if let Some(l) = &self.link {
             if let Server::Rate(r) = &l.server {

@@ -149,16 +149,16 @@ impl Session {
         out
     }
 
-    /// Runs until SIGINT or SIGTERM, or for `duration` if given; hands `report` the counters
-    /// every `every` (event `interval`) and at the end (event `final`). Returns the final
-    /// counters.
+    /// Runs until SIGINT, SIGTERM or SIGHUP (its terminal closed), or for `duration` if given;
+    /// hands `report` the counters every `every` (event `interval`) and at the end (event
+    /// `final`). Returns the final counters.
     pub fn serve(
         self,
         every: Option<Nanos>,
         duration: Option<Nanos>,
         report: impl Fn(&Report) + Clone + Send + 'static,
     ) -> Result<Final, Error> {
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
             signal_hook::flag::register(sig, self.link.stopper())
                 .map_err(|source| Error::Io { what: "cannot install signal handlers".into(), source })?;
         }

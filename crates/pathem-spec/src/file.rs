@@ -91,7 +91,7 @@ pub fn load(path: &Path) -> Result<ConfigFile, SpecError> {
 
 /// Parses config text; errors carry the 1-based line they point at.
 pub fn parse(text: &str) -> Result<ConfigFile, (usize, String)> {
-    toml::from_str(text).map_err(|e| {
+    let file: ConfigFile = toml::from_str(text).map_err(|e| {
         let line = e.span().map_or(1, |s| text[..s.start.min(text.len())].matches('\n').count() + 1);
         let mut message = e.message().replace('\n', " ");
         if message.contains("number too large") {
@@ -101,7 +101,19 @@ pub fn parse(text: &str) -> Result<ConfigFile, (usize, String)> {
             );
         }
         (line, message)
-    })
+    })?;
+    // A table has no order between its keys: a switch and its opposite together say nothing
+    // (on the command line the later one wins, as it does across layers).
+    let tables = [("[a_to_b]", &file.a_to_b), ("[b_to_a]", &file.b_to_a)].into_iter();
+    let classes = file.classes.iter().map(|c| ("[[class]]", &c.path));
+    for (table, spec) in tables.chain(classes) {
+        // (`no-ecn` is no key of the file: ECN is off unless `ecn = true`.)
+        if spec.reorder && spec.no_reorder {
+            let line = text.find(table).map_or(1, |at| text[..at].matches('\n').count() + 1);
+            return Err((line, format!("{table} sets both `reorder` and `no-reorder`: keep one")));
+        }
+    }
+    Ok(file)
 }
 
 #[cfg(test)]
@@ -117,6 +129,15 @@ mod tests {
         assert_eq!(c.buffer, Some(Size(8 << 20)));
         assert_eq!(c.a_to_b.delay.unwrap().0, Nanos::from_millis(10));
         assert!(c.b_to_a.loss.is_some());
+    }
+
+    #[test]
+    fn a_switch_and_its_opposite_in_one_table_are_refused() {
+        let (line, msg) =
+            parse("seed = 1\n[b_to_a]\ndelay = '1ms'\nreorder = true\nno-reorder = true\n").unwrap_err();
+        assert_eq!(line, 2, "{msg}");
+        assert!(msg.contains("[b_to_a]") && msg.contains("`reorder` and `no-reorder`"), "{msg}");
+        assert!(parse("[a_to_b]\nreorder = true\n[b_to_a]\nno-reorder = true\n").is_ok());
     }
 
     #[test]

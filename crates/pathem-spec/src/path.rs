@@ -840,7 +840,8 @@ mod tests {
         assert!(!off.reorder && off.delay.is_some());
         let kept = off.overridden_by(&PathSpec::from_flags("--loss 1%").unwrap());
         assert!(!kept.ecn && !kept.reorder);
-        // The last of the two wins, as for any flag given twice.
+        // On a command line the later of the two wins (as across layers); a config table,
+        // whose keys have no order, refuses both (`file::parse`).
         assert!(PathSpec::from_flags("--ecn --no-ecn").unwrap().no_ecn);
         assert!(PathSpec::from_flags("--no-ecn --ecn").unwrap().ecn);
     }

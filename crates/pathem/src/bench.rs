@@ -77,7 +77,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
         false => print!("{text}"),
     };
     if args.hiccups {
-        crate::within("--seconds", args.seconds, 0.001..=3600.0, "above 0, up to 3600")?;
+        crate::within("--seconds", args.seconds, 0.001..=3600.0, "0.001 to 3600")?;
         let all = pathem_lab::hiccups::measure(args.seconds);
         emit(serde_json::to_value(&all)?, pathem_lab::hiccups::text(&all, args.seconds));
         return Ok(());

@@ -2,7 +2,7 @@
 //!
 //! Frames received on A leave on B through the a→b path, and back through the b→a path.
 //! This module parses the flags and prints; the link itself is `pathem_runtime::Link`, the
-//! same one `shell`, `validate` and `bench --live` run. SIGINT or SIGTERM stops it.
+//! same one `shell`, `validate` and `bench --live` run. SIGINT, SIGTERM or SIGHUP stops it.
 
 use crate::usage;
 use clap::Args;

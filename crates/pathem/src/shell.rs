@@ -80,9 +80,15 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
     let (a, b) = (PortSpec::Auto("pa".into()), PortSpec::Auto("pb".into()));
     let spec = LinkSpec { netns: Some(bed.link_ns.clone()), ..LinkSpec::of(a, b, &up, &down, seed) };
     let session = Session::start(spec, name, [&up, &down], metrics_addr).map_err(crate::runtime_error)?;
-    // Ctrl-C belongs to the command: the shell ends when the command does.
+    // Ctrl-C belongs to the command: the shell ends when the command does. So does a hang-up
+    // (the terminal closed), which used to end the shell at once and leave its namespaces.
     let interrupted = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGQUIT] {
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGQUIT,
+        signal_hook::consts::SIGHUP,
+    ] {
         signal_hook::flag::register(sig, interrupted.clone())?;
     }
     let status = Command::new("ip")

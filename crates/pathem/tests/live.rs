@@ -585,6 +585,30 @@ fn shell_adds_the_delay_both_ways_and_cleans_up() {
     let left = must(&["ip", "netns", "list"]);
     assert!(!left.contains("pathem-"), "namespaces left behind: {left}");
 
+    // The terminal closes: the hang-up reaches the shell and its command (one process group);
+    // the command ends, and the shell cleans up after it instead of dying with its namespaces.
+    let mut child = {
+        use std::os::unix::process::CommandExt;
+        Command::new(PATHEM)
+            .args(["shell", "--delay", "1ms", "--", "sleep", "30"])
+            .process_group(0)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let ns = format!("pathem-{}", child.id());
+    let up = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        must(&["ip", "netns", "list"]).contains(&ns)
+    });
+    assert!(up, "the shell's namespace {ns} appears");
+    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::SIGHUP);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(129), "the command's hang-up is the shell's status");
+    let left = must(&["ip", "netns", "list"]);
+    assert!(!left.contains(&ns), "namespaces left behind after a hang-up: {left}");
+
     // Nested: 20 ms outside, 10 ms inside = 60 ms round trip.
     let out = Command::new(PATHEM)
         .args(["shell", "--delay", "20ms", "--", PATHEM, "shell", "--delay", "10ms", "--", "sh", "-c"])

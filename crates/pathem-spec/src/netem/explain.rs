@@ -182,6 +182,12 @@ pub fn to_netem(spec: &PathSpec) -> Result<String, SpecError> {
         }
     }
     let d = &cfg.delay;
+    if d.jitter > super::JITTER_CAP {
+        return no(
+            format!("--jitter {}", d.jitter),
+            "NetEm's jitter is at most 2.147483647s (a 32-bit draw)",
+        );
+    }
     if d.base > Nanos::ZERO || d.jitter > Nanos::ZERO {
         let mut w = format!("delay {}", d.base);
         if d.jitter > Nanos::ZERO {
@@ -312,8 +318,15 @@ pub fn to_netem(spec: &PathSpec) -> Result<String, SpecError> {
     }
     let overtakes = (d.jitter > Nanos::ZERO && cfg.link.is_none()) || cfg.skip_delay.is_some();
     if cfg.reorder != overtakes {
+        // Name what the user wrote: overtaking the flags ask for without --reorder comes from
+        // --skip-delay or from jitter; --reorder without either has nothing to reorder.
+        let setting = match (cfg.reorder, cfg.skip_delay.is_some()) {
+            (true, _) => "--reorder".into(),
+            (false, true) => "--skip-delay without --reorder".into(),
+            (false, false) => "--jitter without --reorder".into(),
+        };
         return no(
-            if cfg.reorder { "--reorder".into() } else { "--jitter without --reorder".into() },
+            setting,
             "NetEm lets frames overtake exactly when they have jitter and no rate, or with reorder (--skip-delay)",
         );
     }

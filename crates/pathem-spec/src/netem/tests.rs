@@ -408,6 +408,8 @@ fn to_netem_and_back_make_the_same_path() {
         ("--ecn --loss 0%", "--ecn with a loss of 0%"),
         ("--ecn --loss random:0%,corr=25%", "--ecn with a loss of 0%"),
         ("--slot 0ns", "--slot 0ns"),
+        ("--delay 1ms --skip-delay 10%,gap=5", "--skip-delay without --reorder"),
+        ("--delay 10ms --jitter 3s --reorder", "--jitter 3s"),
     ] {
         let e = to_netem(&PathSpec::from_flags(flags).unwrap()).unwrap_err().to_string();
         assert!(e.starts_with(says) || e.contains(says), "{flags}: {e}");
