@@ -632,17 +632,19 @@ impl TxPort for AfPacketTx {
                         self.batch.consume(start);
                         return Ok(());
                     }
-                    // The kernel took the frame and dropped it (NET_XMIT_DROP: no carrier, a
-                    // full device queue, a qdisc's drop): refused, not kept to be retried
-                    // for ever; the others go on.
-                    libc::ENOBUFS => {
-                        let class = match crate::iface::has_carrier(&self.ifname) {
-                            false => TxErrorClass::Down,
-                            true => TxErrorClass::NoBuffer,
-                        };
-                        self.refused.add(class, errno, self.batch.frame(start).len());
+                    // The kernel dropped the frame (NET_XMIT_DROP). Without carrier nothing can
+                    // leave: refused, and the others go on. With carrier it is congestion (the
+                    // peer's backlog, a qdisc's queue) that passes: the frame is sent again on
+                    // a later flush, as a device queue would hold it (the engine comes back
+                    // after TX_RETRY, not at once).
+                    libc::ENOBUFS if !crate::iface::has_carrier(&self.ifname) => {
+                        self.refused.add(TxErrorClass::Down, errno, self.batch.frame(start).len());
                         start += 1;
                         continue;
+                    }
+                    libc::ENOBUFS => {
+                        self.batch.consume(start);
+                        return Ok(());
                     }
                     _ => match TxErrorClass::of_errno(errno) {
                         // Down or gone: what is queued cannot leave; it may come back later.

@@ -209,9 +209,9 @@ impl TxPort for TapTx {
             };
             if rc < 0 {
                 let errno = os_err().raw_os_error().unwrap_or(0);
-                // Only a full device is worth a retry; anything else (ENOBUFS included: the
-                // frame was dropped) refuses this frame, and the others go on.
-                if matches!(errno, libc::EAGAIN | libc::EINTR) {
+                // A full device is worth a retry (on a later flush); anything else refuses this
+                // frame, and the others go on.
+                if matches!(errno, libc::EAGAIN | libc::ENOBUFS | libc::EINTR) {
                     break;
                 }
                 self.refused.add(TxErrorClass::of_errno(errno), errno, frame.len());
