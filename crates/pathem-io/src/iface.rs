@@ -40,10 +40,12 @@ pub fn is_up(ifname: &str) -> bool {
         .is_some_and(|f| f & 1 != 0)
 }
 
-/// False when the interface has no carrier (or is gone, or down, where `carrier` reads as
-/// nothing): a frame sent there is dropped by the device.
+/// False when the interface has no carrier (or is down, or gone): a frame sent there is
+/// dropped by the device. Asked of the calling thread's network namespace (`IFF_RUNNING`,
+/// which the kernel sets for an interface up with its carrier), not of sysfs, which shows the
+/// namespace it was mounted in (the shell's link runs in another).
 pub fn has_carrier(ifname: &str) -> bool {
-    sys(ifname, "carrier").is_some_and(|c| c == "1")
+    ifreq(ifname, libc::SIOCGIFFLAGS, 0).is_ok_and(|ifr| ifreq_int(&ifr) & libc::IFF_RUNNING != 0)
 }
 
 /// An interface ioctl (`SIOCGIFMTU`, `SIOCSIFFLAGS`, ...) on a struct ifreq naming `ifname`
@@ -406,6 +408,12 @@ mod tests {
         assert!(einval(ethtool("lo", &mut value)));
         assert!(einval(crate::afpacket::set_opt(-1, 283, 4, &[0u64; 3])), "XDP_UMEM_REG");
         assert!(ifreq("lo", libc::SIOCGIFMTU, 0).is_ok());
+    }
+
+    #[test]
+    fn the_loopback_has_a_carrier_and_a_missing_interface_none() {
+        assert!(has_carrier("lo"));
+        assert!(!has_carrier("no-such-if0"));
     }
 
     #[test]
