@@ -100,6 +100,11 @@ fn packet_socket(ifname: &str, ifindex: i32, protocol: u16) -> Result<OwnedFd, E
 
 /// setsockopt(2) with `value`, read by the kernel as data. AF_XDP's options are refused
 /// (EINVAL): registering a UMEM hands the kernel an address it then writes frames to.
+/// The error of a port whose interface was deleted while pathem ran.
+pub(crate) fn gone(ifname: &str) -> Error {
+    Error::Interface { name: ifname.into(), reason: "is gone: it was deleted while pathem ran".into() }
+}
+
 pub(crate) fn set_opt<T>(fd: RawFd, level: i32, name: i32, value: &T) -> std::io::Result<()> {
     const SOL_XDP: i32 = 283;
     if level == SOL_XDP {
@@ -647,10 +652,15 @@ impl TxPort for AfPacketTx {
                         return Ok(());
                     }
                     _ => match TxErrorClass::of_errno(errno) {
-                        // Down or gone: what is queued cannot leave; it may come back later.
+                        // Down or gone: what is queued cannot leave. Down may come back; gone
+                        // (the interface deleted) never does, and the run ends saying so.
                         TxErrorClass::Down => {
                             for i in start..self.batch.len() {
                                 self.refused.add(TxErrorClass::Down, errno, self.batch.frame(i).len());
+                            }
+                            if matches!(errno, libc::ENXIO | libc::ENODEV) {
+                                self.batch.consume(usize::MAX);
+                                return Err(gone(&self.ifname));
                             }
                             break;
                         }

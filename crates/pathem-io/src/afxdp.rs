@@ -1002,6 +1002,13 @@ impl TxPort for XdpTx {
                     // consumed it and will complete it, unsent. One frame per EBUSY.
                     Some(libc::EBUSY) => self.dropped_by_device(),
                     Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => {}
+                    // The socket was unbound: its interface is gone (deleted), for good.
+                    Some(libc::ENXIO) => {
+                        let lost = self.queued() as usize;
+                        self.refused.frames[TxErrorClass::Down as usize] += lost as u64;
+                        self.refused.errno[TxErrorClass::Down as usize] = libc::ENXIO;
+                        return Err(crate::afpacket::gone(&self.ifname));
+                    }
                     _ => {
                         self.read_refused();
                         break;

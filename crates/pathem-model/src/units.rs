@@ -332,8 +332,12 @@ impl FromStr for Probability {
 }
 
 impl fmt::Display for Probability {
+    /// As a percentage to 12 significant digits, so the float's last bits do not show
+    /// (`0.001%`, not `0.000999999999999999…%`); never 0 for a probability above 0.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}%", self.0 * 100.0)
+        let percent = self.0 * 100.0;
+        let shown: f64 = format!("{percent:.11e}").parse().unwrap_or(percent);
+        write!(f, "{shown}%")
     }
 }
 
@@ -453,6 +457,10 @@ mod tests {
         assert!("1e-400".parse::<Probability>().is_err());
         assert!("1e-323%".parse::<Probability>().is_err());
         assert_eq!("0%".parse::<Probability>().unwrap().get(), 0.0);
+        assert_eq!("0.00001".parse::<Probability>().unwrap().to_string(), "0.001%");
+        let tiny = "1e-300".parse::<Probability>().unwrap().to_string();
+        assert!(tiny.ends_with("1%") && tiny.starts_with("0.000"), "{tiny}");
+        assert_eq!("33.3%".parse::<Probability>().unwrap().to_string(), "33.3%");
         for bad in ["100MB/s", "100MBps", "1B/s", "5GBps", "10KBit"] {
             let e = bad.parse::<Rate>().unwrap_err().to_string();
             assert!(e.contains("upper-case B"), "{bad}: {e}");

@@ -74,6 +74,7 @@ fn main() {
             "frames_longer_than_a_slot_pass_after_down_and_up",
             frames_longer_than_a_slot_pass_after_down_and_up,
         ),
+        ("a_port_whose_interface_is_deleted_ends_the_run", a_port_whose_interface_is_deleted_ends_the_run),
         ("short_validate_passes", short_validate_passes),
         (
             "a_burst_through_a_delay_arrives_whole_without_later_traffic",
@@ -707,6 +708,33 @@ fn frames_longer_than_a_slot_pass_after_down_and_up() {
     }
     let s = t.stop_json();
     assert_eq!(s["a_to_b"]["port_rx_dropped"].as_u64(), Some(0), "{}", s["a_to_b"]);
+}
+
+/// pb is deleted while pathem runs (with its peer s0): the next frame for it ends the run,
+/// exit 1 and one line naming pb; before, AF_PACKET refused every frame for ever and AF_XDP
+/// piled them up in its ring, both without a word until stopped.
+fn a_port_whose_interface_is_deleted_ends_the_run() {
+    for kind in ["afpacket", "afxdp"] {
+        let mut t = Topo::new();
+        t.quiet();
+        t.start_with(kind, &["--delay", "1ms"]);
+        assert!(t.rtt(3).0 < 5.0);
+        t.exec(&t.mid, &["ip", "link", "del", "pb"]);
+        t.exec(&t.gen, &["ping", "-n", "-q", "-c", "5", "-i", "0.1", "-W", "1", SINK_IP]);
+        let mut child = t.pathem.take().unwrap();
+        let ended = (0..50).find_map(|_| {
+            std::thread::sleep(Duration::from_millis(100));
+            child.try_wait().unwrap()
+        });
+        let Some(status) = ended else {
+            let _ = stop_or_kill(&mut child);
+            panic!("{kind}: pathem still runs with pb gone");
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        let lines = t.stderr.lock().unwrap().join("\n");
+        assert_eq!(status.code(), Some(1), "{kind}: {lines}");
+        assert!(lines.contains("pb") && lines.contains("is gone"), "{kind}: {lines}");
+    }
 }
 
 fn an_interface_that_goes_down_and_up_is_resumed() {
