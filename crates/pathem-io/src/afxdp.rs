@@ -1004,7 +1004,7 @@ impl TxPort for XdpTx {
                     Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => {}
                     // The socket was unbound: its interface is gone (deleted), for good.
                     Some(libc::ENXIO) => {
-                        let lost = self.queued() as usize;
+                        let lost = self.queued();
                         self.refused.frames[TxErrorClass::Down as usize] += lost as u64;
                         self.refused.errno[TxErrorClass::Down as usize] = libc::ENXIO;
                         return Err(crate::afpacket::gone(&self.ifname));
