@@ -68,6 +68,14 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
     let name = args.name.clone().unwrap_or_else(|| format!("shell-{}", std::process::id()));
     let metrics_addr =
         args.metrics.as_deref().map(pathem_runtime::metrics::parse_addr).transpose().map_err(usage)?;
+    // Ctrl-C belongs to the command: the shell ends when the command does. So does a hang-up
+    // (the terminal closed), which used to end the shell at once and leave its namespaces.
+    // Caught from before the namespaces exist, so no signal finds them without a cleanup.
+    let interrupted = Arc::new(AtomicBool::new(false));
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+    for sig in [SIGINT, SIGTERM, SIGQUIT, SIGHUP] {
+        signal_hook::flag::register(sig, interrupted.clone())?;
+    }
     let bed = ShellBed::build(std::process::id()).map_err(usage)?;
     link::notes(&[&up, &down]).iter().chain(&bed.warning).for_each(|l| eprintln!("pathem: {l}"));
     if args.verbose {
@@ -80,17 +88,6 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
     let (a, b) = (PortSpec::Auto("pa".into()), PortSpec::Auto("pb".into()));
     let spec = LinkSpec { netns: Some(bed.link_ns.clone()), ..LinkSpec::of(a, b, &up, &down, seed) };
     let session = Session::start(spec, name, [&up, &down], metrics_addr).map_err(crate::runtime_error)?;
-    // Ctrl-C belongs to the command: the shell ends when the command does. So does a hang-up
-    // (the terminal closed), which used to end the shell at once and leave its namespaces.
-    let interrupted = Arc::new(AtomicBool::new(false));
-    for sig in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGQUIT,
-        signal_hook::consts::SIGHUP,
-    ] {
-        signal_hook::flag::register(sig, interrupted.clone())?;
-    }
     let status = Command::new("ip")
         .args(["netns", "exec", &bed.ns])
         .args(&args.command)

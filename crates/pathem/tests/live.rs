@@ -599,11 +599,13 @@ fn shell_adds_the_delay_both_ways_and_cleans_up() {
             .unwrap()
     };
     let ns = format!("pathem-{}", child.id());
+    // Once its command runs (a `sleep` in the shell's process group).
+    let group = child.id().to_string();
     let up = (0..100).any(|_| {
         std::thread::sleep(Duration::from_millis(100));
-        must(&["ip", "netns", "list"]).contains(&ns)
+        sh(&["pgrep", "-g", &group, "-x", "sleep"]).status.success()
     });
-    assert!(up, "the shell's namespace {ns} appears");
+    assert!(up && must(&["ip", "netns", "list"]).contains(&ns), "the shell {ns} runs its command");
     let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::SIGHUP);
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(129), "the command's hang-up is the shell's status");
