@@ -640,8 +640,7 @@ impl TxPort for AfPacketTx {
                     // The kernel dropped the frame (NET_XMIT_DROP). Without carrier nothing can
                     // leave: refused, and the others go on. With carrier it is congestion (the
                     // peer's backlog, a qdisc's queue) that passes: the frame is sent again on
-                    // a later flush, as a device queue would hold it (the engine comes back
-                    // after TX_RETRY, not at once).
+                    // a later flush, as a device queue would hold it.
                     libc::ENOBUFS if !crate::iface::has_carrier(&self.ifname) => {
                         self.refused.add(TxErrorClass::Down, errno, self.batch.frame(start).len());
                         start += 1;
