@@ -384,7 +384,7 @@ impl LivePlan {
         for &size in &self.sizes {
             within("sizes", size, 60..=1514, "frame sizes from 60 to 1514 bytes")?;
         }
-        within("seconds", self.secs, 0.001..=3600.0, "above 0, up to 3600")?;
+        within("seconds", self.secs, 0.001..=3600.0, "0.001 to 3600")?;
         let most = pathem_io::MAX_RX_QUEUES as u32;
         within("queues", self.queues, 1..=most, &format!("1 to {most}"))?;
         for k in &self.kinds {
