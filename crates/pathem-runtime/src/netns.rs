@@ -34,6 +34,19 @@ pub fn enter(name: &str) -> Result<(), Error> {
 
 use std::net::Ipv4Addr;
 
+/// Ctrl-C, SIGTERM, SIGQUIT and a hang-up (the terminal closed) belong to the shell's command:
+/// the shell ends when the command does, and cleans up its bed. Called before the bed is
+/// built, so no signal finds the namespaces without a cleanup (a hang-up used to end the
+/// shell at once and leave them).
+pub fn leave_signals_to_the_command() -> std::io::Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+    let caught = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [SIGINT, SIGTERM, SIGQUIT, SIGHUP] {
+        signal_hook::flag::register(sig, caught.clone())?;
+    }
+    Ok(())
+}
+
 /// The namespace, links and rules of one shell; removed on drop, whatever happened.
 pub struct ShellBed {
     /// The command's namespace (its one interface is `eth0`).

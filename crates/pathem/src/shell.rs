@@ -26,8 +26,6 @@ use pathem_runtime::{LinkSpec, Session};
 use pathem_spec::{link, PathSpec};
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 #[derive(Args, Debug)]
 pub struct ShellArgs {
@@ -68,14 +66,7 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
     let name = args.name.clone().unwrap_or_else(|| format!("shell-{}", std::process::id()));
     let metrics_addr =
         args.metrics.as_deref().map(pathem_runtime::metrics::parse_addr).transpose().map_err(usage)?;
-    // Ctrl-C belongs to the command: the shell ends when the command does. So does a hang-up
-    // (the terminal closed), which used to end the shell at once and leave its namespaces.
-    // Caught from before the namespaces exist, so no signal finds them without a cleanup.
-    let interrupted = Arc::new(AtomicBool::new(false));
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
-    for sig in [SIGINT, SIGTERM, SIGQUIT, SIGHUP] {
-        signal_hook::flag::register(sig, interrupted.clone())?;
-    }
+    pathem_runtime::netns::leave_signals_to_the_command()?;
     let bed = ShellBed::build(std::process::id()).map_err(usage)?;
     link::notes(&[&up, &down]).iter().chain(&bed.warning).for_each(|l| eprintln!("pathem: {l}"));
     if args.verbose {
