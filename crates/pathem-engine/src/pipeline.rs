@@ -434,13 +434,11 @@ impl<R: RxPort> Input<R> {
         // Whole laps of a schedule that pass before the next frame arrives, while the path
         // holds none, are passed over: where that arrival is known (offline), nothing sees
         // the path until then. A live path takes every step at its time.
-        let until = match self.rx.poll_at() {
-            PollAt::At(a) => a,
-            PollAt::Now | PollAt::Unknown | PollAt::Ended => Nanos::ZERO,
-        };
-        for l in &mut self.lanes {
-            if let Some(t) = l.timeline.as_mut().filter(|_| !l.ingress.holds_frames()) {
-                t.skip_laps(until);
+        if let PollAt::At(until) = self.rx.poll_at() {
+            for l in &mut self.lanes {
+                if let Some(t) = l.timeline.as_mut().filter(|_| !l.ingress.holds_frames()) {
+                    t.skip_laps(until);
+                }
             }
         }
         loop {
