@@ -297,6 +297,12 @@ impl<R: RxPort> RxPort for Fanin<R> {
         self.port.kernel_drops() + shares
     }
 
+    /// The port's: the readers on other CPUs read queues of the same port, whose kernel
+    /// counts (where it keeps any) the port reads for all of them.
+    fn rolled_over(&mut self) -> u64 {
+        self.port.rolled_over()
+    }
+
     fn offload(&self) -> OffloadCounts {
         let mut all = self.port.offload();
         for (_, s) in self.lines.iter().skip(1) {

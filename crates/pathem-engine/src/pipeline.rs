@@ -398,6 +398,7 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
         out.take_refused(true);
         self.read_gauges(now);
         self.input.port.port_rx_dropped.set(self.input.rx.kernel_drops());
+        self.input.port.port_rx_rolled_over.set(self.input.rx.rolled_over());
         self.input.take_offload();
         Ok(self.input.counters.snapshot())
     }
@@ -576,6 +577,7 @@ impl<R: RxPort> Input<R> {
         if now >= self.drops_read + DROPS_EVERY {
             self.drops_read = now;
             self.port.port_rx_dropped.set(self.rx.kernel_drops());
+            self.port.port_rx_rolled_over.set(self.rx.rolled_over());
             self.take_offload();
             for l in &mut self.lanes {
                 l.ingress.gauges(now);

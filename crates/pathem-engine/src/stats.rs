@@ -77,6 +77,10 @@ pub struct Counters {
     pub late: Lateness,
     /// Written by the receiving side: frames the kernel or NIC dropped before pathem saw them.
     pub port_rx_dropped: Counter,
+    /// Written by the receiving side (a total read from the port): frames the kernel moved
+    /// off a full receive queue onto another of the port's queues, where they may pass
+    /// earlier frames of their flow.
+    pub port_rx_rolled_over: Counter,
     /// Written by egress (a gauge): frames handed to the transmit port that still wait there.
     pub port_tx_queued: Counter,
     /// Written by egress (totals read from the port): frames the transmitting port's kernel
@@ -373,6 +377,7 @@ impl Counters {
             aqm_mark: self.aqm_marked.get(),
             sojourn: self.sojourn.snapshot(),
             port_rx_dropped: self.port_rx_dropped.get(),
+            port_rx_rolled_over: self.port_rx_rolled_over.get(),
             port_tx_queued: self.port_tx_queued.get(),
             port_tx_errors: PortTxErrors(std::array::from_fn(|i| self.port_tx_errors[i].get())),
             offload: OffloadStats {
@@ -504,6 +509,11 @@ pub struct Stats {
     pub in_flight: u64,
     /// Frames the kernel or NIC dropped before pathem saw them (a full socket buffer or ring).
     pub port_rx_dropped: u64,
+    /// Frames the kernel moved off a full receive queue onto another of the port's queues
+    /// (DPDK's net_af_packet with several queue pairs): received, but possibly after later
+    /// frames of their flow. 0 for every other port.
+    #[serde(default)]
+    pub port_rx_rolled_over: u64,
     /// Of `tx_packets`, frames still waiting in the transmit port for the kernel or NIC.
     pub port_tx_queued: u64,
     /// Frames the transmit port refused (not in `tx_packets`), by class.
@@ -593,6 +603,12 @@ impl Stats {
         if self.port_tx_errors.total() > 0 {
             text.push_str(&format!("; tx errors {}", self.port_tx_errors.describe()));
         }
+        if self.port_rx_rolled_over > 0 {
+            text.push_str(&format!(
+                "; {} rolled over to another receive queue (their flows may be out of order)",
+                self.port_rx_rolled_over
+            ));
+        }
         if self.tx_filler_frames > 0 {
             text.push_str(&format!(
                 "; fillers {} ({} B), late {}, device tx errors {}",
@@ -664,6 +680,7 @@ mod tests {
         for key in [
             "in_flight",
             "port_rx_dropped",
+            "port_rx_rolled_over",
             "port_tx_queued",
             "tx_filler_frames",
             "tx_filler_bytes",

@@ -358,6 +358,13 @@ impl RxPort for LiveRx {
             LiveRx::Dpdk(d) => d.kernel_drops(),
         }
     }
+    fn rolled_over(&mut self) -> u64 {
+        match self {
+            LiveRx::Packet(_) | LiveRx::Xdp(_) | LiveRx::Tap(_) | LiveRx::Idle(_) => 0,
+            #[cfg(feature = "dpdk")]
+            LiveRx::Dpdk(d) => d.rolled_over(),
+        }
+    }
     fn offload(&self) -> crate::offload::OffloadCounts {
         match self {
             LiveRx::Packet(p) => p.offload(),

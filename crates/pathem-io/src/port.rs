@@ -70,6 +70,15 @@ pub trait RxPort {
         0
     }
 
+    /// Frames the kernel moved from the receive queue their flow hashes to onto another of
+    /// this port's queues, because that one's ring was full (a packet fanout's rollover, as
+    /// DPDK's net_af_packet sets it up with several queue pairs), since the port was opened.
+    /// Read on another queue, such a frame can pass frames of its flow that arrived before
+    /// it. Read with [`kernel_drops`](Self::kernel_drops), not per burst.
+    fn rolled_over(&mut self) -> u64 {
+        0
+    }
+
     /// What the port did to frames a local sender left to the hardware (partial checksums
     /// completed, super-frames cut), and the frames it could not make wire frames of, since it
     /// was opened. Read with [`kernel_drops`](Self::kernel_drops), not per burst.

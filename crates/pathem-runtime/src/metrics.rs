@@ -9,7 +9,9 @@
 //! `pathem_rx_bytes_total`, `pathem_tx_frames_total`, `pathem_tx_bytes_total`,
 //! `pathem_dropped_frames_total{reason}` (pathem's reasons and `port`, the kernel's drops
 //! before pathem), `pathem_duplicated_frames_total`, `pathem_corrupted_frames_total`,
-//! `pathem_ecn_marked_frames_total`, `pathem_reorder_clamped_frames_total`, gauges
+//! `pathem_ecn_marked_frames_total`, `pathem_reorder_clamped_frames_total`,
+//! `pathem_port_rx_rolled_over_frames_total` (frames the kernel moved off a full receive
+//! queue onto another of the port's, where they may pass their flow's earlier frames), gauges
 //! `pathem_link_queue_frames`, `pathem_link_queue_bytes`, `pathem_delay_line_used_bytes`,
 //! `pathem_delay_line_capacity_bytes`, `pathem_in_flight_frames`, `pathem_port_tx_queued_frames`,
 //! `pathem_aqm_marked_frames_total` (the queue discipline's CE marks), the histograms
@@ -105,7 +107,7 @@ impl Collector for LinkCollector {
                 (e.direction, s)
             })
             .collect();
-        let counters: [(&str, &str, Read); 16] = [
+        let counters: [(&str, &str, Read); 17] = [
             ("pathem_rx_frames", "Frames pathem took from the receiving port", |s| s.rx_packets),
             ("pathem_rx_bytes", "Bytes pathem took from the receiving port", |s| s.rx_bytes),
             ("pathem_tx_frames", "Frames handed to the transmitting port (its refusals included: pathem_port_tx_errors)", |s| s.tx_packets),
@@ -117,6 +119,7 @@ impl Collector for LinkCollector {
             ("pathem_reorder_clamped_frames", "Frames held back so none overtook another", |s| {
                 s.reorder_clamped
             }),
+            ("pathem_port_rx_rolled_over_frames", "Frames the kernel moved off a full receive queue onto another of the port's, where they may pass earlier frames of their flow (DPDK net_af_packet with qpairs above 1)", |s| s.port_rx_rolled_over),
             ("pathem_gso_frames", "GSO super-frames the receiving port cut into wire frames", |s| {
                 s.offload.gso_frames
             }),

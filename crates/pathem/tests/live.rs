@@ -1132,11 +1132,21 @@ fn a_port_reads_every_queue(kind: &str, cores: Option<&str>) {
     // reads slower, one of them got none in a run of 16 (0–5 frames for the input's, 166–283
     // for the reader's). There, most flows need only arrive, in order.
     let stamped_late = cores.is_some() && kind.starts_with("dpdk");
+    // net_af_packet's fanout moves frames off a full socket's ring onto another socket (DPDK
+    // 22.11 sets rollover): read on another queue, they may pass their flow's earlier frames.
+    // Where the kernel moved none, every flow keeps its order; where it moved some, the
+    // counter says so (and only a port with such a fanout may have any).
+    let rolled = u("port_rx_rolled_over");
+    assert!(rolled == 0 || kind == "dpdk-queues", "{kind}: {rolled} frames rolled over: {d}");
     let mut through = 0;
     for flow in 0..flows {
         let seqs: Vec<u64> = got.iter().filter(|g| g.0 == 1000 + flow).map(|g| g.1).collect();
         assert!(stamped_late || seqs.len() >= 5, "flow {flow}: {} frames", seqs.len());
-        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "flow {flow} out of order: {seqs:?}");
+        let in_order = seqs.windows(2).all(|w| w[0] < w[1]);
+        assert!(in_order || rolled > 0, "flow {flow} out of order, none rolled over: {seqs:?}");
+        if !in_order {
+            eprintln!("{kind}: flow {flow} out of order after {rolled} frames rolled over: {seqs:?}");
+        }
         through += usize::from(!seqs.is_empty());
     }
     assert!(through * 2 > flows as usize, "{through} of {flows} flows got through: {per_flow:?}");

@@ -546,6 +546,9 @@ pub fn open(
     };
     let queues = match info.rx_queues {
         0 | 1 => String::new(),
+        n if driver == "net_af_packet" => format!(
+            ", {n} receive queues (a packet fanout by flow hash that moves frames off a full queue's ring onto another: such a frame can pass its flow's earlier ones, counted as rolled over; qpairs=1 keeps every flow in order)"
+        ),
         n => format!(", {n} receive queues"),
     };
     let (filling, timed) = match timing {
@@ -945,6 +948,14 @@ impl RxPort for DpdkRx {
         }
         let s = self.port.stats();
         s[1] + s[2] + s[3] + self.ring_drops
+    }
+
+    /// net_af_packet with several queue pairs joins its sockets in a fanout group by flow hash
+    /// with rollover (DPDK 22.11 sets `PACKET_FANOUT_FLAG_ROLLOVER`, and no argument unsets
+    /// it): the kernel's count of frames moved off a full socket's ring, over every socket.
+    fn rolled_over(&mut self) -> u64 {
+        // The driver's sockets are open while the port is, and this half keeps the port.
+        self.ring_sockets.iter().filter_map(|&fd| crate::afpacket::rolled_over(fd)).sum()
     }
 
     fn offload(&self) -> crate::offload::OffloadCounts {
