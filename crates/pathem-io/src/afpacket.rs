@@ -542,27 +542,6 @@ pub(crate) fn ring_drops(fd: RawFd) -> Option<u32> {
     (rc == 0).then_some(st.tp_drops)
 }
 
-/// Frames the kernel's fanout moved from packet socket `fd` to another socket of its group
-/// because `fd`'s ring had no room for them (`PACKET_FANOUT_FLAG_ROLLOVER`), since the socket
-/// joined the group: PACKET_ROLLOVER_STATS, which does not reset. `None` for a socket in no
-/// group with rollover (the kernel keeps no count for it).
-pub(crate) fn rolled_over(fd: RawFd) -> Option<u64> {
-    let mut st = libc::tpacket_rollover_stats { tp_all: 0, tp_huge: 0, tp_failed: 0 };
-    let mut len = size_of::<libc::tpacket_rollover_stats>() as libc::socklen_t;
-    // SAFETY: `st` is a live tpacket_rollover_stats and `len` its size; the kernel writes at
-    // most that.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_PACKET,
-            libc::PACKET_ROLLOVER_STATS,
-            &mut st as *mut libc::tpacket_rollover_stats as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    (rc == 0).then_some(st.tp_all)
-}
-
 /// The transmitting half: frames leaving through the interface.
 pub struct AfPacketTx {
     fd: OwnedFd,

@@ -599,6 +599,27 @@ pub fn open(
     Ok((rx, tx, how))
 }
 
+/// Frames the kernel's fanout moved from packet socket `fd` to another socket of its group
+/// because `fd`'s ring had no room for them (`PACKET_FANOUT_FLAG_ROLLOVER`), since the socket
+/// joined the group: PACKET_ROLLOVER_STATS, which does not reset. `None` for a socket in no
+/// group with rollover (the kernel keeps no count for it).
+fn rolled_over(fd: RawFd) -> Option<u64> {
+    let mut st = libc::tpacket_rollover_stats { tp_all: 0, tp_huge: 0, tp_failed: 0 };
+    let mut len = size_of::<libc::tpacket_rollover_stats>() as libc::socklen_t;
+    // SAFETY: `st` is a live tpacket_rollover_stats and `len` its size; the kernel writes at
+    // most that.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_PACKET,
+            libc::PACKET_ROLLOVER_STATS,
+            &mut st as *mut libc::tpacket_rollover_stats as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    (rc == 0).then_some(st.tp_all)
+}
+
 /// A transmitting half's filler timing for `f` on the port `spec` just started (`info`), and
 /// how it is done, in words; refused where the port reports no link speed and none is given,
 /// or sends shorter frames than `max=`.
@@ -955,7 +976,7 @@ impl RxPort for DpdkRx {
     /// it): the kernel's count of frames moved off a full socket's ring, over every socket.
     fn rolled_over(&mut self) -> u64 {
         // The driver's sockets are open while the port is, and this half keeps the port.
-        self.ring_sockets.iter().filter_map(|&fd| crate::afpacket::rolled_over(fd)).sum()
+        self.ring_sockets.iter().filter_map(|&fd| rolled_over(fd)).sum()
     }
 
     fn offload(&self) -> crate::offload::OffloadCounts {
