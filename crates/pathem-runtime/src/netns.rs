@@ -59,7 +59,12 @@ pub struct ShellBed {
     pub gateway: Ipv4Addr,
     /// What did not work out and the user should know (no masquerading, say).
     pub warning: Option<String>,
+    /// This shell turned IPv4 forwarding on (it was off): the last shell to end turns it off.
+    forwarding_on: bool,
 }
+
+/// The namespace's IPv4 forwarding switch (per network namespace).
+const IP_FORWARD: &str = "/proc/sys/net/ipv4/ip_forward";
 
 enum Nat {
     Nft(String),
@@ -81,7 +86,21 @@ impl Drop for ShellBed {
             }
             None => {}
         }
+        // Off again as it was, unless another shell (which found it on) still runs.
+        if self.forwarding_on && !other_shells(&self.ns) {
+            let _ = std::fs::write(IP_FORWARD, "0");
+        }
     }
+}
+
+/// True when a shell other than the one of namespace `ns` has its namespace up.
+fn other_shells(ns: &str) -> bool {
+    let Ok(names) = std::fs::read_dir("/run/netns") else { return false };
+    names.filter_map(|e| e.ok()?.file_name().into_string().ok()).any(|n| {
+        n != ns
+            && n.strip_prefix("pathem-")
+                .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+    })
 }
 
 /// A /30 in 100.64.0.0/10 (shared address space) that no local interface uses yet.
@@ -125,6 +144,7 @@ impl ShellBed {
             nat: None,
             gateway: gw,
             warning: None,
+            forwarding_on: false,
         };
         ip(&["netns", "add", &link_ns])?;
         ip(&["link", "add", "eth0", "netns", &ns, "type", "veth", "peer", "name", "pa", "netns", &link_ns])?;
@@ -138,7 +158,10 @@ impl ShellBed {
         ip(&["-n", &ns, "route", "add", "default", "via", &gw.to_string()])?;
         // The command's eth0 and the gateway keep the kernel's offloads (pathem's ports turn
         // what they hand over into wire frames); the link's ports lose GRO with the run.
-        let _ = std::fs::write("/proc/sys/net/ipv4/ip_forward", "1");
+        // Forwarding as the host has it, or on for as long as a shell needs it.
+        if std::fs::read_to_string(IP_FORWARD).is_ok_and(|v| v.trim() == "0") {
+            p.forwarding_on = std::fs::write(IP_FORWARD, "1").is_ok();
+        }
         let subnet = format!("{base}/30");
         let table = format!("pathem{pid}");
         if quiet("nft", &["add", "table", "ip", &table]) {

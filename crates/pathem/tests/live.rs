@@ -561,6 +561,11 @@ fn bad_ports_are_refused_with_one_line() {
 }
 
 fn shell_adds_the_delay_both_ways_and_cleans_up() {
+    // A host that does not forward: the shell turns forwarding on for its command and off
+    // again at its end (the host's own setting is put back after the test).
+    const FORWARD: &str = "/proc/sys/net/ipv4/ip_forward";
+    let host_forwards = std::fs::read_to_string(FORWARD).unwrap();
+    std::fs::write(FORWARD, "0").unwrap();
     let out = Command::new(PATHEM)
         .args([
             "shell",
@@ -585,6 +590,9 @@ fn shell_adds_the_delay_both_ways_and_cleans_up() {
     assert!((100.0..104.0).contains(&min), "rtt {min} ms through a 50 ms shell");
     let left = must(&["ip", "netns", "list"]);
     assert!(!left.contains("pathem-"), "namespaces left behind: {left}");
+    let forwards = std::fs::read_to_string(FORWARD).unwrap();
+    std::fs::write(FORWARD, host_forwards.trim()).unwrap();
+    assert_eq!(forwards.trim(), "0", "IPv4 forwarding left on by the shell");
 
     // The terminal closes: the hang-up reaches the shell and its command (one process group);
     // the command ends, and the shell cleans up after it instead of dying with its namespaces.
