@@ -108,6 +108,9 @@ pub enum Error {
     /// A link's name outside what names can be.
     #[error("--name {0}: accepted: 1 to 64 letters, digits, '-', '_' or '.', not starting with '.'")]
     Name(String),
+    /// A link's name taken from its interfaces (no `--name`) that names cannot be.
+    #[error("the link's name defaults to its interfaces', {0:?}, which is not a name (1 to 64 letters, digits, '-', '_' or '.', not starting with '.'): give one with --name")]
+    DefaultName(String),
     /// A link's name a running pathem has already.
     #[error("--name {0}: taken by a running pathem (`pathem ctl {0} show` says which); pick another name")]
     NameTaken(String),
@@ -161,6 +164,7 @@ impl Error {
             | Error::Down(_)
             | Error::SamePort(_)
             | Error::Name(_)
+            | Error::DefaultName(_)
             | Error::NameTaken(_)
             | Error::NoSuchLink(_)
             | Error::Version { .. }

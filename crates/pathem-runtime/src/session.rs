@@ -51,7 +51,11 @@ impl Serving {
         if let Some(d) = self.duration {
             within("duration", d.0, Nanos(1)..=Nanos::from_secs(365 * 86_400), "above 0, up to 1 year")?;
         }
-        let name = self.name.clone().unwrap_or(default);
+        let name = match &self.name {
+            Some(name) => name.clone(),
+            None if control::check_name(&default).is_err() => return Err(Error::DefaultName(default)),
+            None => default,
+        };
         control::check_name(&name)?;
         Ok((name, self.metrics.as_deref().map(metrics::parse_addr).transpose()?))
     }

@@ -48,6 +48,7 @@ pub struct AttachArgs {
 }
 
 pub fn main(args: AttachArgs) -> anyhow::Result<()> {
+    pathem_io::iface::check_exists(&args.iface).map_err(usage)?;
     let (name, metrics) = args.serve.check(args.iface.clone()).map_err(crate::runtime_error)?;
     let file = link::config(args.config.as_deref()).map_err(usage)?;
     let (egress, ingress, egress_on, ingress_on) = link::attach_directions(

@@ -113,6 +113,8 @@ fn bad_input_is_refused_with_one_line() {
         (vec!["run", "lo", "lo2", "--max-frame", "70000"], 2, "1 to 65536"),
         (vec!["run", "lo", "lo2", "--metrics", "nine"], 2, "accepted: PORT"),
         (vec!["run", "lo", "lo2", "--name", "../x"], 2, "accepted: 1 to 64 letters"),
+        (vec!["run", "lo", "lo+2"], 2, "give one with --name"),
+        (vec!["attach", "", "--delay", "1ms"], 2, "interface : is not a valid interface name"),
         (vec!["run", "lo", "lo2", "--schedule", "/nonexistent"], 2, "cannot read"),
         (vec!["run", "lo", "lo2", "--cores", "0,0"], 2, "different CPUs"),
         (vec!["probe", "send", "--to", "127.0.0.1:9", "--count", "100000000000"], 2, "1 to 10000000000"),
