@@ -292,8 +292,6 @@ impl Histo {
                 seen += c;
                 // Bucket i holds lateness below 2^(i + 8) ns, whole nanoseconds: at most one
                 // less (a bound is inclusive, as Prometheus's `le`).
-                // Bucket i holds lateness below 2^(i + 8) ns, whole nanoseconds: at most one
-                // less (a bound is inclusive, as Prometheus's `le`).
                 let upper =
                     if i + 1 < LATE_BUCKETS { (1u64 << (i as u32 + LATE_SHIFT)) - 1 } else { u64::MAX };
                 (upper, seen)

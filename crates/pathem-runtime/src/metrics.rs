@@ -255,9 +255,17 @@ fn histogram(
 ) -> Result<(), std::fmt::Error> {
     let (buckets, sum) = h.cumulative();
     let count = buckets.last().map_or(0, |b| b.1);
+    // The encoder adds the buckets up itself and writes `+Inf` for `f64::MAX`: each bucket's
+    // own frames, the last bound as the encoder spells infinity. A bound in seconds is the
+    // nanoseconds divided (one rounding, so `le` reads `2.55e-7`, not `2.5500000000000004e-7`).
+    let mut below = 0;
     let buckets: Vec<(f64, u64)> = buckets
         .into_iter()
-        .map(|(ns, n)| (if ns == u64::MAX { f64::INFINITY } else { ns as f64 * 1e-9 }, n))
+        .map(|(ns, upto)| {
+            let own = upto - below;
+            below = upto;
+            (if ns == u64::MAX { f64::MAX } else { ns as f64 / 1e9 }, own)
+        })
         .collect();
     m.encode_family(&[("direction", direction)])?.encode_histogram::<NoLabelSet>(
         sum as f64 * 1e-9,
@@ -386,6 +394,24 @@ mod tests {
         ] {
             assert!(text.contains(want), "{want} in\n{text}");
         }
+        // Buckets count every frame at or below their bound: they never fall, the first
+        // holds neither sojourn (both above 255 ns), the 2 ms and 3 ms ones fall in 2^21 and
+        // 2^22 ns, and the last, `+Inf`, holds them all (= `_count`).
+        let buckets: Vec<(&str, u64)> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("pathem_sojourn_seconds_bucket{le=\""))
+            .map(|l| {
+                let (le, n) = l.split_once("\",direction=\"a_to_b\"} ").unwrap();
+                (le, n.parse().unwrap())
+            })
+            .collect();
+        assert!(buckets.windows(2).all(|w| w[0].1 <= w[1].1), "{buckets:?}");
+        assert_eq!(buckets.first(), Some(&("2.55e-7", 0)), "{buckets:?}");
+        assert!(
+            buckets.contains(&("0.002097151", 1)) && buckets.contains(&("0.004194303", 2)),
+            "{buckets:?}"
+        );
+        assert_eq!(buckets.last(), Some(&("+Inf", 2)), "{buckets:?}");
         assert!(parse_addr("9100").unwrap().ip().is_loopback());
         assert!(parse_addr("0.0.0.0:9100").is_ok() && parse_addr("nine").is_err());
     }
