@@ -148,19 +148,31 @@ impl DirectionCounters {
 
     /// The direction's totals.
     pub fn snapshot(&self) -> Stats {
+        self.read().0
+    }
+
+    /// The direction's totals and each path's own counters by name (the default path first;
+    /// empty without classes), from one reading of each path: the classes of a report add up
+    /// to its totals.
+    pub fn read(&self) -> (Stats, Vec<(String, Stats)>) {
         let parts: Vec<Stats> = self.paths.iter().map(|(_, c)| c.snapshot()).collect();
         let mut total = self.port.snapshot();
+        let refused_bytes = self.port.port_tx_refused_bytes.get();
         for s in &parts {
             total.absorb(s);
         }
-        total.tx_packets = total.tx_packets.saturating_sub(self.port.tx_refused());
-        total.tx_bytes = total.tx_bytes.saturating_sub(self.port.port_tx_refused_bytes.get());
+        total.tx_packets = total.tx_packets.saturating_sub(total.port_tx_errors.total());
+        total.tx_bytes = total.tx_bytes.saturating_sub(refused_bytes);
         let clamped_ns: f64 = parts.iter().map(|s| s.reorder_clamp_mean_ns * s.reorder_clamped as f64).sum();
         total.reorder_clamp_mean_ns =
             if total.reorder_clamped == 0 { 0.0 } else { clamped_ns / total.reorder_clamped as f64 };
         total.late = self.late().snapshot();
         total.sojourn = self.sojourn().snapshot();
-        total
+        let classes = match self.has_classes() {
+            true => self.paths.iter().map(|(n, _)| n.clone()).zip(parts).collect(),
+            false => Vec::new(),
+        };
+        (total, classes)
     }
 
     /// Frames and bytes handed to the transmitting port, the ones it refused included. Unlike
@@ -173,6 +185,7 @@ impl DirectionCounters {
     }
 
     /// Each path's own counters by name, the default path first; empty without classes.
+    /// (With the totals of the same moment: [`read`](Self::read).)
     pub fn classes(&self) -> Vec<(String, Stats)> {
         if !self.has_classes() {
             return Vec::new();
@@ -348,10 +361,12 @@ impl Counters {
     /// A consistent-enough copy for reports (each value is exact; they are read one by one).
     pub fn snapshot(&self) -> Stats {
         let clamped = self.reorder_clamped.get();
+        // Read once: the frames in flight are the written ones less these.
+        let tx_packets = self.tx_packets.get();
         Stats {
             rx_packets: self.rx_packets.get(),
             rx_bytes: self.rx_bytes.get(),
-            tx_packets: self.tx_packets.get(),
+            tx_packets,
             tx_bytes: self.tx_bytes.get(),
             dropped: Dropped(std::array::from_fn(|i| self.dropped[i].get())),
             duplicated: self.duplicated.get(),
@@ -371,7 +386,7 @@ impl Counters {
                 .get()
                 .saturating_sub(self.written_dropped.get())
                 .saturating_sub(self.tx_refused())
-                .saturating_sub(self.tx_packets.get()),
+                .saturating_sub(tx_packets),
             aqm_mark: self.aqm_marked.get(),
             sojourn: self.sojourn.snapshot(),
             port_rx_dropped: self.port_rx_dropped.get(),
@@ -725,7 +740,12 @@ mod direction_tests {
         let classes = d.classes();
         assert_eq!(classes.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["default", "c"]);
         assert_eq!(classes.iter().map(|(_, s)| s.rx_packets).sum::<u64>(), s.rx_packets);
+        // One reading gives both, the classes adding up to the totals of the same moment.
+        let (total, classes) = d.read();
+        assert_eq!(classes.iter().map(|(_, s)| s.rx_packets).sum::<u64>(), total.rx_packets);
+        assert_eq!(classes.iter().map(|(_, s)| s.in_flight).sum::<u64>(), total.in_flight);
         assert!(DirectionCounters::single(Arc::new(Counters::default())).classes().is_empty());
+        assert!(DirectionCounters::single(Arc::new(Counters::default())).read().1.is_empty());
     }
 }
 

@@ -274,21 +274,23 @@ pub struct Served {
 
 impl Served {
     fn state(&self) -> State {
-        let dir = |c: &[Control], k: &DirectionCounters, filters: &[String]| DirectionState {
-            path: c[0].current().to_string(),
-            stats: k.snapshot(),
-            classes: k
-                .classes()
-                .into_iter()
-                .zip(c)
-                .enumerate()
-                .map(|(i, ((name, stats), control))| ClassState {
-                    class: name,
-                    filter: i.checked_sub(1).and_then(|i| filters.get(i)).cloned().unwrap_or_default(),
-                    path: control.current().to_string(),
-                    stats,
-                })
-                .collect(),
+        let dir = |c: &[Control], k: &DirectionCounters, filters: &[String]| {
+            let (stats, classes) = k.read();
+            DirectionState {
+                path: c[0].current().to_string(),
+                stats,
+                classes: classes
+                    .into_iter()
+                    .zip(c)
+                    .enumerate()
+                    .map(|(i, ((name, stats), control))| ClassState {
+                        class: name,
+                        filter: i.checked_sub(1).and_then(|i| filters.get(i)).cloned().unwrap_or_default(),
+                        path: control.current().to_string(),
+                        stats,
+                    })
+                    .collect(),
+            }
         };
         State {
             name: self.name.clone(),

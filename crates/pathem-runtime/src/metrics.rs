@@ -18,7 +18,7 @@
 //! `pathem_lateness_seconds` and `pathem_sojourn_seconds` (time in the queue discipline's
 //! queue, `--aqm`), and `pathem_path_info{direction,path}` = 1. Drop reasons include
 //! `aqm_drop` and `overlimit` (the queue discipline's control law and hard limit) and
-//! `offload` (a super-frame the port could not cut). `pathem_port_tx_errors_total{class}`
+//! `offload` (a super-frame the port could not cut). `pathem_port_tx_errors_total{error}`
 //! counts frames the transmitting port refused (`too_large`, `no_buffer`, `down`, `other`);
 //! they are also in `pathem_tx_frames_total` (frames handed to the port), which therefore
 //! never goes back when a refusal is found after a scrape: sent = tx − tx errors;
@@ -98,11 +98,14 @@ impl Collector for LinkCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         // Counters never go back: what was handed to the port (a refusal found after a scrape
         // would take a frame back out of "sent"), with the refusals in a family of their own.
+        // Each direction read once: its classes' families add up to its own.
+        let mut per = Vec::new();
         let snaps: Vec<(&'static str, pathem_engine::Stats)> = self
             .0
             .iter()
             .map(|e| {
-                let mut s = e.counters.snapshot();
+                let (mut s, classes) = e.counters.read();
+                per.push((e.direction, classes));
                 (s.tx_packets, s.tx_bytes) = e.counters.handed();
                 (e.direction, s)
             })
@@ -147,9 +150,9 @@ impl Collector for LinkCollector {
         })?;
         let refused = (
             "pathem_port_tx_errors",
-            "Frames the transmitting port's kernel or NIC refused (not counted as sent), by class",
+            "Frames the transmitting port's kernel or NIC refused (not counted as sent), by kind of error",
         );
-        by_label(&mut encoder, refused, "class", &series, |s| {
+        by_label(&mut encoder, refused, "error", &series, |s| {
             s.port_tx_errors.iter().map(|(c, n)| (c.name(), n)).collect()
         })?;
         let gauges: [(&str, &str, Read); 6] = [
@@ -186,7 +189,7 @@ impl Collector for LinkCollector {
             let path = e.controls.first().map(|c| c.current().to_string()).unwrap_or_default();
             m.encode_info(&[("direction", e.direction.to_string()), ("path", path)])?;
         }
-        self.encode_classes(&mut encoder)
+        self.encode_classes(&mut encoder, per)
     }
 }
 
@@ -194,9 +197,11 @@ impl LinkCollector {
     /// With classes, each path's own counters in families of their own (`pathem_class_...`,
     /// labels `direction` and `class`; the default path is `class="default"`), so a sum over a
     /// direction's families above never counts a frame twice.
-    fn encode_classes(&self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let per: Vec<(&'static str, Vec<(String, pathem_engine::Stats)>)> =
-            self.0.iter().map(|e| (e.direction, e.counters.classes())).collect();
+    fn encode_classes(
+        &self,
+        encoder: &mut DescriptorEncoder,
+        per: Vec<(&'static str, Vec<(String, pathem_engine::Stats)>)>,
+    ) -> Result<(), std::fmt::Error> {
         if per.iter().all(|(_, c)| c.is_empty()) {
             return Ok(());
         }
@@ -206,7 +211,7 @@ impl LinkCollector {
                 classes.iter().map(move |(c, s)| (vec![("direction", *d), ("class", c.as_str())], s))
             })
             .collect();
-        let counters: [(&str, &str, Read); 6] = [
+        let counters: [(&str, &str, Read); 7] = [
             ("pathem_class_rx_frames", "Frames the classifier gave the class", |s| s.rx_packets),
             ("pathem_class_rx_bytes", "Bytes the classifier gave the class", |s| s.rx_bytes),
             ("pathem_class_tx_frames", "The class's frames handed to the transmitting port", |s| {
@@ -214,7 +219,12 @@ impl LinkCollector {
             }),
             ("pathem_class_tx_bytes", "The class's bytes handed to the transmitting port", |s| s.tx_bytes),
             ("pathem_class_duplicated_frames", "The class's duplicates", |s| s.duplicated),
-            ("pathem_class_ecn_marked_frames", "The class's frames CE-marked", |s| s.ecn_marked + s.aqm_mark),
+            ("pathem_class_ecn_marked_frames", "The class's frames CE-marked instead of dropped", |s| {
+                s.ecn_marked
+            }),
+            ("pathem_class_aqm_marked_frames", "The class's frames its queue discipline CE-marked", |s| {
+                s.aqm_mark
+            }),
         ];
         families(encoder, MetricType::Counter, &counters, &series)?;
         let drops = ("pathem_class_dropped_frames", "The class's frames pathem dropped, by reason");
@@ -381,7 +391,7 @@ mod tests {
             "pathem_rx_frames_total{direction=\"a_to_b\"} 7",
             "pathem_tx_frames_total{direction=\"a_to_b\"} 6",
             "pathem_tx_bytes_total{direction=\"a_to_b\"} 600",
-            "pathem_port_tx_errors_total{direction=\"a_to_b\",class=\"too_large\"} 2",
+            "pathem_port_tx_errors_total{direction=\"a_to_b\",error=\"too_large\"} 2",
             "pathem_dropped_frames_total{direction=\"a_to_b\",reason=\"queue\"} 2",
             "pathem_lateness_seconds_count{direction=\"a_to_b\"} 1",
             "pathem_dropped_frames_total{direction=\"a_to_b\",reason=\"aqm_drop\"} 3",

@@ -217,15 +217,12 @@ impl Report {
         seconds: f64,
         counters: &(DirectionCounters, Option<DirectionCounters>),
     ) -> Report {
-        let (ab, ba) =
-            (counters.0.classes(), counters.1.as_ref().map(DirectionCounters::classes).unwrap_or_default());
-        Report {
-            event,
-            seconds,
-            a_to_b: counters.0.snapshot(),
-            b_to_a: counters.1.as_ref().map(|c| c.snapshot()),
-            classes: Report::class_list(&ab, &ba),
-        }
+        let (a_to_b, ab) = counters.0.read();
+        let (b_to_a, ba) = match counters.1.as_ref().map(DirectionCounters::read) {
+            Some((total, classes)) => (Some(total), classes),
+            None => (None, Vec::new()),
+        };
+        Report { event, seconds, a_to_b, b_to_a, classes: Report::class_list(&ab, &ba) }
     }
 
     /// Both directions' class counters as a list.
