@@ -396,10 +396,9 @@ impl Drop for Server {
 
 fn answer(stream: UnixStream, served: &Served) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-    let mut line = String::new();
+    stream.set_write_timeout(Some(crate::CLIENT_TIME))?;
     // One request of at most 64 KiB: a client cannot make the server hold more.
-    BufReader::new(std::io::Read::take(&stream, 64 << 10)).read_line(&mut line)?;
+    let line = crate::read_request(&stream, |t| stream.set_read_timeout(Some(t)), 64 << 10)?;
     let reply = match parse_request(&line) {
         Ok(Request::Show) => Reply::State(Box::new(served.state())),
         Ok(Request::Set { args, cwd }) => match (served.setter)(&args, cwd.as_deref()) {

@@ -75,6 +75,41 @@ impl ServerThread {
     }
 }
 
+/// How long a client of the control socket or the metrics endpoint has to send its request,
+/// and to take the answer: a client that trickles a byte at a time (or never reads) holds the
+/// one serving thread, and the stop of the run, no longer.
+pub(crate) const CLIENT_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Reads a request's first line (at most `limit` bytes; what follows it is left unread) from
+/// `stream`, all of it within [`CLIENT_TIME`]: `set_timeout` sets the stream's read timeout to
+/// what is left before each read.
+pub(crate) fn read_request(
+    mut stream: impl std::io::Read,
+    set_timeout: impl Fn(std::time::Duration) -> std::io::Result<()>,
+    limit: usize,
+) -> std::io::Result<String> {
+    use std::io::{Error, ErrorKind};
+    let deadline = std::time::Instant::now() + CLIENT_TIME;
+    let (mut line, mut buf) = (Vec::new(), [0u8; 1024]);
+    while line.len() < limit {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(Error::new(ErrorKind::TimedOut, "the request took too long"));
+        }
+        set_timeout(left)?;
+        let n = stream.read(&mut buf[..(limit - line.len()).min(1024)])?;
+        if n == 0 {
+            break;
+        }
+        line.extend_from_slice(&buf[..n]);
+        if let Some(end) = line.iter().position(|&b| b == b'\n') {
+            line.truncate(end + 1);
+            break;
+        }
+    }
+    String::from_utf8(line).map_err(|_| Error::new(ErrorKind::InvalidData, "the request is not UTF-8"))
+}
+
 impl Drop for ServerThread {
     fn drop(&mut self) {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -175,5 +210,46 @@ impl Error {
             | Error::Eal(_) => true,
             _ => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_request_is_read_to_its_line_end_within_the_clients_time() {
+        let (mut client, server) = UnixStream::pair().unwrap();
+        client.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let line = read_request(&server, |t| server.set_read_timeout(Some(t)), 8 << 10).unwrap();
+        assert_eq!(line, "GET /metrics HTTP/1.1\r\n");
+        // At most `limit` bytes, whatever follows.
+        client.write_all(&[b'x'; 100]).unwrap();
+        let line = read_request(&server, |t| server.set_read_timeout(Some(t)), 10).unwrap();
+        assert_eq!(line, "xxxxxxxxxx");
+    }
+
+    #[test]
+    fn a_client_sending_a_byte_at_a_time_is_cut_off_at_the_clients_time() {
+        let (mut client, server) = UnixStream::pair().unwrap();
+        let trickle = std::thread::spawn(move || {
+            // A byte every 300 ms, each within any per-read timeout, for 4 s in all.
+            for _ in 0..13 {
+                if client.write_all(b"G").is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        });
+        let start = Instant::now();
+        let err = read_request(&server, |t| server.set_read_timeout(Some(t)), 8 << 10).unwrap_err();
+        let took = start.elapsed();
+        assert!(matches!(err.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock), "{err}");
+        assert!(took >= CLIENT_TIME && took < CLIENT_TIME + Duration::from_millis(1500), "{took:?}");
+        drop(server);
+        trickle.join().unwrap();
     }
 }

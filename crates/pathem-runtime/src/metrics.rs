@@ -34,9 +34,8 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
-use std::time::Duration;
 
 /// One direction as exported.
 #[derive(Debug, Clone)]
@@ -329,9 +328,8 @@ impl Metrics {
 
 fn answer(stream: std::net::TcpStream, directions: &[Exported]) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-    let mut request = String::new();
-    BufReader::new(std::io::Read::take(&stream, 8 << 10)).read_line(&mut request)?;
+    stream.set_write_timeout(Some(crate::CLIENT_TIME))?;
+    let request = crate::read_request(&stream, |t| stream.set_read_timeout(Some(t)), 8 << 10)?;
     let path = request.split_whitespace().nth(1).unwrap_or("");
     let mut w = &stream;
     if !request.starts_with("GET ") || !(path == "/metrics" || path == "/") {
