@@ -7,7 +7,7 @@
 //! (`dpdk-testpmd --forward-mode=io`) on the same veths, as references, fed by the kernel's XDP
 //! generator, which is measured in its own row.
 
-use crate::testbed::{bed_ports, rx_packets, Bed};
+use crate::testbed::{bed_ports, rx_packets, Bed, Group};
 use crate::Error;
 use pathem_engine::{
     monotonic_now, run, Clock, EngineConfig, MonotonicClock, Next, Pipeline, QueueReader, Stats, Task,
@@ -26,7 +26,6 @@ use pathem_runtime::link::pin;
 use pathem_runtime::netns::enter;
 use pathem_runtime::{Link, LinkSpec};
 use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -265,32 +264,34 @@ enum Forwarder {
     },
     Raw(std::thread::JoinHandle<Result<(), Error>>, Arc<AtomicBool>),
     Link(Box<Link>),
-    Testpmd(Child),
+    /// Stopped (and its group killed) when dropped, also on an error's way out.
+    Testpmd(Group),
 }
 
 /// Starts `dpdk-testpmd` in `ns`, forwarding between the virtual devices `a` and `b` (DPDK
 /// device strings, `net_af_packet0,iface=pa`) in io mode (no copy, no change), on two lcores:
 /// its main one, mostly asleep, and one forwarding lcore that polls, as pathem's one thread
 /// does. Returns once it forwards.
-fn testpmd(ns: &str, a: &str, b: &str) -> Result<Child, Error> {
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", ns, "dpdk-testpmd", "--no-huge", "-m", "1024", "--no-shconf", "--no-pci"])
-        .args(["-l", "0-1", "--log-level=warning", "--no-telemetry", "--vdev", a, "--vdev", b])
-        .args([
-            "--",
-            "--forward-mode=io",
-            "--auto-start",
-            "--stats-period",
-            "3600",
-            "--total-num-mbufs",
-            "8192",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .map_err(|source| Error::Tool { tool: "dpdk-testpmd", package: "dpdk", source })?;
+fn testpmd(ns: &str, a: &str, b: &str) -> Result<Group, Error> {
+    let mut group = Group::spawn(
+        Command::new("ip")
+            .args(["netns", "exec", ns, "dpdk-testpmd", "--no-huge", "-m", "1024", "--no-shconf", "--no-pci"])
+            .args(["-l", "0-1", "--log-level=warning", "--no-telemetry", "--vdev", a, "--vdev", b])
+            .args([
+                "--",
+                "--forward-mode=io",
+                "--auto-start",
+                "--stats-period",
+                "3600",
+                "--total-num-mbufs",
+                "8192",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    )
+    .map_err(|source| Error::Tool { tool: "dpdk-testpmd", package: "dpdk", source })?;
+    let child = &mut group.0;
     let out = child.stdout.take().ok_or_else(|| Error::Measure("dpdk-testpmd: no output".into()))?;
     let err = child.stderr.take().ok_or_else(|| Error::Measure("dpdk-testpmd: no output".into()))?;
     // Its last complaint, for the error if it never forwards (DPDK logs to stderr).
@@ -314,10 +315,10 @@ fn testpmd(ns: &str, a: &str, b: &str) -> Result<Child, Error> {
     if let Err(e) = rx.recv_timeout(std::time::Duration::from_secs(20)) {
         // Its output closed: it ended (or is ending) without forwarding.
         let status = match e {
-            std::sync::mpsc::RecvTimeoutError::Disconnected => exited_within(&mut child, 40),
+            std::sync::mpsc::RecvTimeoutError::Disconnected => exited_within(child, 40),
             std::sync::mpsc::RecvTimeoutError::Timeout => None,
         };
-        stop_child(&mut child);
+        group.stop();
         // Stopped, its stderr is closed: the thread has its last line.
         let last = said.join().unwrap_or_default();
         let last = if last.is_empty() { "nothing on stderr".to_string() } else { format!("it said: {last}") };
@@ -326,23 +327,13 @@ fn testpmd(ns: &str, a: &str, b: &str) -> Result<Child, Error> {
             None => format!("dpdk-testpmd did not start forwarding within 20 s; {last}"),
         }));
     }
-    Ok(child)
+    Ok(group)
 }
 
 /// Whether `dpdk-testpmd` is on the PATH.
 pub fn testpmd_installed() -> bool {
     std::env::var_os("PATH")
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("dpdk-testpmd").is_file()))
-}
-
-/// Stops a child started in its own process group: SIGINT, then SIGKILL after 5 s.
-fn stop_child(child: &mut Child) {
-    let group = nix::unistd::Pid::from_raw(-(child.id() as i32));
-    let _ = nix::sys::signal::kill(group, nix::sys::signal::SIGINT);
-    if exited_within(child, 100).is_none() {
-        let _ = nix::sys::signal::kill(group, nix::sys::signal::SIGKILL);
-        let _ = child.wait();
-    }
 }
 
 /// The child's exit status if it has ended or ends within `tries` looks 50 ms apart.
@@ -453,8 +444,8 @@ impl Forwarder {
                 h.join().map_err(|_| Error::Panicked("forwarder"))?
             }
             Forwarder::Link(l) => Ok(l.stop().map(|_| ())?),
-            Forwarder::Testpmd(mut c) => {
-                stop_child(&mut c);
+            Forwarder::Testpmd(g) => {
+                g.stop();
                 Ok(())
             }
         }

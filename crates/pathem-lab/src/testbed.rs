@@ -27,6 +27,10 @@ pub fn rx_packets(ns: &str, dev: &str) -> Result<u64, Error> {
         .args(["-n", ns, "-s", "-j", "link", "show", dev])
         .output()
         .map_err(|source| Error::Tool { tool: "ip", package: "iproute2", source })?;
+    if !out.status.success() {
+        let said = String::from_utf8_lossy(&out.stderr);
+        return Err(Error::Measure(format!("ip -s link show {dev} in {ns}: {}", said.trim())));
+    }
     let v: serde_json::Value = serde_json::from_slice(&out.stdout)
         .map_err(|e| Error::Measure(format!("ip -s link show {dev} in {ns}: {e}")))?;
     v[0]["stats64"]["rx"]["packets"]
@@ -109,6 +113,7 @@ impl Bed {
             ip(&args)
         };
         for n in [Some(g), self.mid.as_ref(), Some(s)].into_iter().flatten() {
+            hold(Left::Netns(n.clone()));
             ip(&["netns", "add", n])?;
             ip(&["-n", n, "link", "set", "lo", "up"])?;
         }
@@ -150,26 +155,43 @@ impl Bed {
     /// The same, running in the background (ping alongside, say) until [`Iperf3::wait`].
     pub fn iperf3_start(&self, to: &str, args: &[&str]) -> Result<Iperf3, Error> {
         let spawn = |ns: &str, words: &[&str], out: Stdio| {
-            Command::new("ip")
-                .args(["netns", "exec", ns])
-                .args(words)
-                .stdout(out)
-                .stderr(Stdio::null())
-                .process_group(0)
-                .spawn()
-                .map_err(|source| Error::Tool { tool: "iperf3", package: "iperf3", source })
+            Group::spawn(
+                Command::new("ip").args(["netns", "exec", ns]).args(words).stdout(out).stderr(Stdio::null()),
+            )
+            .map_err(|source| Error::Tool { tool: "iperf3", package: "iperf3", source })
         };
-        let server = Group(spawn(&self.sink, &["iperf3", "-s", "-1", "-B", to], Stdio::null())?);
+        let server = spawn(&self.sink, &["iperf3", "-s", "-1", "-B", to], Stdio::null())?;
         std::thread::sleep(std::time::Duration::from_millis(300));
         let words = [&["iperf3", "-c", to, "-J", "--connect-timeout", "3000"][..], args].concat();
-        let client = Group(spawn(&self.gen, &words, Stdio::piped())?);
+        let client = spawn(&self.gen, &words, Stdio::piped())?;
         Ok(Iperf3 { server, client })
     }
 }
 
-/// A child process and its process group (`ip netns exec` and what it runs), killed together
-/// when dropped.
-struct Group(Child);
+/// A child process in a process group of its own (`ip netns exec` and what it runs), killed
+/// with its group when dropped, or by a signal's cleanup ([`clean_up_on_signals`]).
+pub(crate) struct Group(pub(crate) Child);
+
+impl Group {
+    /// Starts `cmd` in a process group of its own.
+    pub(crate) fn spawn(cmd: &mut Command) -> std::io::Result<Group> {
+        let child = cmd.process_group(0).spawn()?;
+        hold(Left::Group(child.id() as i32));
+        Ok(Group(child))
+    }
+
+    /// Asks the group to stop (SIGINT), and kills it if it has not within 5 s.
+    pub(crate) fn stop(mut self) {
+        let group = nix::unistd::Pid::from_raw(-(self.0.id() as i32));
+        let _ = nix::sys::signal::kill(group, nix::sys::signal::SIGINT);
+        for _ in 0..100 {
+            if !matches!(self.0.try_wait(), Ok(None)) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}
 
 impl Drop for Group {
     fn drop(&mut self) {
@@ -180,7 +202,63 @@ impl Drop for Group {
             );
         }
         let _ = self.0.wait();
+        let_go(&Left::Group(self.0.id() as i32));
     }
+}
+
+/// What a signal's cleanup removes: the namespaces of the beds and the process groups of the
+/// children started for them, from when they are made until they are gone.
+static LEFT: std::sync::Mutex<Vec<Left>> = std::sync::Mutex::new(Vec::new());
+
+#[derive(PartialEq)]
+enum Left {
+    Netns(String),
+    Group(i32),
+}
+
+fn left() -> std::sync::MutexGuard<'static, Vec<Left>> {
+    LEFT.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn hold(l: Left) {
+    left().push(l);
+}
+
+fn let_go(l: &Left) {
+    left().retain(|x| x != l);
+}
+
+/// Ctrl-C, SIGTERM, SIGQUIT or a hang-up end the command after its children (in process
+/// groups of their own, which a terminal's signal does not reach: testpmd, iperf3) are killed
+/// and its beds' namespaces deleted, with the interfaces, programs and sockets in them. For the
+/// commands that build beds (`bench --live`, `validate`); called once, before the first bed.
+pub fn clean_up_on_signals() -> Result<(), Error> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+    let fail = |source| Error::Measure(format!("cannot set up the cleanup on signals: {source}"));
+    let mut signals =
+        signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGQUIT, SIGHUP]).map_err(fail)?;
+    std::thread::Builder::new()
+        .name("pathem-cleanup".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                let left = std::mem::take(&mut *left());
+                for l in &left {
+                    if let Left::Group(pid) = l {
+                        let pid = nix::unistd::Pid::from_raw(*pid);
+                        let _ = nix::sys::signal::killpg(pid, nix::sys::signal::SIGKILL);
+                    }
+                }
+                for l in &left {
+                    if let Left::Netns(n) = l {
+                        let _ = ip(&["netns", "del", n]);
+                    }
+                }
+                eprintln!("pathem: stopped by signal {sig}; its test bed is removed");
+                std::process::exit(128 + sig);
+            }
+        })
+        .map_err(fail)?;
+    Ok(())
 }
 
 /// An iperf3 test under way (see [`Bed::iperf3_start`]); its processes are killed if dropped.
@@ -207,6 +285,7 @@ impl Drop for Bed {
     fn drop(&mut self) {
         for n in [Some(&self.gen), self.mid.as_ref(), Some(&self.sink)].into_iter().flatten() {
             let _ = ip(&["netns", "del", n]);
+            let_go(&Left::Netns(n.clone()));
         }
     }
 }

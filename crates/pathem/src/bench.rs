@@ -103,6 +103,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
             split: args.split,
             queues: args.queues,
         };
+        pathem_lab::testbed::clean_up_on_signals().map_err(crate::lab_error)?;
         let rows = rounds::live(&plan, progress, print).map_err(crate::lab_error)?;
         emit(serde_json::json!({ "rows": rows }), text::live_notes(&args.live, args.runs, args.split));
         return Ok(());

@@ -40,6 +40,7 @@ pub fn main(args: ValidateArgs) -> anyhow::Result<()> {
         return Err(usage(format!("--port {}: accepted: afpacket, afxdp", args.port)));
     }
     crate::within("--seconds", args.seconds, 0.1..=3600.0, "0.1 to 3600 (above 0)")?;
+    pathem_lab::testbed::clean_up_on_signals().map_err(crate::lab_error)?;
     let b = Bed::through(&format!("pv{}", std::process::id())).map_err(crate::lab_error)?;
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     if args.target {

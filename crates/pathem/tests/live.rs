@@ -104,6 +104,10 @@ fn main() {
         ("attach_on_the_host_end_of_a_containers_veth", attach_on_the_host_end_of_a_containers_veth),
         ("classes_give_two_addresses_their_own_paths", classes_give_two_addresses_their_own_paths),
         ("attach_with_classes_delays_each_address_its_own", attach_with_classes_delays_each_address_its_own),
+        (
+            "the_live_bench_stopped_by_a_signal_leaves_nothing",
+            the_live_bench_stopped_by_a_signal_leaves_nothing,
+        ),
         ("the_live_bench_measures_its_generator_apart", the_live_bench_measures_its_generator_apart),
         ("every_queue_is_read_as_one_bottleneck", every_queue_is_read_as_one_bottleneck),
         ("dpdk_every_queue_is_read_as_one_bottleneck", dpdk_every_queue_is_read_as_one_bottleneck),
@@ -951,6 +955,41 @@ fn a_burst_through_a_delay_arrives_whole_without_later_traffic() {
 /// `bench --live`: the generator has its own row, far above what a forwarder can take (the
 /// rows say which rates the sender set), testpmd's reference is measured in the same rounds,
 /// and no forwarder delivers more than reached it. Rates are reported, never asserted.
+/// Ctrl-C in the middle of `bench --live` (while testpmd forwards, where it is installed):
+/// the bench ends with 130 after killing testpmd (in a process group of its own, which the
+/// terminal's signal does not reach) and deleting its bed.
+fn the_live_bench_stopped_by_a_signal_leaves_nothing() {
+    // Running ones: a killed testpmd stays a zombie until init reaps it.
+    let testpmd = || sh(&["pgrep", "-x", "-r", "D,R,S,T", "dpdk-testpmd"]).status.success();
+    assert!(!testpmd(), "a dpdk-testpmd runs before the test");
+    let mut bench = Command::new(PATHEM)
+        .args(["bench", "--live", "afxdp", "--sizes", "64", "--runs", "3", "--seconds", "2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let bed = format!("pb{}", bench.id());
+    // The generator row takes 2 s; testpmd's comes next where it is installed.
+    let stage = || if pathem_lab::bench::testpmd_installed() { testpmd() } else { has_netns(&bed) };
+    let up = (0..200).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        stage()
+    });
+    assert!(up, "the bench never reached its forwarders");
+    std::thread::sleep(Duration::from_millis(300));
+    let status = stop_or_kill(&mut bench);
+    let mut said = String::new();
+    let _ = std::io::Read::read_to_string(&mut bench.stderr.take().unwrap(), &mut said);
+    assert_eq!(status.and_then(|s| s.code()), Some(130), "{said}");
+    assert!(said.contains("stopped by signal 2"), "{said}");
+    assert!(!has_netns(&bed), "namespaces left: {}", must(&["ip", "netns", "list"]));
+    assert!(!testpmd(), "dpdk-testpmd left running");
+}
+
+fn has_netns(prefix: &str) -> bool {
+    must(&["ip", "netns", "list"]).lines().any(|l| l.starts_with(prefix))
+}
+
 fn the_live_bench_measures_its_generator_apart() {
     let out = must(&[
         PATHEM,
