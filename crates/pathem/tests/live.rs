@@ -119,6 +119,7 @@ fn main() {
         ("dpdk_sigint_balances_and_returns_every_mbuf", dpdk_sigint_balances_and_returns_every_mbuf),
         ("dpdk_bad_arguments_are_refused_with_one_line", dpdk_bad_arguments_are_refused_with_one_line),
         ("dpdk_a_frame_longer_than_an_mbuf_is_refused", dpdk_a_frame_longer_than_an_mbuf_is_refused),
+        ("dpdk_frames_follow_the_interfaces_mtu", dpdk_frames_follow_the_interfaces_mtu),
         ("ports_refuse_a_frame_longer_than_they_hold", ports_refuse_a_frame_longer_than_they_hold),
         (
             "a_tap_hands_on_a_frame_longer_than_it_takes_as_oversize",
@@ -1762,6 +1763,37 @@ fn dpdk_a_frame_longer_than_an_mbuf_is_refused() {
         })
         .join()
         .unwrap();
+    }
+}
+
+/// DPDK's net_af_packet on a veth: an interface whose frames outgrow the driver's ring slots
+/// (the kernel cuts them, the driver hands them on as if whole) is refused with one line, and
+/// the transmitting half takes frames up to the interface's MTU, not its mbufs' room, so a
+/// longer one is dropped as oversize rather than counted as sent and lost in the kernel.
+fn dpdk_frames_follow_the_interfaces_mtu() {
+    #[cfg(feature = "dpdk")]
+    {
+        let t = Topo::new();
+        must(&["ip", "-n", &t.mid, "link", "set", "pa", "mtu", "9000"]);
+        let out = t.exec(
+            &t.mid,
+            &[PATHEM, "run", "dpdk:net_af_packet0,iface=pa", "afpacket:pb", "--duration", "1s"],
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        let said: Vec<&str> = err.lines().filter(|l| l.starts_with("pathem:")).collect();
+        assert!(!out.status.success() && said.len() == 1, "{err}");
+        assert!(said[0].contains("has MTU 9000") && said[0].contains("lower the MTU to 1964"), "{err}");
+        must(&["ip", "-n", &t.mid, "link", "set", "pb", "mtu", "1400"]);
+        let max = in_ns(&t.mid, || {
+            let dev = pathem_io::dpdk::parse("net_af_packet1,iface=pb").unwrap();
+            let (_rx, tx, _) =
+                pathem_io::dpdk::open("dpdk:net_af_packet1,iface=pb", &dev, 2048, None, &Default::default())
+                    .expect("net_af_packet1 on pb");
+            tx.max_frame()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(max, 1400 + 18, "pb's MTU, its header and a VLAN tag");
     }
 }
 

@@ -491,6 +491,7 @@ pub fn open(
     // A virtual device on a kernel interface sends through that interface, whose MTU is the
     // user's: frames longer than it are not asked for (nor the MTU raised to carry them).
     let max_frame = crate::iface::frame_cap(dev.kernel_iface(), max_frame);
+    slots_hold_the_mtu(dev)?;
     // A virtual device on an interface whose AF_XDP queue was released a moment ago may find
     // it still taken (the kernel frees it from a work queue): such a start is tried again.
     let mut tries = 0;
@@ -590,7 +591,10 @@ pub fn open(
         port,
         queue: Box::new([std::ptr::null_mut(); TX_QUEUE]),
         len: 0,
-        max_frame: info.data_room as usize,
+        // The mbufs' room, or the transmitting interface's MTU where a virtual device sends
+        // through one (the room is at least DPDK's default, above a 1500-byte MTU's frames):
+        // a longer frame is dropped before the path as oversize, not refused by the kernel.
+        max_frame: (info.data_room as usize).min(max_frame),
         registered: false,
         refused: Default::default(),
         refused_at: Nanos::ZERO,
@@ -618,6 +622,32 @@ fn rolled_over(fd: RawFd) -> Option<u64> {
         )
     };
     (rc == 0).then_some(st.tp_all)
+}
+
+/// net_af_packet reads each frame into a ring slot of `framesz=` bytes (2048 unless given),
+/// behind the kernel's header: the kernel cuts a longer frame to the slot, and the driver hands
+/// on the cut frame as if whole, so pathem would forward it short and count it as sent. An
+/// interface whose MTU makes frames longer than a slot holds is refused.
+fn slots_hold_the_mtu(dev: &Device) -> Result<(), Error> {
+    let Device::Vdev { name, devargs } = dev else { return Ok(()) };
+    let Some(iface) = dev.kernel_iface().filter(|_| name.starts_with("net_af_packet")) else { return Ok(()) };
+    let framesz = devargs.split(',').find_map(|kv| kv.strip_prefix("framesz=")).and_then(|v| v.parse().ok());
+    let framesz: u32 = framesz.unwrap_or(2048);
+    // TPACKET_V2's header and address (52 B) and at least 16 B for the MAC header, aligned to
+    // 16: the network header starts 80 B into the slot, the frame 66 B (a ping of 4000 B
+    // through an MTU of 9000 arrived cut to 1982 B). A VLAN tag may stay in the frame: 18 B
+    // of header and tag on top of the MTU.
+    let room = framesz.saturating_sub(66);
+    match crate::iface::mtu(iface) {
+        Some(mtu) if mtu.saturating_add(18) > room => Err(Error::Interface {
+            name: iface.into(),
+            reason: format!(
+                "has MTU {mtu}: net_af_packet's ring slots ({framesz} B) hold frames of at most {room} B, and the kernel would cut longer ones, which the driver hands on as if whole; lower the MTU to {} or less, or use afpacket:{iface}",
+                room.saturating_sub(18)
+            ),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// A transmitting half's filler timing for `f` on the port `spec` just started (`info`), and
