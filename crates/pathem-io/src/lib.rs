@@ -76,6 +76,14 @@ pub fn set_min_timer_slack() {
     let _ = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64) };
 }
 
+/// Makes a write to a closed pipe fail with EPIPE instead of killing the process: for a live
+/// run, which stops with its cleanup when its output goes (see `pathem_runtime::session`).
+pub fn ignore_sigpipe() {
+    // SAFETY: ignoring SIGPIPE affects no Rust invariant (std ignores it by default); writes
+    // to a closed pipe then return EPIPE, which every writer of a live run handles.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+}
+
 /// Lets the process die quietly of SIGPIPE when its output is closed (`pathem ... | head`),
 /// as command-line tools do, instead of failing on every later write.
 pub fn default_sigpipe() {

@@ -156,30 +156,58 @@ impl Session {
     /// Runs until SIGINT, SIGTERM or SIGHUP (its terminal closed), or for `duration` if given;
     /// hands `report` the counters every `every` (event `interval`) and at the end (event
     /// `final`). Returns the final counters.
+    /// `report` says whether its output took the report: a closed one (`run --json | head -1`)
+    /// stops the link as SIGTERM does, with its cleanup, instead of SIGPIPE killing it.
     pub fn serve(
         self,
         every: Option<Nanos>,
         duration: Option<Nanos>,
-        report: impl Fn(&Report) + Clone + Send + 'static,
+        report: impl Fn(&Report) -> bool + Clone + Send + 'static,
     ) -> Result<Final, Error> {
         for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
             signal_hook::flag::register(sig, self.link.stopper())
                 .map_err(|source| Error::Io { what: "cannot install signal handlers".into(), source })?;
         }
+        pathem_io::ignore_sigpipe();
         if let Some(d) = duration {
             self.stop_after(d);
         }
         if let Some(every) = every {
-            let (counters, report) = (self.link.counters(), report.clone());
+            let (counters, report, stop) = (self.link.counters(), report.clone(), self.link.stopper());
             let counters = (counters.0.clone(), counters.1.cloned());
-            self.every(every, move |seconds| report(&Report::now("interval", seconds, &counters)));
+            self.every(every, move |seconds| {
+                if !report(&Report::now("interval", seconds, &counters)) {
+                    stop.store(true, Ordering::Relaxed);
+                }
+            });
         }
         let (end, seconds) = self.wait()?;
         let classes = Report::class_list(&end.classes_ab, &end.classes_ba);
         report(&Report { event: "final", seconds, a_to_b: end.ab.clone(), b_to_a: end.ba.clone(), classes });
         Ok(end)
     }
+}
 
+/// Writes `r` as `run` does: a JSON line on stdout, or a line per direction on stderr (the
+/// ports named `a` and `b`). False when the output is closed.
+pub fn write_report(r: &Report, json: bool, a: &str, b: &str) -> bool {
+    use std::io::Write;
+    match json {
+        true => {
+            writeln!(std::io::stdout().lock(), "{}", serde_json::to_string(r).unwrap_or_default()).is_ok()
+        }
+        false => say(&r.lines(a, b)),
+    }
+}
+
+/// Writes `lines` on stderr, each after `pathem: `; false when stderr is closed (no panic).
+pub fn say(lines: &[String]) -> bool {
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    lines.iter().all(|l| writeln!(err, "pathem: {l}").is_ok())
+}
+
+impl Session {
     /// Stops the link now and returns its final counters.
     pub fn stop(self) -> Result<Final, Error> {
         let Session { link, control, metrics, .. } = self;

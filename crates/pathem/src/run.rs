@@ -58,16 +58,13 @@ pub struct RunArgs {
 /// asks until SIGINT, SIGTERM or `--duration` stops it, then gives the final report.
 pub fn serve(how: &Serving, session: Session, mut lines: Vec<String>) -> anyhow::Result<()> {
     lines.extend(session.describe());
-    lines.iter().for_each(|l| eprintln!("pathem: {l}"));
+    session::say(&lines);
     let (a, b) = (session.link.started.name_a.clone(), session.link.started.name_b.clone());
     let json = how.json;
-    let print = move |r: &Report| match json {
-        true => println!("{}", serde_json::to_string(r).unwrap_or_default()),
-        false => r.lines(&a, &b).iter().for_each(|l| eprintln!("pathem: {l}")),
-    };
+    let print = move |r: &Report| session::write_report(r, json, &a, &b);
     let (every, duration) = (how.stats_interval.map(|d| d.0), how.duration.map(|d| d.0));
     let end = session.serve(every, duration, print).map_err(crate::runtime_error)?;
-    end.describe().iter().for_each(|l| eprintln!("pathem: {l}"));
+    session::say(&end.describe());
     Ok(())
 }
 

@@ -542,6 +542,21 @@ fn sigint_stops_cleanly_and_restores_the_interfaces() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(gro("pa").contains(": on"), "GRO restored after a failed start: {} ({err})", gro("pa"));
+    drop(taken);
+
+    // Its output closed (`| head -1`): the run stops as it does for SIGTERM, with its cleanup,
+    // where SIGPIPE used to kill it (GRO left off, its control socket left behind).
+    let script = format!(
+        "timeout 20 {PATHEM} run pa pb --json --stats-interval 50ms --name pipe{} | head -1; exit ${{PIPESTATUS[0]}}",
+        std::process::id()
+    );
+    let out = sh(&["ip", "netns", "exec", &mid, "bash", "-c", &script]);
+    let (said, err) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{said} {err}");
+    assert!(said.starts_with("{\"event\":\"interval\""), "{said}");
+    assert!(gro("pa").contains(": on"), "GRO restored after the output closed: {}", gro("pa"));
+    let socket = format!("/run/pathem/pipe{}.sock", std::process::id());
+    assert!(!std::path::Path::new(&socket).exists(), "{socket} left behind");
 }
 
 fn bad_ports_are_refused_with_one_line() {
