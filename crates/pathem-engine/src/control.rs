@@ -100,6 +100,28 @@ pub(crate) fn channel(initial: &PathConfig, line: Option<Line>) -> (Control, Inb
     )
 }
 
+/// A change [`Control::prepare`] made ready: nothing reaches the path until
+/// [`commit`](Self::commit); dropped, it changes nothing (its delay line is freed).
+pub struct Prepared<'a> {
+    control: &'a Control,
+    change: Change,
+}
+
+impl Prepared<'_> {
+    /// Hands the change to the pipeline, which applies it before its next frame. Fails only
+    /// when the link has stopped.
+    pub fn commit(self) -> Result<(), ChangeError> {
+        let Prepared { control, change } = self;
+        let mut view = control.view.lock().unwrap_or_else(|e| e.into_inner());
+        if let (Some(line), Some(ring)) = (view.line.as_mut(), change.ring.as_ref()) {
+            line.capacity = line.capacity.max(ring.capacity());
+        }
+        control.tx.send(change).map_err(|_| ChangeError::Stopped)?;
+        control.counts.0.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+}
+
 impl Control {
     /// A control that reports `config` and steers no pipeline (its changes are refused): what
     /// a renderer of reports needs where there is no running path, as in tests.
@@ -125,28 +147,53 @@ impl Control {
     }
 
     fn send(&self, config: PathConfig, steps: Option<Vec<PathConfig>>) -> Result<(), ChangeError> {
+        self.prepare(config, steps)?.commit()
+    }
+
+    /// Bytes of the delay line this path holds now (0 offline, where lines grow as used).
+    pub fn line_bytes(&self) -> usize {
+        let view = self.view.lock().unwrap_or_else(|e| e.into_inner());
+        view.line.as_ref().map_or(0, |l| l.capacity)
+    }
+
+    /// Bytes of the larger delay line a change to `config` (and `steps`) would make for this
+    /// path: 0 when the line it has holds it.
+    pub fn new_line_bytes(&self, config: &PathConfig, steps: &[PathConfig]) -> usize {
+        let view = self.view.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(line) = view.line.as_ref() else { return 0 };
+        let need = std::iter::once(config).chain(steps).map(|c| delay_line_size(c, &line.engine)).max();
+        match ring_capacity(need.unwrap_or(0), line.engine.max_frame) {
+            Some(want) if want <= line.capacity => 0,
+            Some(want) => want,
+            None => usize::MAX,
+        }
+    }
+
+    /// Readies a change without sending it: checked, and the larger delay line it needs (if
+    /// any) made. Several paths changed at once are all prepared before any is committed, so
+    /// one that cannot be made changes none. `steps` as for
+    /// [`set_over_schedule`](Self::set_over_schedule).
+    pub fn prepare(
+        &self,
+        config: PathConfig,
+        steps: Option<Vec<PathConfig>>,
+    ) -> Result<Prepared<'_>, ChangeError> {
         let all = std::iter::once(&config).chain(steps.iter().flatten());
         for c in all.clone() {
             self.check(c)?;
         }
-        let mut view = self.view.lock().unwrap_or_else(|e| e.into_inner());
-        let ring = match view.line.as_mut() {
+        let view = self.view.lock().unwrap_or_else(|e| e.into_inner());
+        let ring = match view.line.as_ref() {
             Some(line) => {
                 let need = all.map(|c| delay_line_size(c, &line.engine)).max().unwrap_or(0);
                 match ring_capacity(need, line.engine.max_frame) {
                     Some(want) if want <= line.capacity => None,
-                    _ => {
-                        let ring = Ring::new(need, line.engine.max_frame)?;
-                        line.capacity = ring.capacity();
-                        Some(ring)
-                    }
+                    _ => Some(Ring::new(need, line.engine.max_frame)?),
                 }
             }
             None => None,
         };
-        self.tx.send(Change { config: Arc::new(config), ring, steps }).map_err(|_| ChangeError::Stopped)?;
-        self.counts.0.fetch_add(1, Ordering::AcqRel);
-        Ok(())
+        Ok(Prepared { control: self, change: Change { config: Arc::new(config), ring, steps } })
     }
 
     /// Waits until the pipeline has taken every change sent through this control (it does

@@ -143,23 +143,46 @@ pub fn can_touch(capacity: usize, max_frame: usize) -> Result<(), AllocError> {
     fits_memory(ring_size(capacity, record_size(max_frame.min(MAX_RECORD_DATA)))?)
 }
 
-/// Refuses `bytes` of touched pages past the machine's memory (rather than leave them to
-/// the OOM killer).
+/// Whether rings of `bytes` in all (every line a link makes, say), their pages touched, fit
+/// the memory the process may use; without making them.
+pub fn can_touch_all(bytes: usize) -> Result<(), AllocError> {
+    fits_memory(bytes)
+        .map_err(|e| AllocError { reason: format!("{}, for every path's line together", e.reason), ..e })
+}
+
+/// Refuses `bytes` of touched pages past the memory the process may use (rather than leave
+/// them to the OOM killer).
 fn fits_memory(bytes: usize) -> Result<(), AllocError> {
-    match physical_memory() {
-        Some(total) if bytes as u64 > total => {
-            Err(AllocError { bytes, reason: format!("the machine has {total} bytes of memory") })
+    let fail = |reason: String| Err(AllocError { bytes, reason });
+    let total = if cfg!(miri) { None } else { pathem_io::proc_kb("/proc/meminfo", "MemTotal") };
+    match (total, if cfg!(miri) { None } else { cgroup_limit() }) {
+        (_, Some(limit)) if bytes as u64 > limit && total.is_none_or(|t| limit < t) => {
+            fail(format!("this process's cgroup may use {limit} bytes of memory"))
         }
+        (Some(total), _) if bytes as u64 > total => fail(format!("the machine has {total} bytes of memory")),
         _ => Ok(()),
     }
 }
 
-/// Total memory of the machine, from /proc/meminfo.
-fn physical_memory() -> Option<u64> {
-    if cfg!(miri) {
-        return None;
-    }
-    pathem_io::proc_kb("/proc/meminfo", "MemTotal")
+/// The memory limit of the process's cgroup (a container's), where one is set: cgroup v2's
+/// `memory.max`, or v1's `memory.limit_in_bytes` (read at the cgroup's path, or at the
+/// controller's root where a cgroup namespace makes that the process's own).
+fn cgroup_limit() -> Option<u64> {
+    let groups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let read = |file: String| std::fs::read_to_string(file).ok()?.trim().parse::<u64>().ok();
+    groups.lines().find_map(|l| {
+        let (_, rest) = l.split_once(':')?;
+        let (controllers, path) = rest.split_once(':')?;
+        let path = path.trim_end_matches('/');
+        match controllers {
+            "" => read(format!("/sys/fs/cgroup{path}/memory.max")),
+            c if c.split(',').any(|c| c == "memory") => {
+                read(format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes"))
+                    .or_else(|| read("/sys/fs/cgroup/memory/memory.limit_in_bytes".into()))
+            }
+            _ => None,
+        }
+    })
 }
 
 /// Where a growing line may go, shared by its two halves.

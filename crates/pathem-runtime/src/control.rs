@@ -541,20 +541,25 @@ pub fn serve(
             0 => to.0.get(lane),
             _ => to.1.as_ref().and_then(|c| c.get(lane)),
         };
-        for (d, lane, cfg, steps) in &made {
-            if let Some(c) = control(*d, *lane) {
-                for c_cfg in std::iter::once(cfg).chain(steps) {
-                    c.check(c_cfg)?;
-                }
-            }
+        // All or nothing: every path's change checked and its delay line made before any is
+        // sent (a line that cannot be made leaves every path as it was). The new lines are
+        // made while the old ones still hold their frames: all of them must fit at once.
+        let held_now = to.0.iter().chain(to.1.iter().flatten()).map(Control::line_bytes);
+        let new = made
+            .iter()
+            .map(|(d, lane, cfg, steps)| control(*d, *lane).map_or(0, |c| c.new_line_bytes(cfg, steps)));
+        if new.clone().any(|b| b > 0) {
+            let all = held_now.chain(new).fold(0usize, usize::saturating_add);
+            pathem_engine::delay_line::can_touch_all(all).map_err(pathem_engine::ChangeError::from)?;
         }
+        let mut ready = Vec::new();
         for (d, lane, cfg, steps) in made {
             if let Some(c) = control(d, lane) {
-                match steps.is_empty() {
-                    true => c.set(cfg)?,
-                    false => c.set_over_schedule(cfg, steps)?,
-                }
+                ready.push(c.prepare(cfg, (!steps.is_empty()).then_some(steps))?);
             }
+        }
+        for change in ready {
+            change.commit()?;
         }
         for (key, spec) in plan.iter().cloned() {
             held.insert(key, spec);

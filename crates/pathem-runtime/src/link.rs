@@ -573,6 +573,21 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
     };
     let (rx_a, rx_b) = (fan_a.input, fan_b.input);
     let mut readers = [fan_a.readers, fan_b.readers];
+    // Every line of both directions is made with its pages touched: together, not one by one,
+    // they must fit the memory the process may use.
+    let lines = |path: &PathConfig, classes: &[pathem_engine::pipeline::ClassConfig], e: &EngineConfig| {
+        std::iter::once(path).chain(classes.iter().map(|c| &c.path)).fold(0usize, |sum, p| {
+            let size = pathem_engine::pipeline::delay_line_size(p, e);
+            sum.saturating_add(
+                pathem_engine::delay_line::ring_capacity(size, e.max_frame).unwrap_or(usize::MAX),
+            )
+        })
+    };
+    let mut total = lines(&spec.ab, &spec.classes_ab, &engine_ab);
+    if !spec.one_way {
+        total = total.saturating_add(lines(&spec.ba, &spec.classes_ba, &engine_ba));
+    }
+    pathem_engine::delay_line::can_touch_all(total).map_err(pathem_engine::Error::from)?;
     let seed_ab = direction_seed(spec.seed, 0);
     let mut ab: LivePipe =
         Pipeline::with_classes(rx_a, port_b.tx, &spec.ab, &spec.classes_ab, seed_ab, &engine_ab)?;

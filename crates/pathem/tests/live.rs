@@ -103,6 +103,10 @@ fn main() {
         ),
         ("attach_on_the_host_end_of_a_containers_veth", attach_on_the_host_end_of_a_containers_veth),
         ("classes_give_two_addresses_their_own_paths", classes_give_two_addresses_their_own_paths),
+        (
+            "a_change_whose_lines_do_not_fit_together_changes_nothing",
+            a_change_whose_lines_do_not_fit_together_changes_nothing,
+        ),
         ("attach_with_classes_delays_each_address_its_own", attach_with_classes_delays_each_address_its_own),
         (
             "the_live_bench_stopped_by_a_signal_leaves_nothing",
@@ -2618,6 +2622,53 @@ fn show_json(name: &str) -> serde_json::Value {
     let out = ctl(&[name, "show", "--json"]);
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|_| panic!("show --json: {}", String::from_utf8_lossy(&out.stderr)))
+}
+
+/// `ctl set` changing several paths at once, each of whose delay lines fits the machine's
+/// memory alone but not all together: refused with one line before any path changes (a
+/// change used to apply path by path and stop at the first line it could not make, with the
+/// paths before it changed and its record of them not).
+fn a_change_whose_lines_do_not_fit_together_changes_nothing() {
+    let mut t = Topo::new();
+    let name = format!("t{}k{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    // 100 Gbit/s × 400 ms wants 5 GB, capped at the 4 GiB a line takes without --buffer: one
+    // more such line than the machine's memory holds.
+    const CAP: u64 = 4 << 30;
+    let classes = pathem_io::proc_kb("/proc/meminfo", "MemTotal").unwrap() / CAP;
+    let mut args =
+        vec!["--one-way".to_string(), "--delay".into(), "1ms".into(), "--name".into(), name.clone()];
+    for port in 1..=classes {
+        args.extend(["--class".into(), format!("udp port {port}"), "--delay 1ms".into()]);
+    }
+    let big = "--rate 100gbit --delay 400ms";
+    // At the start too: such paths are refused before any line is made.
+    let mut at_start = vec![PATHEM, "run", "pa", "pb", "--one-way", "--rate", "100gbit", "--delay", "400ms"];
+    let filters: Vec<String> = (1..=classes).map(|port| format!("udp port {port}")).collect();
+    for f in &filters {
+        at_start.extend(["--class", f.as_str(), big]);
+    }
+    let out = t.exec(&t.mid, &at_start);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("every path's line together"), "{err}");
+    t.start(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let names: Vec<String> = (1..=classes).map(|i| format!("class{i}")).collect();
+    let mut set = vec![name.as_str(), "set", "--rate", "100gbit", "--delay", "400ms"];
+    for class in &names {
+        set.extend(["--class", class.as_str(), big]);
+    }
+    let out = ctl(&set);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.trim_end().lines().count() == 1, "{err}");
+    assert!(err.contains("every path's line together"), "{err}");
+    let v = show_json(&name);
+    let paths: Vec<&str> = std::iter::once(&v["a_to_b"]["path"])
+        .chain(v["a_to_b"]["classes"].as_array().unwrap().iter().map(|c| &c["path"]))
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert_eq!(paths.len() as u64, classes + 2, "the default path, then it and each class: {v}");
+    assert!(paths.iter().all(|p| p.contains("1ms") && !p.contains("100gbit")), "changed: {paths:?}");
+    t.stop();
 }
 
 fn classes_give_two_addresses_their_own_paths() {
