@@ -338,12 +338,12 @@ pub struct LiveRow {
     /// these runs): the sender, not the forwarder, set this rate, which is then only a floor
     /// of what the forwarder can do.
     pub generator_bound: bool,
-    /// Forwarded rate over the bypass run's of the same round, median over rounds.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Forwarded rate over the bypass run's of the same round, median over rounds (`null` for
+    /// the rows that are not a forwarder's: the generator, testpmd).
     pub of_raw: Option<f64>,
     /// Forwarded rate over dpdk-testpmd's of the same round on the same veths through DPDK's
-    /// driver for the same kind of socket, median over rounds.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// driver for the same kind of socket, median over rounds (`null` where testpmd did not
+    /// run, and for the generator's and testpmd's own rows).
     pub of_testpmd: Option<f64>,
     /// Every round's forwarded rate.
     pub rounds_mpps: Vec<f64>,

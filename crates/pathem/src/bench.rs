@@ -90,6 +90,11 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
     };
     crate::within("--runs", args.runs, 1..=1000, "1 to 1000")?;
     if !args.live.is_empty() {
+        if args.path.to_config().map_err(usage)? != pathem_model::PathConfig::default() {
+            return Err(usage(
+                "--live measures its own modes (README: bypass, engine, impaired): path flags do not apply",
+            ));
+        }
         let print = |row: &rounds::LiveRow| {
             if !json {
                 println!("{}", text::live_row(row));
@@ -109,7 +114,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     crate::within("--packets", args.packets, 1..=1_000_000_000_000, "1 to 10^12")?;
-    crate::within("--size", args.size, 14..=65_536, "14 to 65536 bytes")?;
+    crate::within("--size", args.size, 14..=65_535, "14 to 65535 bytes (the engine's longest frame)")?;
     if args.offloads {
         if let Some(&size) = args.sizes.iter().find(|s| !(64..=9000).contains(*s)) {
             return Err(usage(format!("--sizes {size}: accepted: 64 to 9000 bytes with --offloads")));

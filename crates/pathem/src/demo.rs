@@ -10,7 +10,7 @@ pub struct DemoArgs {
     /// Folder for in.pcap, out.pcap and stats.json [default: a temporary folder, removed after].
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
-    /// Frames in the generated capture, 1 to 10^8.
+    /// Frames in the generated capture, 1 to 10^6 (the demo holds them all in memory).
     #[arg(long, value_name = "N", default_value_t = 20_000)]
     pub frames: u64,
     /// Seed of the random models.
@@ -19,7 +19,7 @@ pub struct DemoArgs {
 }
 
 pub fn main(args: DemoArgs) -> anyhow::Result<()> {
-    crate::within("--frames", args.frames, 1..=100_000_000, "1 to 10^8")?;
+    crate::within("--frames", args.frames, 1..=1_000_000, "1 to 10^6")?;
     let tmp = tempfile::tempdir()?;
     let dir = args.dir.as_deref().unwrap_or(tmp.path());
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
