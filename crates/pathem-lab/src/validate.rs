@@ -177,9 +177,11 @@ pub fn run_case(
     if let Some(p) = &path.police {
         let cfg = p.rate.bits_per_sec() as f64;
         if frame_bps(pps, 0.0) > cfg {
+            // The bucket starts full: over the run its depth passes on top of the rate.
+            let expected = cfg + p.burst.0 as f64 * 8.0 / secs;
             checks.push(within(
-                "policed rate (Mbit/s)",
-                cfg / 1e6,
+                "policed rate + burst / run (Mbit/s)",
+                expected / 1e6,
                 frame_bps(s.throughput_pps, 0.0) / 1e6,
                 0.05,
             ));
@@ -235,15 +237,22 @@ pub fn mean_delay_check(
 /// Loss rate within k standard errors; losses in bursts of mean length `burst` are correlated,
 /// which inflates the variance of the count by about 2·burst − 1 (a Markov chain with
 /// correlation 1 − 1/burst between neighbours).
+///
+/// A check whose tolerance reaches 0 (too few frames: a path that loses nothing would pass)
+/// cannot tell, and fails saying to run longer.
 pub fn sigma_check(what: &str, p: f64, n: u64, observed_rate: f64, k: f64, burst: f64) -> Check {
     let inflation = if burst.is_finite() && burst > 1.0 { 2.0 * burst - 1.0 } else { 1.0 };
     let sigma = (p * (1.0 - p) * inflation / n as f64).sqrt();
+    let tells = p > 0.0 && k * sigma < p;
     Check {
         what: what.into(),
         configured: p,
         observed: observed_rate,
-        tolerance: format!("±{k}σ ({:.5})", k * sigma),
-        pass: (observed_rate - p).abs() <= k * sigma,
+        tolerance: match tells || p == 0.0 {
+            true => format!("±{k}σ ({:.5})", k * sigma),
+            false => format!("±{k}σ ({:.5}): too few frames to tell a lossless path, run longer", k * sigma),
+        },
+        pass: (tells || p == 0.0) && (observed_rate - p).abs() <= k * sigma,
     }
 }
 
@@ -344,6 +353,20 @@ mod tests {
         let c = mean_delay_check(10e6, 2e6, Some(Nanos::from_millis(5)), 5000.0, 3.0, 10_450.0);
         assert!(c.pass, "{c:?}");
         assert!(!mean_delay_check(10e6, 2e6, Some(Nanos::from_millis(5)), 5000.0, 3.0, 10_600.0).pass);
+    }
+
+    #[test]
+    fn a_loss_check_too_short_to_tell_a_lossless_path_fails() {
+        // 1% of 1000 frames: 4σ = 0.0126, wider than 1%, so no loss at all would pass.
+        let c = sigma_check("loss rate", 0.01, 1000, 0.0, 4.0, 1.0);
+        assert!(!c.pass && c.tolerance.contains("run longer"), "{c:?}");
+        assert!(!sigma_check("loss rate", 0.01, 1000, 0.01, 4.0, 1.0).pass, "even when it matches");
+        // 1% of 100 000: 4σ = 0.0013; a lossless path fails, a 1% one passes.
+        assert!(!sigma_check("loss rate", 0.01, 100_000, 0.0, 4.0, 1.0).pass);
+        assert!(sigma_check("loss rate", 0.01, 100_000, 0.0101, 4.0, 1.0).pass);
+        // Bursts widen it: mean burst 4 inflates the variance 7 times (4σ = 0.0033 here).
+        assert!(sigma_check("loss rate", 0.01, 100_000, 0.0125, 4.0, 4.0).pass);
+        assert!(!sigma_check("loss rate", 0.01, 20_000, 0.0, 4.0, 4.0).pass);
     }
 }
 
