@@ -50,11 +50,35 @@ pub struct EngineReport {
     pub last_run: Stats,
 }
 
+/// The engine's benches offer frames as fast as the engine takes them, on the real clock: a
+/// bottleneck slower than that makes a run last as long as its frames take to leave at its
+/// rate (`--rate 1kbit`: hours), while the unbounded queue fills the delay line and the run
+/// measures its drops. Refused past 10 s of the link's time; `--disciplines` offers a load
+/// in virtual time.
+fn leaves_in_time(path: &PathConfig, plan: Plan) -> Result<(), Error> {
+    let Some(link) = &path.link else { return Ok(()) };
+    let bits = u128::from(plan.packets) * u128::from(link.wire_len(plan.size as u32)) * 8;
+    let rate = u128::from(link.mean_rate().bits_per_sec().max(1));
+    let secs = bits / rate;
+    if secs <= 10 {
+        return Ok(());
+    }
+    Err(Error::Range(pathem_model::limits::RangeError {
+        key: "rate",
+        value: link.mean_rate().to_string(),
+        accepted: format!(
+            "a rate the {} frames leave within 10 s at (they take {secs} s at this one): the bench offers frames as fast as the engine takes them; give fewer --packets, a faster rate, or --disciplines, which offers a load in virtual time",
+            plan.packets
+        ),
+    }))
+}
+
 pub fn engine(
     path: &PathConfig,
     plan: Plan,
     mut progress: impl FnMut(String),
 ) -> Result<EngineReport, Error> {
+    leaves_in_time(path, plan)?;
     let (mut with, mut without, mut last) = (Vec::new(), Vec::new(), Stats::default());
     for round in 0..plan.runs {
         let (ns, stats) = engine_alone(path, plan.packets, plan.size, plan.seed)?;
@@ -125,6 +149,7 @@ pub fn classes(
     plan: Plan,
     mut progress: impl FnMut(String),
 ) -> Result<ClassesReport, Error> {
+    leaves_in_time(path, plan)?;
     let filters = bench_filters(n);
     let mut list = Vec::new();
     for (i, text) in filters.iter().enumerate() {
@@ -270,6 +295,7 @@ pub struct SplitReport {
 }
 
 pub fn split(path: &PathConfig, plan: Plan, mut progress: impl FnMut(String)) -> Result<SplitReport, Error> {
+    leaves_in_time(path, plan)?;
     let has = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     if has < 2 {
         return Err(Error::Cpus { what: "--split", needs: 2, has });
