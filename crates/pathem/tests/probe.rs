@@ -120,6 +120,7 @@ fn bad_input_is_refused_with_one_line() {
         (vec!["probe", "send", "--to", "127.0.0.1:9", "--count", "100000000000"], 2, "1 to 10000000000"),
         (vec!["probe", "recv", "--listen", "127.0.0.1:9", "--idle", "2h"], 2, "1ms to 1h"),
         (vec!["bench", "--packets", "0"], 2, "1 to 10^12"),
+        (vec!["bench", "--rate", "1mbit", "--packets", "100000"], 2, "leave within 10 s"),
         (vec!["bench", "--classes", "64", "--packets", "10"], 2, "0 to 63"),
         (vec!["bench", "--live", "frob"], 2, "port kind `frob`"),
         (vec!["bench", "--live", "afxdp", "--delay", "50ms"], 2, "path flags do not apply"),
