@@ -663,7 +663,13 @@ fn shell_adds_the_delay_both_ways_and_cleans_up() {
 /// EBUSY was taken for "busy, try again") and AF_PACKET retried them without end (ENOBUFS),
 /// at full CPU, with 64 frames stuck in the port at the end.
 fn frames_a_port_without_carrier_drops_are_not_counted_as_sent() {
-    for kind in ["afpacket", "afxdp"] {
+    let mut all = vec!["afpacket", "afxdp"];
+    if cfg!(feature = "dpdk") {
+        // net_af_packet: the kernel drops the frames without a word to the driver; the port
+        // reads the carrier itself.
+        all.push("dpdk");
+    }
+    for kind in all {
         let mut t = Topo::new();
         t.quiet();
         t.start_with(kind, &["--delay", "1ms", "--json", "--busy-poll", "0ms"]);
@@ -696,8 +702,9 @@ fn frames_a_port_without_carrier_drops_are_not_counted_as_sent() {
             "{kind}: {a}"
         );
         assert_eq!(a["in_flight"].as_u64().unwrap(), 0, "{kind}: nothing held in the port: {a}");
-        // A spinning port takes the whole second (100 ticks at HZ=100, 250 at 250).
-        assert!(ticks < 50, "{kind}: {ticks} ticks in a second with nothing to send");
+        // A spinning port takes the whole second (100 ticks at HZ=100, 250 at 250). A DPDK
+        // port polls its device whatever it holds, as DPDK's drivers are made to be read.
+        assert!(ticks < 50 || kind == "dpdk", "{kind}: {ticks} ticks in a second with nothing to send");
     }
 }
 

@@ -456,6 +456,18 @@ pub struct DpdkTx {
     refused_at: Nanos,
     /// With `--tx-timing filler`: the wire's plan and the fillers' make.
     filling: Option<Box<Filling>>,
+    /// A virtual device's kernel interface (net_af_packet, net_af_xdp): frames the kernel
+    /// drops there for want of a carrier leave no error for the driver to see, so the carrier
+    /// is read (every 10 ms, at a flush) and frames without one are refused as `down`.
+    carrier: Option<Carrier>,
+    /// Beside the transmit queue: each queued frame's length (to count what is refused).
+    lens: Box<[u32; TX_QUEUE]>,
+}
+
+struct Carrier {
+    iface: String,
+    up: bool,
+    read_at: Nanos,
 }
 
 /// A transmitting half that times frames on the wire with filler frames ([`crate::filler`]).
@@ -598,7 +610,12 @@ pub fn open(
         registered: false,
         refused: Default::default(),
         refused_at: Nanos::ZERO,
+        carrier: match (&filling, dev.kernel_iface()) {
+            (None, Some(iface)) => Some(Carrier { iface: iface.into(), up: true, read_at: Nanos::ZERO }),
+            _ => None,
+        },
         filling,
+        lens: Box::new([0; TX_QUEUE]),
     };
     Ok((rx, tx, how))
 }
@@ -1287,6 +1304,10 @@ impl TxPort for DpdkTx {
         if self.filling.is_some() {
             return self.send_timed(release, data);
         }
+        if self.carrier.as_ref().is_some_and(|c| !c.up) {
+            self.refused.add(crate::port::TxErrorClass::Down, libc::ENETDOWN, data.len());
+            return true;
+        }
         // SAFETY: the pool belongs to this port and outlives it; `data` is valid for its
         // length, which fits the mbuf's data room (frames are at most max_frame).
         let m = unsafe { pathem_dpdk_tx_copy(self.port.pool, data.as_ptr(), data.len() as u32) };
@@ -1298,6 +1319,7 @@ impl TxPort for DpdkTx {
             return false;
         }
         self.queue[self.len] = m;
+        self.lens[self.len] = data.len() as u32;
         self.len += 1;
         true
     }
@@ -1314,6 +1336,20 @@ impl TxPort for DpdkTx {
         if let Some(f) = self.filling.as_deref_mut() {
             // The next round reads the clock afresh.
             f.now = None;
+        }
+        if let Some(c) = self.carrier.as_mut() {
+            let now = monotonic_now();
+            if now.saturating_sub(c.read_at) >= Nanos::from_millis(10) {
+                (c.up, c.read_at) = (crate::iface::has_carrier(&c.iface), now);
+            }
+            if !c.up && self.len > 0 {
+                for &l in &self.lens[..self.len] {
+                    self.refused.add(crate::port::TxErrorClass::Down, libc::ENETDOWN, l as usize);
+                }
+                // SAFETY: queue[..len] are mbufs this half still owns; they go back to the pool.
+                unsafe { pathem_dpdk_free_bulk(self.queue.as_mut_ptr(), self.len as u32) };
+                self.len = 0;
+            }
         }
         if self.len == 0 {
             return Ok(());
@@ -1332,6 +1368,7 @@ impl TxPort for DpdkTx {
             f.in_queue.copy_within(sent..self.len, 0);
         }
         self.queue.copy_within(sent..self.len, 0);
+        self.lens.copy_within(sent..self.len, 0);
         self.len -= sent;
         Ok(())
     }
