@@ -40,6 +40,12 @@ pub fn is_up(ifname: &str) -> bool {
         .is_some_and(|f| f & 1 != 0)
 }
 
+/// Whether the interface is promiscuous (IFF_PROMISC: set by its administrator, not the
+/// count a packet socket's membership holds), in the calling thread's namespace.
+pub fn is_promiscuous(ifname: &str) -> bool {
+    ifreq(ifname, libc::SIOCGIFFLAGS, 0).is_ok_and(|ifr| ifreq_int(&ifr) & libc::IFF_PROMISC != 0)
+}
+
 /// False when the interface has no carrier (or is down, or gone): a frame sent there is
 /// dropped by the device. Asked of the calling thread's network namespace (`IFF_RUNNING`,
 /// which the kernel sets for an interface up with its carrier), not of sysfs, which shows the

@@ -1817,6 +1817,8 @@ fn dpdk_frames_follow_the_interfaces_mtu() {
         assert!(!out.status.success() && said.len() == 1, "{err}");
         assert!(said[0].contains("has MTU 9000") && said[0].contains("lower the MTU to 1964"), "{err}");
         must(&["ip", "-n", &t.mid, "link", "set", "pb", "mtu", "1400"]);
+        // Made promiscuous by its administrator, pb stays so after the port closes.
+        must(&["ip", "-n", &t.mid, "link", "set", "pb", "promisc", "on"]);
         let max = in_ns(&t.mid, || {
             let dev = pathem_io::dpdk::parse("net_af_packet1,iface=pb").unwrap();
             let (_rx, tx, _) =
@@ -1827,6 +1829,8 @@ fn dpdk_frames_follow_the_interfaces_mtu() {
         .join()
         .unwrap();
         assert_eq!(max, 1400 + 18, "pb's MTU, its header and a VLAN tag");
+        let link = must(&["ip", "-n", &t.mid, "link", "show", "pb"]);
+        assert!(link.contains("PROMISC"), "the administrator's promiscuity cleared: {link}");
     }
 }
 

@@ -113,6 +113,7 @@ extern "C" {
         why: *mut *const c_char,
     ) -> c_int;
     fn pathem_dpdk_port_close(port: u16);
+    fn pathem_dpdk_promisc_keep(port: u16);
     fn pathem_dpdk_pool_free(pool: *mut Pool);
     fn pathem_dpdk_pool_in_use(pool: *const Pool) -> u32;
     #[allow(clippy::too_many_arguments)]
@@ -193,9 +194,11 @@ fn captured<T>(f: impl FnOnce() -> T) -> (T, String) {
 }
 
 /// The line of DPDK's own output that says what went wrong: one that names an option, a fatal
-/// error or an error, else the first.
+/// error or an error, else the first; before the usage text the EAL prints after its
+/// complaint (whose banner, `Usage: pathem [options]`, names options too).
 fn telling_line(text: &str) -> Option<&str> {
-    let lines = || text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let said = text.split("Usage:").next().filter(|s| !s.trim().is_empty()).unwrap_or(text);
+    let lines = || said.lines().map(str::trim).filter(|l| !l.is_empty());
     let keys = ["option", "FATAL", "Error", "error", "Cannot", "cannot", "Invalid", "invalid"];
     keys.iter().find_map(|k| lines().find(|l| l.contains(k))).or_else(|| lines().next())
 }
@@ -767,6 +770,9 @@ fn start(spec: &str, dev: &Device, max_frame: usize) -> Result<(Arc<Port>, PortI
     let mut info: PortInfo = unsafe { std::mem::zeroed() };
     let mut why: *const c_char = std::ptr::null();
     let max_rx = crate::MAX_RX_QUEUES as u16;
+    // A kernel interface the administrator made promiscuous stays so after the run (the
+    // driver's own flag starts off, and turning it off at close would clear the interface's).
+    let promiscuous = dev.kernel_iface().is_some_and(crate::iface::is_promiscuous);
     // SAFETY: the out-pointers point at locals that live for the call; `id` is a valid port.
     let (r, said) = captured(|| unsafe {
         pathem_dpdk_port_start(
@@ -782,6 +788,10 @@ fn start(spec: &str, dev: &Device, max_frame: usize) -> Result<(Arc<Port>, PortI
             &mut why,
         )
     });
+    if promiscuous {
+        // SAFETY: only clears the shim's note for this port id.
+        unsafe { pathem_dpdk_promisc_keep(id) };
+    }
     // What the driver opened for this port (probing and starting it).
     let opened: Vec<(RawFd, i32, i32)> = sockets().into_iter().filter(|s| !before.contains(s)).collect();
     let vdev = match dev {
@@ -1389,6 +1399,20 @@ impl Drop for DpdkTx {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_eals_complaint_is_told_before_its_usage_text() {
+        let said = "EAL: lcore 5 unavailable\nEAL: invalid core list, please check specified cores are part of 0-1\n\nUsage: pathem [options]\n\nEAL common options:\n  -c COREMASK   Hexadecimal bitmask of cores to run on\n";
+        assert_eq!(
+            super::telling_line(said),
+            Some("EAL: invalid core list, please check specified cores are part of 0-1")
+        );
+        assert_eq!(
+            super::telling_line("EAL: unrecognized option '--frob'\n"),
+            Some("EAL: unrecognized option '--frob'")
+        );
+        assert_eq!(super::telling_line("Usage: pathem [options]\n"), Some("Usage: pathem [options]"));
+    }
+
     #[test]
     fn net_af_xdp_is_given_every_queue_only_where_nothing_is_said_and_the_interface_has_more() {
         // The loopback has one receive queue; other drivers and said counts are left alone.

@@ -249,6 +249,14 @@ int pathem_dpdk_port_start(uint16_t port, uint32_t n_mbufs, uint32_t max_frame,
     return 0;
 }
 
+/* Leaves the port's promiscuity on at close: its kernel interface was promiscuous before the
+ * port started (the driver's flag starts off whatever the interface's is). */
+void pathem_dpdk_promisc_keep(uint16_t port)
+{
+    if (port < RTE_MAX_ETHPORTS)
+        promisc_set[port] = 0;
+}
+
 /* Stops and closes the port, turning off the promiscuity it turned on. */
 void pathem_dpdk_port_close(uint16_t port)
 {
