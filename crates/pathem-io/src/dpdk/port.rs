@@ -507,13 +507,16 @@ pub fn open(
     // user's: frames longer than it are not asked for (nor the MTU raised to carry them).
     let max_frame = crate::iface::frame_cap(dev.kernel_iface(), max_frame);
     slots_hold_the_mtu(dev)?;
-    // A virtual device on an interface whose AF_XDP queue was released a moment ago may find
-    // it still taken (the kernel frees it from a work queue): such a start is tried again.
+    queue_pairs_within(dev)?;
+    // A net_af_xdp device on an interface whose AF_XDP queue was released a moment ago may
+    // find it still taken (the kernel frees it from a work queue): such a start is tried
+    // again. Other drivers' failures would fail again (and each try may take seconds).
+    let xdp = matches!(dev, Device::Vdev { name, .. } if name.starts_with("net_af_xdp"));
     let mut tries = 0;
     let (port, info) = loop {
         match start(spec, dev, max_frame) {
             Ok(started) => break started,
-            Err(Failed::Start(e)) if matches!(dev, Device::Vdev { .. }) && tries < START_TRIES => {
+            Err(Failed::Start(e)) if xdp && tries < START_TRIES => {
                 tries += 1;
                 drop(e);
                 std::thread::sleep(std::time::Duration::from_millis(50));
@@ -666,6 +669,20 @@ fn slots_hold_the_mtu(dev: &Device) -> Result<(), Error> {
                 room.saturating_sub(18)
             ),
         }),
+        _ => Ok(()),
+    }
+}
+
+/// net_af_packet's `qpairs=` above the receive queues pathem reads is refused before the
+/// driver is probed (it would set up every ring first, seconds each, and fail at the end).
+fn queue_pairs_within(dev: &Device) -> Result<(), Error> {
+    let Device::Vdev { name, devargs } = dev else { return Ok(()) };
+    let pairs = devargs.split(',').find_map(|kv| kv.strip_prefix("qpairs="));
+    match pairs.map(str::parse::<u64>) {
+        Some(Ok(n)) if name.starts_with("net_af_packet") && n > crate::MAX_RX_QUEUES as u64 => Err(fail(
+            name,
+            format!("qpairs={n}: accepted: 1 to {} (the receive queues a port reads)", crate::MAX_RX_QUEUES),
+        )),
         _ => Ok(()),
     }
 }
