@@ -1896,6 +1896,11 @@ fn dpdk_bad_arguments_are_refused_with_one_line() {
         (vec!["run", "dpdk:net_af_packet0,iface=nope0", b], 2, "nope0"),
         (vec!["run", "dpdk:net_bogus0", b], 1, "check the driver name"),
         (vec!["run", "dpdk:net_af_packet0,iface=pa,qpairs=65", b], 1, "qpairs=65: accepted: 1 to 64"),
+        (
+            vec!["run", "dpdk:net_af_packet0,iface=pa", "dpdk:0", "--eal", "--no-huge --no-pci"],
+            1,
+            "the device the other port opened",
+        ),
         (vec!["run", "dpdk:net_af_packet0,iface=pa", b, "--eal", "-l 5"], 1, "invalid core list"),
         (vec!["run", "dpdk:net_af_xdp0,iface=pb", b], 2, "both ports are pb"),
         (vec!["run", "dpdk:net_af_packet0,iface=pa", b, "--eal", "--bogus-option"], 1, "unrecognized option"),

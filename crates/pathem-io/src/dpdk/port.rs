@@ -298,8 +298,18 @@ impl Port {
     }
 }
 
+/// The ids of the ports pathem holds open: a second port on the same device (another name
+/// for it: a port id, another spelling of its address) is refused before it is touched, where
+/// its failed start used to close the first port's device.
+static HELD: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+
+fn held() -> std::sync::MutexGuard<'static, Vec<u16>> {
+    HELD.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl Drop for Port {
     fn drop(&mut self) {
+        held().retain(|&id| id != self.id);
         // SAFETY: both halves are gone (this is the last reference), so no queue is in use;
         // the port is stopped and closed once.
         unsafe { pathem_dpdk_port_close(self.id) };
@@ -782,6 +792,12 @@ enum Failed {
 fn start(spec: &str, dev: &Device, max_frame: usize) -> Result<(Arc<Port>, PortInfo), Failed> {
     let before = sockets();
     let id = find(spec, dev).map_err(Failed::Find)?;
+    if held().contains(&id) {
+        return Err(Failed::Find(fail(
+            spec,
+            format!("is the device the other port opened (DPDK port {id}): pathem forwards between two different devices"),
+        )));
+    }
     let mut pool: *mut Pool = std::ptr::null_mut();
     // SAFETY: PortInfo is plain data (integers and a char array); zero is valid.
     let mut info: PortInfo = unsafe { std::mem::zeroed() };
@@ -853,6 +869,7 @@ fn start(spec: &str, dev: &Device, max_frame: usize) -> Result<(Arc<Port>, PortI
         ring_sockets,
         whole_frames,
     });
+    held().push(id);
     if r != 0 {
         // SAFETY: `why` is null or points at one of the shim's static strings.
         let step = if why.is_null() {
