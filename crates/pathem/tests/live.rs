@@ -1905,6 +1905,7 @@ fn dpdk_bad_arguments_are_refused_with_one_line() {
         (vec!["run", "dpdk:net_af_xdp0,iface=pb", b], 2, "both ports are pb"),
         (vec!["run", "dpdk:net_af_packet0,iface=pa", b, "--eal", "--bogus-option"], 1, "unrecognized option"),
         (vec!["run", "dpdk:net_af_packet0,iface=pa", b, "--eal", "-m 'x'"], 2, "quotes"),
+        (vec!["run", "dpdk:net_af_packet0,iface=pa", b, "--eal", "--help"], 2, "dpdk-testpmd --help"),
         (vec!["run", "dpdk:0000:99:00.0", b, "--eal", "--no-huge"], 1, "dpdk-devbind"),
         (vec!["run", "dpdk:0000:99:00.0", b], 1, "hugepages"),
     ] {

@@ -154,7 +154,16 @@ pub fn split_eal(text: &str) -> Result<Vec<String>, Error> {
             format!("`{text}`: quotes and backslashes are not interpreted; give EAL arguments separated by spaces"),
         ));
     }
-    Ok(text.split_whitespace().map(str::to_string).collect())
+    let words: Vec<String> = text.split_whitespace().map(str::to_string).collect();
+    // The EAL prints its usage and ends the process for these, before pathem could undo what
+    // it set up (offloads turned off): refused, with where to read them.
+    if let Some(w) = words.iter().find(|w| matches!(w.as_str(), "-h" | "--help" | "-v" | "--version")) {
+        return Err(refuse(
+            "--eal",
+            format!("`{w}`: the EAL would print and end pathem there; `dpdk-testpmd {w}` prints the EAL's options and version"),
+        ));
+    }
+    Ok(words)
 }
 
 /// Whether `args` has any of the options `names` (`-a`, `--allow=…` and `--allow …` alike).
