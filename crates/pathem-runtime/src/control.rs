@@ -45,6 +45,9 @@ pub enum Refusal {
     /// `--class NAME` for a class no direction has.
     #[error("--class {name}: no class of that name (classes: {known}); classes cannot be added or removed on a running link: restart it with the new --class")]
     NoClass { name: String, known: String },
+    /// `--class default`: the default path is not a class.
+    #[error("--class default: the default path is changed by the flags without --class (`ctl NAME set --delay 5ms`)")]
+    DefaultClass,
     /// `--b-to-a` on a link that forwards one way only.
     #[error("--b-to-a: this link forwards a -> b only (--one-way); it has no b -> a path to change")]
     OneWay,
@@ -521,9 +524,20 @@ pub fn serve(
                 }
             }
             if !found {
-                let known: Vec<&str> =
-                    specs.iter().flat_map(|s| s.classes.iter().map(|c| c.0.as_str())).collect();
-                let known = if known.is_empty() { "none".into() } else { known.join(", ") };
+                if name == pathem_engine::DEFAULT_CLASS {
+                    return Err(Refusal::DefaultClass);
+                }
+                // The classes of the directions asked, each once.
+                let mut known: Vec<&str> = Vec::new();
+                for c in dirs.iter().flat_map(|&d| specs[d].classes.iter()) {
+                    if !known.contains(&c.0.as_str()) {
+                        known.push(&c.0);
+                    }
+                }
+                let mut known = if known.is_empty() { "none".into() } else { known.join(", ") };
+                if (0..2).any(|d| !dirs.contains(&d) && specs[d].classes.iter().any(|c| c.0 == name)) {
+                    known.push_str(&format!("; {name} is a class of the other direction"));
+                }
                 return Err(Refusal::NoClass { name, known });
             }
         }

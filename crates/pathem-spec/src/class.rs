@@ -137,8 +137,16 @@ pub fn resolve(spec: &PathSpec) -> Result<Vec<Class>, SpecError> {
         )));
     }
     let mut out: Vec<Class> = Vec::new();
+    // A class without a name is named by its place, `class{place}`, or the next such name no
+    // class was given by hand (a table named class2 and a flag after it: class3).
+    let named: Vec<String> = given.iter().filter_map(|g| g.0.clone()).collect();
     for (i, (name, filter, spec)) in given.into_iter().enumerate() {
-        let name = name.unwrap_or_else(|| format!("class{}", i + 1));
+        let name = name.unwrap_or_else(|| {
+            (i + 1..)
+                .map(|k| format!("class{k}"))
+                .find(|n| !named.contains(n) && out.iter().all(|c| &c.name != n))
+                .unwrap_or_default()
+        });
         check_name(&name)?;
         if out.iter().any(|c| c.name == name) {
             return Err(SpecError::Class(format!("two classes are named {name:?}; each needs its own name")));
@@ -172,6 +180,14 @@ mod tests {
         assert_eq!(classes[2].path.delay.base, pathem_model::Nanos::from_millis(300));
         assert_eq!(classes[1].path.delay.base, pathem_model::Nanos::ZERO, "nothing inherited");
         assert!(!classes[1].filter.matches(&[0u8; 10], 10));
+        // A table named as a flag's place would name it: the flag's class takes the next name.
+        let mut spec = PathSpec::from_flags("--class 'udp port 53' '--loss 10%'").unwrap();
+        let file =
+            crate::file::parse("[[a_to_b.class]]\nname = \"class2\"\nmatch = \"tcp\"\nrate = \"10mbit\"\n")
+                .unwrap();
+        spec.classes = file.a_to_b.classes.clone();
+        let names: Vec<String> = resolve(&spec).unwrap().into_iter().map(|c| c.name).collect();
+        assert_eq!(names, ["class2", "class3"]);
     }
 
     #[test]

@@ -2735,7 +2735,10 @@ fn classes_give_two_addresses_their_own_paths() {
     let out = ctl(&[&name, "set", "--class", "video", "--delay 1ms"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.trim_end().lines().count() == 1, "{err}");
-    assert!(err.contains("video") && err.contains("class1"), "{err}");
+    assert!(err.contains("video") && err.contains("class1") && !err.contains("class1, class1"), "{err}");
+    let out = ctl(&[&name, "set", "--class", "default", "--delay 1ms"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("flags without --class"), "{err}");
     // show: per class, the class's own path, counters adding up to the direction's.
     let v = show_json(&name);
     let classes = v["a_to_b"]["classes"].as_array().expect("classes in show");
