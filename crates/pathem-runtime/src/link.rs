@@ -574,7 +574,10 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
     let (rx_a, rx_b) = (fan_a.input, fan_b.input);
     let mut readers = [fan_a.readers, fan_b.readers];
     // Every line of both directions is made with its pages touched: together, not one by one,
-    // they must fit the memory the process may use.
+    // they must fit the memory the process may use (once each is within its own range).
+    for e in [&engine_ab, &engine_ba] {
+        e.validate().map_err(pathem_engine::Error::from)?;
+    }
     let lines = |path: &PathConfig, classes: &[pathem_engine::pipeline::ClassConfig], e: &EngineConfig| {
         std::iter::once(path).chain(classes.iter().map(|c| &c.path)).fold(0usize, |sum, p| {
             let size = pathem_engine::pipeline::delay_line_size(p, e);
