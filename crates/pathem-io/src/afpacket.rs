@@ -98,13 +98,32 @@ fn packet_socket(ifname: &str, ifindex: i32, protocol: u16) -> Result<OwnedFd, E
     Ok(fd)
 }
 
-/// setsockopt(2) with `value`, read by the kernel as data. AF_XDP's options are refused
-/// (EINVAL): registering a UMEM hands the kernel an address it then writes frames to.
 /// The error of a port whose interface was deleted while pathem ran.
 pub(crate) fn gone(ifname: &str) -> Error {
     Error::Interface { name: ifname.into(), reason: "is gone: it was deleted while pathem ran".into() }
 }
 
+/// getsockopt(2) into a `T` the kernel fills (at most its size; fields an older kernel does
+/// not know stay zero).
+///
+/// # Safety
+/// `T` must be plain data for which every bit pattern is valid (integers, arrays of them).
+pub(crate) unsafe fn get_opt<T>(fd: RawFd, level: i32, name: i32) -> std::io::Result<T> {
+    // SAFETY: the caller vouches that all-zero bytes, and any the kernel writes, are a valid T.
+    let mut value: T = unsafe { zeroed() };
+    let mut len = size_of::<T>() as libc::socklen_t;
+    // SAFETY: `value` is a live T and `len` its size: the kernel writes at most that many bytes.
+    let rc =
+        unsafe { libc::getsockopt(fd, level, name, &mut value as *mut T as *mut libc::c_void, &mut len) };
+    if rc < 0 {
+        Err(last_os_error())
+    } else {
+        Ok(value)
+    }
+}
+
+/// setsockopt(2) with `value`, read by the kernel as data. AF_XDP's options are refused
+/// (EINVAL): registering a UMEM hands the kernel an address it then writes frames to.
 pub(crate) fn set_opt<T>(fd: RawFd, level: i32, name: i32, value: &T) -> std::io::Result<()> {
     const SOL_XDP: i32 = 283;
     if level == SOL_XDP {
@@ -527,19 +546,9 @@ impl RxPort for AfPacketRx {
 /// Frames the kernel dropped on packet socket `fd` for want of room (its buffer or ring) since
 /// the last call: PACKET_STATISTICS, which resets as it is read.
 pub(crate) fn ring_drops(fd: RawFd) -> Option<u32> {
-    let mut st = libc::tpacket_stats { tp_packets: 0, tp_drops: 0 };
-    let mut len = size_of::<libc::tpacket_stats>() as libc::socklen_t;
-    // SAFETY: `st` is a live tpacket_stats and `len` its size; the kernel writes at most that.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_PACKET,
-            libc::PACKET_STATISTICS,
-            &mut st as *mut libc::tpacket_stats as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    (rc == 0).then_some(st.tp_drops)
+    // SAFETY: tpacket_stats is two u32 counters.
+    let st: libc::tpacket_stats = unsafe { get_opt(fd, libc::SOL_PACKET, libc::PACKET_STATISTICS) }.ok()?;
+    Some(st.tp_drops)
 }
 
 /// The transmitting half: frames leaving through the interface.

@@ -413,20 +413,8 @@ impl Socket {
 
 /// The socket's XDP_STATISTICS, where the kernel gives them.
 fn statistics(fd: RawFd) -> Option<XdpStatistics> {
-    let mut st = XdpStatistics::default();
-    let mut len = size_of::<XdpStatistics>() as libc::socklen_t;
-    // SAFETY: `st` is a live XdpStatistics and `len` its size; the kernel writes at most that
-    // (older kernels fewer fields, which stay zero).
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            SOL_XDP,
-            XDP_STATISTICS,
-            &mut st as *mut XdpStatistics as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    (rc == 0).then_some(st)
+    // SAFETY: XdpStatistics is six u64 counters (older kernels fill fewer; the rest stay zero).
+    unsafe { crate::afpacket::get_opt(fd, SOL_XDP, XDP_STATISTICS) }.ok()
 }
 
 /// One receive queue's socket and rings.

@@ -130,8 +130,15 @@ impl Device {
     /// The kernel interface a vdev reads (`iface=` of net_af_packet and net_af_xdp), whose
     /// receive offloads pathem turns off as it does for its own ports.
     pub fn kernel_iface(&self) -> Option<&str> {
+        self.devarg("iface")
+    }
+
+    /// A virtual device's argument `key=` (`framesz`, `qpairs`), as given.
+    pub fn devarg(&self, key: &str) -> Option<&str> {
         match self {
-            Device::Vdev { devargs, .. } => devargs.split(',').find_map(|kv| kv.strip_prefix("iface=")),
+            Device::Vdev { devargs, .. } => {
+                devargs.split(',').skip(1).find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+            }
             _ => None,
         }
     }
@@ -325,6 +332,10 @@ mod tests {
         );
         assert_eq!(v.kernel_iface(), Some("veth1"));
         assert_eq!(parse("net_memif0").unwrap().kernel_iface(), None);
+        // An argument by its whole key only.
+        let d = parse("net_af_packet0,iface=pa,qpairs=4,framesz=4096").unwrap();
+        assert_eq!((d.devarg("qpairs"), d.devarg("framesz")), (Some("4"), Some("4096")));
+        assert_eq!((d.devarg("pairs"), d.devarg("q"), d.devarg("blocksz")), (None, None, None));
     }
 
     #[test]

@@ -471,7 +471,8 @@ pub struct DpdkTx {
     filling: Option<Box<Filling>>,
     /// A virtual device's kernel interface (net_af_packet, net_af_xdp): frames the kernel
     /// drops there for want of a carrier leave no error for the driver to see, so the carrier
-    /// is read (every 10 ms, at a flush) and frames without one are refused as `down`.
+    /// is read at a flush (at most every 10 ms) and the frames queued without one are
+    /// refused as `down` there (not at `send`: a reading older than 10 ms is renewed first).
     carrier: Option<Carrier>,
     /// Beside the transmit queue: each queued frame's length (to count what is refused).
     lens: Box<[u32; TX_QUEUE]>,
@@ -641,20 +642,10 @@ pub fn open(
 /// joined the group: PACKET_ROLLOVER_STATS, which does not reset. `None` for a socket in no
 /// group with rollover (the kernel keeps no count for it).
 fn rolled_over(fd: RawFd) -> Option<u64> {
-    let mut st = libc::tpacket_rollover_stats { tp_all: 0, tp_huge: 0, tp_failed: 0 };
-    let mut len = size_of::<libc::tpacket_rollover_stats>() as libc::socklen_t;
-    // SAFETY: `st` is a live tpacket_rollover_stats and `len` its size; the kernel writes at
-    // most that.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_PACKET,
-            libc::PACKET_ROLLOVER_STATS,
-            &mut st as *mut libc::tpacket_rollover_stats as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    (rc == 0).then_some(st.tp_all)
+    // SAFETY: tpacket_rollover_stats is three u64 counters.
+    let st: libc::tpacket_rollover_stats =
+        unsafe { crate::afpacket::get_opt(fd, libc::SOL_PACKET, libc::PACKET_ROLLOVER_STATS) }.ok()?;
+    Some(st.tp_all)
 }
 
 /// net_af_packet reads each frame into a ring slot of `framesz=` bytes (2048 unless given),
@@ -662,10 +653,9 @@ fn rolled_over(fd: RawFd) -> Option<u64> {
 /// on the cut frame as if whole, so pathem would forward it short and count it as sent. An
 /// interface whose MTU makes frames longer than a slot holds is refused.
 fn slots_hold_the_mtu(dev: &Device) -> Result<(), Error> {
-    let Device::Vdev { name, devargs } = dev else { return Ok(()) };
+    let Device::Vdev { name, .. } = dev else { return Ok(()) };
     let Some(iface) = dev.kernel_iface().filter(|_| name.starts_with("net_af_packet")) else { return Ok(()) };
-    let framesz = devargs.split(',').find_map(|kv| kv.strip_prefix("framesz=")).and_then(|v| v.parse().ok());
-    let framesz: u32 = framesz.unwrap_or(2048);
+    let framesz: u32 = dev.devarg("framesz").and_then(|v| v.parse().ok()).unwrap_or(2048);
     // TPACKET_V2's header and address (52 B) and at least 16 B for the MAC header, aligned to
     // 16: the network header starts 80 B into the slot, the frame 66 B (a ping of 4000 B
     // through an MTU of 9000 arrived cut to 1982 B). A VLAN tag may stay in the frame: 18 B
@@ -686,9 +676,8 @@ fn slots_hold_the_mtu(dev: &Device) -> Result<(), Error> {
 /// net_af_packet's `qpairs=` above the receive queues pathem reads is refused before the
 /// driver is probed (it would set up every ring first, seconds each, and fail at the end).
 fn queue_pairs_within(dev: &Device) -> Result<(), Error> {
-    let Device::Vdev { name, devargs } = dev else { return Ok(()) };
-    let pairs = devargs.split(',').find_map(|kv| kv.strip_prefix("qpairs="));
-    match pairs.map(str::parse::<u64>) {
+    let Device::Vdev { name, .. } = dev else { return Ok(()) };
+    match dev.devarg("qpairs").map(str::parse::<u64>) {
         Some(Ok(n)) if name.starts_with("net_af_packet") && n > crate::MAX_RX_QUEUES as u64 => Err(fail(
             name,
             format!("qpairs={n}: accepted: 1 to {} (the receive queues a port reads)", crate::MAX_RX_QUEUES),
@@ -1348,10 +1337,6 @@ impl TxPort for DpdkTx {
         if self.filling.is_some() {
             return self.send_timed(release, data);
         }
-        if self.carrier.as_ref().is_some_and(|c| !c.up) {
-            self.refused.add(crate::port::TxErrorClass::Down, libc::ENETDOWN, data.len());
-            return true;
-        }
         // SAFETY: the pool belongs to this port and outlives it; `data` is valid for its
         // length, which fits the mbuf's data room (frames are at most max_frame).
         let m = unsafe { pathem_dpdk_tx_copy(self.port.pool, data.as_ptr(), data.len() as u32) };
@@ -1433,6 +1418,15 @@ impl Drop for DpdkTx {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn qpairs_past_the_queues_a_port_reads_are_refused_before_probing() {
+        let pairs = |args: &str| super::queue_pairs_within(&super::super::parse(args).unwrap()).is_ok();
+        assert!(pairs("net_af_packet0,iface=pa,qpairs=64") && pairs("net_af_packet0,iface=pa"));
+        assert!(!pairs("net_af_packet0,iface=pa,qpairs=65"));
+        // The driver's own to refuse: a word, or another driver's argument.
+        assert!(pairs("net_af_packet0,iface=pa,qpairs=many") && pairs("net_af_xdp0,iface=pa,qpairs=65"));
+    }
+
     #[test]
     fn the_eals_complaint_is_told_before_its_usage_text() {
         let said = "EAL: lcore 5 unavailable\nEAL: invalid core list, please check specified cores are part of 0-1\n\nUsage: pathem [options]\n\nEAL common options:\n  -c COREMASK   Hexadecimal bitmask of cores to run on\n";
