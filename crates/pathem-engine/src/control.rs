@@ -74,6 +74,18 @@ pub(crate) struct Line {
     pub(crate) capacity: usize,
 }
 
+impl Line {
+    /// The bytes of frames in flight `configs` need at most, with this line, where that is
+    /// more than the line holds (a larger one is to be made); `None` when it holds them.
+    fn to_grow<'a>(&self, configs: impl Iterator<Item = &'a PathConfig>) -> Option<(usize, &Self)> {
+        let need = configs.map(|c| delay_line_size(c, &self.engine)).max().unwrap_or(0);
+        match ring_capacity(need, self.engine.max_frame) {
+            Some(want) if want <= self.capacity => None,
+            _ => Some((need, self)),
+        }
+    }
+}
+
 /// The pipeline's side: changes in, what it applied out. Neither end locks or blocks.
 #[derive(Debug)]
 pub(crate) struct Inbox {
@@ -160,13 +172,8 @@ impl Control {
     /// path: 0 when the line it has holds it.
     pub fn new_line_bytes(&self, config: &PathConfig, steps: &[PathConfig]) -> usize {
         let view = self.view.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(line) = view.line.as_ref() else { return 0 };
-        let need = std::iter::once(config).chain(steps).map(|c| delay_line_size(c, &line.engine)).max();
-        match ring_capacity(need.unwrap_or(0), line.engine.max_frame) {
-            Some(want) if want <= line.capacity => 0,
-            Some(want) => want,
-            None => usize::MAX,
-        }
+        let need = view.line.as_ref().and_then(|l| l.to_grow(std::iter::once(config).chain(steps)));
+        need.map_or(0, |(need, line)| ring_capacity(need, line.engine.max_frame).unwrap_or(usize::MAX))
     }
 
     /// Readies a change without sending it: checked, and the larger delay line it needs (if
@@ -183,14 +190,8 @@ impl Control {
             self.check(c)?;
         }
         let view = self.view.lock().unwrap_or_else(|e| e.into_inner());
-        let ring = match view.line.as_ref() {
-            Some(line) => {
-                let need = all.map(|c| delay_line_size(c, &line.engine)).max().unwrap_or(0);
-                match ring_capacity(need, line.engine.max_frame) {
-                    Some(want) if want <= line.capacity => None,
-                    _ => Some(Ring::new(need, line.engine.max_frame)?),
-                }
-            }
+        let ring = match view.line.as_ref().and_then(|l| l.to_grow(all)) {
+            Some((need, line)) => Some(Ring::new(need, line.engine.max_frame)?),
             None => None,
         };
         Ok(Prepared { control: self, change: Change { config: Arc::new(config), ring, steps } })

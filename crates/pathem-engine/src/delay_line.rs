@@ -153,13 +153,15 @@ pub fn can_touch_all(bytes: usize) -> Result<(), AllocError> {
 /// Refuses `bytes` of touched pages past the memory the process may use (rather than leave
 /// them to the OOM killer).
 fn fits_memory(bytes: usize) -> Result<(), AllocError> {
-    let fail = |reason: String| Err(AllocError { bytes, reason });
-    let total = if cfg!(miri) { None } else { pathem_io::proc_kb("/proc/meminfo", "MemTotal") };
-    match (total, if cfg!(miri) { None } else { cgroup_limit() }) {
-        (_, Some(limit)) if bytes as u64 > limit && total.is_none_or(|t| limit < t) => {
-            fail(format!("this process's cgroup may use {limit} bytes of memory"))
+    if cfg!(miri) {
+        return Ok(());
+    }
+    let machine = pathem_io::proc_kb("/proc/meminfo", "MemTotal").map(|m| (m, "the machine has"));
+    let cgroup = cgroup_limit().map(|m| (m, "this process's cgroup may use"));
+    match machine.into_iter().chain(cgroup).min_by_key(|m| m.0) {
+        Some((most, whose)) if bytes as u64 > most => {
+            Err(AllocError { bytes, reason: format!("{whose} {most} bytes of memory") })
         }
-        (Some(total), _) if bytes as u64 > total => fail(format!("the machine has {total} bytes of memory")),
         _ => Ok(()),
     }
 }

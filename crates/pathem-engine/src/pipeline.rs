@@ -79,6 +79,21 @@ pub fn delay_line_size(path: &PathConfig, engine: &EngineConfig) -> usize {
     delay_line_sizing(path, engine).bytes
 }
 
+/// The bytes of the delay lines [`Pipeline::with_classes`] makes for `path` and `classes` with
+/// `engine` (each a ring rounded up from [`delay_line_size`]), once `engine` is within its
+/// ranges: what a live link touches up front, to check against memory before any is made.
+pub fn lines_bytes(
+    path: &PathConfig,
+    classes: &[ClassConfig],
+    engine: &EngineConfig,
+) -> Result<usize, pathem_model::limits::RangeError> {
+    engine.validate()?;
+    let ring = |p: &PathConfig| {
+        crate::delay_line::ring_capacity(delay_line_size(p, engine), engine.max_frame).unwrap_or(usize::MAX)
+    };
+    Ok(std::iter::once(path).chain(classes.iter().map(|c| &c.path)).map(ring).fold(0, usize::saturating_add))
+}
+
 /// [`delay_line_size`] with the reason, e.g. `rate 100mbit × max delay 10ms + queue 64000 B`.
 pub fn delay_line_sizing(path: &PathConfig, engine: &EngineConfig) -> Sizing {
     if let Some(b) = engine.buffer {

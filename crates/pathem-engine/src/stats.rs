@@ -187,10 +187,7 @@ impl DirectionCounters {
     /// Each path's own counters by name, the default path first; empty without classes.
     /// (With the totals of the same moment: [`read`](Self::read).)
     pub fn classes(&self) -> Vec<(String, Stats)> {
-        if !self.has_classes() {
-            return Vec::new();
-        }
-        self.paths.iter().map(|(n, c)| (n.clone(), c.snapshot())).collect()
+        self.read().1
     }
 
     /// The paths' names and counters, the default path first.

@@ -574,21 +574,12 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
     let (rx_a, rx_b) = (fan_a.input, fan_b.input);
     let mut readers = [fan_a.readers, fan_b.readers];
     // Every line of both directions is made with its pages touched: together, not one by one,
-    // they must fit the memory the process may use (once each is within its own range).
-    for e in [&engine_ab, &engine_ba] {
-        e.validate().map_err(pathem_engine::Error::from)?;
-    }
-    let lines = |path: &PathConfig, classes: &[pathem_engine::pipeline::ClassConfig], e: &EngineConfig| {
-        std::iter::once(path).chain(classes.iter().map(|c| &c.path)).fold(0usize, |sum, p| {
-            let size = pathem_engine::pipeline::delay_line_size(p, e);
-            sum.saturating_add(
-                pathem_engine::delay_line::ring_capacity(size, e.max_frame).unwrap_or(usize::MAX),
-            )
-        })
-    };
-    let mut total = lines(&spec.ab, &spec.classes_ab, &engine_ab);
+    // they must fit the memory the process may use.
+    let lines = pathem_engine::pipeline::lines_bytes;
+    let mut total = lines(&spec.ab, &spec.classes_ab, &engine_ab).map_err(pathem_engine::Error::from)?;
     if !spec.one_way {
-        total = total.saturating_add(lines(&spec.ba, &spec.classes_ba, &engine_ba));
+        let ba = lines(&spec.ba, &spec.classes_ba, &engine_ba).map_err(pathem_engine::Error::from)?;
+        total = total.saturating_add(ba);
     }
     pathem_engine::delay_line::can_touch_all(total).map_err(pathem_engine::Error::from)?;
     let seed_ab = direction_seed(spec.seed, 0);

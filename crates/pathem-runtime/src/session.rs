@@ -51,12 +51,11 @@ impl Serving {
         if let Some(d) = self.duration {
             within("duration", d.0, Nanos(1)..=Nanos::from_secs(365 * 86_400), "above 0, up to 1 year")?;
         }
-        let name = match &self.name {
-            Some(name) => name.clone(),
-            None if control::check_name(&default).is_err() => return Err(Error::DefaultName(default)),
-            None => default,
-        };
-        control::check_name(&name)?;
+        let name = self.name.clone().unwrap_or(default);
+        control::check_name(&name).map_err(|e| match self.name {
+            Some(_) => e,
+            None => Error::DefaultName(name.clone()),
+        })?;
         Ok((name, self.metrics.as_deref().map(metrics::parse_addr).transpose()?))
     }
 }
@@ -186,6 +185,13 @@ impl Session {
         report(&Report { event: "final", seconds, a_to_b: end.ab.clone(), b_to_a: end.ba.clone(), classes });
         Ok(end)
     }
+
+    /// Stops the link now and returns its final counters.
+    pub fn stop(self) -> Result<Final, Error> {
+        let Session { link, control, metrics, .. } = self;
+        drop((control, metrics));
+        link.stop()
+    }
 }
 
 /// Writes `r` as `run` does: a JSON line on stdout, or a line per direction on stderr (the
@@ -205,15 +211,6 @@ pub fn say(lines: &[String]) -> bool {
     use std::io::Write;
     let mut err = std::io::stderr().lock();
     lines.iter().all(|l| writeln!(err, "pathem: {l}").is_ok())
-}
-
-impl Session {
-    /// Stops the link now and returns its final counters.
-    pub fn stop(self) -> Result<Final, Error> {
-        let Session { link, control, metrics, .. } = self;
-        drop((control, metrics));
-        link.stop()
-    }
 }
 
 /// Both directions' counters at an instant, as `run` reports them: a JSON line, or a text line
