@@ -7,7 +7,7 @@
 //! (`dpdk-testpmd --forward-mode=io`) on the same veths, as references, fed by the kernel's XDP
 //! generator, which is measured in its own row.
 
-use crate::testbed::{bed_ports, rx_packets, Bed, Group};
+use crate::testbed::{bed_ports, exited_within, rx_packets, Bed, Group};
 use crate::Error;
 use pathem_engine::{
     monotonic_now, run, Clock, EngineConfig, MonotonicClock, Next, Pipeline, QueueReader, Stats, Task,
@@ -26,7 +26,7 @@ use pathem_runtime::link::pin;
 use pathem_runtime::netns::enter;
 use pathem_runtime::{Link, LinkSpec};
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -339,17 +339,6 @@ fn testpmd(ns: &str, a: &str, b: &str) -> Result<Group, Error> {
 pub fn testpmd_installed() -> bool {
     std::env::var_os("PATH")
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("dpdk-testpmd").is_file()))
-}
-
-/// The child's exit status if it has ended or ends within `tries` looks 50 ms apart.
-fn exited_within(child: &mut Child, tries: u32) -> Option<std::process::ExitStatus> {
-    for _ in 0..tries {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Some(status);
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    None
 }
 
 impl Forwarder {

@@ -180,17 +180,23 @@ impl Group {
         Ok(Group(child))
     }
 
-    /// Asks the group to stop (SIGINT), and kills it if it has not within 5 s.
+    /// Asks the group to stop (SIGINT), and kills it (dropped) if it has not within 5 s.
     pub(crate) fn stop(mut self) {
         let group = nix::unistd::Pid::from_raw(-(self.0.id() as i32));
         let _ = nix::sys::signal::kill(group, nix::sys::signal::SIGINT);
-        for _ in 0..100 {
-            if !matches!(self.0.try_wait(), Ok(None)) {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
+        exited_within(&mut self.0, 100);
     }
+}
+
+/// The child's exit status if it has ended or ends within `tries` looks 50 ms apart.
+pub(crate) fn exited_within(child: &mut Child, tries: u32) -> Option<std::process::ExitStatus> {
+    for _ in 0..tries {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    None
 }
 
 impl Drop for Group {
