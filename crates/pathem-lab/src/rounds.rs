@@ -200,8 +200,10 @@ pub struct DisciplineCost {
     /// Offered load as a fraction of the bottleneck's rate.
     pub load: f64,
     pub ns_per_packet: f64,
-    /// Median over rounds of its cost over drop-tail's at the same load in the same round.
+    /// Median over rounds of its cost over the mean of the two drop-tail runs beside it (1 for
+    /// drop-tail).
     pub ratio_to_droptail: f64,
+    /// Its cost in each run (drop-tail: every run between the others, seven a round).
     pub runs: Vec<f64>,
     /// Frames sent, dropped (by any reason) and CE-marked in a run: the same in every round.
     pub sent: u64,
@@ -224,7 +226,11 @@ pub const DISCIPLINE_LOADS: [f64; 2] = [0.95, 1.5];
 
 /// `bench --disciplines`: the path (it has a bottleneck) with each queue discipline at each of
 /// [`DISCIPLINE_LOADS`], all with the same hard limit (`--queue`, else 1000 frames), in virtual
-/// time ([`crate::bench::engine_offered`]); every round runs every pair, drop-tail first.
+/// time ([`crate::bench::engine_offered`]). Every round runs, at each load, drop-tail between
+/// every two disciplines (D K₁ D K₂ … K₆ D), and a discipline's ratio in the round is its cost
+/// over the mean of the drop-tail runs just before and just after it: a drift of the machine's
+/// speed across the round (a noisy neighbour coming or going) cancels to first order, where a
+/// single drop-tail run at the start would be compared with disciplines run a second later.
 pub fn disciplines(
     path: &PathConfig,
     plan: Plan,
@@ -235,42 +241,62 @@ pub fn disciplines(
     }
     let path = &with_one_limit(path);
     let kinds: Vec<&str> = pathem_model::aqm::KINDS.iter().map(|k| k.name).collect();
-    let pairs: Vec<(f64, &str)> =
-        DISCIPLINE_LOADS.iter().flat_map(|&l| kinds.iter().map(move |&k| (l, k))).collect();
-    let mut ns: Vec<Vec<f64>> = vec![Vec::new(); pairs.len()];
-    let mut last = Vec::new();
+    let (tail, others) = kinds.split_first().expect("drop-tail and the others");
+    debug_assert_eq!(*tail, "droptail");
+    let measure = |kind: &str, load: f64| -> Result<(f64, Stats), Error> {
+        let aqm = kind.parse().map_err(|e| Error::Measure(format!("{kind}: {e}")))?;
+        crate::bench::engine_offered(
+            &PathConfig { aqm, ..path.clone() },
+            load,
+            plan.packets,
+            plan.size,
+            plan.seed,
+        )
+    };
+    // Per load: drop-tail's runs (every round's), each other discipline's runs and ratios.
+    let rows = DISCIPLINE_LOADS.len() * kinds.len();
+    let (mut ns, mut ratios) = (vec![Vec::new(); rows], vec![Vec::new(); rows]);
+    let mut last: Vec<Option<Stats>> = vec![None; rows];
     for round in 0..plan.runs {
-        last.clear();
-        for (i, &(load, kind)) in pairs.iter().enumerate() {
-            let aqm = kind.parse().map_err(|e| Error::Measure(format!("{kind}: {e}")))?;
-            let config = PathConfig { aqm, ..path.clone() };
-            let (cost, stats) =
-                crate::bench::engine_offered(&config, load, plan.packets, plan.size, plan.seed)?;
-            ns[i].push(cost);
-            last.push(stats);
+        let mut each = Vec::new();
+        for (l, &load) in DISCIPLINE_LOADS.iter().enumerate() {
+            let row = |k: usize| l * kinds.len() + k;
+            let (mut before, stats) = measure(tail, load)?;
+            ns[row(0)].push(before);
+            last[row(0)] = Some(stats);
+            for (k, kind) in (1..).zip(others) {
+                let (cost, stats) = measure(kind, load)?;
+                let (after, _) = measure(tail, load)?;
+                ns[row(0)].push(after);
+                ns[row(k)].push(cost);
+                ratios[row(k)].push(cost / ((before + after) / 2.0));
+                last[row(k)] = Some(stats);
+                each.push(format!("{kind}@{load} {cost:.1}"));
+                before = after;
+            }
+            let tails = &ns[row(0)][ns[row(0)].len() - others.len() - 1..];
+            each.insert(each.len() - others.len(), format!("{tail}@{load} {:.1}", median(tails)));
         }
-        let each: Vec<String> =
-            pairs.iter().zip(&ns).map(|((l, k), v)| format!("{k}@{l} {:.1}", v[round])).collect();
         progress(format!("round {}: ns/frame {}", round + 1, each.join(", ")));
     }
-    Ok(pairs
-        .iter()
-        .enumerate()
-        .map(|(i, &(load, aqm))| {
-            let droptail = &ns[i - i % kinds.len()];
-            let stats = &last[i];
-            DisciplineCost {
+    let mut out = Vec::with_capacity(rows);
+    for (l, &load) in DISCIPLINE_LOADS.iter().enumerate() {
+        for (k, &aqm) in kinds.iter().enumerate() {
+            let i = l * kinds.len() + k;
+            let stats = last[i].take().expect("every discipline ran in every round");
+            out.push(DisciplineCost {
                 aqm,
                 load,
                 ns_per_packet: median(&ns[i]),
-                ratio_to_droptail: paired(&ns[i], droptail),
-                runs: ns[i].clone(),
+                ratio_to_droptail: if k == 0 { 1.0 } else { median(&ratios[i]) },
+                runs: std::mem::take(&mut ns[i]),
                 sent: stats.tx_packets,
                 dropped: stats.dropped.total(),
                 marked: stats.aqm_mark + stats.ecn_marked,
-            }
-        })
-        .collect())
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// A measuring run: wall ns per frame and the counters.
@@ -635,7 +661,7 @@ pub mod text {
         }
         let _ = writeln!(
             out,
-            "  (medians; ratio: median over rounds of the cost over drop-tail's at the same load in the same round)"
+            "  (medians; ratio: median over rounds of the cost over the mean of the drop-tail runs just before and after it, at the same load)"
         );
         out
     }

@@ -1214,3 +1214,44 @@ fn bad_disciplines_get_one_line_and_exit_2() {
     let err = refused(&d, &["replay", &i, &o, "--config", cfg.to_str().unwrap()], 2);
     assert!(err.contains("flows") && err.contains("accepted"), "{err}");
 }
+
+/// `bench --disciplines --json` has a row per discipline and load, with what issue readers
+/// compare: drop-tail's own ratio is 1, every other ratio is a cost over drop-tail's in the
+/// same round; at 95% nothing is dropped, at 150% every discipline drops and every frame is
+/// sent or dropped. (Timings are not asserted: they are the machine's.)
+#[test]
+fn bench_disciplines_reports_each_discipline_at_both_loads() {
+    let out = pathem(&[
+        "bench",
+        "--disciplines",
+        "--rate",
+        "10gbit",
+        "--packets",
+        "20000",
+        "--runs",
+        "2",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v["disciplines"].as_array().expect("a `disciplines` array");
+    let kinds = ["droptail", "drophead", "red", "codel", "fq-codel", "pie", "dualpi2"];
+    assert_eq!(rows.len(), 2 * kinds.len(), "{v}");
+    for (i, r) in rows.iter().enumerate() {
+        let (aqm, load) = (r["aqm"].as_str().unwrap(), r["load"].as_f64().unwrap());
+        assert_eq!(aqm, kinds[i % kinds.len()], "{r}");
+        assert_eq!(load, [0.95, 1.5][i / kinds.len()], "{r}");
+        let (ns, ratio) = (r["ns_per_packet"].as_f64().unwrap(), r["ratio_to_droptail"].as_f64().unwrap());
+        assert!(ns > 0.0 && ratio > 0.0 && ratio.is_finite(), "{r}");
+        // Drop-tail runs between every two others: seven runs a round.
+        let runs = r["runs"].as_array().unwrap().len();
+        match aqm {
+            "droptail" => assert!(runs == 14 && ratio == 1.0, "{r}"),
+            _ => assert_eq!(runs, 2, "{r}"),
+        }
+        let (sent, dropped) = (r["sent"].as_u64().unwrap(), r["dropped"].as_u64().unwrap());
+        assert_eq!(sent + dropped, 20_000, "{r}");
+        assert_eq!(dropped > 0, load > 1.0, "{r}");
+        assert_eq!(r["marked"], 0, "frames that are not ECN-capable are never marked: {r}");
+    }
+}
