@@ -101,6 +101,16 @@ pub enum Request {
 }
 
 impl Request {
+    /// How long a client waits for the answer: a change may allocate delay lines of
+    /// gigabytes and touch every page of them before it answers, so it gets minutes
+    /// ([`SET_WAIT`]), where `show` gets seconds.
+    pub fn answer_within(&self) -> Duration {
+        match self {
+            Request::Show => Duration::from_secs(5),
+            Request::Set { .. } => SET_WAIT,
+        }
+    }
+
     /// `set` with the words of `ctl set`, from this process's directory.
     pub fn set(args: Vec<String>) -> Request {
         Request::Set { args, cwd: std::env::current_dir().ok() }
@@ -414,6 +424,11 @@ fn answer(stream: UnixStream, served: &Served) -> std::io::Result<()> {
     writeln!(w, "{}", reply_line(reply))
 }
 
+/// How long `ctl set` waits for its answer: a change that grows delay lines touches every
+/// page of the new ones first (at a few GB/s, a minute covers the largest this machine's memory
+/// allows, and a slow machine has as long again).
+pub const SET_WAIT: Duration = Duration::from_secs(120);
+
 /// Sends one request to the link called `name` and returns its answer.
 pub fn request(name: &str, req: Request) -> Result<Reply, Error> {
     check_name(name)?;
@@ -427,13 +442,23 @@ pub fn request(name: &str, req: Request) -> Result<Reply, Error> {
         }
         _ => Error::Io { what: path.display().to_string(), source },
     })?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    let wait = req.answer_within();
+    stream.set_read_timeout(Some(wait)).ok();
     let req = serde_json::to_string(&Message { version: PROTOCOL, body: req }).unwrap_or_default();
     writeln!(stream, "{req}").map_err(|source| Error::Io { what: path.display().to_string(), source })?;
     let mut line = String::new();
     BufReader::new(&stream)
         .read_line(&mut line)
-        .map_err(|source| Error::Io { what: format!("{name} did not answer"), source })?;
+        .map_err(|source| {
+            let what = match source.kind() {
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => format!(
+                    "{name} did not answer within {} s (a change may still be taking effect: see `pathem ctl show {name}`)",
+                    wait.as_secs()
+                ),
+                _ => format!("{name} did not answer"),
+            };
+            Error::Io { what, source }
+        })?;
     match version_of(&line) {
         PROTOCOL => serde_json::from_str::<Message<Reply>>(&line)
             .map(|m| m.body)
@@ -626,6 +651,14 @@ mod tests {
         assert!(e.contains("frobnicate") && e.contains("accepted: show, set"), "{e}");
         assert_eq!(parse_request("not json"), Err(BadRequest::NotJson));
         assert!(matches!(parse_request(r#"{"version":1,"cmd":"set"}"#), Err(BadRequest::Malformed(_))));
+    }
+
+    #[test]
+    fn a_change_is_waited_for_longer_than_a_show() {
+        assert_eq!(Request::Show.answer_within(), Duration::from_secs(5));
+        let set = Request::Set { args: vec!["--delay".into(), "5ms".into()], cwd: None };
+        // Touching a 16 GiB line at 1 GB/s takes 16 s; a change gets far longer than that.
+        assert!(set.answer_within() >= Duration::from_secs(60), "{:?}", set.answer_within());
     }
 
     #[test]

@@ -330,17 +330,36 @@ fn answer(stream: std::net::TcpStream, directions: &[Exported]) -> std::io::Resu
     stream.set_nonblocking(false)?;
     stream.set_write_timeout(Some(crate::CLIENT_TIME))?;
     let request = crate::read_request(&stream, |t| stream.set_read_timeout(Some(t)), 8 << 10)?;
-    let path = request.split_whitespace().nth(1).unwrap_or("");
     let mut w = &stream;
-    if !request.starts_with("GET ") || !(path == "/metrics" || path == "/") {
-        return write!(w, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    w.write_all(response(&request, || render(directions)).as_bytes())
+}
+
+/// The answer to an HTTP request: the exposition for `GET` (and the same headers without it
+/// for `HEAD`) of `/metrics` or `/`, a query string ignored (scrapers may add one); 405 with
+/// the methods allowed for any other method there; 404 for any other path.
+fn response(request: &str, body: impl FnOnce() -> String) -> String {
+    let mut words = request.split_whitespace();
+    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let path = target.split(['?', '#']).next().unwrap_or("");
+    let close = "Connection: close\r\n";
+    if !(path == "/metrics" || path == "/") {
+        return format!("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n{close}\r\n");
     }
-    let body = render(directions);
-    write!(
-        w,
-        "HTTP/1.1 200 OK\r\nContent-Type: application/openmetrics-text; version=1.0.0; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+    if method != "GET" && method != "HEAD" {
+        return format!(
+            "HTTP/1.1 405 Method Not Allowed\r\nAllow: GET, HEAD\r\nContent-Length: 0\r\n{close}\r\n"
+        );
+    }
+    let body = body();
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/openmetrics-text; version=1.0.0; charset=utf-8\r\nContent-Length: {}\r\n{close}\r\n",
         body.len()
-    )
+    );
+    if method == "HEAD" {
+        head
+    } else {
+        head + &body
+    }
 }
 
 /// Serves `link`'s metrics on `addr`, per direction.
@@ -362,6 +381,35 @@ mod tests {
     /// The control of a transparent path.
     fn transparent() -> Control {
         Control::detached(&pathem_model::PathConfig::default())
+    }
+
+    #[test]
+    fn requests_get_the_answer_their_method_and_path_ask_for() {
+        let body = || "x 1\n# EOF\n".to_string();
+        let get = response("GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n", body);
+        assert!(get.starts_with("HTTP/1.1 200 OK\r\n") && get.ends_with("\r\n\r\nx 1\n# EOF\n"), "{get}");
+        assert!(get.contains("Content-Length: 10\r\n"), "{get}");
+        for q in
+            ["GET /metrics?job=a HTTP/1.1\r\n\r\n", "GET /?x HTTP/1.0\r\n\r\n", "GET /#f HTTP/1.1\r\n\r\n"]
+        {
+            assert_eq!(response(q, body), get, "{q}");
+        }
+        // HEAD: the same headers (the length of the body it would send), no body.
+        let head = response("HEAD /metrics HTTP/1.1\r\n\r\n", body);
+        assert!(
+            get.starts_with(&head) && head.ends_with("\r\n\r\n") && head.len() + 10 == get.len(),
+            "{head}"
+        );
+        let post = response("POST /metrics HTTP/1.1\r\n\r\n", || unreachable!("no body for a POST"));
+        assert!(post.starts_with("HTTP/1.1 405 ") && post.contains("Allow: GET, HEAD\r\n"), "{post}");
+        for other in ["GET /nothing HTTP/1.1\r\n\r\n", "GET /metricsx HTTP/1.1\r\n\r\n", "", "GET"] {
+            let r = response(other, || unreachable!("no body for {other:?}"));
+            assert!(
+                r.starts_with("HTTP/1.1 404 ")
+                    && r.ends_with("Content-Length: 0\r\nConnection: close\r\n\r\n"),
+                "{r}"
+            );
+        }
     }
 
     #[test]
