@@ -498,7 +498,15 @@ pub fn live(
             // [mode][round]
             let mut runs: Vec<Vec<LiveRun>> = vec![Vec::new(); modes.len()];
             for round in 0..rounds {
-                for (m, (mode, path)) in modes.iter().enumerate() {
+                // Every other round runs the modes in reverse order, so that what running first
+                // or right after another costs or spares (a process's teardown, the caches and
+                // page allocator it leaves) is not always charged to the same mode.
+                let mut order: Vec<usize> = (0..modes.len()).collect();
+                if round % 2 == 1 {
+                    order.reverse();
+                }
+                for m in order {
+                    let (mode, path) = &modes[m];
                     runs[m].push(live_run(&bed, kind, size, mode, path, secs)?);
                 }
                 let each: Vec<String> = modes
