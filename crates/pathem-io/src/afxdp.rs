@@ -468,16 +468,6 @@ unsafe impl Sync for Socket {}
 // SAFETY: as above.
 unsafe impl Send for Socket {}
 
-/// How many receive queues the interface has (in the calling thread's namespace).
-pub(crate) fn rx_queues(ifname: &str) -> usize {
-    std::fs::read_dir(format!("/sys/class/net/{ifname}/queues"))
-        .map(|d| {
-            d.filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with("rx-")).count()
-        })
-        .unwrap_or(1)
-        .max(1)
-}
-
 /// A socket bound to one queue, before the steering.
 struct Bound {
     fd: OwnedFd,
@@ -494,7 +484,7 @@ struct Bound {
 /// transmitting half (queue 0's socket) and the mode obtained.
 pub fn open(ifname: &str) -> Result<(XdpRx, XdpTx, String), Error> {
     let ifindex = crate::afpacket::ifindex(ifname)? as u32;
-    let queues = rx_queues(ifname);
+    let queues = crate::iface::rx_queues(ifname);
     if queues > crate::MAX_RX_QUEUES {
         return Err(Error::Interface {
             name: ifname.into(),

@@ -6,11 +6,41 @@
 //! puts them back afterwards, through the same `SIOCETHTOOL` commands `ethtool -K gro off`
 //! uses, so what pathem does is what an administrator would type.
 
+//!
+//! Every fact is asked of the calling thread's network namespace (an ioctl or a netlink request
+//! on a socket it opens), never read from `/sys/class/net`: sysfs shows the namespace it was
+//! mounted in, and a thread that entered another one with `setns` (a shell's link, a test
+//! bed's forwarder) would read the host's interface of the same name, or none.
+
 use crate::Error;
 use std::path::PathBuf;
 
-fn sys(ifname: &str, attr: &str) -> Option<String> {
-    std::fs::read_to_string(format!("/sys/class/net/{ifname}/{attr}")).ok().map(|s| s.trim().to_string())
+/// The interface's index in the calling thread's namespace, or `None` where it has none.
+fn index(ifname: &str) -> Option<u32> {
+    let c = std::ffi::CString::new(ifname).ok()?;
+    // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    (idx != 0).then_some(idx)
+}
+
+/// The names of the interfaces in the calling thread's namespace.
+fn names() -> Vec<String> {
+    // SAFETY: if_nameindex returns NULL or an array ending in an entry with index 0 and a NULL
+    // name, whose names are NUL-terminated strings; it is read to that end, then freed once.
+    unsafe {
+        let list = libc::if_nameindex();
+        if list.is_null() {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        let mut at = list;
+        while (*at).if_index != 0 && !(*at).if_name.is_null() {
+            out.push(std::ffi::CStr::from_ptr((*at).if_name).to_string_lossy().into_owned());
+            at = at.add(1);
+        }
+        libc::if_freenameindex(list);
+        out
+    }
 }
 
 /// Checks that `ifname` names an existing interface and says what is wrong otherwise.
@@ -21,10 +51,8 @@ pub fn check_exists(ifname: &str) -> Result<(), Error> {
             reason: "is not a valid interface name (1 to 15 characters, no '/', ':' or spaces)".into(),
         });
     }
-    if sys(ifname, "ifindex").is_none() {
-        let known: Vec<String> = std::fs::read_dir("/sys/class/net")
-            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
-            .unwrap_or_default();
+    if index(ifname).is_none() {
+        let known = names();
         return Err(Error::Interface {
             name: ifname.into(),
             reason: format!("does not exist in this network namespace (there are: {})", known.join(", ")),
@@ -33,11 +61,9 @@ pub fn check_exists(ifname: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// True when the interface is administratively up.
+/// True when the interface is administratively up (`IFF_UP`).
 pub fn is_up(ifname: &str) -> bool {
-    sys(ifname, "flags")
-        .and_then(|f| u32::from_str_radix(f.trim_start_matches("0x"), 16).ok())
-        .is_some_and(|f| f & 1 != 0)
+    ifreq(ifname, libc::SIOCGIFFLAGS, 0).is_ok_and(|ifr| ifreq_int(&ifr) & libc::IFF_UP != 0)
 }
 
 /// Whether the interface is promiscuous (IFF_PROMISC: set by its administrator, not the
@@ -128,10 +154,103 @@ pub fn frame_cap(ifname: Option<&str>, max_frame: usize) -> usize {
     ifname.and_then(mtu).map_or(max_frame, |m| max_frame.min(m as usize + 18))
 }
 
-/// The interface's link speed in bit/s, when the driver reports one.
+/// The interface's link speed in bit/s, when the driver reports one (`ETHTOOL_GSET`, which
+/// the kernel answers from the driver's link settings, as `ethtool IF` and sysfs's `speed`).
 pub fn speed_bps(ifname: &str) -> Option<u64> {
-    let mbit: i64 = sys(ifname, "speed")?.parse().ok()?;
-    (mbit > 0).then_some(mbit as u64 * 1_000_000)
+    // struct ethtool_cmd: cmd, supported, advertising (u32), speed (u16), duplex, port,
+    // phy_address, transceiver, autoneg, mdio_support (u8), maxtxpkt, maxrxpkt (u32),
+    // speed_hi (u16), ... 44 bytes in all.
+    let mut cmd = [0u8; 44];
+    cmd[..4].copy_from_slice(&ETHTOOL_GSET.to_ne_bytes());
+    ethtool(ifname, &mut cmd).ok()?;
+    let low = u16::from_ne_bytes([cmd[12], cmd[13]]);
+    let high = u16::from_ne_bytes([cmd[28], cmd[29]]);
+    let mbit = u32::from(high) << 16 | u32::from(low);
+    // SPEED_UNKNOWN is all ones; 0 is no speed either.
+    (mbit != 0 && mbit != u32::MAX).then(|| u64::from(mbit) * 1_000_000)
+}
+
+/// How many receive queues the interface has, in the calling thread's namespace: its receive
+/// and combined channels (`ETHTOOL_GCHANNELS`, as `ethtool -l`), or for a driver that does not
+/// say, the queues the kernel made for it (netlink's `IFLA_NUM_RX_QUEUES`); at least 1.
+pub fn rx_queues(ifname: &str) -> usize {
+    let from_channels = channels(ifname).map(|c| c.rx + c.combined).filter(|&n| n > 0);
+    let n = from_channels.or_else(|| index(ifname).and_then(netlink_rx_queues));
+    n.map_or(1, |n| n as usize).max(1)
+}
+
+/// An interface's current channels as `ETHTOOL_GCHANNELS` reports them.
+struct Channels {
+    rx: u32,
+    combined: u32,
+}
+
+fn channels(ifname: &str) -> Option<Channels> {
+    // struct ethtool_channels: cmd, max_rx, max_tx, max_other, max_combined, rx_count,
+    // tx_count, other_count, combined_count (nine u32s).
+    let mut ch = [0u8; 36];
+    ch[..4].copy_from_slice(&ETHTOOL_GCHANNELS.to_ne_bytes());
+    ethtool(ifname, &mut ch).ok()?;
+    let word = |i: usize| u32::from_ne_bytes(ch[i * 4..i * 4 + 4].try_into().expect("four bytes"));
+    Some(Channels { rx: word(5), combined: word(8) })
+}
+
+/// `IFLA_NUM_RX_QUEUES` of interface `index`, asked with an `RTM_GETLINK` request on a netlink
+/// socket of the calling thread's namespace.
+fn netlink_rx_queues(index: u32) -> Option<u32> {
+    const RTM_NEWLINK: u16 = 16;
+    const RTM_GETLINK: u16 = 18;
+    const IFLA_NUM_RX_QUEUES: u16 = 32;
+    // struct nlmsghdr (len, type, flags, seq, pid) then struct ifinfomsg (family, pad, type,
+    // index, flags, change).
+    let mut req = [0u8; 32];
+    req[..4].copy_from_slice(&32u32.to_ne_bytes());
+    req[4..6].copy_from_slice(&RTM_GETLINK.to_ne_bytes());
+    req[6..8].copy_from_slice(&(libc::NLM_F_REQUEST as u16).to_ne_bytes());
+    req[8..12].copy_from_slice(&1u32.to_ne_bytes());
+    req[20..24].copy_from_slice(&index.to_ne_bytes());
+    // SAFETY: a plain socket(2) call; the result is checked and owned below.
+    let fd =
+        unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_ROUTE) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: fd was just returned by socket(2) and has no other owner.
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
+    // SAFETY: `req` is valid for its length for the call; the kernel fills in the address.
+    let sent = unsafe { libc::send(raw, req.as_ptr().cast(), req.len(), 0) };
+    if sent != req.len() as isize {
+        return None;
+    }
+    let mut buf = vec![0u8; 32 << 10];
+    // SAFETY: `buf` is valid and writable for its length for the call.
+    let got = unsafe { libc::recv(raw, buf.as_mut_ptr().cast(), buf.len(), 0) };
+    let reply = buf.get(..usize::try_from(got).ok()?)?;
+    link_attribute_u32(reply, RTM_NEWLINK, IFLA_NUM_RX_QUEUES)
+}
+
+/// A u32 attribute of the first message of `reply` if it is of `kind` (a link message: its
+/// attributes follow the 16-byte netlink header and the 16-byte ifinfomsg).
+fn link_attribute_u32(reply: &[u8], kind: u16, attr: u16) -> Option<u32> {
+    let u16_at = |b: &[u8], i: usize| b.get(i..i + 2).map(|x| u16::from_ne_bytes([x[0], x[1]]));
+    let len = reply.get(..4).map(|x| u32::from_ne_bytes(x.try_into().expect("four bytes")))? as usize;
+    let msg = reply.get(..len)?;
+    if u16_at(msg, 4)? != kind {
+        return None;
+    }
+    let mut at = 32;
+    while at + 4 <= msg.len() {
+        let (alen, atype) = (usize::from(u16_at(msg, at)?), u16_at(msg, at + 2)?);
+        if alen < 4 {
+            return None;
+        }
+        if atype & 0x3fff == attr && alen >= 8 {
+            return msg.get(at + 4..at + 8).map(|x| u32::from_ne_bytes(x.try_into().expect("four bytes")));
+        }
+        at += (alen + 3) & !3;
+    }
+    None
 }
 
 /// The interface's line rate in bit/s: its speed, or [`DEFAULT_LINE_RATE`] when the driver
@@ -154,6 +273,7 @@ enum Offload {
 }
 
 // From <linux/ethtool.h>.
+const ETHTOOL_GSET: u32 = 0x01;
 const ETHTOOL_GDRVINFO: u32 = 0x03;
 const ETHTOOL_GCHANNELS: u32 = 0x3c;
 const ETHTOOL_GFLAGS: u32 = 0x25;
@@ -216,6 +336,7 @@ fn ethtool(ifname: &str, arg: &mut [u8]) -> std::io::Result<()> {
     let size = match cmd {
         Some(ETHTOOL_GFLAGS | ETHTOOL_SFLAGS | ETHTOOL_GGRO | ETHTOOL_SGRO) => 8,
         Some(ETHTOOL_GCHANNELS) => 36,
+        Some(ETHTOOL_GSET) => 44,
         Some(ETHTOOL_GDRVINFO) => 196,
         _ => usize::MAX,
     };
@@ -226,8 +347,8 @@ fn ethtool(ifname: &str, arg: &mut [u8]) -> std::io::Result<()> {
     union[..8].copy_from_slice(&(arg.as_mut_ptr() as usize as u64).to_ne_bytes());
     // SAFETY: SIOCETHTOOL reads ifr_data as a pointer to the command's struct, which `arg`
     // holds, mutably borrowed for the call; the command is one of those above and `arg` is
-    // at least as long as its struct (ethtool_value 8 bytes, ethtool_channels 36,
-    // ethtool_drvinfo 196), all the kernel reads or writes.
+    // at least as long as its struct (ethtool_value 8 bytes, ethtool_channels 36, ethtool_cmd
+    // 44, ethtool_drvinfo 196), all the kernel reads or writes.
     unsafe { ifreq_ioctl(ifname, libc::SIOCETHTOOL, union) }.map(drop)
 }
 
@@ -289,12 +410,7 @@ pub fn driver(ifname: &str) -> Option<String> {
 /// The interface's combined channels (`ethtool -l`, `ETHTOOL_GCHANNELS`): the queue pairs a
 /// driver such as DPDK's net_af_xdp can bind to; `None` where the driver does not say.
 pub fn combined_channels(ifname: &str) -> Option<u32> {
-    // struct ethtool_channels: cmd, max_rx, max_tx, max_other, max_combined, rx_count,
-    // tx_count, other_count, combined_count (nine u32s).
-    let mut ch = [0u8; 36];
-    ch[..4].copy_from_slice(&ETHTOOL_GCHANNELS.to_ne_bytes());
-    ethtool(ifname, &mut ch).ok()?;
-    Some(u32::from_ne_bytes(ch[32..36].try_into().expect("four bytes")))
+    channels(ifname).map(|c| c.combined)
 }
 
 /// Turns off receive aggregation (GRO, LRO) on `ifname`, returning what to restore. An offload
@@ -393,6 +509,49 @@ pub(crate) fn failure(ifname: &str, what: &str, err: std::io::Error, capability:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_loopbacks_facts_come_from_this_namespace() {
+        assert!(is_up("lo") && check_exists("lo").is_ok() && names().contains(&"lo".to_string()));
+        // Loopback answers neither ethtool request: netlink says how many queues it has.
+        assert_eq!(rx_queues("lo"), 1);
+        assert_eq!(index("lo").and_then(netlink_rx_queues), Some(1));
+        assert_eq!(speed_bps("lo"), None);
+        assert!(!is_up("no-such-if0") && rx_queues("no-such-if0") == 1 && speed_bps("no-such-if0").is_none());
+        let e = check_exists("no-such-if0").unwrap_err().to_string();
+        assert!(e.contains("does not exist in this network namespace") && e.contains("lo"), "{e}");
+    }
+
+    /// A link message's attributes are walked by their lengths, padded to 4 bytes; a short or
+    /// cut attribute ends the walk with nothing, never a read past the reply.
+    #[test]
+    fn link_attributes_are_read_within_the_reply() {
+        let msg = |attrs: &[u8]| {
+            let mut m = vec![0u8; 32];
+            m[..4].copy_from_slice(&((32 + attrs.len()) as u32).to_ne_bytes());
+            m[4..6].copy_from_slice(&16u16.to_ne_bytes());
+            m.extend_from_slice(attrs);
+            m
+        };
+        // IFLA_MTU (4) with 1500, a 5-byte name padded to 8, then IFLA_NUM_RX_QUEUES (32) = 4.
+        let mut attrs = Vec::new();
+        attrs.extend_from_slice(&[8, 0, 4, 0]);
+        attrs.extend_from_slice(&1500u32.to_ne_bytes());
+        attrs.extend_from_slice(&[9, 0, 3, 0, b'p', b'a', 0, 0, 0, 0, 0, 0]);
+        attrs.extend_from_slice(&[8, 0, 32, 0]);
+        attrs.extend_from_slice(&4u32.to_ne_bytes());
+        let m = msg(&attrs);
+        assert_eq!(link_attribute_u32(&m, 16, 32), Some(4));
+        assert_eq!(link_attribute_u32(&m, 16, 4), Some(1500));
+        assert_eq!(link_attribute_u32(&m, 16, 99), None);
+        assert_eq!(link_attribute_u32(&m, 2, 32), None, "not a link message");
+        // Cut anywhere, or an attribute shorter than its header: nothing, no panic.
+        for cut in 0..m.len() {
+            let _ = link_attribute_u32(&m[..cut], 16, 32);
+        }
+        assert_eq!(link_attribute_u32(&msg(&[2, 0, 32, 0, 0, 0, 0, 0]), 16, 32), None);
+        assert_eq!(link_attribute_u32(&msg(&[6, 0, 32, 0, 1, 2]), 16, 32), None);
+    }
 
     #[test]
     fn the_loopbacks_mtu_is_read_and_a_missing_interface_has_none() {

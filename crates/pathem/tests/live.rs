@@ -114,6 +114,10 @@ fn main() {
         ),
         ("the_live_bench_measures_its_generator_apart", the_live_bench_measures_its_generator_apart),
         ("every_queue_is_read_as_one_bottleneck", every_queue_is_read_as_one_bottleneck),
+        (
+            "a_thread_in_a_namespace_sees_its_interfaces_not_the_hosts",
+            a_thread_in_a_namespace_sees_its_interfaces_not_the_hosts,
+        ),
         ("dpdk_every_queue_is_read_as_one_bottleneck", dpdk_every_queue_is_read_as_one_bottleneck),
         ("queues_read_on_two_cpus_stay_one_bottleneck", queues_read_on_two_cpus_stay_one_bottleneck),
         (
@@ -1082,6 +1086,31 @@ fn the_live_bench_measures_its_generator_apart() {
 /// arrives in its order.
 fn every_queue_is_read_as_one_bottleneck() {
     a_port_reads_every_queue("afxdp", None);
+}
+
+/// A thread that entered a namespace with `setns` (a shell's link, a bench's forwarder) learns
+/// the facts of that namespace's interfaces, not of the host's: sysfs, which shows the
+/// namespace it was mounted in, is not asked. An AF_XDP port opened there on a veth with four
+/// queues binds a socket to each (it used to read the host's sysfs, find no `pa`, and bind one:
+/// frames on the other three queues passed to the stack, around the emulation).
+fn a_thread_in_a_namespace_sees_its_interfaces_not_the_hosts() {
+    let t = Topo::with_queues(4);
+    let mid = t.mid.clone();
+    std::thread::spawn(move || {
+        use pathem_io::iface;
+        pathem_io::host::enter_netns(&mid).expect("the bed's namespace");
+        assert_eq!(iface::rx_queues("pa"), 4);
+        assert!(iface::is_up("pa") && iface::is_up("pb"));
+        // A veth reports 10 Gbit/s, as `ethtool pa` says.
+        assert_eq!(iface::speed_bps("pa"), Some(10_000_000_000));
+        assert!(iface::check_exists("pa").is_ok());
+        let e = iface::check_exists("nosuch0").unwrap_err().to_string();
+        assert!(e.contains("there are:") && e.contains("pa") && e.contains("pb"), "{e}");
+        let (_rx, _tx, mode) = pathem_io::afxdp::open("pa").expect("an AF_XDP port on pa");
+        assert!(mode.contains("4 receive queues"), "{mode}");
+    })
+    .join()
+    .expect("the checks in the namespace");
 }
 
 /// The same with `--cores 0,1` one way: the input reads queues 0 and 2 on CPU 0, a queue

@@ -746,7 +746,7 @@ fn every_queue(spec: &str, devargs: &str) -> Result<String, Error> {
     let given = |key: &str| rest.iter().find_map(|kv| kv.strip_prefix(key));
     let Some(iface) = given("iface=") else { return Ok(devargs.into()) };
     let from_zero = given("start_queue=").is_none_or(|q| q.trim() == "0");
-    let queues = crate::afxdp::rx_queues(iface);
+    let queues = crate::iface::rx_queues(iface);
     if !name.starts_with("net_af_xdp") || given("queue_count=").is_some() || !from_zero || queues < 2 {
         return Ok(devargs.into());
     }
