@@ -171,11 +171,17 @@ pub fn speed_bps(ifname: &str) -> Option<u64> {
 }
 
 /// How many receive queues the interface has, in the calling thread's namespace: its receive
-/// and combined channels (`ETHTOOL_GCHANNELS`, as `ethtool -l`), or for a driver that does not
-/// say, the queues the kernel made for it (netlink's `IFLA_NUM_RX_QUEUES`); at least 1.
+/// and combined channels (`ETHTOOL_GCHANNELS`, as `ethtool -l`); for a driver that reports
+/// none, the receive queues the kernel lists for it (the `netdev` generic netlink family's
+/// queue dump, Linux 6.8 and later: the queues in use, as an AF_XDP socket may bind to);
+/// failing both, sysfs's `queues/rx-*` (right unless the thread entered a namespace with
+/// `setns`); at least 1.
 pub fn rx_queues(ifname: &str) -> usize {
-    let from_channels = channels(ifname).map(|c| c.rx + c.combined).filter(|&n| n > 0);
-    let n = from_channels.or_else(|| index(ifname).and_then(netlink_rx_queues));
+    let n = channels(ifname)
+        .map(|c| c.rx + c.combined)
+        .filter(|&n| n > 0)
+        .or_else(|| index(ifname).and_then(netdev_rx_queues).filter(|&n| n > 0))
+        .or_else(|| sysfs_rx_queues(ifname));
     n.map_or(1, |n| n as usize).max(1)
 }
 
@@ -195,66 +201,177 @@ fn channels(ifname: &str) -> Option<Channels> {
     Some(Channels { rx: word(5), combined: word(8) })
 }
 
-/// `IFLA_NUM_RX_QUEUES` of interface `index`, asked with an `RTM_GETLINK` request on a netlink
-/// socket of the calling thread's namespace.
-fn netlink_rx_queues(index: u32) -> Option<u32> {
-    const RTM_NEWLINK: u16 = 16;
-    const RTM_GETLINK: u16 = 18;
-    const IFLA_NUM_RX_QUEUES: u16 = 32;
-    // struct nlmsghdr (len, type, flags, seq, pid) then struct ifinfomsg (family, pad, type,
-    // index, flags, change).
-    let mut req = [0u8; 32];
-    req[..4].copy_from_slice(&32u32.to_ne_bytes());
-    req[4..6].copy_from_slice(&RTM_GETLINK.to_ne_bytes());
-    req[6..8].copy_from_slice(&(libc::NLM_F_REQUEST as u16).to_ne_bytes());
-    req[8..12].copy_from_slice(&1u32.to_ne_bytes());
-    req[20..24].copy_from_slice(&index.to_ne_bytes());
-    // SAFETY: a plain socket(2) call; the result is checked and owned below.
-    let fd =
-        unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_ROUTE) };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: fd was just returned by socket(2) and has no other owner.
-    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
-    // SAFETY: `req` is valid for its length for the call; the kernel fills in the address.
-    let sent = unsafe { libc::send(raw, req.as_ptr().cast(), req.len(), 0) };
-    if sent != req.len() as isize {
-        return None;
-    }
-    let mut buf = vec![0u8; 32 << 10];
-    // SAFETY: `buf` is valid and writable for its length for the call.
-    let got = unsafe { libc::recv(raw, buf.as_mut_ptr().cast(), buf.len(), 0) };
-    let reply = buf.get(..usize::try_from(got).ok()?)?;
-    link_attribute_u32(reply, RTM_NEWLINK, IFLA_NUM_RX_QUEUES)
+fn sysfs_rx_queues(ifname: &str) -> Option<u32> {
+    let dir = std::fs::read_dir(format!("/sys/class/net/{ifname}/queues")).ok()?;
+    let n = dir.filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with("rx-")).count();
+    u32::try_from(n).ok()
 }
 
-/// A u32 attribute of the first message of `reply` if it is of `kind` (a link message: its
-/// attributes follow the 16-byte netlink header and the 16-byte ifinfomsg).
-fn link_attribute_u32(reply: &[u8], kind: u16, attr: u16) -> Option<u32> {
-    let u16_at = |b: &[u8], i: usize| b.get(i..i + 2).map(|x| u16::from_ne_bytes([x[0], x[1]]));
-    let len = reply.get(..4).map(|x| u32::from_ne_bytes(x.try_into().expect("four bytes")))? as usize;
-    let msg = reply.get(..len)?;
-    if u16_at(msg, 4)? != kind {
-        return None;
-    }
-    let mut at = 32;
-    while at + 4 <= msg.len() {
-        let (alen, atype) = (usize::from(u16_at(msg, at)?), u16_at(msg, at + 2)?);
-        if alen < 4 {
+// Netlink (<linux/netlink.h>, <linux/genetlink.h>, <linux/netdev.h>).
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_DONE: u16 = 3;
+const GENL_ID_CTRL: u16 = 0x10;
+const CTRL_CMD_GETFAMILY: u8 = 3;
+const CTRL_ATTR_FAMILY_ID: u16 = 1;
+const CTRL_ATTR_FAMILY_NAME: u16 = 2;
+const NETDEV_CMD_QUEUE_GET: u8 = 10;
+const NETDEV_A_QUEUE_IFINDEX: u16 = 2;
+const NETDEV_A_QUEUE_TYPE: u16 = 3;
+const NETDEV_QUEUE_TYPE_RX: u32 = 0;
+
+/// The receive queues the kernel lists for interface `index` in the calling thread's
+/// namespace (`netdev` family, `queue-get` dump), or `None` where it cannot say (a kernel
+/// before 6.8, no such family). A device that is down lists none.
+fn netdev_rx_queues(index: u32) -> Option<u32> {
+    let sock = Netlink::open(libc::NETLINK_GENERIC)?;
+    let family = genl_message(GENL_ID_CTRL, libc::NLM_F_REQUEST as u16, CTRL_CMD_GETFAMILY, &{
+        let mut a = Vec::new();
+        put_attr(&mut a, CTRL_ATTR_FAMILY_NAME, b"netdev\0");
+        a
+    });
+    let replies = sock.ask(&family)?;
+    let id = replies.iter().find_map(|(_, body)| {
+        let v = attributes(body.get(4..)?).find(|&(t, _)| t == CTRL_ATTR_FAMILY_ID)?.1;
+        Some(u16::from_ne_bytes(v.get(..2)?.try_into().ok()?))
+    })?;
+    let dump = genl_message(id, (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16, NETDEV_CMD_QUEUE_GET, &{
+        let mut a = Vec::new();
+        put_attr(&mut a, NETDEV_A_QUEUE_IFINDEX, &index.to_ne_bytes());
+        a
+    });
+    let replies = sock.ask(&dump)?;
+    let rx = replies
+        .iter()
+        .filter(|(kind, _)| *kind == id)
+        .filter(|(_, body)| {
+            let mut a = body.get(4..).into_iter().flat_map(attributes);
+            a.any(|(t, v)| {
+                t == NETDEV_A_QUEUE_TYPE && v.get(..4) == Some(&NETDEV_QUEUE_TYPE_RX.to_ne_bytes()[..])
+            })
+        })
+        .count();
+    u32::try_from(rx).ok()
+}
+
+/// A generic netlink request: the netlink header, the generic header (`cmd`, version 1) and
+/// `attrs`.
+fn genl_message(kind: u16, flags: u16, cmd: u8, attrs: &[u8]) -> Vec<u8> {
+    let len = 16 + 4 + attrs.len();
+    let mut m = Vec::with_capacity(len);
+    m.extend_from_slice(&(len as u32).to_ne_bytes());
+    m.extend_from_slice(&kind.to_ne_bytes());
+    m.extend_from_slice(&flags.to_ne_bytes());
+    m.extend_from_slice(&1u32.to_ne_bytes());
+    m.extend_from_slice(&0u32.to_ne_bytes());
+    m.extend_from_slice(&[cmd, 1, 0, 0]);
+    m.extend_from_slice(attrs);
+    m
+}
+
+/// Appends a netlink attribute, padded to 4 bytes.
+fn put_attr(out: &mut Vec<u8>, kind: u16, value: &[u8]) {
+    out.extend_from_slice(&((4 + value.len()) as u16).to_ne_bytes());
+    out.extend_from_slice(&kind.to_ne_bytes());
+    out.extend_from_slice(value);
+    out.resize(out.len().next_multiple_of(4), 0);
+}
+
+/// The attributes in `b` as (type without the nested and byte-order flags, value), walked by
+/// their lengths; the walk ends at the first attribute that does not fit.
+fn attributes(b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    let mut at = 0usize;
+    std::iter::from_fn(move || {
+        let head = b.get(at..at + 4)?;
+        let (len, kind) =
+            (usize::from(u16::from_ne_bytes([head[0], head[1]])), u16::from_ne_bytes([head[2], head[3]]));
+        let value = b.get(at + 4..at.checked_add(len)?).filter(|_| len >= 4)?;
+        at += len.next_multiple_of(4);
+        Some((kind & 0x3fff, value))
+    })
+}
+
+/// The messages in a netlink reply buffer as (type, payload after the 16-byte header), walked
+/// by their lengths; the walk ends at the first message that does not fit.
+fn messages(b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    let mut at = 0usize;
+    std::iter::from_fn(move || {
+        let head = b.get(at..at + 16)?;
+        let len = u32::from_ne_bytes(head[..4].try_into().expect("four bytes")) as usize;
+        let kind = u16::from_ne_bytes([head[4], head[5]]);
+        let body = b.get(at + 16..at.checked_add(len)?).filter(|_| len >= 16)?;
+        at += len.next_multiple_of(4);
+        Some((kind, body))
+    })
+}
+
+/// A netlink socket of the calling thread's namespace.
+struct Netlink(std::os::fd::OwnedFd);
+
+impl Netlink {
+    fn open(protocol: i32) -> Option<Netlink> {
+        // SAFETY: a plain socket(2) call; the result is checked and owned below.
+        let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, protocol) };
+        if fd < 0 {
             return None;
         }
-        if atype & 0x3fff == attr && alen >= 8 {
-            return msg.get(at + 4..at + 8).map(|x| u32::from_ne_bytes(x.try_into().expect("four bytes")));
-        }
-        at += (alen + 3) & !3;
+        // SAFETY: fd was just returned by socket(2) and has no other owner.
+        let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        let timeout = libc::timeval { tv_sec: 1, tv_usec: 0 };
+        // SAFETY: the option's value is a timeval, valid for its size for the call.
+        unsafe {
+            libc::setsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&fd),
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&timeout as *const libc::timeval).cast(),
+                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+            )
+        };
+        Some(Netlink(fd))
     }
-    None
+
+    /// Sends `req` and gathers the replies (type, payload) until the one a plain request gets,
+    /// or a dump's end; `None` on an error reply (an unknown family, say) or a failed call.
+    fn ask(&self, req: &[u8]) -> Option<Vec<(u16, Vec<u8>)>> {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&self.0);
+        // SAFETY: `req` is valid for its length for the call.
+        let sent = unsafe { libc::send(fd, req.as_ptr().cast(), req.len(), 0) };
+        if sent != req.len() as isize {
+            return None;
+        }
+        let dump = u16::from_ne_bytes([req[6], req[7]]) & libc::NLM_F_DUMP as u16 != 0;
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 32 << 10];
+        // A dump of a device's queues is a few messages; a bound keeps a confused reply finite.
+        for _ in 0..1024 {
+            // SAFETY: `buf` is valid and writable for its length for the call.
+            let got = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
+            let chunk = buf.get(..usize::try_from(got).ok()?)?;
+            if chunk.is_empty() {
+                return None;
+            }
+            for (kind, body) in messages(chunk) {
+                match kind {
+                    NLMSG_DONE => return Some(out),
+                    // An acknowledgement (error 0) or a refusal: a plain request has no more.
+                    NLMSG_ERROR => {
+                        let code =
+                            body.get(..4).map(|c| i32::from_ne_bytes(c.try_into().expect("four bytes")));
+                        return (code == Some(0) && !out.is_empty()).then_some(out);
+                    }
+                    _ => out.push((kind, body.to_vec())),
+                }
+            }
+            if !dump && !out.is_empty() {
+                return Some(out);
+            }
+        }
+        None
+    }
 }
 
 /// The interface's line rate in bit/s: its speed, or [`DEFAULT_LINE_RATE`] when the driver
-/// reports none (a veth).
+/// reports none.
 ///
 /// [`DEFAULT_LINE_RATE`]: pathem_model::units::DEFAULT_LINE_RATE
 pub fn line_rate_bps(ifname: &str) -> u64 {
@@ -513,44 +630,61 @@ mod tests {
     #[test]
     fn the_loopbacks_facts_come_from_this_namespace() {
         assert!(is_up("lo") && check_exists("lo").is_ok() && names().contains(&"lo".to_string()));
-        // Loopback answers neither ethtool request: netlink says how many queues it has.
+        // Loopback answers neither ethtool request: the kernel's queue list says.
         assert_eq!(rx_queues("lo"), 1);
-        assert_eq!(index("lo").and_then(netlink_rx_queues), Some(1));
         assert_eq!(speed_bps("lo"), None);
         assert!(!is_up("no-such-if0") && rx_queues("no-such-if0") == 1 && speed_bps("no-such-if0").is_none());
         let e = check_exists("no-such-if0").unwrap_err().to_string();
         assert!(e.contains("does not exist in this network namespace") && e.contains("lo"), "{e}");
     }
 
-    /// A link message's attributes are walked by their lengths, padded to 4 bytes; a short or
-    /// cut attribute ends the walk with nothing, never a read past the reply.
+    /// Netlink messages and attributes are walked by their lengths, padded to 4 bytes, flags
+    /// masked off the type; anything cut short or shorter than its header ends the walk, never
+    /// a read past the buffer.
     #[test]
-    fn link_attributes_are_read_within_the_reply() {
-        let msg = |attrs: &[u8]| {
-            let mut m = vec![0u8; 32];
-            m[..4].copy_from_slice(&((32 + attrs.len()) as u32).to_ne_bytes());
-            m[4..6].copy_from_slice(&16u16.to_ne_bytes());
-            m.extend_from_slice(attrs);
-            m
-        };
-        // IFLA_MTU (4) with 1500, a 5-byte name padded to 8, then IFLA_NUM_RX_QUEUES (32) = 4.
+    fn netlink_replies_are_read_within_the_buffer() {
         let mut attrs = Vec::new();
-        attrs.extend_from_slice(&[8, 0, 4, 0]);
-        attrs.extend_from_slice(&1500u32.to_ne_bytes());
-        attrs.extend_from_slice(&[9, 0, 3, 0, b'p', b'a', 0, 0, 0, 0, 0, 0]);
-        attrs.extend_from_slice(&[8, 0, 32, 0]);
-        attrs.extend_from_slice(&4u32.to_ne_bytes());
-        let m = msg(&attrs);
-        assert_eq!(link_attribute_u32(&m, 16, 32), Some(4));
-        assert_eq!(link_attribute_u32(&m, 16, 4), Some(1500));
-        assert_eq!(link_attribute_u32(&m, 16, 99), None);
-        assert_eq!(link_attribute_u32(&m, 2, 32), None, "not a link message");
-        // Cut anywhere, or an attribute shorter than its header: nothing, no panic.
-        for cut in 0..m.len() {
-            let _ = link_attribute_u32(&m[..cut], 16, 32);
+        put_attr(&mut attrs, 1, &7u16.to_ne_bytes());
+        put_attr(&mut attrs, 2, b"netdev\0");
+        put_attr(&mut attrs, 3 | 0x8000, &0u32.to_ne_bytes());
+        assert_eq!(attrs.len(), 8 + 12 + 8);
+        let got: Vec<(u16, Vec<u8>)> = attributes(&attrs).map(|(t, v)| (t, v.to_vec())).collect();
+        assert_eq!(
+            got,
+            vec![
+                (1, 7u16.to_ne_bytes().to_vec()),
+                (2, b"netdev\0".to_vec()),
+                (3, 0u32.to_ne_bytes().to_vec())
+            ]
+        );
+        let m = genl_message(0x1d, 1, 10, &attrs);
+        let two = [m.clone(), m.clone()].concat();
+        let seen: Vec<(u16, usize)> = messages(&two).map(|(k, b)| (k, b.len())).collect();
+        assert_eq!(seen, vec![(0x1d, 4 + attrs.len()); 2]);
+        for cut in 0..two.len() {
+            assert!(messages(&two[..cut]).count() <= 1 + usize::from(cut == two.len()));
+            for (_, b) in messages(&two[..cut]) {
+                let _ = attributes(&b[4..]).count();
+            }
+            let _ = attributes(&attrs[..cut.min(attrs.len())]).count();
         }
-        assert_eq!(link_attribute_u32(&msg(&[2, 0, 32, 0, 0, 0, 0, 0]), 16, 32), None);
-        assert_eq!(link_attribute_u32(&msg(&[6, 0, 32, 0, 1, 2]), 16, 32), None);
+        // A length under the header's own ends the walk.
+        assert_eq!(attributes(&[2, 0, 1, 0, 0, 0, 0, 0]).count(), 0);
+        let mut short = m.clone();
+        short[..4].copy_from_slice(&8u32.to_ne_bytes());
+        assert_eq!(messages(&short).count(), 0);
+    }
+
+    /// The kernel's queue list, asked over generic netlink, agrees with sysfs for loopback
+    /// (one queue; this test does not change namespaces, so sysfs is right here).
+    #[test]
+    fn the_kernel_lists_the_loopbacks_queue() {
+        let lo = index("lo").expect("loopback");
+        match netdev_rx_queues(lo) {
+            Some(n) => assert_eq!(Some(n), sysfs_rx_queues("lo")),
+            None => eprintln!("skipped: this kernel has no netdev queue dump (Linux 6.8 and later)"),
+        }
+        assert!(matches!(netdev_rx_queues(u32::MAX), Some(0) | None), "no such interface: no queues");
     }
 
     #[test]

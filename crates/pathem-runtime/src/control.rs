@@ -452,7 +452,7 @@ pub fn request(name: &str, req: Request) -> Result<Reply, Error> {
         .map_err(|source| {
             let what = match source.kind() {
                 std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => format!(
-                    "{name} did not answer within {} s (a change may still be taking effect: see `pathem ctl show {name}`)",
+                    "{name} did not answer within {} s (a change may still be taking effect; `pathem ctl show {name}` answers once it has)",
                     wait.as_secs()
                 ),
                 _ => format!("{name} did not answer"),

@@ -1096,10 +1096,19 @@ fn every_queue_is_read_as_one_bottleneck() {
 fn a_thread_in_a_namespace_sees_its_interfaces_not_the_hosts() {
     let t = Topo::with_queues(4);
     let mid = t.mid.clone();
+    // A multiqueue tap with no queue attached: the kernel made 256 receive queues for it and
+    // uses one (its driver reports no channels, so the kernel's list of queues in use says).
+    for cmd in [
+        &["ip", "-n", &mid, "tuntap", "add", "dev", "tq0", "mode", "tap", "multi_queue"][..],
+        &["ip", "-n", &mid, "link", "set", "tq0", "up"],
+    ] {
+        assert!(sh(cmd).status.success(), "{cmd:?}");
+    }
     std::thread::spawn(move || {
         use pathem_io::iface;
         pathem_io::host::enter_netns(&mid).expect("the bed's namespace");
         assert_eq!(iface::rx_queues("pa"), 4);
+        assert_eq!(iface::rx_queues("tq0"), 1);
         assert!(iface::is_up("pa") && iface::is_up("pb"));
         // A veth reports 10 Gbit/s, as `ethtool pa` says.
         assert_eq!(iface::speed_bps("pa"), Some(10_000_000_000));
