@@ -82,7 +82,7 @@ fi
 
 # Every parser fuzzed for a few seconds: a regression that the corpora miss may still show.
 stage "fuzzing"
-bash scripts/fuzz.sh "${PATHEM_FUZZ_SECONDS:-10}"
+bash scripts/fuzz.sh "${PATHEM_FUZZ_SECONDS:-6}"
 
 after="$(git status --porcelain 2>/dev/null || true)"
 if [ "$before" != "$after" ]; then

@@ -129,7 +129,8 @@ pub struct ClassesReport {
     pub added_ns_per_packet: f64,
     pub ns_per_packet_runs: Vec<f64>,
     pub baseline_ns_per_packet_runs: Vec<f64>,
-    /// The last run's counters of the class that matched (every frame).
+    /// The counters of the last run with classes (every frame took the class with the path:
+    /// what that class forwarded and dropped), not of the run without them.
     pub last_run_class: Stats,
 }
 
@@ -164,11 +165,12 @@ pub fn classes(
     }
     let (mut with, mut without, mut last) = (Vec::new(), Vec::new(), Stats::default());
     for round in 0..plan.runs {
-        let (ns, _) = engine_with_classes(&PathConfig::default(), &list, plan.packets, plan.size, plan.seed)?;
+        let (ns, stats) =
+            engine_with_classes(&PathConfig::default(), &list, plan.packets, plan.size, plan.seed)?;
         with.push(ns);
-        let (base, stats) = engine_alone(path, plan.packets, plan.size, plan.seed)?;
-        without.push(base);
         last = stats;
+        let (base, _) = engine_alone(path, plan.packets, plan.size, plan.seed)?;
+        without.push(base);
         progress(format!(
             "round {}: {:.1} ns/frame with {n} + 1 classes, {:.1} without",
             round + 1,
@@ -733,5 +735,25 @@ pub mod text {
             out += "split = impaired, one way, its input and output stages on CPUs 0 and 1 (the generator shares them)\n";
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `bench --classes` reports the counters of its run with classes, whose class draws its
+    /// losses from its own seeded stream, not those of the run without classes (the same path,
+    /// another stream: with these seeds the two lose different counts).
+    #[test]
+    fn the_classes_report_counts_the_run_with_classes() {
+        let path = PathConfig { loss: Some("10%".parse().unwrap()), ..Default::default() };
+        let plan = Plan { packets: 20_000, size: 64, runs: 1, seed: 7 };
+        let r = classes(&path, 2, plan, |_| {}).unwrap();
+        let c = &r.last_run_class;
+        assert_eq!(c.tx_packets + c.dropped.total(), 20_000);
+        assert!((1_700..2_300).contains(&c.dropped.total()), "{c:?}");
+        let (_, alone) = crate::bench::engine_alone(&path, plan.packets, plan.size, plan.seed).unwrap();
+        assert_ne!(c.dropped.total(), alone.dropped.total(), "the run without classes");
     }
 }
