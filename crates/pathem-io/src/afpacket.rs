@@ -51,16 +51,17 @@ fn last_os_error() -> std::io::Error {
 
 /// The interface's index in the calling thread's network namespace.
 pub(crate) fn ifindex(ifname: &str) -> Result<i32, Error> {
-    let c = std::ffi::CString::new(ifname)
-        .map_err(|_| Error::Interface { name: ifname.into(), reason: "contains a NUL byte".into() })?;
-    // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
-    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if idx == 0 {
-        // Say why, in the words of the interface list when there is one to read.
-        crate::iface::check_exists(ifname)?;
-        return Err(Error::Interface { name: ifname.into(), reason: last_os_error().to_string() });
+    if ifname.contains('\0') {
+        return Err(Error::Interface { name: ifname.into(), reason: "contains a NUL byte".into() });
     }
-    Ok(idx as i32)
+    match crate::iface::index(ifname) {
+        Some(idx) => Ok(idx as i32),
+        None => {
+            // Say why, in the words of the interface list when there is one to read.
+            crate::iface::check_exists(ifname)?;
+            Err(Error::Interface { name: ifname.into(), reason: last_os_error().to_string() })
+        }
+    }
 }
 
 /// Opens an AF_PACKET socket bound to `ifindex` for `protocol` (network byte order).

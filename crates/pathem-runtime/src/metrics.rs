@@ -412,6 +412,21 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Whatever a client sends, the answer is one HTTP response, and a body only for a
+        /// `GET` of the exposition's paths.
+        #[test]
+        fn any_request_gets_one_answer(request in "(GET|HEAD|POST|)( (/|/metrics|/x)(\\?[a-z=&]*)?)?( HTTP/1\\.[01])?\r?\n?.{0,40}") {
+            let r = response(&request, || "x 1\n# EOF\n".to_string());
+            proptest::prop_assert!(r.starts_with("HTTP/1.1 ") && r.contains("\r\n\r\n"), "{r}");
+            let mut w = request.split_whitespace();
+            let (method, path) = (w.next().unwrap_or(""), w.next().unwrap_or("").split(['?', '#']).next().unwrap_or(""));
+            let ok = matches!(method, "GET" | "HEAD") && matches!(path, "/" | "/metrics");
+            proptest::prop_assert_eq!(r.starts_with("HTTP/1.1 200 "), ok, "{}", r);
+            proptest::prop_assert_eq!(r.ends_with("# EOF\n"), ok && method == "GET", "{}", r);
+        }
+    }
+
     #[test]
     fn a_scrape_shows_every_counter_per_direction() {
         let counters = std::sync::Arc::new(pathem_engine::Counters::default());

@@ -735,20 +735,18 @@ fn filling(
 /// Attempts at starting a virtual device before giving up.
 const START_TRIES: u32 = 20;
 
-/// The device string to probe: a net_af_xdp device on an interface with several receive
-/// queues, given no `queue_count=` and starting at queue 0, reads them all (`queue_count=N`
-/// added), as the driver's default of one would leave the other queues' frames to the kernel's
+/// The device string to probe where it is not the one given (`None`: as given): a net_af_xdp
+/// device on an interface with several receive queues, given no `queue_count=` and starting
+/// at queue 0, reads them all (`queue_count=N` added), as the driver's default of one would leave the other queues' frames to the kernel's
 /// stack, unseen by pathem. The driver binds only to combined channels (`ethtool -l`): where an
 /// interface has fewer of those than receive queues (a veth has none), it is refused.
-fn every_queue(spec: &str, devargs: &str) -> Result<String, Error> {
-    let mut args = devargs.split(',');
-    let (Some(name), rest) = (args.next(), args.collect::<Vec<_>>()) else { return Ok(devargs.into()) };
-    let given = |key: &str| rest.iter().find_map(|kv| kv.strip_prefix(key));
-    let Some(iface) = given("iface=") else { return Ok(devargs.into()) };
-    let from_zero = given("start_queue=").is_none_or(|q| q.trim() == "0");
+fn every_queue(spec: &str, dev: &Device) -> Result<Option<String>, Error> {
+    let Device::Vdev { name, devargs } = dev else { return Ok(None) };
+    let Some(iface) = dev.devarg("iface") else { return Ok(None) };
+    let from_zero = dev.devarg("start_queue").is_none_or(|q| q.trim() == "0");
     let queues = crate::iface::rx_queues(iface);
-    if !name.starts_with("net_af_xdp") || given("queue_count=").is_some() || !from_zero || queues < 2 {
-        return Ok(devargs.into());
+    if !name.starts_with("net_af_xdp") || dev.devarg("queue_count").is_some() || !from_zero || queues < 2 {
+        return Ok(None);
     }
     let combined = crate::iface::combined_channels(iface).unwrap_or(0) as usize;
     if queues > crate::MAX_RX_QUEUES {
@@ -768,7 +766,7 @@ fn every_queue(spec: &str, devargs: &str) -> Result<String, Error> {
             ),
         });
     }
-    Ok(format!("{devargs},queue_count={queues}"))
+    Ok(Some(format!("{devargs},queue_count={queues}")))
 }
 
 /// Why [`start`] failed: the device is not there, or it would not start.
@@ -955,7 +953,7 @@ fn find(spec: &str, dev: &Device) -> Result<u16, Error> {
         return Ok(id);
     }
     let devargs = match dev {
-        Device::Vdev { devargs, .. } => every_queue(spec, devargs)?,
+        Device::Vdev { devargs, .. } => every_queue(spec, dev)?.unwrap_or_else(|| devargs.clone()),
         Device::Pci { addr, args: Some(a) } => format!("{addr},{a}"),
         Device::Pci { addr, args: None } => addr.clone(),
         Device::PortId(_) => unreachable!("handled above"),
@@ -1452,7 +1450,7 @@ mod tests {
             "net_af_xdp0",
             "net_af_xdp0,iface=lo,start_queue=1",
         ] {
-            assert_eq!(super::every_queue("x", args).unwrap(), args);
+            assert_eq!(super::every_queue("x", &super::super::parse(args).unwrap()).unwrap(), None, "{args}");
         }
     }
 }
