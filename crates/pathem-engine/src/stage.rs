@@ -29,7 +29,7 @@
 use crate::delay_line::{Reader, Ring, Slot, Writer, UNDECIDED};
 use crate::stats::Counters;
 use pathem_io::{RxFrame, TxPort};
-use pathem_model::aqm::{AqmDrop, Decision, Entry};
+use pathem_model::aqm::{AqmDrop, AtOnce, Decision, Entry};
 use pathem_model::frame::{ecn_and_flow, ecn_capable, ecn_codepoint, flip_bit, mark_ce};
 use pathem_model::path::{After, Extra};
 use pathem_model::{DropReason, FrameMeta, Nanos, Path, PathConfig, Rng, Verdict};
@@ -251,7 +251,7 @@ impl Ingress {
         // Served up to the arrival, then the frame joins: one visit to the discipline, each
         // decision carried out as it is made (this frame's own decision is kept: it has no
         // record yet).
-        b.arrive(
+        let own = b.arrive(
             entry,
             &mut self.aqm_rng,
             &mut |d| match d {
@@ -263,6 +263,11 @@ impl Ingress {
             },
             at_once,
         );
+        match own {
+            Some(AtOnce::Sent { start, exit, mark }) => sent = Some((start, exit, mark)),
+            Some(AtOnce::Dropped(reason)) => refused = Some(reason),
+            None => {}
+        }
         if !fate.held.is_empty() {
             fate.flush_departures();
         }

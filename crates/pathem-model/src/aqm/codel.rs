@@ -117,6 +117,16 @@ impl Codel {
         self.count = self.count.saturating_add(n);
     }
 
+    /// Where a dequeue leaves CoDel when it finds the queue empty, or takes a frame with no
+    /// sojourn and nothing behind it (under target, or too little queued to count): not
+    /// above target, not dropping. FQ-CoDel's frame that passes an empty queue comes here
+    /// without the round trip through its flow's queue.
+    #[inline(always)]
+    pub fn found_short(&mut self) {
+        self.first_above_time = None;
+        self.dropping = false;
+    }
+
     /// `t + interval / sqrt(count)` (RFC 8289's control law), in whole nanoseconds.
     pub fn control_law(cfg: &CodelConfig, t: Nanos, count: u64) -> Nanos {
         t + Nanos((cfg.interval.as_nanos() as f64 / (count.max(1) as f64).sqrt()) as u64)

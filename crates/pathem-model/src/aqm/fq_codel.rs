@@ -305,6 +305,48 @@ impl FqCodel {
         }
     }
 
+    /// [`push`](Self::push) then [`serve`](Self::serve) at its arrival for a frame that finds
+    /// every flow empty, without the frame's round trip through its flow's queue: the lists
+    /// and deficits move as they would, and each flow the round robin visits sees what a
+    /// dequeue there would (CoDel finds the emptied flows empty, and the frame's own flow a
+    /// frame with no sojourn and nothing behind it). The frame is sent, never dropped.
+    #[inline(always)]
+    fn pass_empty(&mut self, e: Entry) -> bool {
+        debug_assert_eq!(self.frames, 0);
+        let i = self.queue_of(e.flow) as u32;
+        let quantum = i64::from(self.cfg.quantum);
+        let own = &mut self.flows[i as usize];
+        if own.listed == Listed::No {
+            own.listed = Listed::New;
+            own.deficit = quantum;
+            self.new_flows.push_back(&mut self.flows, i);
+        }
+        loop {
+            // Never both lists empty: the frame's flow is on one.
+            let from_new = !self.new_flows.is_empty();
+            let j = if from_new { self.new_flows.head } else { self.old_flows.head };
+            let flow = &mut self.flows[j as usize];
+            if flow.deficit <= 0 {
+                flow.deficit += quantum;
+                flow.listed = Listed::Old;
+                self.unlink_head(from_new);
+                self.old_flows.push_back(&mut self.flows, j);
+                continue;
+            }
+            flow.codel.found_short();
+            if j == i {
+                flow.deficit -= i64::from(e.len);
+                return e.marked;
+            }
+            let to_old = from_new && !self.old_flows.is_empty();
+            flow.listed = if to_old { Listed::Old } else { Listed::No };
+            self.unlink_head(from_new);
+            if to_old {
+                self.old_flows.push_back(&mut self.flows, j);
+            }
+        }
+    }
+
     /// Unlinks the head of the new list (`new`) or of the old one.
     #[inline(always)]
     fn unlink_head(&mut self, new: bool) {
@@ -346,11 +388,18 @@ impl Discipline for FqCodel {
     fn dequeue(&mut self, now: Nanos, _: &mut Rng, dropped: &mut dyn FnMut(Entry)) -> Option<(Entry, bool)> {
         self.serve(now, dropped)
     }
+    #[inline(always)]
+    fn pass(&mut self, e: Entry, _: bool, _: &mut Rng) -> Result<bool, AqmDrop> {
+        Ok(self.pass_empty(e))
+    }
     fn evict(&mut self, dropped: &mut dyn FnMut(Entry)) -> bool {
         self.drop_from_fattest(dropped)
     }
     fn over_own_limit(&self) -> bool {
         self.memory() > self.cfg.memory
+    }
+    fn holds_alone(&self, len: u32) -> bool {
+        u64::from(len) <= self.cfg.memory
     }
     fn take_all(&mut self) -> Vec<Entry> {
         self.take_every()
@@ -371,6 +420,53 @@ impl Discipline for FqCodel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A frame that finds every flow empty, passed at once, leaves FQ-CoDel as pushing and
+    /// serving it would: the same frame out, the same lists, deficits and CoDel states after.
+    /// Driven through standing queues (CoDel dropping in some flows, then emptied), collisions
+    /// of flows on few buckets, and quiet spells, so the round robin meets emptied flows on
+    /// both lists, deficits spent and CoDel states to clear.
+    #[test]
+    fn a_frame_passed_at_once_leaves_the_state_serving_it_would() {
+        let cfg: FqCodelConfig = "fq-codel,flows=8,quantum=300,target=1ms,interval=10ms".parse().unwrap();
+        let (mut a, mut b) = (FqCodel::new(cfg), FqCodel::new(cfg));
+        let mut r = Rng::seeded(11);
+        let (mut t, mut passed, mut dropped) = (Nanos::from_secs(1), 0, 0);
+        for seq in 0..200_000u64 {
+            t += Nanos(match r.below(100) {
+                0 => 50_000_000,
+                k if k < 60 => r.below(200_000),
+                _ => r.below(3_000_000),
+            });
+            let e = Entry {
+                seq,
+                arrival: t,
+                len: 60 + r.below(1_455) as u32,
+                caplen: 60,
+                flow: (r.below(12) as u32).wrapping_mul(0x1555_5555),
+                ecn: super::super::ecn::NOT_ECT,
+                marked: false,
+            };
+            if a.frames == 0 && r.below(2) == 0 {
+                let sent = a.pass_empty(e);
+                b.push(e);
+                let got = b.serve(t, &mut |_| panic!("a frame alone is never dropped"));
+                assert_eq!(got.map(|(x, m)| (x.seq, m)), Some((seq, sent)), "frame {seq}");
+                assert_eq!(format!("{a:?}"), format!("{b:?}"), "after frame {seq}");
+                passed += 1;
+                continue;
+            }
+            a.push(e);
+            b.push(e);
+            // Serve now and then, far behind the arrivals or close to them.
+            for _ in 0..r.below(3) {
+                let (x, y) = (a.serve(t, &mut |_| dropped += 1), b.serve(t, &mut |_| {}));
+                assert_eq!(x.map(|(x, m)| (x.seq, m)), y.map(|(y, m)| (y.seq, m)));
+            }
+        }
+        assert_eq!(format!("{a:?}"), format!("{b:?}"));
+        assert!(passed > 10_000 && dropped > 1_000, "{passed} passed at once, {dropped} dropped by CoDel");
+    }
 
     #[test]
     fn specs_parse_with_defaults_and_ranges() {

@@ -124,6 +124,30 @@ pub enum Decision {
     },
 }
 
+/// What became of a frame decided within its own arrival ([`Bottleneck::arrive`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtOnce {
+    /// Sent: its transmission starts at `start` (its arrival) and its last bit leaves at
+    /// `exit`; `mark` sets CE.
+    Sent {
+        start: Nanos,
+        exit: Nanos,
+        mark: bool,
+    },
+    Dropped(AqmDrop),
+}
+
+impl AtOnce {
+    /// The decision it is about `entry`, as [`Bottleneck::serve`] would have handed it over
+    /// (but for `entry.marked`, which stays as given: the mark is in `mark`).
+    pub fn decision(self, entry: Entry) -> Decision {
+        match self {
+            AtOnce::Sent { start, exit, mark } => Decision::Send { entry, start, exit, mark },
+            AtOnce::Dropped(reason) => Decision::Drop { entry, reason },
+        }
+    }
+}
+
 /// The queue discipline the user asked for, with its parameters.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub enum AqmConfig {
@@ -456,9 +480,18 @@ impl Bottleneck {
     /// With `at_once`, a frame that finds the queue empty and the server free is served at
     /// its arrival too, in the same visit: its service starts then whenever the queue is
     /// next served, so its decision (sent, or dropped by the control law) is the one a later
-    /// [`serve`](Self::serve) would make, only made now.
+    /// [`serve`](Self::serve) would make, only made now. Within every limit, that decision
+    /// is returned rather than handed to `out` (a frame at a moderate load takes this way:
+    /// Linux's qdiscs likewise let a frame that finds them empty bypass the queue); beyond
+    /// one, it goes to `out` as any other.
     #[inline(always)]
-    pub fn arrive(&mut self, e: Entry, rng: &mut Rng, out: &mut impl FnMut(Decision), at_once: bool) {
+    pub fn arrive(
+        &mut self,
+        e: Entry,
+        rng: &mut Rng,
+        out: &mut impl FnMut(Decision),
+        at_once: bool,
+    ) -> Option<AtOnce> {
         let core = &mut self.core;
         each!(&mut self.disc, d => {
             let due = |t: Nanos| t <= e.arrival;
@@ -466,10 +499,15 @@ impl Bottleneck {
             if core.next_start(d).is_some_and(due) || core.next_update.is_some_and(due) {
                 core.serve(d, e.arrival, rng, out);
             }
+            let at_once = at_once && idle && core.free <= e.arrival;
+            if at_once && !core.over(1, u64::from(e.len)) && d.holds_alone(e.len) {
+                return Some(core.pass(d, e, rng));
+            }
             core.enqueue(d, e, rng, out);
-            if at_once && idle && core.free <= e.arrival && d.backlog().0 == 1 {
+            if at_once && d.backlog().0 == 1 {
                 core.serve(d, e.arrival, rng, out);
             }
+            None
         })
     }
 
@@ -605,6 +643,21 @@ impl Core {
         while d.evict(&mut dropped) && self.over_limit(d) {}
     }
 
+    /// [`enqueue`](Self::enqueue) then [`serve`](Self::serve) at its arrival, for a frame
+    /// that finds the queue empty, the server free and every limit with room for it (the
+    /// periodic updates due by its arrival already run): its decision.
+    #[inline(always)]
+    fn pass<D: Discipline>(&mut self, d: &mut D, e: Entry, rng: &mut Rng) -> AtOnce {
+        self.earliest = e.arrival;
+        if self.next_update.is_none() {
+            self.next_update = d.update_interval().map(|t| e.arrival + t);
+        }
+        match d.pass(e, self.ecn, rng) {
+            Ok(mark) => AtOnce::Sent { start: e.arrival, exit: self.transmit(e.arrival, e.len), mark },
+            Err(reason) => AtOnce::Dropped(reason),
+        }
+    }
+
     #[inline(always)]
     fn serve<D: Discipline>(
         &mut self,
@@ -730,11 +783,13 @@ mod kinds_tests {
                     flow: (seq % 5) as u32 * 0x3333_3333,
                     marked: false,
                 };
-                a.arrive(e, &mut ra, &mut |d| da.push(d), false);
+                assert_eq!(a.arrive(e, &mut ra, &mut |d| da.push(d), false), None);
                 b.serve(t, &mut rb, &mut |d| db.push(d));
                 b.enqueue(e, &mut rb, &mut |d| db.push(d));
                 let before = dc.len();
-                c.arrive(e, &mut rc, &mut |d| dc.push(d), true);
+                if let Some(d) = c.arrive(e, &mut rc, &mut |d| dc.push(d), true) {
+                    dc.push(d.decision(e));
+                }
                 // Decided within its own arrival when it found the queue empty.
                 at_once += usize::from(
                     dc[before..]
@@ -745,7 +800,19 @@ mod kinds_tests {
             a.serve(Nanos::MAX, &mut ra, &mut |d| da.push(d));
             b.serve(Nanos::MAX, &mut rb, &mut |d| db.push(d));
             c.serve(Nanos::MAX, &mut rc, &mut |d| dc.push(d));
-            // Served at once or later, a frame alone with the server free is decided alike.
+            // Served at once or later, a frame alone with the server free is decided alike
+            // (what is sent is in `mark`; an entry's own `marked` is only how an enqueue's
+            // mark reached it, and a frame decided at once never had its entry queued).
+            let plain = |v: &mut Vec<Decision>| {
+                for d in v {
+                    if let Decision::Send { entry, .. } = d {
+                        entry.marked = false;
+                    }
+                }
+            };
+            for v in [&mut da, &mut db, &mut dc] {
+                plain(v);
+            }
             for (name, other) in [("serve then enqueue", &db), ("served at once", &dc)] {
                 assert_eq!(da.len(), other.len(), "{} against {name}", k.name);
                 if let Some(i) = (0..da.len()).find(|&i| da[i] != other[i]) {
