@@ -762,7 +762,7 @@ impl Egress {
     /// own order (drop-head, RED, CoDel, PIE send and drop in arrival order) leave as their
     /// decisions say, without the heap; the first decision out of order (or with edits to the
     /// frame) moves egress to reorder mode.
-    #[inline(never)]
+    #[inline(always)]
     fn release_decided<T: TxPort>(&mut self, now: Nanos, upto: Nanos, budget: usize, tx: &mut T) -> usize {
         let mut n = 0;
         while n < budget {

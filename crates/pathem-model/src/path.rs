@@ -490,6 +490,7 @@ impl Path {
     }
 
     /// The queue discipline's next event, when one waits (see [`Bottleneck::next_event`]).
+    #[inline]
     pub fn next_bottleneck_event(&self) -> Option<Nanos> {
         match &self.neck {
             Neck::Discipline(b) => b.next_event(),
