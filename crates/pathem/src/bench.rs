@@ -10,21 +10,22 @@ use pathem_spec::PathSpec;
 pub struct BenchArgs {
     #[command(flatten)]
     pub path: PathSpec,
-    /// Frames per run.
-    #[arg(long, value_name = "N", default_value_t = 10_000_000)]
+    /// Frames per run (not with --live, whose runs last --seconds).
+    #[arg(long, value_name = "N", default_value_t = 10_000_000, conflicts_with = "live")]
     pub packets: u64,
-    /// Frame size in bytes (without FCS).
-    #[arg(long, value_name = "BYTES", default_value_t = 64)]
+    /// Frame size in bytes (without FCS; with --live, --sizes).
+    #[arg(long, value_name = "BYTES", default_value_t = 64, conflicts_with = "live")]
     pub size: usize,
     /// Rounds; each round runs the path and the no-impairment baseline once (with --live:
     /// every mode once).
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub runs: usize,
-    /// Pin the benchmark thread to this CPU.
-    #[arg(long, value_name = "CPU")]
+    /// Pin the benchmark thread to this CPU (--live places its own: the generator on CPU 0, the
+    /// forwarder on CPU 1).
+    #[arg(long, value_name = "CPU", conflicts_with = "live")]
     pub core: Option<usize>,
-    /// Seed of the random models.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    /// Seed of the random models (not with --live).
+    #[arg(long, value_name = "N", default_value_t = 1, conflicts_with = "live")]
     pub seed: u64,
     /// Run the direction's input and output stages on two threads (CPUs 0 and 1), and compare
     /// with the same path on one thread in the same round (with --live: as `run --one-way
@@ -56,7 +57,7 @@ pub struct BenchArgs {
     pub live: Vec<String>,
     /// With --live: receive and transmit queues of every veth of the bed (1 to 64); the
     /// generator's frames arrive on one, the ports read them all.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "live")]
     pub queues: u32,
     /// With --live: frame sizes to measure.
     #[arg(long, value_name = "BYTES", value_delimiter = ',', default_value = "64,1500")]

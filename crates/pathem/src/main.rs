@@ -118,9 +118,17 @@ fn main() -> ExitCode {
             }
             // clap's first line names the flag, the value and (through our parsers) what is
             // accepted; the usage block after it is noise for scripts and people alike.
+            // A first line that ends in a colon lists on the lines after it (the arguments a
+            // flag needs): those join it, up to the blank line before the usage.
             let text = e.render().to_string();
-            let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("error: bad arguments");
-            eprintln!("pathem: {}", line.trim_start_matches("error: "));
+            let mut lines = text.lines().skip_while(|l| l.trim().is_empty());
+            let mut line =
+                lines.next().unwrap_or("error: bad arguments").trim_start_matches("error: ").to_string();
+            if line.ends_with(':') {
+                let listed: Vec<&str> = lines.take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
+                line = format!("{} {}", line, listed.join(", "));
+            }
+            eprintln!("pathem: {line}");
             return ExitCode::from(2);
         }
     };

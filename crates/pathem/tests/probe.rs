@@ -130,6 +130,11 @@ fn bad_input_is_refused_with_one_line() {
         (vec!["run", "lo", "lo2", "--class", "tcp prot 1", "--delay 1ms"], 2, "at 5, \"prot\""),
         (vec!["demo", "--frames", "1000001"], 2, "1 to 10^6"),
         (vec!["bench", "--size", "65536"], 2, "14 to 65535"),
+        // Flags --live would not use are refused, not ignored; a flag that needs another names it.
+        (vec!["bench", "--live", "afxdp", "--size", "1500"], 2, "cannot be used with '--size <BYTES>'"),
+        (vec!["bench", "--live", "afxdp", "--packets", "9"], 2, "cannot be used with '--packets <N>'"),
+        (vec!["bench", "--queues", "4"], 2, "were not provided: --live <KINDS>"),
+        (vec!["run", "lo"], 2, "were not provided: <PORT_B>"),
         (
             vec!["probe", "recv", "--listen", "127.0.0.1:47912", "--idle", "200ms"],
             1,
