@@ -16,12 +16,10 @@ pub struct BenchArgs {
     /// Frame size in bytes (without FCS; with --live, --sizes).
     #[arg(long, value_name = "BYTES", default_value_t = 64, conflicts_with = "live")]
     pub size: usize,
-    /// Rounds; each round runs the path and the no-impairment baseline once (with --live:
-    /// every mode once).
+    /// Rounds; each runs the path and the no-impairment baseline once (with --live: every mode).
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub runs: usize,
-    /// Pin the benchmark thread to this CPU (--live places its own: the generator on CPU 0, the
-    /// forwarder on CPU 1).
+    /// Pin the benchmark thread to this CPU (not with --live, which places its own).
     #[arg(long, value_name = "CPU", conflicts_with = "live")]
     pub core: Option<usize>,
     /// Seed of the random models (not with --live).

@@ -116,19 +116,13 @@ fn main() -> ExitCode {
                 let _ = e.print();
                 return ExitCode::from(2);
             }
-            // clap's first line names the flag, the value and (through our parsers) what is
-            // accepted; the usage block after it is noise for scripts and people alike.
-            // A first line that ends in a colon lists on the lines after it (the arguments a
-            // flag needs): those join it, up to the blank line before the usage.
+            // clap's first line names the flag, the value and what is accepted, or ends in a colon
+            // before the lines listing what is missing; the usage after a blank line is noise.
             let text = e.render().to_string();
-            let mut lines = text.lines().skip_while(|l| l.trim().is_empty());
-            let mut line =
-                lines.next().unwrap_or("error: bad arguments").trim_start_matches("error: ").to_string();
-            if line.ends_with(':') {
-                let listed: Vec<&str> = lines.take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
-                line = format!("{} {}", line, listed.join(", "));
-            }
-            eprintln!("pathem: {line}");
+            let mut lines = text.lines().map(str::trim).skip_while(|l| l.is_empty());
+            let first = lines.next().unwrap_or("bad arguments").trim_start_matches("error: ");
+            let listed: Vec<&str> = lines.take_while(|l| first.ends_with(':') && !l.is_empty()).collect();
+            eprintln!("pathem: {}", [first, &listed.join(", ")].join(" ").trim_end());
             return ExitCode::from(2);
         }
     };
