@@ -31,6 +31,7 @@ use crate::stats::Counters;
 use pathem_io::{RxFrame, TxPort};
 use pathem_model::aqm::{AqmDrop, AtOnce, Decision, Entry};
 use pathem_model::frame::{ecn_and_flow, ecn_capable, ecn_codepoint, flip_bit, mark_ce};
+use pathem_model::link::Hot;
 use pathem_model::path::{After, Extra};
 use pathem_model::{DropReason, FrameMeta, Nanos, Path, PathConfig, Rng, Verdict};
 use std::cmp::Reverse;
@@ -330,6 +331,23 @@ impl Ingress {
     /// Takes one received frame.
     #[inline(always)]
     pub fn push(&mut self, frame: RxFrame<'_>) {
+        self.push_with(frame, None)
+    }
+
+    /// The drop-tail link's moving state, for a burst of frames given to
+    /// [`push_with`](Self::push_with) (see `Link::take_hot`); `None` when there is none.
+    pub fn take_hot(&self) -> Option<Hot> {
+        self.path.take_hot()
+    }
+
+    /// Gives back what [`take_hot`](Self::take_hot) took.
+    pub fn put_hot(&mut self, hot: Hot) {
+        self.path.put_hot(hot)
+    }
+
+    /// [`push`](Self::push), the link's moving state held by the caller.
+    #[inline(always)]
+    pub fn push_with(&mut self, frame: RxFrame<'_>, hot: Option<&mut Hot>) {
         let c = &*self.fate.counters;
         c.rx_packets.inc();
         c.rx_bytes.add(u64::from(frame.wire_len));
@@ -354,7 +372,7 @@ impl Ingress {
         if self.path.has_aqm() {
             return self.push_queued(frame, meta);
         }
-        let fwd = match self.path.process(meta, &mut self.fate.rng) {
+        let fwd = match self.path.process_with(meta, &mut self.fate.rng, hot) {
             Verdict::Drop(reason) => {
                 c.drop(reason);
                 return;

@@ -23,7 +23,7 @@ use crate::aqm::{AqmConfig, Bottleneck, Decision};
 use crate::corr::Chance;
 use crate::delay::{Delay, DelayConfig};
 use crate::limits::{self, RangeError};
-use crate::link::{Link, LinkConfig, Server};
+use crate::link::{Hot, Link, LinkConfig, Server};
 use crate::loss::{BitErrors, Loss, LossConfig};
 use crate::police::{Policer, PolicerConfig};
 use crate::rng::Rng;
@@ -539,28 +539,56 @@ impl Path {
     /// Decides the fate of one frame.
     #[inline]
     pub fn process(&mut self, meta: FrameMeta, rng: &mut Rng) -> Verdict {
+        self.process_with(meta, rng, None)
+    }
+
+    /// [`process`](Self::process) with the drop-tail link's moving state held by the caller
+    /// ([`take_hot`](Self::take_hot)).
+    #[inline]
+    pub fn process_with(&mut self, meta: FrameMeta, rng: &mut Rng, hot: Option<&mut Hot>) -> Verdict {
         // Two copies of one body: the common one has the rarely used models compiled out, so
         // a path of rate, loss and delay pays nothing for the models it does not use.
         if self.after.full {
-            self.run::<true>(meta, rng)
+            self.run::<true>(meta, rng, hot)
         } else {
-            self.run::<false>(meta, rng)
+            self.run::<false>(meta, rng, hot)
+        }
+    }
+
+    /// The drop-tail link's moving state, taken out for a burst of frames (see
+    /// [`Link::take_hot`]): `None` without a rate link or with a queue discipline.
+    pub fn take_hot(&self) -> Option<Hot> {
+        match &self.neck {
+            Neck::DropTail(link) => link.take_hot(),
+            _ => None,
+        }
+    }
+
+    /// Gives back what [`take_hot`](Self::take_hot) took.
+    pub fn put_hot(&mut self, hot: Hot) {
+        if let Neck::DropTail(link) = &mut self.neck {
+            link.put_hot(hot);
         }
     }
 
     #[inline(always)]
-    fn run<const FULL: bool>(&mut self, meta: FrameMeta, rng: &mut Rng) -> Verdict {
+    fn run<const FULL: bool>(
+        &mut self,
+        meta: FrameMeta,
+        rng: &mut Rng,
+        mut hot: Option<&mut Hot>,
+    ) -> Verdict {
         if FULL && !self.police(&meta) {
             return Verdict::Drop(DropReason::Police);
         }
         let markable = crate::aqm::ecn::marks(self.after.ecn, meta.ect, FULL);
         let mut mark_ce = false;
         let exit = match &mut self.neck {
-            Neck::DropTail(link) => match link.admit(meta.arrival, meta.len) {
+            Neck::DropTail(link) => match link.admit_with(meta.arrival, meta.len, hot.as_deref_mut()) {
                 Some(exit) => exit,
                 None if markable => {
                     mark_ce = true;
-                    link.admit_over_limit(meta.arrival, meta.len)
+                    link.admit_over_limit_with(meta.arrival, meta.len, hot)
                 }
                 None => return Verdict::Drop(DropReason::Queue),
             },
