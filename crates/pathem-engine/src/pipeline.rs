@@ -540,7 +540,7 @@ impl<R: RxPort> Input<R> {
     }
 
     /// Takes the frames that have arrived; says when to come back (`Ended` once the port has).
-    #[inline]
+    #[inline(always)]
     fn receive(&mut self, now: Nanos) -> Result<Next, Error> {
         self.apply_changes(now)?;
         if self.rx_ended {
