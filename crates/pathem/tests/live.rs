@@ -2403,7 +2403,10 @@ fn frames_are_taken_as_the_kernel_hands_them() {
         // well under half the link. How close to the link TCP comes is a timing and on this
         // shared host reads 78-94 Mbit/s for the same code, so it is printed, not asserted.
         assert!((60.0..=100.0).contains(&shaped), "{kind}: TCP {shaped:.1} Mbit/s through 100mbit/20pkt");
-        assert!(rtt[2] < 12.0, "{kind}: ping max {} ms alongside", rtt[2]);
+        // Twenty wire frames queue 2.4 ms at 100 Mbit/s, twenty super-frames 100 ms: the mean
+        // of the 20 pings tells them apart, where the largest caught a host's one 15 ms pause
+        // (CI, 2026-11-27: mean 2.15 ms, max 14.8).
+        assert!(rtt[1] < 12.0, "{kind}: ping mean {} ms (max {}) alongside", rtt[1], rtt[2]);
     }
 }
 
