@@ -340,10 +340,7 @@ impl Link {
     /// what is already inside, would exceed the limit).
     #[inline(always)]
     pub fn admit(&mut self, arrival: Nanos, len: u32) -> Option<Nanos> {
-        if self.is_full(arrival, len) {
-            return None;
-        }
-        Some(self.admit_over_limit(arrival, len))
+        self.admit_with(arrival, len, None)
     }
 
     /// Admits a frame whatever the queue holds (an ECN-marked frame the limit would drop).
@@ -404,9 +401,10 @@ impl Link {
     }
 
     /// A rate link's moving state (when the last frame leaves, the carried remainder), taken
-    /// out for a burst of frames: held in the caller's local, it stays in registers from one
-    /// frame to the next instead of making a round trip through memory. `None` for a trace
-    /// link. Until [`put_hot`](Self::put_hot) gives it back, the link's own copy is stale:
+    /// out for a burst of frames: held in the caller's local, not in the link's fields behind
+    /// the path's pointers, each frame's exit no longer waits on the last one's trip through
+    /// them (docs/design.md, "A rate link's moving state is held by the burst loop"). `None`
+    /// for a trace link. Until [`put_hot`](Self::put_hot) gives it back, the link's own copy is stale:
     /// only [`admit_with`](Self::admit_with) with it may admit frames.
     pub fn take_hot(&self) -> Option<Hot> {
         match &self.serve {

@@ -137,17 +137,6 @@ pub enum AtOnce {
     Dropped(AqmDrop),
 }
 
-impl AtOnce {
-    /// The decision it is about `entry`, as [`Bottleneck::serve`] would have handed it over
-    /// (but for `entry.marked`, which stays as given: the mark is in `mark`).
-    pub fn decision(self, entry: Entry) -> Decision {
-        match self {
-            AtOnce::Sent { start, exit, mark } => Decision::Send { entry, start, exit, mark },
-            AtOnce::Dropped(reason) => Decision::Drop { entry, reason },
-        }
-    }
-}
-
 /// The queue discipline the user asked for, with its parameters.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub enum AqmConfig {
@@ -788,8 +777,14 @@ mod kinds_tests {
                 b.serve(t, &mut rb, &mut |d| db.push(d));
                 b.enqueue(e, &mut rb, &mut |d| db.push(d));
                 let before = dc.len();
-                if let Some(d) = c.arrive(e, &mut rc, &mut |d| dc.push(d), true) {
-                    dc.push(d.decision(e));
+                // Decided at once: the decision `serve` would have handed over (the entry's
+                // own `marked` aside: the mark is in `mark`).
+                match c.arrive(e, &mut rc, &mut |d| dc.push(d), true) {
+                    Some(AtOnce::Sent { start, exit, mark }) => {
+                        dc.push(Decision::Send { entry: e, start, exit, mark })
+                    }
+                    Some(AtOnce::Dropped(reason)) => dc.push(Decision::Drop { entry: e, reason }),
+                    None => {}
                 }
                 // Decided within its own arrival when it found the queue empty.
                 at_once += usize::from(
