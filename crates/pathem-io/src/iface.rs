@@ -7,9 +7,11 @@
 //! uses, so what pathem does is what an administrator would type.
 //!
 //! Every fact is asked of the calling thread's network namespace (an ioctl or a netlink request
-//! on a socket it opens), never read from `/sys/class/net`: sysfs shows the namespace it was
+//! on a socket it opens), not read from `/sys/class/net`: sysfs shows the namespace it was
 //! mounted in, and a thread that entered another one with `setns` (a shell's link, a test
-//! bed's forwarder) would read the host's interface of the same name, or none.
+//! bed's forwarder) would read the host's interface of the same name, or none. The one
+//! exception is [`rx_queues`]' last resort, where neither ethtool nor the kernel's queue list
+//! answers (a kernel before 6.8 and a driver that reports no channels).
 
 use crate::Error;
 use std::path::PathBuf;
@@ -677,6 +679,31 @@ mod tests {
         let mut short = m.clone();
         short[..4].copy_from_slice(&8u32.to_ne_bytes());
         assert_eq!(messages(&short).count(), 0);
+    }
+
+    proptest::proptest! {
+        /// Any bytes as a netlink reply: the walks end without a panic, and every message and
+        /// attribute they yield lies inside the buffer, at least as long as its header says.
+        #[test]
+        fn any_reply_is_walked_within_the_buffer(
+            attrs in proptest::collection::vec(proptest::num::u8::ANY, 0..128),
+            tail in proptest::collection::vec(proptest::num::u8::ANY, 0..128),
+        ) {
+            // A well-formed message around arbitrary attributes, then arbitrary bytes.
+            let b = [genl_message(0x1d, 1, 10, &attrs), tail].concat();
+            proptest::prop_assert!(messages(&b).next().is_some());
+            let mut seen = 0usize;
+            for (_, body) in messages(&b) {
+                seen += 16 + body.len();
+                proptest::prop_assert!(seen <= b.len());
+                for (_, v) in attributes(body.get(4..).unwrap_or(&[])) {
+                    proptest::prop_assert!(v.len() < body.len());
+                }
+            }
+            for (_, v) in attributes(&b) {
+                proptest::prop_assert!(v.len() + 4 <= b.len());
+            }
+        }
     }
 
     /// The kernel's queue list, asked over generic netlink, agrees with sysfs for loopback
