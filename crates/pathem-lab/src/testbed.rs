@@ -247,12 +247,25 @@ pub fn clean_up_on_signals() -> Result<(), Error> {
         .name("pathem-cleanup".into())
         .spawn(move || {
             if let Some(sig) = signals.forever().next() {
-                let left = std::mem::take(&mut *left());
-                for l in &left {
-                    if let Left::Group(pid) = l {
-                        let pid = nix::unistd::Pid::from_raw(*pid);
-                        let _ = nix::sys::signal::killpg(pid, nix::sys::signal::SIGKILL);
-                    }
+                // Held until the exit: the command's own threads, seeing a child end, may
+                // drop what they made (and would report the killed child as a failure and
+                // exit with 1 first); dropping takes this lock, so they wait for the exit.
+                let mut held = left();
+                let left = std::mem::take(&mut *held);
+                let groups: Vec<_> = left
+                    .iter()
+                    .filter_map(|l| match l {
+                        Left::Group(pid) => Some(nix::unistd::Pid::from_raw(*pid)),
+                        Left::Netns(_) => None,
+                    })
+                    .collect();
+                for &pid in &groups {
+                    let _ = nix::sys::signal::killpg(pid, nix::sys::signal::SIGKILL);
+                }
+                // Gone before the command ends: a killed testpmd takes a while to give back
+                // its hugepages, and was seen still running after the bench had exited.
+                for &pid in &groups {
+                    reap(pid, std::time::Duration::from_secs(5));
                 }
                 for l in &left {
                     if let Left::Netns(n) = l {
@@ -265,6 +278,19 @@ pub fn clean_up_on_signals() -> Result<(), Error> {
         })
         .map_err(fail)?;
     Ok(())
+}
+
+/// Waits up to `within` for child `pid`, killed, to end (reaping it); at once when another
+/// thread has reaped it already.
+fn reap(pid: nix::unistd::Pid, within: std::time::Duration) {
+    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+    let until = std::time::Instant::now() + within;
+    while std::time::Instant::now() < until {
+        match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) => std::thread::sleep(std::time::Duration::from_millis(20)),
+            _ => return,
+        }
+    }
 }
 
 /// An iperf3 test under way (see [`Bed::iperf3_start`]); its processes are killed if dropped.
