@@ -14,7 +14,7 @@
 //! virtual time, where frames that arrived before it are taken under the old path first.
 
 use crate::delay_line::{ring_capacity, AllocError, Ring};
-use crate::pipeline::{delay_line_size, EngineConfig};
+use crate::pipeline::{delay_line_size, held_size, EngineConfig};
 use pathem_model::limits::RangeError;
 use pathem_model::{Nanos, PathConfig};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,6 +42,8 @@ pub enum ChangeError {
 pub(crate) struct Change {
     pub(crate) config: Arc<PathConfig>,
     pub(crate) ring: Option<Ring>,
+    /// A larger store for the frames a queue discipline holds, its pages touched.
+    pub(crate) held: Option<Vec<u8>>,
     /// New configurations for the path's schedule's steps, in order: the change holds over
     /// the schedule. The path then takes the step in effect's new configuration (`config`
     /// before the first step).
@@ -72,6 +74,8 @@ struct View {
 pub(crate) struct Line {
     pub(crate) engine: EngineConfig,
     pub(crate) capacity: usize,
+    /// Bytes of the store of the frames a queue discipline holds, made or sent.
+    pub(crate) held: usize,
 }
 
 impl Line {
@@ -83,6 +87,13 @@ impl Line {
             Some(want) if want <= self.capacity => None,
             _ => Some((need, self)),
         }
+    }
+
+    /// The bytes of the larger store of held frames `configs` need, where that is more than
+    /// the one made.
+    fn held_to_grow<'a>(&self, configs: impl Iterator<Item = &'a PathConfig>) -> Option<usize> {
+        let need = configs.map(|c| held_size(c, &self.engine)).max().unwrap_or(0);
+        (need > self.held).then_some(need)
     }
 }
 
@@ -127,6 +138,9 @@ impl Prepared<'_> {
         let mut view = control.view.lock().unwrap_or_else(|e| e.into_inner());
         if let (Some(line), Some(ring)) = (view.line.as_mut(), change.ring.as_ref()) {
             line.capacity = line.capacity.max(ring.capacity());
+        }
+        if let (Some(line), Some(held)) = (view.line.as_mut(), change.held.as_ref()) {
+            line.held = line.held.max(held.len());
         }
         control.tx.send(change).map_err(|_| ChangeError::Stopped)?;
         control.counts.0.fetch_add(1, Ordering::AcqRel);
@@ -190,11 +204,18 @@ impl Control {
             self.check(c)?;
         }
         let view = self.view.lock().unwrap_or_else(|e| e.into_inner());
-        let ring = match view.line.as_ref().and_then(|l| l.to_grow(all)) {
+        let ring = match view.line.as_ref().and_then(|l| l.to_grow(all.clone())) {
             Some((need, line)) => Some(Ring::new(need, line.engine.max_frame)?),
             None => None,
         };
-        Ok(Prepared { control: self, change: Change { config: Arc::new(config), ring, steps } })
+        let held = match view.line.as_ref().and_then(|l| l.held_to_grow(all)) {
+            Some(need) => {
+                crate::delay_line::fits_memory(need)?;
+                Some(crate::held::Held::touched(need).into_buffer())
+            }
+            None => None,
+        };
+        Ok(Prepared { control: self, change: Change { config: Arc::new(config), ring, held, steps } })
     }
 
     /// Waits until the pipeline has taken every change sent through this control (it does
@@ -208,6 +229,15 @@ impl Control {
             std::thread::sleep(std::time::Duration::from_micros(200));
         }
         true
+    }
+
+    /// Notes that the pipeline's store of held frames is now `bytes` large (it took one
+    /// before it ran).
+    pub(crate) fn held_grew(&self, bytes: usize) {
+        let mut view = self.view.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(line) = view.line.as_mut() {
+            line.held = line.held.max(bytes);
+        }
     }
 
     /// Notes that the pipeline's line now holds `capacity` bytes (it took a ring before it
@@ -228,6 +258,10 @@ impl Control {
             let need = delay_line_size(config, &line.engine);
             if ring_capacity(need, line.engine.max_frame).is_none_or(|want| want > line.capacity) {
                 crate::delay_line::can_touch(need, line.engine.max_frame)?;
+            }
+            let held = held_size(config, &line.engine);
+            if held > line.held {
+                crate::delay_line::fits_memory(held)?;
             }
         }
         Ok(())
@@ -261,9 +295,16 @@ impl Inbox {
         let mut n = 0;
         while let Ok(mut c) = self.rx.try_recv() {
             n += 1;
-            if let Some(earlier) = last.and_then(|l| l.ring) {
-                if c.ring.as_ref().is_none_or(|r| r.capacity() < earlier.capacity()) {
-                    c.ring = Some(earlier);
+            if let Some(earlier) = last {
+                if let Some(ring) = earlier.ring {
+                    if c.ring.as_ref().is_none_or(|r| r.capacity() < ring.capacity()) {
+                        c.ring = Some(ring);
+                    }
+                }
+                if let Some(held) = earlier.held {
+                    if c.held.as_ref().is_none_or(|h| h.len() < held.len()) {
+                        c.held = Some(held);
+                    }
                 }
             }
             last = Some(c);
@@ -412,7 +453,7 @@ mod tests {
         // 100 Mbit/s: 1 s of delay needs 12.5 MB, 10 ms fits the 4 MiB line.
         let engine =
             EngineConfig { line_rate: pathem_model::units::Rate(100_000_000), ..EngineConfig::default() };
-        let line = Line { engine, capacity: crate::pipeline::MIN_DELAY_LINE };
+        let line = Line { engine, capacity: crate::pipeline::MIN_DELAY_LINE, held: 0 };
         let (control, inbox) = channel(&PathConfig::default(), Some(line));
         control.set(delayed(1000)).unwrap();
         control.set(delayed(10)).unwrap();

@@ -35,9 +35,6 @@ use std::sync::{Arc, OnceLock};
 pub const DESCRIPTOR: usize = 16;
 /// Records start at multiples of this.
 pub const ALIGN: usize = 8;
-/// Release time of a record whose fate the bottleneck's queue discipline has not decided yet
-/// (it is written at arrival; the decision follows, see [`crate::stage`]).
-pub const UNDECIDED: Nanos = Nanos(u64::MAX);
 /// Captured-length value that marks "skip to the start of the ring".
 const WRAP: u32 = u32::MAX;
 /// Longest frame a record can hold (far above any frame the engine accepts).
@@ -152,7 +149,7 @@ pub fn can_touch_all(bytes: usize) -> Result<(), AllocError> {
 
 /// Refuses `bytes` of touched pages past the memory the process may use (rather than leave
 /// them to the OOM killer).
-fn fits_memory(bytes: usize) -> Result<(), AllocError> {
+pub(crate) fn fits_memory(bytes: usize) -> Result<(), AllocError> {
     if cfg!(miri) {
         return Ok(());
     }
@@ -795,19 +792,6 @@ impl Reader {
         Some(Record { release: Nanos(release), wire_len, data })
     }
 
-    /// Reorder mode: the frame bytes of the record at a slot, to change in place before it
-    /// is sent (a CE mark, a flipped bit); `None` as for [`record_at`](Self::record_at).
-    pub fn data_at_mut(&mut self, slot: &Slot) -> Option<&mut [u8]> {
-        let len = self.record_at(slot)?.data.len();
-        let (seg, _, _) = self.slot_segment(slot)?;
-        let off = slot.pos & (seg.cap - 1);
-        // SAFETY: `record_at` checked that the record [off, off + 16 + len) lies inside the
-        // ring and within the published, unconsumed range, which only this reader touches
-        // until it gives it back (that needs `&mut self`, held by the returned borrow). The
-        // bytes live in UnsafeCells, so writing through the ring's base pointer is allowed.
-        Some(unsafe { std::slice::from_raw_parts_mut(seg.base().add(off + DESCRIPTOR), len) })
-    }
-
     /// Reorder mode: gives the ring space up to the end of `slot` (and every segment before
     /// it) back to the writer. Returns false, changing nothing, for a slot that is not one of
     /// this line's scanned, unconsumed records.
@@ -1055,31 +1039,26 @@ mod tests {
     }
 
     #[test]
-    fn records_are_edited_in_place_before_they_leave() {
-        // Undecided records (a queue discipline's), each edited through its slot: only that
-        // record's bytes change, and a slot of another line or one consumed is refused.
+    fn scanned_records_are_read_by_slot_until_consumed() {
+        // Reorder mode reads records by slot: each its own bytes, a slot of another line or
+        // one consumed refused.
         let (mut w, mut r) = growing_from(256, 4096, 100).unwrap();
-        let (_, mut other) = delay_line(512, 100).unwrap();
+        let (_, other) = delay_line(512, 100).unwrap();
         for id in 0..40u8 {
-            assert!(w.push(UNDECIDED, u32::from(id), &frame(id, 60), |_| {}));
+            assert!(w.push(Nanos(u64::from(id)), u32::from(id), &frame(id, 60), |_| {}));
         }
         let mut slots = Vec::new();
         while let Some((slot, release)) = r.scan_next() {
-            assert_eq!(release, UNDECIDED);
+            assert_eq!(release, Nanos(slots.len() as u64));
             slots.push(slot);
         }
         assert_eq!(slots.len(), 40);
         for (i, slot) in slots.iter().enumerate().rev() {
-            r.data_at_mut(slot).unwrap()[0] ^= 0xff;
-            assert!(other.data_at_mut(slot).is_none(), "a foreign slot");
-            let mut want = frame(i as u8, 60);
-            want[0] ^= 0xff;
-            assert_eq!(r.record_at(slot).unwrap().data, &want[..]);
+            assert!(other.record_at(slot).is_none(), "a foreign slot");
+            assert_eq!(r.record_at(slot).unwrap().data, &frame(i as u8, 60)[..]);
         }
-        // The neighbours kept their bytes.
-        assert_eq!(&r.record_at(&slots[1]).unwrap().data[1..], &frame(1, 60)[1..]);
         assert!(r.consume_through(&slots[39]));
-        assert!(r.data_at_mut(&slots[0]).is_none() && r.data_at_mut(&slots[39]).is_none(), "consumed");
+        assert!(r.record_at(&slots[0]).is_none() && r.record_at(&slots[39]).is_none(), "consumed");
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod clock;
 pub mod control;
 pub mod delay_line;
 pub mod fanin;
+pub mod held;
 pub mod pipeline;
 pub mod scheduler;
 pub mod stage;

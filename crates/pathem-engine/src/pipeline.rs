@@ -3,11 +3,13 @@
 
 use crate::control::{Control, Inbox, Schedule, Timeline};
 use crate::delay_line::{delay_line, growing_delay_line, record_size};
+use crate::held::Held;
 use crate::stage::{Egress, Ingress, EGRESS_BURST};
 use crate::stats::{Counters, DirectionCounters, DEFAULT_CLASS};
 use crate::task::{Error, Next, Task};
 use pathem_filter::{Classifier, Filter};
 use pathem_io::{PollAt, RxFrame, RxPort, TxPort};
+use pathem_model::aqm::AqmConfig;
 use pathem_model::link::ETHERNET_OVERHEAD;
 use pathem_model::units::{QueueLimit, Rate};
 use pathem_model::{Nanos, Path, PathConfig, Rng};
@@ -80,8 +82,9 @@ pub fn delay_line_size(path: &PathConfig, engine: &EngineConfig) -> usize {
 }
 
 /// The bytes of the delay lines [`Pipeline::with_classes`] makes for `path` and `classes` with
-/// `engine` (each a ring rounded up from [`delay_line_size`]), once `engine` is within its
-/// ranges: what a live link touches up front, to check against memory before any is made.
+/// `engine` (each a ring rounded up from [`delay_line_size`], and the store of the frames a
+/// queue discipline holds, [`held_size`]), once `engine` is within its ranges: what a live
+/// link touches up front, to check against memory before any is made.
 pub fn lines_bytes(
     path: &PathConfig,
     classes: &[ClassConfig],
@@ -89,7 +92,9 @@ pub fn lines_bytes(
 ) -> Result<usize, pathem_model::limits::RangeError> {
     engine.validate()?;
     let ring = |p: &PathConfig| {
-        crate::delay_line::ring_capacity(delay_line_size(p, engine), engine.max_frame).unwrap_or(usize::MAX)
+        crate::delay_line::ring_capacity(delay_line_size(p, engine), engine.max_frame)
+            .unwrap_or(usize::MAX)
+            .saturating_add(held_size(p, engine))
     };
     Ok(std::iter::once(path).chain(classes.iter().map(|c| &c.path)).map(ring).fold(0, usize::saturating_add))
 }
@@ -111,20 +116,14 @@ pub fn delay_line_sizing(path: &PathConfig, engine: &EngineConfig) -> Sizing {
         };
         return Sizing { bytes: b, why };
     }
-    let (rate, overhead) = match &path.link {
-        Some(l) => (l.mean_rate(), l.overhead),
-        None => (engine.line_rate, ETHERNET_OVERHEAD),
-    };
+    let rate = path.link.as_ref().map_or(engine.line_rate, |l| l.mean_rate());
     let bytes_per_sec = rate.bits_per_sec() as f64 / 8.0;
-    // A record never takes more room than the frame's wire size once the overhead is at least
-    // the descriptor and its padding; with less overhead, scale up to stay safe.
-    let inflate = record_size(64) as f64 / (64.0 + f64::from(overhead)).max(1.0);
-    let in_delay = bytes_per_sec * path.delay.max_delay().as_secs_f64() * inflate.max(1.0);
-    // A queue discipline without --queue holds up to its own default limit.
-    let in_queue = match path.link.as_ref().and_then(|l| path.aqm.limit(l)) {
-        Some(QueueLimit::Bytes(b)) => b as f64 * inflate.max(1.0),
-        Some(QueueLimit::Packets(n)) => n as f64 * record_size(engine.max_frame) as f64,
-        None => 0.0,
+    let in_delay = bytes_per_sec * path.delay.max_delay().as_secs_f64() * inflate(path);
+    // Drop-tail's queued frames are records in the line already, with their release times; a
+    // queue discipline's wait apart until it decides ([`held_size`]).
+    let in_queue = match path.aqm {
+        AqmConfig::DropTail => queue_bytes(path, engine),
+        _ => 0.0,
     };
     let want = in_delay + in_queue;
     let bytes = (want as usize).clamp(MIN_DELAY_LINE, MAX_DELAY_LINE);
@@ -139,7 +138,39 @@ pub fn delay_line_sizing(path: &PathConfig, engine: &EngineConfig) -> Sizing {
     } else if bytes == MAX_DELAY_LINE && want > MAX_DELAY_LINE as f64 {
         why.push_str(", capped at 4 GiB (--buffer sets more, up to 1 TiB)");
     }
+    let held = held_size(path, engine);
+    if held > 0 {
+        why.push_str(&format!("; the queue discipline's frames held apart ({held} B)"));
+    }
     Sizing { bytes, why }
+}
+
+/// How much larger a frame's record is than its size on the wire, at most: 1 once the link's
+/// overhead is at least the descriptor and its padding.
+fn inflate(path: &PathConfig) -> f64 {
+    let overhead = path.link.as_ref().map_or(ETHERNET_OVERHEAD, |l| l.overhead);
+    (record_size(64) as f64 / (64.0 + f64::from(overhead)).max(1.0)).max(1.0)
+}
+
+/// The bytes of the frames a path's queue holds at most: its hard limit in bytes, or in
+/// frames of the longest size (a queue discipline without `--queue` holds up to its own
+/// default limit); 0 for drop-tail without a limit.
+fn queue_bytes(path: &PathConfig, engine: &EngineConfig) -> f64 {
+    match path.link.as_ref().and_then(|l| path.aqm.limit(l)) {
+        Some(QueueLimit::Bytes(b)) => b as f64 * inflate(path),
+        Some(QueueLimit::Packets(n)) => n as f64 * record_size(engine.max_frame) as f64,
+        None => 0.0,
+    }
+}
+
+/// The bytes ingress keeps for the frames a path's queue discipline holds ([`crate::held`]):
+/// its hard limit, at least one longest frame, at most the delay line's 4 GiB cap; 0 for
+/// drop-tail (and with `--buffer`, which sizes the delay line alone, the same as without).
+pub fn held_size(path: &PathConfig, engine: &EngineConfig) -> usize {
+    match path.aqm {
+        AqmConfig::DropTail => 0,
+        _ => (queue_bytes(path, engine) as usize).clamp(engine.max_frame, MAX_DELAY_LINE),
+    }
 }
 
 /// A class of a direction: frames its filter matches (the first class that matches takes a
@@ -289,19 +320,25 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
             } else {
                 delay_line(size, engine.max_frame)?
             };
-            let line = (!engine.offline)
-                .then(|| crate::control::Line { engine: engine.clone(), capacity: writer.limit() });
+            let line = (!engine.offline).then(|| crate::control::Line {
+                engine: engine.clone(),
+                capacity: writer.limit(),
+                held: held_size(path, engine),
+            });
             let (control, inbox) = crate::control::channel(path, line);
-            let (decide, decided) = crate::stage::departures();
             counters.delay_line_capacity.set(writer.limit() as u64);
+            let held = match engine.offline {
+                true => Held::new(held_size(path, engine)),
+                false => Held::touched(held_size(path, engine)),
+            };
             let reorder_on = Arc::new(AtomicBool::new(path.reorder));
             let ingress = Ingress::new(
                 Path::new(path),
                 Rng::seeded(class_seed(seed, i)),
                 writer,
+                held,
                 counters.clone(),
                 engine.max_frame,
-                decide,
             )
             .with_options(path.ecn, path.reorder, reorder_on.clone());
             let mut lane = InLane { ingress, inbox, control, timeline: None, schedule: None };
@@ -310,7 +347,7 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
                 lane.schedule = Some(s);
             }
             lanes.push(lane);
-            egress.push(Egress::new(reader, counters.clone(), reorder_on, decided));
+            egress.push(Egress::new(reader, counters.clone(), reorder_on));
             named.push((name, counters));
         }
         let port = Arc::new(Counters::default());
@@ -427,6 +464,16 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
 /// Makes lane `l`'s delay line large enough for every step of `schedule`: a growing line's
 /// limit rises to the largest step's need, a fixed line moves on to a ring that large.
 fn size_for_schedule(l: &mut InLane, schedule: &Schedule, engine: &EngineConfig) -> Result<(), Error> {
+    let held = schedule.steps().iter().map(|(_, c)| held_size(c, engine)).max().unwrap_or(0);
+    if held > l.ingress.held_capacity() {
+        if engine.offline {
+            l.ingress.grow_held(held);
+        } else {
+            crate::delay_line::fits_memory(held)?;
+            l.ingress.take_held(Held::touched(held).into_buffer());
+            l.control.held_grew(held);
+        }
+    }
     let need = schedule.steps().iter().map(|(_, c)| delay_line_size(c, engine)).max().unwrap_or(0);
     if l.ingress.line_holds(need) {
         return Ok(());
@@ -476,6 +523,9 @@ impl<R: RxPort> Input<R> {
             }
             let l = &mut self.lanes[lane];
             if let Some((at, config)) = l.timeline.as_mut().and_then(Timeline::advance) {
+                if self.engine.offline {
+                    l.ingress.grow_held(held_size(&config, &self.engine));
+                }
                 l.ingress.reconfigure(&config, at);
                 l.inbox.applied(Arc::new(config));
             }
@@ -484,6 +534,9 @@ impl<R: RxPort> Input<R> {
             if let Some(change) = l.inbox.take() {
                 if let Some(ring) = change.ring {
                     l.ingress.take_ring(ring);
+                }
+                if let Some(held) = change.held {
+                    l.ingress.take_held(held);
                 }
                 // A change over a schedule: its steps take the change, and the path the step
                 // in effect's new configuration.
@@ -499,6 +552,9 @@ impl<R: RxPort> Input<R> {
                     }
                     _ => {}
                 }
+                if self.engine.offline {
+                    l.ingress.grow_held(held_size(&config, &self.engine));
+                }
                 l.ingress.reconfigure(&config, now);
                 l.inbox.applied(config);
             }
@@ -506,8 +562,7 @@ impl<R: RxPort> Input<R> {
         Ok(())
     }
 
-    /// After the port ended: serves what the queue disciplines still hold (decisions that
-    /// did not fit egress's queue are tried again soon), then ends.
+    /// After the port ended: serves what the queue disciplines still hold, then ends.
     fn drain_queue(&mut self, now: Nanos) -> Next {
         let mut next = Next::Ended;
         for l in &mut self.lanes {
@@ -683,8 +738,6 @@ impl<T: TxPort> Output<T> {
             next = next.earliest(match e.next_release() {
                 Some(t) if t <= upto => Next::Now,
                 Some(t) => Next::At(t - self.lead),
-                // Frames wait for the queue discipline's decisions: the input says when.
-                None if e.awaits_decisions() => Next::Soon,
                 None => Next::Ended,
             });
         }

@@ -13,20 +13,19 @@
 //! frames in flight.
 //!
 //! With a queue discipline (`--aqm`, not drop-tail) a frame's fate is decided when it leaves
-//! the bottleneck, not when it arrives. Ingress still copies it once, at arrival, as a record
-//! whose release is [`UNDECIDED`], and gives the discipline a [`pathem_model::aqm::Entry`] for
-//! it; it drives the discipline's server up to each arrival and to each poll's `now`
-//! ([`Ingress::advance`]), runs the steps after the link for each frame sent, and passes each
-//! decision (a release time and edits, or "dropped") to egress through a wait-free queue,
-//! numbered by the record's place among the undecided ones. Egress carries decisions out in
-//! order while they come in the records' order (the FIFO disciplines always do): the head
-//! record waits for its decision, then leaves at its release or gives its room back. A
-//! decision out of order (FQ-CoDel and DualPI2 send in another order than frames arrived)
-//! or with edits to the frame moves egress to the heap of reorder mode for good: records wait
-//! in the ring until their decision comes, then leave in release order, and ring space comes
-//! back as the oldest records are sent or dropped.
+//! the bottleneck, not when it arrives. Ingress gives the discipline a
+//! [`pathem_model::aqm::Entry`] for the frame and keeps its bytes apart ([`crate::held`]); it
+//! drives the discipline's server up to each arrival and to each poll's `now`
+//! ([`Ingress::advance`]), and carries out each decision as it is made: a frame sent goes
+//! through the steps after the link and its record is written into the delay line then, with
+//! its release and edits, as a drop-tail frame's is at its arrival; a frame dropped only gives
+//! its room back. A frame that finds the queue empty and the server free is decided at its
+//! arrival and written straight from the port. Egress therefore only ever sees decided
+//! records, in the order they were decided, whatever order the discipline sends in
+//! (FQ-CoDel and DualPI2 send in another order than frames arrived).
 
-use crate::delay_line::{Reader, Ring, Slot, Writer, UNDECIDED};
+use crate::delay_line::{Reader, Ring, Slot, Writer};
+use crate::held::Held;
 use crate::stats::Counters;
 use pathem_io::{RxFrame, TxPort};
 use pathem_model::aqm::{AqmDrop, AtOnce, Decision, Entry};
@@ -39,34 +38,6 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// What egress is to do with an undecided record, once the discipline has decided.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Departure {
-    /// The record's number among the undecided records written, from 0.
-    pub seq: u64,
-    /// When it leaves; [`UNDECIDED`] for a frame dropped after it was written.
-    pub release: Nanos,
-    pub edit: Edit,
-}
-
-/// Changes made to a frame's bytes as it is sent.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Edit {
-    pub mark_ce: bool,
-    /// Flip this bit of the original (not of its duplicate).
-    pub corrupt_bit: Option<u32>,
-    /// A duplicate follows the original.
-    pub duplicate: bool,
-}
-
-/// The queue of decisions from ingress to egress, and its two ends.
-pub fn departures() -> (rtrb::Producer<Departure>, rtrb::Consumer<Departure>) {
-    rtrb::RingBuffer::new(DEPARTURES)
-}
-
-/// Decisions in flight between ingress and egress at most; more wait at ingress.
-const DEPARTURES: usize = 1 << 16;
-
 /// Decides each frame's fate and writes kept frames into the delay line.
 pub struct Ingress {
     path: Path,
@@ -74,12 +45,9 @@ pub struct Ingress {
     /// depend on when the steps after it draw (a frame is decided at a later arrival or poll,
     /// as the server and the ports go).
     aqm_rng: Rng,
-    line: Writer,
     max_frame: usize,
     /// Tells egress that reordering is on (set before the first frame written under it).
     reorder_on: Arc<AtomicBool>,
-    /// Undecided records written so far (the next one's number).
-    undecided: u64,
     /// The arrival of the last frame given to the queue discipline.
     last_queued: Option<Nanos>,
     fate: Fate,
@@ -90,42 +58,34 @@ pub struct Ingress {
 struct Fate {
     rng: Rng,
     counters: Arc<Counters>,
+    line: Writer,
+    /// The bytes of the frames the queue discipline holds, by the number in their entry.
+    held: Held,
     ecn: bool,
     reorder: bool,
     /// The latest release time written: later frames are never released before it unless
     /// reordering is on (kept while it is, so that turning it off clamps from there).
     last_release: Nanos,
-    /// Decisions for egress, and those that did not fit its queue yet.
-    departures: rtrb::Producer<Departure>,
-    held: VecDeque<Departure>,
 }
 
 impl Ingress {
+    /// `held` keeps the frames a queue discipline holds (empty for a path without one; it
+    /// grows as a change raises the discipline's limit).
     pub fn new(
         path: Path,
         rng: Rng,
         line: Writer,
+        held: Held,
         counters: Arc<Counters>,
         max_frame: usize,
-        departures: rtrb::Producer<Departure>,
     ) -> Ingress {
         Ingress {
             path,
             aqm_rng: rng.stream(pathem_model::aqm::RNG_STREAM),
-            line,
             max_frame,
             reorder_on: Arc::new(AtomicBool::new(false)),
-            undecided: 0,
             last_queued: None,
-            fate: Fate {
-                rng,
-                counters,
-                ecn: false,
-                reorder: false,
-                last_release: Nanos::ZERO,
-                departures,
-                held: VecDeque::new(),
-            },
+            fate: Fate { rng, counters, line, held, ecn: false, reorder: false, last_release: Nanos::ZERO },
         }
     }
 
@@ -161,7 +121,6 @@ impl Ingress {
         for d in pending {
             self.fate.decided(d, after);
         }
-        self.fate.flush_departures();
     }
 
     /// True when the path has a queue discipline (not drop-tail).
@@ -181,16 +140,16 @@ impl Ingress {
         self.last_queued
     }
 
-    /// True while frames wait in the queue discipline or decisions wait for egress's queue.
+    /// True while frames wait in the queue discipline.
     pub fn holds_frames(&self) -> bool {
         self.path.next_bottleneck_event().is_some() || !self.fate.held.is_empty()
     }
 
     /// Serves the queue discipline up to `now`: every frame whose service starts by then is
-    /// decided, and the decisions go to egress.
+    /// decided, and written into the delay line or dropped.
     #[inline]
     pub fn advance(&mut self, now: Nanos) {
-        if self.fate.held.is_empty() && self.path.next_bottleneck_event().is_none_or(|t| t > now) {
+        if self.path.next_bottleneck_event().is_none_or(|t| t > now) {
             return;
         }
         self.serve(now);
@@ -202,27 +161,27 @@ impl Ingress {
         if let Some((b, after)) = self.path.bottleneck_and_after() {
             b.serve(now, &mut self.aqm_rng, &mut |d| fate.decided(d, after));
         }
-        fate.flush_departures();
     }
 
-    /// Hands waiting decisions to egress's queue, as many as fit.
-    pub fn flush_departures(&mut self) {
-        self.fate.flush_departures();
-    }
-
-    /// A frame with a queue discipline: its record is written now, its fate decided later.
+    /// A frame with a queue discipline: decided now if it passes at once, else kept until the
+    /// discipline decides.
     #[inline(never)]
     fn push_queued(&mut self, frame: RxFrame<'_>, meta: FrameMeta) {
         self.last_queued = Some(frame.arrival);
         // The discipline hears of the frame before it is copied, so a frame it refuses on
-        // arrival (RED, PIE, a full queue) costs no copy and never reaches egress. `push` made
-        // the room first: an admitted frame's record is then written for certain.
+        // arrival (RED, PIE, a full queue) costs no copy. There is room to keep a frame it
+        // queues: looked at first (the store is sized for the discipline's limit, so it lacks
+        // room only when frames sent out of order leave holes that the oldest pins).
         if !self.path.police(&meta) {
             Counters::drop(&self.fate.counters, DropReason::Police);
             return self.advance(frame.arrival);
         }
-        let seq = self.undecided;
         let fate = &mut self.fate;
+        let Some(room) = fate.held.room(frame.data.len()) else {
+            Counters::drop(&fate.counters, DropReason::DelayLine);
+            return self.advance(frame.arrival);
+        };
+        let seq = fate.held.next_number();
         let (mut refused, mut sent) = (None, None);
         let Some((b, after)) = self.path.bottleneck_and_after() else {
             unreachable!("push_queued runs only on a path with a discipline")
@@ -241,17 +200,11 @@ impl Ingress {
             marked: false,
         };
         // A frame that finds the queue empty and the server free is decided at its arrival
-        // (its service starts then) and its record written with its release, as drop-tail's
-        // are: no undecided record, no decision handed to egress. Only once egress has taken
-        // every decision made before: releasing by time, egress orders frames of one release
-        // time as it learns of them, so a record written decided must come after every
-        // earlier decision, however egress's and ingress's turns fall.
-        // (The queue is looked at first: the discipline serves at once only a frame that
-        // finds it empty, and a full queue then costs no look at egress's queue.)
-        let at_once = b.backlog().0 == 0 && fate.all_taken();
+        // (its service starts then) and written from the port, never kept.
+        let at_once = b.backlog().0 == 0;
         // Served up to the arrival, then the frame joins: one visit to the discipline, each
-        // decision carried out as it is made (this frame's own decision is kept: it has no
-        // record yet).
+        // decision carried out as it is made (this frame's own decision is kept: it is not
+        // held yet).
         let own = b.arrive(
             entry,
             &mut self.aqm_rng,
@@ -269,55 +222,60 @@ impl Ingress {
             Some(AtOnce::Dropped(reason)) => refused = Some(reason),
             None => {}
         }
-        if !fate.held.is_empty() {
-            fate.flush_departures();
-        }
         if let Some(reason) = refused {
             return Counters::drop(&fate.counters, aqm_reason(reason));
         }
         let Some((start, exit, mark)) = sent else {
-            write(&mut self.line, &fate.counters, UNDECIDED, frame);
-            self.undecided += 1;
+            // The decisions made since `room` only gave room back: it is still free.
+            fate.held.keep_at(room, frame.data);
+            fate.counters.held.add(1);
             return;
         };
-        // Decided at its arrival. Written plainly with its release; with edits to make (a
-        // mark, a corrupted bit, a duplicate), which are egress's, written undecided and its
-        // decision handed over at once. (Written inside the closure: returning the result to
-        // write it here measured 4 to 5 ns a frame slower with the queue full.)
-        let (line, undecided) = (&mut self.line, &mut self.undecided);
-        fate.after_link(
-            (entry, start, exit, mark),
-            after,
-            |_| (),
-            |fate, release, edit| {
-                let plain = edit == Edit::default();
-                write(line, &fate.counters, if plain { release } else { UNDECIDED }, frame);
-                if !plain {
-                    *undecided += 1;
-                    fate.depart(Departure { seq, release, edit });
-                    fate.flush_departures();
-                }
-            },
-        );
+        // Decided at its arrival: written from the port.
+        if let Some((release, extra)) = fate.after_link((entry, start, exit, mark), after) {
+            let Fate { line, counters, .. } = fate;
+            write(line, counters, release, frame.wire_len, frame.data, extra, mark);
+        }
     }
 
     /// True when the delay line holds `bytes` as it is.
     pub(crate) fn line_holds(&self, bytes: usize) -> bool {
-        self.line.holds(bytes)
+        self.fate.line.holds(bytes)
     }
 
     /// Moves the delay line on to a larger ring (a change keeps more in flight).
     pub(crate) fn take_ring(&mut self, ring: Ring) {
-        if self.line.take_ring(ring) {
-            self.fate.counters.delay_line_capacity.set(self.line.limit() as u64);
+        if self.fate.line.take_ring(ring) {
+            self.fate.counters.delay_line_capacity.set(self.fate.line.limit() as u64);
         }
     }
 
     /// Lets a growing delay line hold up to `bytes`.
     pub(crate) fn raise_limit(&mut self, bytes: usize) -> Result<(), crate::delay_line::AllocError> {
-        self.line.raise_limit(bytes)?;
-        self.fate.counters.delay_line_capacity.set(self.line.limit() as u64);
+        self.fate.line.raise_limit(bytes)?;
+        self.fate.counters.delay_line_capacity.set(self.fate.line.limit() as u64);
         Ok(())
+    }
+
+    /// Bytes the store of frames a queue discipline holds has room for.
+    pub(crate) fn held_capacity(&self) -> usize {
+        self.fate.held.capacity()
+    }
+
+    /// Moves the frames a queue discipline holds into `buf` where it is larger (a change to a
+    /// larger queue, prepared on the control side with its pages touched).
+    pub(crate) fn take_held(&mut self, buf: Vec<u8>) {
+        if buf.len() > self.fate.held.capacity() {
+            self.fate.held.move_to(buf);
+        }
+    }
+
+    /// Makes the store of frames a queue discipline holds `bytes` large, where it is smaller
+    /// (offline, where memory is touched as used).
+    pub(crate) fn grow_held(&mut self, bytes: usize) {
+        if bytes > self.fate.held.capacity() {
+            self.fate.held.move_to(vec![0; bytes]);
+        }
     }
 
     /// Updates the occupancy gauges (every few milliseconds, never per frame).
@@ -325,7 +283,7 @@ impl Ingress {
         let (frames, bytes) = self.path.queue_occupancy(now).unwrap_or((0, 0));
         self.fate.counters.queue_frames.set(frames as u64);
         self.fate.counters.queue_bytes.set(bytes);
-        self.fate.counters.delay_line_used.set(self.line.used() as u64);
+        self.fate.counters.delay_line_used.set(self.fate.line.used() as u64);
     }
 
     /// Takes one received frame.
@@ -365,7 +323,7 @@ impl Ingress {
         // A frame the line cannot hold is dropped before the path's models see it: had the
         // link scheduled it (or a policer charged it), its time on the wire would delay every
         // frame after it, unsent.
-        if !self.line.make_room(frame.data.len()) {
+        if !self.fate.line.make_room(frame.data.len()) {
             c.drop(DropReason::DelayLine);
             return self.advance(frame.arrival);
         }
@@ -383,7 +341,7 @@ impl Ingress {
         if let Some(extra) = fwd.extra {
             return self.push_extra(frame, release, extra);
         }
-        if self.line.push(release, frame.wire_len, frame.data, |_| {}) {
+        if self.fate.line.push(release, frame.wire_len, frame.data, |_| {}) {
             self.fate.last_release = self.fate.last_release.max(release);
             c.written.inc();
         } else {
@@ -395,116 +353,122 @@ impl Ingress {
     #[cold]
     #[inline(never)]
     fn push_extra(&mut self, frame: RxFrame<'_>, release: Nanos, extra: Extra) {
-        let c = &*self.fate.counters;
-        let edit = |bytes: &mut [u8]| {
+        let Fate { line, counters, last_release, .. } = &mut self.fate;
+        if write(line, counters, release, frame.wire_len, frame.data, extra, false) {
+            *last_release = (*last_release).max(release);
+        }
+    }
+}
+
+/// Writes a frame's record with `release`, and a duplicate's after it, with the edits of
+/// `extra` made to the copies written; counts what it wrote, marked (unless the queue
+/// discipline's mark, counted as such) and corrupted, or the frame dropped for want of room.
+/// True when the frame's own record was written.
+#[inline(always)]
+fn write(
+    line: &mut Writer,
+    c: &Counters,
+    release: Nanos,
+    wire_len: u32,
+    data: &[u8],
+    extra: Extra,
+    aqm_mark: bool,
+) -> bool {
+    if extra == Extra::default() {
+        if !line.push(release, wire_len, data, |_| {}) {
+            c.drop(DropReason::DelayLine);
+            return false;
+        }
+        c.written.inc();
+        return true;
+    }
+    write_edited(line, c, release, wire_len, data, extra, aqm_mark)
+}
+
+/// [`write`] for a frame with edits or a duplicate: rare, so kept off the common path.
+#[cold]
+#[inline(never)]
+fn write_edited(
+    line: &mut Writer,
+    c: &Counters,
+    release: Nanos,
+    wire_len: u32,
+    data: &[u8],
+    extra: Extra,
+    aqm_mark: bool,
+) -> bool {
+    let edit = |bytes: &mut [u8]| {
+        if extra.mark_ce {
+            mark_ce(bytes);
+        }
+        if let Some(bit) = extra.corrupt_bit {
+            flip_bit(bytes, bit);
+        }
+    };
+    if !line.push(release, wire_len, data, edit) {
+        c.drop(DropReason::DelayLine);
+        return false;
+    }
+    c.written.inc();
+    if extra.mark_ce && !aqm_mark {
+        c.ecn_marked.inc();
+    }
+    if extra.corrupt_bit.is_some() {
+        c.corrupted.inc();
+    }
+    if extra.duplicate {
+        // The copy follows the original, uncorrupted (NetEm corrupts only the original).
+        let copy_edit = |bytes: &mut [u8]| {
             if extra.mark_ce {
                 mark_ce(bytes);
             }
-            if let Some(bit) = extra.corrupt_bit {
-                flip_bit(bytes, bit);
-            }
         };
-        if !self.line.push(release, frame.wire_len, frame.data, edit) {
+        // Made, then sent or dropped: counted as made either way, so received + duplicated
+        // = sent + dropped + in flight holds.
+        c.duplicated.inc();
+        if line.push(release, wire_len, data, copy_edit) {
+            c.written.inc();
+        } else {
             c.drop(DropReason::DelayLine);
-            return;
-        }
-        c.written.inc();
-        self.fate.last_release = self.fate.last_release.max(release);
-        if extra.mark_ce {
-            c.ecn_marked.inc();
-        }
-        if extra.corrupt_bit.is_some() {
-            c.corrupted.inc();
-        }
-        if extra.duplicate {
-            // The copy follows the original, uncorrupted (NetEm corrupts only the original).
-            let copy_edit = |bytes: &mut [u8]| {
-                if extra.mark_ce {
-                    mark_ce(bytes);
-                }
-            };
-            // Made, then sent or dropped: counted as made either way, so received + duplicated
-            // = sent + dropped + in flight holds.
-            c.duplicated.inc();
-            if self.line.push(release, frame.wire_len, frame.data, copy_edit) {
-                c.written.inc();
-            } else {
-                c.drop(DropReason::DelayLine);
-            }
         }
     }
-}
-
-/// The latest release a record can carry: one below [`UNDECIDED`].
-const LATEST: Nanos = Nanos(UNDECIDED.0 - 1);
-
-/// Writes the record of a frame the discipline admitted, with `release` (`push` made the
-/// room, so the write cannot fail).
-#[inline(always)]
-fn write(line: &mut Writer, counters: &Counters, release: Nanos, frame: RxFrame<'_>) {
-    let written = line.push(release, frame.wire_len, frame.data, |_| {});
-    debug_assert!(written, "make_room promised the room");
-    counters.written.inc();
+    true
 }
 
 impl Fate {
-    /// True when egress has taken every decision made so far.
-    #[inline(always)]
-    fn all_taken(&self) -> bool {
-        let all = self.departures.buffer().capacity();
-        // The cached count is never above the true one: the atomic is read only when it may
-        // have changed.
-        self.held.is_empty() && (self.departures.cached_slots() == all || self.departures.slots() == all)
-    }
-
-    /// Hands waiting decisions to egress's queue, as many as fit.
-    fn flush_departures(&mut self) {
-        while let Some(&d) = self.held.front() {
-            if self.departures.push(d).is_err() {
-                return;
-            }
-            self.held.pop_front();
-        }
-    }
-
-    #[inline(always)]
-    fn depart(&mut self, d: Departure) {
-        if !self.held.is_empty() {
-            self.held.push_back(d);
-        } else if let Err(rtrb::PushError::Full(d)) = self.departures.push(d) {
-            self.held.push_back(d);
-        }
-    }
-
-    /// Carries out one of the discipline's decisions: a dropped frame is counted and its
-    /// record given up; a sent one goes through the steps after the link.
+    /// Carries out one of the discipline's decisions on a frame it holds: a dropped frame is
+    /// counted and its room given back; a sent one goes through the steps after the link and
+    /// is written into the delay line.
     fn decided(&mut self, d: Decision, after: &mut After) {
-        match d {
+        let seq = match d {
             Decision::Drop { entry, reason } => {
                 Counters::drop(&self.counters, aqm_reason(reason));
-                self.discard(entry.seq)
+                entry.seq
             }
-            Decision::Send { entry, start, exit, mark } => self.after_link(
-                (entry, start, exit, mark),
-                after,
-                |fate| fate.discard(entry.seq),
-                |fate, release, edit| fate.depart(Departure { seq: entry.seq, release, edit }),
-            ),
-        }
+            Decision::Send { entry, start, exit, mark } => {
+                if let Some((release, extra)) = self.after_link((entry, start, exit, mark), after) {
+                    let Fate { line, counters, held, .. } = self;
+                    let data = held.get(entry.seq).expect("a frame the discipline holds is kept");
+                    write(line, counters, release, entry.len, data, extra, mark);
+                }
+                entry.seq
+            }
+        };
+        let given = self.held.give_back(seq);
+        debug_assert!(given, "frame {seq} was held");
+        self.counters.held.sub(1);
     }
 
     /// A frame the discipline sent (`entry`, `start`, `exit`, `mark` of its decision) through
-    /// the steps after the link, counted: `sent` gets its release and the edits to make as it
-    /// leaves, `dropped` is called when a step dropped it. Inlined into both callers, so each
-    /// keeps its result in registers.
+    /// the steps after the link: its release and the edits to make as it is written, or
+    /// `None` (counted) when a step dropped it. Inlined into both callers, so each keeps its
+    /// result in registers.
     #[inline(always)]
-    fn after_link<R>(
+    fn after_link(
         &mut self,
         (entry, start, exit, aqm_mark): (Entry, Nanos, Nanos, bool),
         after: &mut After,
-        dropped: impl FnOnce(&mut Fate) -> R,
-        sent: impl FnOnce(&mut Fate, Nanos, Edit) -> R,
-    ) -> R {
+    ) -> Option<(Nanos, Extra)> {
         let c = &*self.counters;
         c.sojourn.record(start.saturating_sub(entry.arrival));
         if aqm_mark {
@@ -519,43 +483,19 @@ impl Fate {
         let fwd = match after.after_link(meta, exit, aqm_mark, &mut self.rng) {
             Verdict::Drop(reason) => {
                 c.drop(reason);
-                return dropped(self);
+                return None;
             }
             Verdict::Forward(fwd) => fwd,
         };
         let release = self.clamp(fwd.release);
         self.last_release = self.last_release.max(release);
-        let extra = fwd.extra.unwrap_or_default();
-        if extra.mark_ce && !aqm_mark {
-            c.ecn_marked.inc();
-        }
-        if extra.corrupt_bit.is_some() {
-            c.corrupted.inc();
-        }
-        if extra.duplicate {
-            c.duplicated.inc();
-            c.written.inc();
-        }
-        let edit =
-            Edit { mark_ce: extra.mark_ce, corrupt_bit: extra.corrupt_bit, duplicate: extra.duplicate };
-        sent(self, release, edit)
-    }
-
-    /// An undecided record whose frame was dropped: egress gives its room back unsent.
-    fn discard(&mut self, seq: u64) {
-        self.counters.written_dropped.inc();
-        self.depart(Departure { seq, release: UNDECIDED, edit: Edit::default() });
+        Some((release, fwd.extra.unwrap_or_default()))
     }
 
     /// A release time as kept: never before the last frame written unless reordering was
     /// asked for (the frames held back are counted, with how long).
     #[inline(always)]
     fn clamp(&self, release: Nanos) -> Nanos {
-        // A time that saturated at the clock's end (a frame of many cells at 1 bit/s) stays
-        // below UNDECIDED, the records' "no decision yet": such a frame waits for the end of
-        // the clock (a replay's output then refuses it as past its format's end), never
-        // forever for a decision, nor read as dropped.
-        let release = release.min(LATEST);
         if release < self.last_release && !self.reorder {
             self.counters.reorder_clamped.inc();
             self.counters.reorder_clamp_ns.add((self.last_release - release).as_nanos());
@@ -569,43 +509,25 @@ impl Fate {
 pub struct Egress {
     line: Reader,
     counters: Arc<Counters>,
-    /// The heap of reorder mode; taken for good on the first decision out of order or with
-    /// edits, or once ingress says reordering is on.
+    /// The heap of reorder mode; taken for good once ingress says reordering is on.
     reorder: Option<Reorder>,
     reorder_on: Arc<AtomicBool>,
-    departures: rtrb::Consumer<Departure>,
-    /// In order: undecided records released or given up so far (the number the decision for
-    /// the head record carries, while decisions come in the records' order).
-    undecided_done: u64,
-    /// In order: the decision taken for the undecided head record, not yet carried out (its
-    /// release is still ahead); on the move to reorder mode, the one to hand it first.
-    head_decision: Option<Departure>,
 }
 
-/// Egress state in reorder mode (and with a queue discipline that sends out of order).
+/// Egress state in reorder mode.
 struct Reorder {
-    /// Copies waiting to be sent, by (release, order), with their record's arrival-order
-    /// number and what to change as each is sent.
-    due: BinaryHeap<Reverse<(Nanos, u64, u64, Edit)>>,
-    /// Copies that came in release order (the common case without `--reorder`): a FIFO,
-    /// cheaper than the heap; a copy released before its back goes to the heap instead.
-    in_order: VecDeque<(Nanos, u64, u64, Edit)>,
-    /// From the oldest record still in the ring: its place and how many copies of it are
-    /// still to be sent or decided (0: done with it).
-    in_ring: VecDeque<(Slot, u8)>,
+    /// Records waiting to be sent, by (release, order), with their arrival-order number.
+    due: BinaryHeap<Reverse<(Nanos, u64, u64)>>,
+    /// Records that came in release order (the common case): a FIFO, cheaper than the heap; a
+    /// record released before its back goes to the heap instead.
+    in_order: VecDeque<(Nanos, u64, u64)>,
+    /// From the oldest record still in the ring: its place and whether it is still to be sent.
+    in_ring: VecDeque<(Slot, bool)>,
     /// Arrival-order number of `in_ring`'s front.
     front_seq: u64,
     next_seq: u64,
-    /// Order given to the next copy pushed on the heap.
-    next_order: u64,
     /// Highest order sent so far, to count reordered frames.
     max_sent: Option<u64>,
-    /// Arrival-order numbers of the undecided records, by their own number, from
-    /// `undecided_front` on.
-    undecided: VecDeque<u64>,
-    undecided_front: u64,
-    /// Undecided records scanned whose decision has not come yet.
-    waiting: u64,
 }
 
 /// At most this many frames leave in one call, so one direction cannot starve the other.
@@ -619,29 +541,25 @@ impl Reorder {
             in_ring: VecDeque::with_capacity(1 << 16),
             front_seq: 0,
             next_seq: 0,
-            next_order: 0,
             max_sent: None,
-            undecided: VecDeque::new(),
-            undecided_front: 0,
-            waiting: 0,
         }
     }
 
-    /// A record the scan found: scheduled at its release, or left to wait for its decision.
+    /// A record the scan found, scheduled at its release.
     fn add(&mut self, slot: Slot, release: Nanos) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.in_ring.push_back((slot, 1));
-        if release == UNDECIDED {
-            self.undecided.push_back(seq);
-            self.waiting += 1;
+        self.in_ring.push_back((slot, true));
+        let item = (release, seq, seq);
+        if self.in_order.back().is_none_or(|b| b.0 <= release) {
+            self.in_order.push_back(item);
         } else {
-            self.schedule(release, seq, Edit::default());
+            self.due.push(Reverse(item));
         }
     }
 
-    /// The next copy to send: the earlier of the FIFO's front and the heap's top.
-    fn next(&self) -> Option<(Nanos, u64, u64, Edit)> {
+    /// The next record to send: the earlier of the FIFO's front and the heap's top.
+    fn next(&self) -> Option<(Nanos, u64, u64)> {
         match (self.in_order.front(), self.due.peek()) {
             (Some(&f), Some(&Reverse(h))) => Some(if (f.0, f.1) <= (h.0, h.1) { f } else { h }),
             (Some(&f), None) => Some(f),
@@ -650,7 +568,7 @@ impl Reorder {
         }
     }
 
-    /// Takes the copy [`next`](Self::next) returned.
+    /// Takes the record [`next`](Self::next) returned.
     fn take_next(&mut self) {
         match (self.in_order.front(), self.due.peek()) {
             (Some(f), Some(Reverse(h))) if (h.0, h.1) < (f.0, f.1) => {
@@ -664,94 +582,26 @@ impl Reorder {
             }
         }
     }
-
-    /// A decision for an undecided record: its copies scheduled, or its room given back.
-    fn take(&mut self, line: &mut Reader, d: Departure) {
-        // A decision is pushed after its record was published: scan on if it is newer than
-        // what the scan has seen.
-        while d.seq.saturating_sub(self.undecided_front) >= self.undecided.len() as u64 {
-            let Some((slot, release)) = line.scan_next() else { break };
-            self.add(slot, release);
-        }
-        let Some(&seq) = d.seq.checked_sub(self.undecided_front).and_then(|i| self.undecided.get(i as usize))
-        else {
-            // No input can make this: it is an engine bug, and going on would leave the
-            // record waiting for ever (egress stuck, `in_flight` never falling) with nothing
-            // said. Stop loudly instead.
-            panic!(
-                "pathem engine bug: a decision for record {} that egress never saw (undecided from {}, {} known)",
-                d.seq,
-                self.undecided_front,
-                self.undecided.len()
-            );
-        };
-        let at = (seq - self.front_seq) as usize;
-        self.waiting -= 1;
-        if d.release == UNDECIDED {
-            self.in_ring[at].1 = 0;
-        } else {
-            let copy = Edit { corrupt_bit: None, ..d.edit };
-            self.in_ring[at].1 = 1 + u8::from(d.edit.duplicate);
-            self.schedule(d.release, seq, d.edit);
-            if d.edit.duplicate {
-                self.schedule(d.release, seq, copy);
-            }
-        }
-    }
-
-    fn schedule(&mut self, release: Nanos, seq: u64, edit: Edit) {
-        let item = (release, self.next_order, seq, edit);
-        if self.in_order.back().is_none_or(|b| b.0 <= release) {
-            self.in_order.push_back(item);
-        } else {
-            self.due.push(Reverse(item));
-        }
-        self.next_order += 1;
-    }
 }
 
 impl Egress {
-    pub fn new(
-        line: Reader,
-        counters: Arc<Counters>,
-        reorder_on: Arc<AtomicBool>,
-        departures: rtrb::Consumer<Departure>,
-    ) -> Egress {
+    pub fn new(line: Reader, counters: Arc<Counters>, reorder_on: Arc<AtomicBool>) -> Egress {
         let reorder = reorder_on.load(Ordering::Acquire).then(Reorder::new);
-        Egress { line, counters, reorder, reorder_on, departures, undecided_done: 0, head_decision: None }
-    }
-
-    /// In order, for an undecided head record: its decision, taken from the queue when it is
-    /// the next in the records' order. `None` while it has not come, or when decisions come
-    /// out of order (FQ-CoDel, DualPI2 with several flows): then egress has moved to reorder
-    /// mode, which takes any order.
-    fn head_decision(&mut self) -> Option<Departure> {
-        head_decision(&mut self.head_decision, &mut self.departures, self.undecided_done, &mut self.reorder)
-    }
-
-    /// In order: the undecided head record has been sent or given up.
-    fn head_done(&mut self) {
-        self.line.pop();
-        self.undecided_done += 1;
-        self.head_decision = None;
+        Egress { line, counters, reorder, reorder_on }
     }
 
     /// Hands the frames released by `upto` (at most `budget`) to `tx`, without flushing it;
     /// `now` is the time, against which lateness is counted. Returns how many it took.
     #[inline(always)]
     pub fn hand<T: TxPort>(&mut self, now: Nanos, upto: Nanos, budget: usize, tx: &mut T) -> usize {
-        let mut n = 0;
         if self.reorder.is_none() && self.reorder_on.load(Ordering::Acquire) {
             // Reordering was turned on: release by time from here on, for good.
-            self.reorder = Some(enter_reorder(self.undecided_done));
-        }
-        if self.reorder.is_none() {
-            n = self.release_in_order(now, upto, budget, tx);
+            self.reorder = Some(enter_reorder());
         }
         if self.reorder.is_some() {
-            n += self.release_reordered(now, upto, budget - n, tx);
+            return self.release_reordered(now, upto, budget, tx);
         }
-        n
+        self.release_in_order(now, upto, budget, tx)
     }
 
     #[inline(always)]
@@ -760,10 +610,6 @@ impl Egress {
         while n < budget {
             let Some(rec) = self.line.peek() else { break };
             if rec.release > upto {
-                if rec.release == UNDECIDED {
-                    // A queue discipline decides this one: in order while its decisions are.
-                    return n + self.release_decided(now, upto, budget - n, tx);
-                }
                 break;
             }
             if !tx.send(rec.release, rec.wire_len, rec.data) {
@@ -776,70 +622,11 @@ impl Egress {
         n
     }
 
-    /// In order, from an undecided head record on: records the discipline decided in their
-    /// own order (drop-head, RED, CoDel, PIE send and drop in arrival order) leave as their
-    /// decisions say, without the heap; the first decision out of order (or with edits to the
-    /// frame) moves egress to reorder mode.
-    #[inline(always)]
-    fn release_decided<T: TxPort>(&mut self, now: Nanos, upto: Nanos, budget: usize, tx: &mut T) -> usize {
-        let mut n = 0;
-        while n < budget {
-            let Some(rec) = self.line.peek() else { break };
-            let undecided = rec.release == UNDECIDED;
-            let release = if undecided {
-                let decision = head_decision(
-                    &mut self.head_decision,
-                    &mut self.departures,
-                    self.undecided_done,
-                    &mut self.reorder,
-                );
-                let Some(d) = decision else { break };
-                if d.release == UNDECIDED {
-                    // Dropped after it was written (counted by ingress): give its room back.
-                    self.head_done();
-                    continue;
-                }
-                d.release
-            } else {
-                rec.release
-            };
-            if release > upto {
-                break;
-            }
-            let wire_len = rec.wire_len;
-            if !tx.send(release, wire_len, rec.data) {
-                break;
-            }
-            self.counters.sent(wire_len, now - release);
-            if undecided {
-                self.head_done();
-            } else {
-                self.line.pop();
-            }
-            n += 1;
-        }
-        n
-    }
-
-    /// Takes the records written since the last call, and the decisions made since.
+    /// Takes the records written since the last call.
     fn scan(&mut self) {
         let r = self.reorder.as_mut().expect("reorder mode");
-        // The decision taken for the head record before the move to this mode comes first,
-        // with only the records up to its own scanned before it: once it was taken, ingress
-        // may have written records decided at their arrival, which follow it.
-        if let Some(d) = self.head_decision.take() {
-            r.take(&mut self.line, d);
-        }
         while let Some((slot, release)) = self.line.scan_next() {
             r.add(slot, release);
-        }
-        while let Ok(d) = self.departures.pop() {
-            r.take(&mut self.line, d);
-        }
-        // The undecided map only needs records from the oldest one still in the ring.
-        while r.undecided.front().is_some_and(|&s| s < r.front_seq) {
-            r.undecided.pop_front();
-            r.undecided_front += 1;
         }
     }
 
@@ -849,24 +636,14 @@ impl Egress {
         let r = self.reorder.as_mut().expect("reorder mode");
         let mut n = 0;
         while n < budget {
-            let Some((release, order, seq, edit)) = r.next() else { break };
+            let Some((release, order, seq)) = r.next() else { break };
             if release > upto {
                 break;
             }
             let slot = r.in_ring[(seq - r.front_seq) as usize].0;
-            if edit != Edit::default() {
-                let data = self.line.data_at_mut(&slot).expect("a scanned record stays until it is consumed");
-                apply(data, edit);
-            }
             let rec = self.line.record_at(&slot).expect("a scanned record stays until it is consumed");
             let wire_len = rec.wire_len;
-            let sent = tx.send(release, wire_len, rec.data);
-            if let Some(bit) = edit.corrupt_bit {
-                // Undo the flip, so a duplicate that follows goes out as it came.
-                let data = self.line.data_at_mut(&slot).expect("still there");
-                apply(data, Edit { corrupt_bit: Some(bit), ..Edit::default() });
-            }
-            if !sent {
+            if !tx.send(release, wire_len, rec.data) {
                 break;
             }
             self.counters.sent(wire_len, now - release);
@@ -875,11 +652,11 @@ impl Egress {
             }
             r.max_sent = Some(r.max_sent.map_or(order, |m| m.max(order)));
             r.take_next();
-            r.in_ring[(seq - r.front_seq) as usize].1 -= 1;
+            r.in_ring[(seq - r.front_seq) as usize].1 = false;
             n += 1;
         }
         let mut end = None;
-        while let Some(&(slot, 0)) = r.in_ring.front() {
+        while let Some(&(slot, false)) = r.in_ring.front() {
             end = Some(slot);
             r.in_ring.pop_front();
             r.front_seq += 1;
@@ -893,67 +670,18 @@ impl Egress {
     /// Release time of the next frame waiting, if any.
     #[inline]
     pub fn next_release(&mut self) -> Option<Nanos> {
-        while self.reorder.is_none() {
-            let release = self.line.next_release()?;
-            if release != UNDECIDED {
-                return Some(release);
-            }
-            match self.head_decision() {
-                Some(d) if d.release == UNDECIDED => self.head_done(),
-                Some(d) => return Some(d.release),
-                None if self.reorder.is_none() => return None,
-                None => {}
-            }
+        if self.reorder.is_none() {
+            return self.line.next_release();
         }
         self.scan();
         self.reorder.as_ref().and_then(|r| r.next().map(|(t, ..)| t))
     }
-
-    /// True while records wait for a decision from the queue discipline.
-    pub fn awaits_decisions(&mut self) -> bool {
-        if self.reorder.is_none() {
-            if self.line.next_release() != Some(UNDECIDED) {
-                return false;
-            }
-            let decided = self.head_decision().is_some();
-            if self.reorder.is_none() {
-                return !decided;
-            }
-        }
-        self.scan();
-        self.reorder.as_ref().is_some_and(|r| r.waiting > 0)
-    }
 }
 
-/// [`Egress::head_decision`] on the fields it needs, so that a record of the line can stay
-/// borrowed meanwhile.
-#[inline(always)]
-fn head_decision(
-    head: &mut Option<Departure>,
-    departures: &mut rtrb::Consumer<Departure>,
-    undecided_done: u64,
-    reorder: &mut Option<Reorder>,
-) -> Option<Departure> {
-    if head.is_none() {
-        let d = departures.pop().ok()?;
-        *head = Some(d);
-        if d.seq != undecided_done || d.edit != Edit::default() {
-            // Out of order, or edits to make to the frame: the heap's way handles both.
-            *reorder = Some(enter_reorder(undecided_done));
-            return None;
-        }
-    }
-    *head
-}
-
-/// Reorder mode, moved to for good, carrying on from what in-order release has done: the
-/// undecided records it finished (the decision it holds for the head record stays in
-/// `head_decision`, for the scan to take first).
+/// Reorder mode, moved to for good.
 #[cold]
-fn enter_reorder(undecided_done: u64) -> Reorder {
-    let mut r = Reorder::new();
-    r.undecided_front = undecided_done;
-    r
+fn enter_reorder() -> Reorder {
+    Reorder::new()
 }
 
 /// The counter a discipline's drop goes to.
@@ -961,16 +689,6 @@ fn aqm_reason(reason: AqmDrop) -> DropReason {
     match reason {
         AqmDrop::Aqm => DropReason::Aqm,
         AqmDrop::Overlimit => DropReason::Overlimit,
-    }
-}
-
-/// Applies a decision's edits to a frame about to be sent.
-fn apply(data: &mut [u8], edit: Edit) {
-    if edit.mark_ce {
-        mark_ce(data);
-    }
-    if let Some(bit) = edit.corrupt_bit {
-        flip_bit(data, bit);
     }
 }
 
@@ -994,58 +712,24 @@ mod tests {
     }
 
     #[test]
-    fn decisions_in_order_need_no_heap_and_one_out_of_order_moves_to_it() {
+    fn in_order_records_leave_at_their_release_and_reordered_ones_by_time() {
         let (mut w, r) = delay_line(1 << 16, 100).unwrap();
-        let (mut decide, decided) = departures();
-        let mut e = Egress::new(r, Arc::new(Counters::default()), Arc::new(AtomicBool::new(false)), decided);
-        for i in 0..4u8 {
-            assert!(w.push(UNDECIDED, 60, &[i; 60], |_| {}));
-        }
-        let d = |seq, release| Departure { seq, release, edit: Edit::default() };
+        let on = Arc::new(AtomicBool::new(false));
+        let mut e = Egress::new(r, Arc::new(Counters::default()), on.clone());
         let mut port = Keep::default();
-        assert_eq!(e.next_release(), None);
-        assert!(e.awaits_decisions(), "the head waits for its decision");
-        decide.push(d(0, Nanos(10))).unwrap();
-        decide.push(d(1, UNDECIDED)).unwrap();
+        assert!(w.push(Nanos(10), 60, &[0; 60], |_| {}));
         assert_eq!(e.next_release(), Some(Nanos(10)));
         assert_eq!(e.hand(Nanos(9), Nanos(9), EGRESS_BURST, &mut port), 0, "not before its release");
         assert_eq!(e.hand(Nanos(10), Nanos(10), EGRESS_BURST, &mut port), 1);
-        assert!(e.reorder.is_none(), "in order so far: no heap");
-        assert!(e.awaits_decisions(), "record 1 was given up; record 2 waits");
-        // Record 3 is decided before record 2: out of order, so to the heap.
-        decide.push(d(3, Nanos(20))).unwrap();
-        decide.push(d(2, Nanos(30))).unwrap();
+        on.store(true, Ordering::Release);
+        assert!(w.push(Nanos(30), 60, &[1; 60], |_| {}));
+        assert!(w.push(Nanos(20), 60, &[2; 60], |_| {}));
+        // Egress moves to release by time at its next hand.
+        assert_eq!(e.hand(Nanos(15), Nanos(15), EGRESS_BURST, &mut port), 0);
+        assert_eq!(e.next_release(), Some(Nanos(20)));
         assert_eq!(e.hand(Nanos(100), Nanos(100), EGRESS_BURST, &mut port), 2);
-        assert!(e.reorder.is_some(), "moved to the heap");
-        assert_eq!(port.0, vec![(Nanos(10), 0), (Nanos(20), 3), (Nanos(30), 2)]);
+        assert_eq!(port.0, vec![(Nanos(10), 0), (Nanos(20), 2), (Nanos(30), 1)]);
         assert_eq!(e.next_release(), None);
-        assert!(!e.awaits_decisions());
         assert_eq!(w.used(), 0, "every record's room came back");
-    }
-
-    #[test]
-    #[should_panic(expected = "engine bug: a decision for record 5 that egress never saw")]
-    fn a_decision_for_a_record_never_written_stops_the_engine() {
-        let (mut w, r) = delay_line(1 << 16, 100).unwrap();
-        let (mut decide, decided) = departures();
-        let mut e = Egress::new(r, Arc::new(Counters::default()), Arc::new(AtomicBool::new(false)), decided);
-        assert!(w.push(UNDECIDED, 60, &[1; 60], |_| {}));
-        // Out of order (record 0 still waits), so the heap takes it, and finds no record 5.
-        decide.push(Departure { seq: 5, release: Nanos(5), edit: Edit::default() }).unwrap();
-        e.hand(Nanos(10), Nanos(10), EGRESS_BURST, &mut Keep::default());
-    }
-
-    #[test]
-    fn a_decision_with_edits_is_carried_out_by_the_heap() {
-        let (mut w, r) = delay_line(1 << 16, 100).unwrap();
-        let (mut decide, decided) = departures();
-        let mut e = Egress::new(r, Arc::new(Counters::default()), Arc::new(AtomicBool::new(false)), decided);
-        assert!(w.push(UNDECIDED, 60, &[7; 60], |_| {}));
-        let edit = Edit { duplicate: true, ..Edit::default() };
-        decide.push(Departure { seq: 0, release: Nanos(5), edit }).unwrap();
-        let mut port = Keep::default();
-        assert_eq!(e.hand(Nanos(5), Nanos(5), EGRESS_BURST, &mut port), 2, "the frame and its duplicate");
-        assert!(e.reorder.is_some());
-        assert_eq!(port.0, vec![(Nanos(5), 7), (Nanos(5), 7)]);
     }
 }

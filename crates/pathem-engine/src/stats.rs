@@ -43,9 +43,10 @@ impl Counter {
 ///
 /// Every frame that reaches the port is accounted for, each by a counter of its own:
 /// `port_rx_dropped` (the kernel or NIC dropped it before pathem saw it), `rx_packets` (pathem
-/// took it), then `dropped` by reason, or `written` into the delay line (with duplicates) and
-/// later `tx_packets` (handed to the transmit port), of which `port_tx_queued` still wait in
-/// the port's ring. Frames in the delay line are `written − tx_packets`: counted on both
+/// took it), then `held` by a queue discipline for a while, then `dropped` by reason, or
+/// `written` into the delay line (with duplicates) and later `tx_packets` (handed to the
+/// transmit port), of which `port_tx_queued` still wait in the port's ring. Frames in flight
+/// are `held + written − tx_packets`: counted on both
 /// sides, so `rx + duplicated = tx + dropped + tx errors + in flight` is a check, not a
 /// definition. A frame the transmitting port refused (the kernel said no) is taken back out of
 /// `tx_packets` and counted in `port_tx_errors` by class. Frames are counted as the path sees
@@ -66,9 +67,9 @@ pub struct Counters {
     pub ecn_marked: Counter,
     /// Written by ingress: frames the queue discipline marked CE.
     pub aqm_marked: Counter,
-    /// Written by ingress: records written into the delay line and then dropped (by the queue
-    /// discipline, or after the link by loss or bit errors): they leave the line unsent.
-    pub written_dropped: Counter,
+    /// Written by ingress: frames a queue discipline holds now (a gauge), their records not
+    /// written yet.
+    pub held: Counter,
     /// Written by ingress: how long each frame the queue discipline sent waited in its queue.
     pub sojourn: Lateness,
     /// Written by egress: frames that left before a frame released earlier (reorder mode).
@@ -377,11 +378,12 @@ impl Counters {
             ecn_marked: self.ecn_marked.get(),
             reordered: self.reordered.get(),
             late: self.late.snapshot(),
-            // Read after tx_packets' writer's own order: a record is written before it is sent.
+            // Read after tx_packets' writer's own order: a record is written before it is sent
+            // (and a held frame's written before it is no longer held).
             in_flight: self
-                .written
+                .held
                 .get()
-                .saturating_sub(self.written_dropped.get())
+                .saturating_add(self.written.get())
                 .saturating_sub(self.tx_refused())
                 .saturating_sub(tx_packets),
             aqm_mark: self.aqm_marked.get(),
@@ -515,7 +517,8 @@ pub struct Stats {
     pub reordered: u64,
     /// How late after their release times frames were handed to the transmit port.
     pub late: LateStats,
-    /// Frames in the delay line (written into it and not yet handed to the transmit port).
+    /// Frames in flight: held by a queue discipline, or in the delay line (written into it and
+    /// not yet handed to the transmit port).
     pub in_flight: u64,
     /// Frames the kernel or NIC dropped before pathem saw them (a full socket buffer or ring).
     pub port_rx_dropped: u64,
