@@ -2557,7 +2557,9 @@ fn attach_delays_each_direction_and_tcp_keeps_up() {
     // Ingress adds its own delay.
     let (mut child, _) = attach(Some(&gen), "g0", &["--delay", "40ms", "--ingress", "--netem 'delay 10ms'"]);
     let (min, avg) = ping_in(&gen, SINK_IP, 20);
-    assert!(min >= 50.0 && avg <= 52.0, "egress 40 ms + ingress 10 ms: rtt min {min} avg {avg}");
+    // The minimum shows the two delays add; the mean only that nothing adds more (a loaded
+    // machine spreads it by a few milliseconds: CI read 52.2 once).
+    assert!(min >= 50.0 && avg <= 55.0, "egress 40 ms + ingress 10 ms: rtt min {min} avg {avg}");
     assert!(interrupt(&mut child.0).success());
 
     // TCP through 100 Mbit/s and 5 ms each way keeps up, both ways.
