@@ -28,12 +28,22 @@ pub struct Held {
 #[derive(Clone, Copy, Debug, Default)]
 struct Entry {
     start: usize,
-    len: usize,
+    /// A frame is at most 64 KiB (`EngineConfig::max_frame`).
+    len: u32,
     held: bool,
 }
 
-/// Entries made at first; more are made when more frames are held at once (frames held
-/// number their oldest to their newest, with those given back out of order between).
+impl Entry {
+    /// Where its bytes end.
+    #[inline(always)]
+    fn end(&self) -> usize {
+        self.start + self.len as usize
+    }
+}
+
+/// Entries made for the first frame kept; more are made when more frames are held at once
+/// (frames held number their oldest to their newest, with those given back out of order
+/// between).
 const FIRST_ENTRIES: usize = 4096;
 
 impl Default for Held {
@@ -105,11 +115,14 @@ impl Held {
         // Every frame takes at least a byte, so that the newest starts before the oldest
         // exactly when the ring has wrapped, even with frames of no bytes.
         let (cap, len) = (self.buf.len(), len.max(1));
+        if len > u32::MAX as usize {
+            return None;
+        }
         if self.front == self.next {
             return (len <= cap).then_some(0);
         }
         let (oldest, newest) = (self.at(self.front), self.at(self.next - 1));
-        let (tail, head) = (oldest.start, newest.start + newest.len.max(1));
+        let (tail, head) = (oldest.start, newest.start + newest.len.max(1) as usize);
         if newest.start >= tail {
             // Not wrapped: after the newest, else from the start up to the oldest.
             if len <= cap - head {
@@ -124,14 +137,15 @@ impl Held {
     }
 
     /// Keeps `data` as frame [`next_number`](Self::next_number) at `start`, which
-    /// [`room`](Self::room) gave for it.
+    /// [`room`](Self::room) gave for it (a frame of at most 4 GiB).
     #[inline]
     pub fn keep_at(&mut self, start: usize, data: &[u8]) {
+        let len = u32::try_from(data.len()).expect("a frame that room() gave a place");
         self.buf[start..start + data.len()].copy_from_slice(data);
         if (self.next - self.front) as usize == self.entries.len() {
             self.more_entries();
         }
-        *self.at_mut(self.next) = Entry { start, len: data.len(), held: true };
+        *self.at_mut(self.next) = Entry { start, len, held: true };
         self.next += 1;
         self.count += 1;
     }
@@ -144,11 +158,11 @@ impl Held {
         true
     }
 
-    /// Twice the entries, each moved to its place by the new mask.
+    /// Twice the entries (the first ones, at first), each moved to its place by the new mask.
     #[cold]
     #[inline(never)]
     fn more_entries(&mut self) {
-        let mut entries = vec![Entry::default(); self.entries.len() * 2];
+        let mut entries = vec![Entry::default(); (self.entries.len() * 2).max(FIRST_ENTRIES)];
         let mask = entries.len() - 1;
         for n in self.front..self.next {
             entries[n as usize & mask] = *self.at(n);
@@ -163,7 +177,7 @@ impl Held {
             return None;
         }
         let e = self.at(number);
-        e.held.then(|| &self.buf[e.start..e.start + e.len])
+        e.held.then(|| &self.buf[e.start..e.end()])
     }
 
     /// Gives frame `number`'s room back (once the oldest before it are given back too); false
@@ -193,9 +207,10 @@ impl Held {
             let mask = self.entries.len() - 1;
             let e = &mut self.entries[n as usize & mask];
             if e.held {
-                buf[at..at + e.len].copy_from_slice(&self.buf[e.start..e.start + e.len]);
+                let len = e.len as usize;
+                buf[at..at + len].copy_from_slice(&self.buf[e.start..e.end()]);
                 e.start = at;
-                at += e.len.max(1);
+                at += len.max(1);
             } else {
                 (e.start, e.len) = (at, 0);
             }
@@ -205,7 +220,7 @@ impl Held {
 
     /// Bytes of the frames held.
     pub fn bytes(&self) -> usize {
-        (self.front..self.next).map(|n| self.at(n)).filter(|e| e.held).map(|e| e.len).sum()
+        (self.front..self.next).map(|n| self.at(n)).filter(|e| e.held).map(|e| e.len as usize).sum()
     }
 }
 
