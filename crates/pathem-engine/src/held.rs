@@ -21,6 +21,11 @@ pub struct Held {
     entries: Vec<Entry>,
     front: u64,
     next: u64,
+    /// While any are held: where the oldest starts, where the newest starts and where it ends
+    /// (a byte on for a frame of none), as `entries` say, kept here for [`room`](Self::room).
+    tail: usize,
+    newest: usize,
+    head: usize,
     /// Frames held (entries still held).
     count: usize,
 }
@@ -57,9 +62,12 @@ impl Held {
     pub fn new(bytes: usize) -> Held {
         Held {
             buf: vec![0; bytes],
-            entries: vec![Entry::default(); FIRST_ENTRIES],
+            entries: Vec::new(),
             front: 0,
             next: 0,
+            tail: 0,
+            newest: 0,
+            head: 0,
             count: 0,
         }
     }
@@ -121,9 +129,8 @@ impl Held {
         if self.front == self.next {
             return (len <= cap).then_some(0);
         }
-        let (oldest, newest) = (self.at(self.front), self.at(self.next - 1));
-        let (tail, head) = (oldest.start, newest.start + newest.len.max(1) as usize);
-        if newest.start >= tail {
+        let (tail, head) = (self.tail, self.head);
+        if self.newest >= tail {
             // Not wrapped: after the newest, else from the start up to the oldest.
             if len <= cap - head {
                 Some(head)
@@ -146,6 +153,10 @@ impl Held {
             self.more_entries();
         }
         *self.at_mut(self.next) = Entry { start, len, held: true };
+        if self.front == self.next {
+            self.tail = start;
+        }
+        (self.newest, self.head) = (start, start + data.len().max(1));
         self.next += 1;
         self.count += 1;
     }
@@ -180,23 +191,36 @@ impl Held {
         e.held.then(|| &self.buf[e.start..e.end()])
     }
 
-    /// Gives frame `number`'s room back (once the oldest before it are given back too); false
-    /// when it was not held.
+    /// Gives frame `number`'s room back (once the oldest before it are given back too), and
+    /// its bytes, which stay as they are until the next frame is kept; `None` when it was not
+    /// held.
     #[inline]
-    pub fn give_back(&mut self, number: u64) -> bool {
+    pub fn take(&mut self, number: u64) -> Option<&[u8]> {
         if !(self.front..self.next).contains(&number) {
-            return false;
+            return None;
         }
         let e = self.at_mut(number);
         if !e.held {
-            return false;
+            return None;
         }
         e.held = false;
+        let (start, end) = (e.start, e.end());
         self.count -= 1;
-        while self.front != self.next && !self.at(self.front).held {
+        if number == self.front {
             self.front += 1;
+            while self.front != self.next && !self.at(self.front).held {
+                self.front += 1;
+            }
+            if self.front != self.next {
+                self.tail = self.at(self.front).start;
+            }
         }
-        true
+        Some(&self.buf[start..end])
+    }
+
+    /// [`take`](Self::take) without the bytes: false when it was not held.
+    pub fn give_back(&mut self, number: u64) -> bool {
+        self.take(number).is_some()
     }
 
     /// Moves what it holds into `buf` (at least a byte more than what it holds, a byte for each
@@ -216,6 +240,11 @@ impl Held {
             }
         }
         self.buf = buf;
+        if self.front != self.next {
+            self.tail = self.at(self.front).start;
+            let newest = *self.at(self.next - 1);
+            (self.newest, self.head) = (newest.start, newest.start + (newest.len as usize).max(1));
+        }
     }
 
     /// Bytes of the frames held.

@@ -440,22 +440,21 @@ impl Fate {
     /// counted and its room given back; a sent one goes through the steps after the link and
     /// is written into the delay line.
     fn decided(&mut self, d: Decision, after: &mut After) {
-        let seq = match d {
+        match d {
             Decision::Drop { entry, reason } => {
                 Counters::drop(&self.counters, aqm_reason(reason));
-                entry.seq
+                let given = self.held.give_back(entry.seq);
+                debug_assert!(given, "frame {} was held", entry.seq);
             }
             Decision::Send { entry, start, exit, mark } => {
-                if let Some((release, extra)) = self.after_link((entry, start, exit, mark), after) {
-                    let Fate { line, counters, held, .. } = self;
-                    let data = held.get(entry.seq).expect("a frame the discipline holds is kept");
+                let out = self.after_link((entry, start, exit, mark), after);
+                let Fate { line, counters, held, .. } = self;
+                let data = held.take(entry.seq).expect("a frame the discipline holds is kept");
+                if let Some((release, extra)) = out {
                     write(line, counters, release, entry.len, data, extra, mark);
                 }
-                entry.seq
             }
-        };
-        let given = self.held.give_back(seq);
-        debug_assert!(given, "frame {seq} was held");
+        }
         self.counters.held.sub(1);
     }
 

@@ -450,7 +450,7 @@ impl Bottleneck {
 
     /// The next instant anything happens: a service start, or a periodic update while the
     /// discipline's state still moves (an idle, settled PIE or DualPI2 needs none).
-    #[inline]
+    #[inline(always)]
     pub fn next_event(&self) -> Option<Nanos> {
         each!(&self.disc, d => self.core.next_event(d))
     }
