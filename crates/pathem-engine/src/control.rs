@@ -27,8 +27,8 @@ pub enum ChangeError {
     /// A value outside its range (the same checks as at start).
     #[error(transparent)]
     Range(#[from] RangeError),
-    /// The path would keep more in flight than its delay line holds, and a line that large
-    /// cannot be made.
+    /// The path would keep more in flight than its delay line holds (or its queue discipline
+    /// more than its store), and one that large cannot be made.
     #[error("the delay line cannot grow for this path: {0}")]
     DelayLine(#[from] AllocError),
     /// The pipeline has stopped.
@@ -157,9 +157,10 @@ impl Control {
 
     /// Hands `config` to the pipeline, which applies it before its next frame. Nothing changes
     /// when it is refused. A path that will keep more in flight than its delay line holds
-    /// (a longer delay, a faster rate, a larger queue) gets a larger line, made here, on the
-    /// caller's thread, so the pipeline's only moves on to it; the records already in the
-    /// line leave from the old one first.
+    /// (a longer delay, a faster rate, a larger drop-tail queue) gets a larger line, and one
+    /// whose queue discipline may hold more a larger store, made here, on the caller's
+    /// thread, so the pipeline only moves on to them; the records already in the line leave
+    /// from the old one first, the frames held move to the new store.
     pub fn set(&self, config: PathConfig) -> Result<(), ChangeError> {
         self.send(config, None)
     }
@@ -280,7 +281,7 @@ impl Control {
 
 impl Inbox {
     /// The latest change sent, if any (earlier ones are superseded), with the largest ring
-    /// sent since the last take.
+    /// and store sent since the last take.
     #[inline]
     pub(crate) fn take(&self) -> Option<Change> {
         // One load while nothing was sent (every round), not the channel's several: a change

@@ -489,7 +489,7 @@ impl Writer {
     /// True when a frame of `len` bytes fits, growing a growing line first if it must: a
     /// [`push`](Self::push) of that length right after succeeds (only the writer takes room;
     /// the reader only gives it back). For a caller that must know before it commits to the
-    /// frame (a queue discipline that may refuse it).
+    /// frame (a link that would schedule it).
     pub fn make_room(&mut self, len: usize) -> bool {
         let need = record_size(len);
         if len > MAX_RECORD_DATA || need > self.max_record {

@@ -49,7 +49,7 @@ impl Entry {
 /// Entries made for the first frame kept; more are made when more frames are held at once
 /// (frames held number their oldest to their newest, with those given back out of order
 /// between).
-const FIRST_ENTRIES: usize = 4096;
+pub const FIRST_ENTRIES: usize = 4096;
 
 impl Default for Held {
     fn default() -> Held {
@@ -74,9 +74,13 @@ impl Held {
 
     /// A store of `bytes` with every page touched now (live runs: the data path never takes
     /// a page fault on it).
+    /// Its entries are made now too: one for each KiB of the store, at least
+    /// [`FIRST_ENTRIES`], at most 2^20 (more are made only when more frames than that are
+    /// held at once, holes between them counted).
     pub fn touched(bytes: usize) -> Held {
         let mut h = Held::new(bytes);
         touch(&mut h.buf);
+        h.entries = vec![Entry::default(); (bytes / 1024).clamp(FIRST_ENTRIES, 1 << 20).next_power_of_two()];
         h
     }
 

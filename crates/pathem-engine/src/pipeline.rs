@@ -76,7 +76,8 @@ pub struct Sizing {
 }
 
 /// Bytes of delay line a path needs: everything that can be in flight at the bottleneck rate
-/// (or the line rate) for the longest delay, plus a full link queue (TLEM §4.6).
+/// (or the line rate) for the longest delay, plus a full drop-tail queue (TLEM §4.6; a queue
+/// discipline's frames wait apart, [`held_size`]).
 pub fn delay_line_size(path: &PathConfig, engine: &EngineConfig) -> usize {
     delay_line_sizing(path, engine).bytes
 }
@@ -113,6 +114,11 @@ pub fn delay_line_sizing(path: &PathConfig, engine: &EngineConfig) -> Sizing {
                 )
             }
             _ => "--buffer".into(),
+        };
+        let held = held_size(path, engine);
+        let why = match held {
+            0 => why,
+            _ => format!("{why}; the queue discipline's frames held apart ({held} B)"),
         };
         return Sizing { bytes: b, why };
     }
@@ -163,14 +169,24 @@ fn queue_bytes(path: &PathConfig, engine: &EngineConfig) -> f64 {
     }
 }
 
-/// The bytes ingress keeps for the frames a path's queue discipline holds ([`crate::held`]):
-/// its hard limit, at least one longest frame, at most the delay line's 4 GiB cap; 0 for
-/// drop-tail (and with `--buffer`, which sizes the delay line alone, the same as without).
+/// The bytes ingress keeps for the frames a path's queue discipline holds ([`crate::held`]),
+/// from the delay line's 4 MiB minimum to its 4 GiB cap; 0 for drop-tail. (`--buffer` sizes
+/// the delay line alone: this is the same with it as without.) Its hard limit and two
+/// longest frames: one that joins a full queue before the discipline drops from its head
+/// (drop-head, FQ-CoDel), and the end of the ring a frame did not fit before it went on from
+/// the start. The disciplines that send out of arrival order (FQ-CoDel's flows, DualPI2's
+/// two queues) leave holes behind a frame that waits long, which the ring gets back only once
+/// that frame leaves: twice their limit, and the minimum, which a small queue of many flows
+/// needs (FQ-CoDel with a 30 kB limit at 150% of its rate, a flow a frame, dropped a third of
+/// what it admitted for want of room in a store of twice its limit).
 pub fn held_size(path: &PathConfig, engine: &EngineConfig) -> usize {
-    match path.aqm {
-        AqmConfig::DropTail => 0,
-        _ => (queue_bytes(path, engine) as usize).clamp(engine.max_frame, MAX_DELAY_LINE),
-    }
+    let (queue, slack) = (queue_bytes(path, engine), 2.0 * engine.max_frame as f64);
+    let bytes = match path.aqm {
+        AqmConfig::DropTail => return 0,
+        AqmConfig::FqCodel(_) | AqmConfig::DualPi2(_) => 2.0 * queue + slack,
+        _ => queue + slack,
+    };
+    (bytes as usize).clamp(MIN_DELAY_LINE, MAX_DELAY_LINE)
 }
 
 /// A class of a direction: frames its filter matches (the first class that matches takes a
@@ -437,7 +453,8 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
 
     /// After a stop: sends what is due at `now`, gives the transmit port up to `drain` to
     /// hand over what it holds, reads the port's drop count a last time, and returns the final
-    /// counters (frames still in the delay line are `in_flight`; they are not sent).
+    /// counters (frames still in the delay line or a queue discipline are `in_flight`; they
+    /// are not sent).
     pub fn finish(&mut self, now: Nanos, drain: std::time::Duration) -> Result<crate::Stats, Error> {
         let out = &mut self.output;
         while out.release(now)? > 0 {}
@@ -946,6 +963,44 @@ mod tests {
     /// discipline draws from a stream of its own, so it does not matter whether a frame is
     /// decided at the next arrival or at a poll, and it is never served past frames still
     /// waiting in the port.
+    #[test]
+    fn a_discipline_at_its_limit_finds_room_for_every_frame_it_admits() {
+        // Frames of 64 to 1500 bytes at 150% of the rate, the longest frame 1514: the store of
+        // held frames is the limit and two longest frames (a frame joins a full queue before
+        // drop-head or FQ-CoDel drops from its head; the ring's end a frame did not fit). No
+        // frame is dropped for want of room, every frame is accounted for.
+        let mut arrivals = Vec::new();
+        let mut t = Nanos::from_millis(1);
+        for i in 0..6_000u32 {
+            arrivals.push((t, i.wrapping_mul(2_654_435_761) >> 8));
+            // 782 B on average at 10 Mbit/s is 0.63 ms: a frame every 0.42 ms is 150%.
+            t += Nanos(417_000);
+        }
+        let engine = EngineConfig { offline: true, max_frame: 1514, ..EngineConfig::default() };
+        for queue in ["30kB", "20pkt"] {
+            for aqm in ["drophead", "red", "codel", "fq-codel", "pie", "dualpi2"] {
+                let path = PathConfig {
+                    link: Some(pathem_model::link::LinkConfig {
+                        queue: Some(queue.parse().unwrap()),
+                        ..pathem_model::link::LinkConfig::rate("10mbit".parse().unwrap())
+                    }),
+                    aqm: aqm.parse().unwrap(),
+                    ..PathConfig::default()
+                };
+                let port = Frames { sized_by_tag: true, ..Frames::tagged(arrivals.iter().copied()) };
+                let mut p = Pipeline::new(port, Sent::default(), &path, 7, &engine).unwrap();
+                let mut clock = crate::VirtualClock::starting_at(Nanos(0));
+                run(&mut [&mut p], &mut clock, &AtomicBool::new(false)).unwrap();
+                let s = p.counters().snapshot();
+                let what = format!("{aqm} with a {queue} queue: {:?}", s.dropped);
+                assert_eq!(s.dropped.get(pathem_model::DropReason::DelayLine), 0, "{what}");
+                assert!(s.dropped.total() > 1_000, "{what}");
+                assert_eq!((s.tx_packets + s.dropped.total(), s.in_flight), (6_000, 0), "{what}");
+                assert!(s.balances(), "{what}");
+            }
+        }
+    }
+
     #[test]
     fn disciplines_decide_the_same_however_frames_are_batched() {
         let mut x = 0x2545_f491_4f6c_dd1du64;

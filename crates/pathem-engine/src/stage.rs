@@ -233,8 +233,7 @@ impl Ingress {
         };
         // Decided at its arrival: written from the port.
         if let Some((release, extra)) = fate.after_link((entry, start, exit, mark), after) {
-            let Fate { line, counters, .. } = fate;
-            write(line, counters, release, frame.wire_len, frame.data, extra, mark);
+            fate.write_decided(release, frame.wire_len, frame.data, extra, mark);
         }
     }
 
@@ -360,6 +359,30 @@ impl Ingress {
     }
 }
 
+/// [`write`] for a frame a queue discipline sent: the line makes room for it first (a growing
+/// line grows; records written since the frame arrived took room), and the release clamp
+/// moves on only once its record is written.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn write_room(
+    line: &mut Writer,
+    c: &Counters,
+    last_release: &mut Nanos,
+    release: Nanos,
+    wire_len: u32,
+    data: &[u8],
+    extra: Extra,
+    aqm_mark: bool,
+) {
+    if !line.make_room(data.len()) {
+        c.drop(DropReason::DelayLine);
+        return;
+    }
+    if write(line, c, release, wire_len, data, extra, aqm_mark) {
+        *last_release = (*last_release).max(release);
+    }
+}
+
 /// Writes a frame's record with `release`, and a duplicate's after it, with the edits of
 /// `extra` made to the copies written; counts what it wrote, marked (unless the queue
 /// discipline's mark, counted as such) and corrupted, or the frame dropped for want of room.
@@ -448,10 +471,10 @@ impl Fate {
             }
             Decision::Send { entry, start, exit, mark } => {
                 let out = self.after_link((entry, start, exit, mark), after);
-                let Fate { line, counters, held, .. } = self;
+                let Fate { line, counters, held, last_release, .. } = self;
                 let data = held.take(entry.seq).expect("a frame the discipline holds is kept");
                 if let Some((release, extra)) = out {
-                    write(line, counters, release, entry.len, data, extra, mark);
+                    write_room(line, counters, last_release, release, entry.len, data, extra, mark);
                 }
             }
         }
@@ -459,8 +482,9 @@ impl Fate {
     }
 
     /// A frame the discipline sent (`entry`, `start`, `exit`, `mark` of its decision) through
-    /// the steps after the link: its release and the edits to make as it is written, or
-    /// `None` (counted) when a step dropped it. Inlined into both callers, so each keeps its
+    /// the steps after the link: its release (clamped, not yet taken as the latest: that
+    /// waits for its record to be written) and the edits to make as it is written, or `None`
+    /// (counted) when a step dropped it. Inlined into both callers, so each keeps its
     /// result in registers.
     #[inline(always)]
     fn after_link(
@@ -486,9 +510,14 @@ impl Fate {
             }
             Verdict::Forward(fwd) => fwd,
         };
-        let release = self.clamp(fwd.release);
-        self.last_release = self.last_release.max(release);
-        Some((release, fwd.extra.unwrap_or_default()))
+        Some((self.clamp(fwd.release), fwd.extra.unwrap_or_default()))
+    }
+
+    /// Writes a frame the discipline sent with `release` and `extra` (see [`write_room`]).
+    #[inline(always)]
+    fn write_decided(&mut self, release: Nanos, wire_len: u32, data: &[u8], extra: Extra, aqm_mark: bool) {
+        let Fate { line, counters, last_release, .. } = self;
+        write_room(line, counters, last_release, release, wire_len, data, extra, aqm_mark);
     }
 
     /// A release time as kept: never before the last frame written unless reordering was

@@ -285,7 +285,7 @@ pub struct Tuning {
     /// Leave GRO/LRO/TSO/GSO as they are (frames may then be aggregated before pathem sees them).
     #[arg(long)]
     pub keep_offloads: bool,
-    /// Delay line size per direction [default: rate × max delay + queue, at least 4 MiB].
+    /// Delay line size per direction [default: rate × max delay (+ queue for drop-tail), at least 4 MiB].
     #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     pub buffer: Option<Size>,
     /// Keep polling, without sleeping, for this long after each frame (0ms: sleep whenever

@@ -40,7 +40,7 @@ pub struct AttachArgs {
     /// where the host's own marks use the default [default: 0x70617468].
     #[arg(long, value_name = "MARK", value_parser = pathem_io::attach::parse_mark)]
     pub mark: Option<u32>,
-    /// Delay line size per direction, up to 1TiB [default: rate × max delay + queue, at least 4 MiB].
+    /// Delay line size per direction, up to 1TiB [default: rate × max delay (+ queue for drop-tail), at least 4 MiB].
     #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     pub buffer: Option<pathem_model::units::Size>,
     #[command(flatten)]

@@ -30,7 +30,7 @@ pub struct ReplayArgs {
     /// Write the counters as JSON to FILE instead of a summary on stderr.
     #[arg(long, value_name = "FILE")]
     pub stats: Option<PathBuf>,
-    /// Delay line size (e.g. 64MiB) [default: rate × max delay + queue, at least 4 MiB].
+    /// Delay line size (e.g. 64MiB) [default: rate × max delay (+ queue for drop-tail), at least 4 MiB].
     #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     pub buffer: Option<Size>,
     /// Change the path at set times (lines `TIME FLAGS`, optional `repeat TIME`), counted from
