@@ -374,6 +374,12 @@ fn write_room(
     extra: Extra,
     aqm_mark: bool,
 ) {
+    // Most often the line has the room as it is: one push, as a drop-tail frame's.
+    if extra == Extra::default() && line.push(release, wire_len, data, |_| {}) {
+        c.written.inc();
+        *last_release = (*last_release).max(release);
+        return;
+    }
     if !line.make_room(data.len()) {
         c.drop(DropReason::DelayLine);
         return;
