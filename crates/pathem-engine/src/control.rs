@@ -210,10 +210,7 @@ impl Control {
             None => None,
         };
         let held = match view.line.as_ref().and_then(|l| l.held_to_grow(all)) {
-            Some(need) => {
-                crate::delay_line::fits_memory(need)?;
-                Some(crate::held::Held::touched(need).into_buffer())
-            }
+            Some(need) => Some(crate::held::buffer(need)?),
             None => None,
         };
         Ok(Prepared { control: self, change: Change { config: Arc::new(config), ring, held, steps } })

@@ -84,17 +84,13 @@ impl Held {
         h
     }
 
-    /// Its buffer, to hand to a store that takes it ([`move_to`](Self::move_to)).
-    pub fn into_buffer(self) -> Vec<u8> {
-        self.buf
-    }
-
     /// Bytes it can hold.
     pub fn capacity(&self) -> usize {
         self.buf.len()
     }
 
     /// Frames it holds.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.count
     }
@@ -167,6 +163,7 @@ impl Held {
 
     /// Keeps `data` as frame [`next_number`](Self::next_number); false (and nothing kept)
     /// when there is no room.
+    #[cfg(test)]
     pub fn keep(&mut self, data: &[u8]) -> bool {
         let Some(start) = self.room(data.len()) else { return false };
         self.keep_at(start, data);
@@ -186,7 +183,7 @@ impl Held {
     }
 
     /// The bytes of frame `number`, while it is held.
-    #[inline]
+    #[cfg(test)]
     pub fn get(&self, number: u64) -> Option<&[u8]> {
         if !(self.front..self.next).contains(&number) {
             return None;
@@ -252,14 +249,25 @@ impl Held {
     }
 
     /// Bytes of the frames held.
+    #[cfg(test)]
     pub fn bytes(&self) -> usize {
         (self.front..self.next).map(|n| self.at(n)).filter(|e| e.held).map(|e| e.len as usize).sum()
     }
 }
 
+/// A buffer of `bytes` for a store to move to ([`Held::move_to`]), its pages touched, made
+/// off the data path (the control side, a schedule's set-up); refused past the memory the
+/// process may use.
+pub fn buffer(bytes: usize) -> Result<Vec<u8>, crate::delay_line::AllocError> {
+    crate::delay_line::fits_memory(bytes)?;
+    let mut buf = vec![0; bytes];
+    touch(&mut buf);
+    Ok(buf)
+}
+
 /// Writes a byte in every page, so that the kernel maps them all now. (Not a zero: stores of
 /// zero into memory that came zeroed may be left out by the compiler.)
-pub fn touch(buf: &mut [u8]) {
+fn touch(buf: &mut [u8]) {
     for b in buf.iter_mut().step_by(4096) {
         *b = 1;
     }

@@ -486,8 +486,7 @@ fn size_for_schedule(l: &mut InLane, schedule: &Schedule, engine: &EngineConfig)
         if engine.offline {
             l.ingress.grow_held(held);
         } else {
-            crate::delay_line::fits_memory(held)?;
-            l.ingress.take_held(Held::touched(held).into_buffer());
+            l.ingress.take_held(crate::held::buffer(held)?);
             l.control.held_grew(held);
         }
     }
