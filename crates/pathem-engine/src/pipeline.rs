@@ -100,8 +100,19 @@ pub fn lines_bytes(
     Ok(std::iter::once(path).chain(classes.iter().map(|c| &c.path)).map(ring).fold(0, usize::saturating_add))
 }
 
-/// [`delay_line_size`] with the reason, e.g. `rate 100mbit × max delay 10ms + queue 64000 B`.
+/// [`delay_line_size`] with the reason, e.g. `rate 100mbit × max delay 10ms + queue 64000 B`;
+/// with a queue discipline, the size of the store its frames wait in is said too.
 pub fn delay_line_sizing(path: &PathConfig, engine: &EngineConfig) -> Sizing {
+    let mut sized = line_sizing(path, engine);
+    let held = held_size(path, engine);
+    if held > 0 {
+        sized.why.push_str(&format!("; the queue discipline's frames held apart ({held} B)"));
+    }
+    sized
+}
+
+/// [`delay_line_sizing`] of the line alone.
+fn line_sizing(path: &PathConfig, engine: &EngineConfig) -> Sizing {
     if let Some(b) = engine.buffer {
         // The ring's size is a power of two holding at least two of the longest records: say
         // so where that is more than was asked.
@@ -114,11 +125,6 @@ pub fn delay_line_sizing(path: &PathConfig, engine: &EngineConfig) -> Sizing {
                 )
             }
             _ => "--buffer".into(),
-        };
-        let held = held_size(path, engine);
-        let why = match held {
-            0 => why,
-            _ => format!("{why}; the queue discipline's frames held apart ({held} B)"),
         };
         return Sizing { bytes: b, why };
     }
@@ -143,10 +149,6 @@ pub fn delay_line_sizing(path: &PathConfig, engine: &EngineConfig) -> Sizing {
         why.push_str(", raised to the 4 MiB minimum");
     } else if bytes == MAX_DELAY_LINE && want > MAX_DELAY_LINE as f64 {
         why.push_str(", capped at 4 GiB (--buffer sets more, up to 1 TiB)");
-    }
-    let held = held_size(path, engine);
-    if held > 0 {
-        why.push_str(&format!("; the queue discipline's frames held apart ({held} B)"));
     }
     Sizing { bytes, why }
 }
