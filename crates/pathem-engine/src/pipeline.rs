@@ -79,7 +79,7 @@ pub struct Sizing {
 /// (or the line rate) for the longest delay, plus a full drop-tail queue (TLEM §4.6; a queue
 /// discipline's frames wait apart, [`held_size`]).
 pub fn delay_line_size(path: &PathConfig, engine: &EngineConfig) -> usize {
-    delay_line_sizing(path, engine).bytes
+    line_sizing(path, engine).bytes
 }
 
 /// The bytes of the delay lines [`Pipeline::with_classes`] makes for `path` and `classes` with

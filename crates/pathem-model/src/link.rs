@@ -404,8 +404,8 @@ impl Link {
     /// out for a burst of frames: held in the caller's local, not in the link's fields behind
     /// the path's pointers, each frame's exit no longer waits on the last one's trip through
     /// them (docs/design.md, "A rate link's moving state is held by the burst loop"). `None`
-    /// for a trace link. Until [`put_hot`](Self::put_hot) gives it back, the link's own copy is stale:
-    /// only [`admit_with`](Self::admit_with) with it may admit frames.
+    /// for a trace link. Until [`put_hot`](Self::put_hot) gives it back, the link's own copy
+    /// is stale: only [`admit_with`](Self::admit_with) with it may admit frames.
     pub fn take_hot(&self) -> Option<Hot> {
         match &self.serve {
             Serve::Rate { last_exit, carry, .. } => Some(Hot { last_exit: *last_exit, carry: *carry }),

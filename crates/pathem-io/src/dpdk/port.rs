@@ -738,8 +738,9 @@ const START_TRIES: u32 = 20;
 /// The device string to probe where it is not the one given (`None`: as given): a net_af_xdp
 /// device on an interface with several receive queues, given no `queue_count=` and starting
 /// at queue 0, reads them all (`queue_count=N` added), as the driver's default of one would
-/// leave the other queues' frames to the kernel's stack, unseen by pathem. The driver binds only to combined channels (`ethtool -l`): where an
-/// interface has fewer of those than receive queues (a veth has none), it is refused.
+/// leave the other queues' frames to the kernel's stack, unseen by pathem. The driver binds
+/// only to combined channels (`ethtool -l`): where an interface has fewer of those than
+/// receive queues (a veth has none), it is refused.
 fn every_queue(spec: &str, dev: &Device) -> Result<Option<String>, Error> {
     let Device::Vdev { name, devargs } = dev else { return Ok(None) };
     let Some(iface) = dev.devarg("iface") else { return Ok(None) };
