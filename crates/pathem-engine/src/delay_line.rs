@@ -41,6 +41,13 @@ const WRAP: u32 = u32::MAX;
 pub const MAX_RECORD_DATA: usize = 1 << 24;
 /// A growing delay line starts this large (or at two of its largest records).
 pub const INITIAL_GROWING: usize = 256 << 10;
+/// A writer this far into a larger ring starts again at its start whenever the reader has
+/// taken every record, so a line holding little walks this much memory, which stays in the
+/// cache, rather than its whole ring, which a live line sizes for its worst case. (Smaller
+/// under Miri, so its tests pass the window in a ring Miri walks in seconds.)
+pub const WINDOW: usize = if cfg!(miri) { 16 << 10 } else { 256 << 10 };
+/// How often, in bytes written past [`WINDOW`], the writer asks whether the reader caught up.
+const PAGE: usize = 4096;
 
 /// Bytes a record of `len` frame bytes takes in the ring.
 #[inline]
@@ -236,6 +243,9 @@ pub struct Writer {
     /// Bytes of the largest record (two must fit a ring).
     max_record: usize,
     growth: Option<Arc<Growth>>,
+    /// A record reaching past this offset takes the cold path: the ring's end, or past
+    /// [`WINDOW`] a look at whether the reader has taken every record.
+    ask_at: usize,
     /// The most the line may hold, in bytes: a growing line's largest total of live segments,
     /// a fixed line's ring.
     limit: usize,
@@ -325,6 +335,7 @@ fn halves(shared: Arc<Shared>, max_record: usize, growth: Option<Arc<Growth>>) -
             mask,
             max_record,
             growth: growth.clone(),
+            ask_at: WINDOW.min(mask + 1),
             limit: mask + 1,
         },
         Reader {
@@ -414,6 +425,7 @@ impl Writer {
         self.shared = next;
         self.tail = 0;
         self.head_seen = 0;
+        self.ask_at = WINDOW.min(self.shared.cap);
     }
 
     /// Bytes in use in the segment being written, as the writer last saw it.
@@ -425,7 +437,7 @@ impl Writer {
     /// corrupt or mark it), and publishes it. Returns false, changing nothing, when there is
     /// no room (or the frame is longer than [`MAX_RECORD_DATA`]): the caller drops the frame
     /// and counts it.
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, release: Nanos, wire_len: u32, data: &[u8], edit: impl FnOnce(&mut [u8])) -> bool {
         self.write(release, wire_len, data, edit, true)
     }
@@ -490,6 +502,7 @@ impl Writer {
     /// [`push`](Self::push) of that length right after succeeds (only the writer takes room;
     /// the reader only gives it back). For a caller that must know before it commits to the
     /// frame (a link that would schedule it).
+    #[inline(always)]
     pub fn make_room(&mut self, len: usize) -> bool {
         let need = record_size(len);
         if len > MAX_RECORD_DATA || need > self.max_record {
@@ -509,8 +522,8 @@ impl Writer {
     #[inline]
     fn room_for(&mut self, need: usize) -> Option<usize> {
         let cap = self.shared.cap;
-        let to_end = cap - (self.tail & self.mask);
-        let total = if to_end < need { to_end + need } else { need };
+        let off = self.tail & self.mask;
+        let total = if off + need > self.ask_at { self.past_ask_at(off, need) } else { need };
         if self.tail.wrapping_sub(self.head_seen) + total > cap {
             self.head_seen = self.shared.head.0.load(Ordering::Acquire);
             if self.tail.wrapping_sub(self.head_seen) + total > cap {
@@ -518,6 +531,28 @@ impl Writer {
             }
         }
         Some(total)
+    }
+
+    /// The bytes a record of `need` bytes at `off` takes, past [`ask_at`](Self::ask_at): the
+    /// rest of the ring too at its end, or where the writer starts again early (the reader
+    /// has taken every record, past [`WINDOW`]); else `need`, and the writer asks again a page
+    /// on. Once per page: the reader owns the head's cache line, and a writer on another CPU
+    /// that read it per record would pull it across for each.
+    #[cold]
+    #[inline(never)]
+    fn past_ask_at(&mut self, off: usize, need: usize) -> usize {
+        let to_end = self.shared.cap - off;
+        if to_end < need {
+            return to_end + need;
+        }
+        if off >= WINDOW && need <= off {
+            self.head_seen = self.shared.head.0.load(Ordering::Acquire);
+            if self.tail == self.head_seen {
+                return to_end + need;
+            }
+        }
+        self.ask_at = (((off + need) & !(PAGE - 1)) + PAGE).min(self.shared.cap);
+        need
     }
 
     /// Finds room for a record of `need` bytes (8-aligned, at most `max_record`): skips (and
@@ -536,6 +571,7 @@ impl Writer {
                 // is free: `room_for` proved [tail, tail + total) is not held by the reader.
                 unsafe { write_descriptor(self.shared.base().add(off), 0, WRAP, 0) };
             }
+            self.ask_at = WINDOW.min(cap);
             0
         } else {
             off
@@ -660,17 +696,19 @@ impl Reader {
             }
             let off = self.head & self.mask;
             let to_end = self.shared.cap - off;
-            if to_end < DESCRIPTOR {
-                // The writer skipped this tail without a marker.
-                self.head = self.head.wrapping_add(to_end);
-                continue;
-            }
             let base = self.shared.base();
-            // SAFETY: head != tail, so the writer published a descriptor at `off` (8-aligned,
-            // inside the ring since to_end ≥ 16) and will not touch it until head passes it.
-            let (release, len, wire_len) = unsafe { read_descriptor(base.add(off)) };
+            let (release, len, wire_len) = match to_end < DESCRIPTOR {
+                // The writer skipped this tail without a marker.
+                true => (0, WRAP, 0),
+                // SAFETY: head != tail, so the writer published a descriptor at `off` (8-aligned,
+                // inside the ring since to_end ≥ 16) and will not touch it until head passes it.
+                false => unsafe { read_descriptor(base.add(off)) },
+            };
             if len == WRAP {
+                // The rest of the ring is skipped: give it back now, not with the next record's
+                // pop, which may be a delay away.
                 self.head = self.head.wrapping_add(to_end);
+                self.shared.head.0.store(self.head, Ordering::Release);
                 continue;
             }
             self.peeked = record_size(len as usize);
@@ -731,15 +769,23 @@ impl Reader {
             }
             let off = self.scan & (seg.cap - 1);
             let to_end = seg.cap - off;
-            if to_end < DESCRIPTOR {
-                self.scan = self.scan.wrapping_add(to_end);
-                continue;
-            }
-            // SAFETY: scan is in [head, tail) of this segment: the writer published this
-            // descriptor (8-aligned, inside the ring) and leaves it alone until head passes it.
-            let (release, len, _) = unsafe { read_descriptor(seg.base().add(off)) };
+            let (release, len, _) = match to_end < DESCRIPTOR {
+                true => (0, WRAP, 0),
+                // SAFETY: scan is in [head, tail) of this segment: the writer published this
+                // descriptor (8-aligned, inside the ring since to_end ≥ 16) and leaves it alone
+                // until head passes it.
+                false => unsafe { read_descriptor(seg.base().add(off)) },
+            };
             if len == WRAP {
+                // The rest of the ring is skipped; with nothing before it waiting, the head
+                // moves past it too, giving it back to the writer at once.
+                let at_head = self.scan == self.head && self.scan_segs.is_empty();
                 self.scan = self.scan.wrapping_add(to_end);
+                if at_head {
+                    self.head = self.scan;
+                    self.peeked = 0;
+                    self.shared.head.0.store(self.head, Ordering::Release);
+                }
                 continue;
             }
             let pos = self.scan;
@@ -1036,6 +1082,96 @@ mod tests {
         }
         assert_eq!(got.len(), 150);
         assert_eq!(&got[..3], &[2, 1, 0]);
+    }
+
+    /// Where a record's bytes lie in its ring, from the first record's (at offset 16).
+    fn offset(rec: &Record<'_>, first: usize) -> usize {
+        rec.data.as_ptr() as usize - first + DESCRIPTOR
+    }
+
+    #[test]
+    fn a_line_holding_little_walks_only_its_window() {
+        // A line emptied after every frame starts again at its start once past the window:
+        // its records stay in the first WINDOW bytes (and one page, where it looks), however
+        // large the ring.
+        let (mut w, mut r) = delay_line(2 * WINDOW, 1500).unwrap();
+        assert!(w.push(Nanos(0), 0, &frame(0, 1500), |_| {}));
+        let first = r.peek().unwrap().data.as_ptr() as usize;
+        r.pop();
+        let mut furthest = 0;
+        for i in 1..n(2_000) {
+            let len = [1500, 64, 700][i as usize % 3];
+            assert!(w.push(Nanos(i), 0, &frame(i as u8, len), |_| {}));
+            let rec = r.peek().unwrap();
+            assert_eq!(rec.data, &frame(i as u8, len)[..]);
+            furthest = furthest.max(offset(&rec, first) + len);
+            r.pop();
+            assert_eq!(w.used(), 0);
+        }
+        assert!(furthest <= WINDOW + PAGE + record_size(1500), "records reached {furthest} B");
+        assert!(furthest > WINDOW, "the window was passed ({furthest} B)");
+    }
+
+    #[test]
+    fn a_line_holding_frames_uses_its_whole_ring() {
+        // One record always waits: the writer never starts again early, and the whole ring
+        // takes frames, as without a window.
+        let cap = 2 * WINDOW;
+        let (mut w, mut r) = delay_line(cap, 1500).unwrap();
+        assert!(w.push(Nanos(0), 0, &frame(0, 1000), |_| {}));
+        let first = r.peek().unwrap().data.as_ptr() as usize;
+        let mut furthest = 0;
+        for i in 1..(cap / record_size(1000)) as u64 + 10 {
+            assert!(w.push(Nanos(i), 0, &frame(i as u8, 1000), |_| {}));
+            r.pop();
+            let rec = r.peek().unwrap();
+            furthest = furthest.max(offset(&rec, first) + 1000);
+        }
+        assert!(furthest > cap - record_size(1000), "records reached {furthest} of {cap} B");
+    }
+
+    #[test]
+    fn a_ring_end_skipped_early_is_given_back_when_the_reader_reaches_it() {
+        // The writer starts again at the start of an empty line past the window; the reader's
+        // look at the first record there passes the skipped end and gives it back, so the
+        // whole ring takes frames while that record still waits (a long delay's record).
+        let cap = 2 * WINDOW;
+        for reorder in [false, true] {
+            let (mut w, mut r) = delay_line(cap, 1500).unwrap();
+            let (mut first, mut last) = (None, 0);
+            for i in 0.. {
+                assert!(w.push(Nanos(i), 0, &frame(i as u8, 1000), |_| {}));
+                let at = match reorder {
+                    false => {
+                        let rec = r.peek().unwrap();
+                        offset(&rec, *first.get_or_insert(rec.data.as_ptr() as usize))
+                    }
+                    true => {
+                        let (slot, _) = r.scan_next().unwrap();
+                        let rec = r.record_at(&slot).unwrap();
+                        let at = offset(&rec, *first.get_or_insert(rec.data.as_ptr() as usize));
+                        if at >= last {
+                            assert!(r.consume_through(&slot));
+                        }
+                        at
+                    }
+                };
+                if at < last {
+                    // Started again at the start: this record waits.
+                    assert!(last > WINDOW && last < cap - record_size(1500), "early, at {last} B");
+                    break;
+                }
+                if !reorder {
+                    r.pop();
+                }
+                last = at;
+            }
+            let mut held = 1;
+            while w.push(Nanos(0), 0, &frame(0, 1000), |_| {}) {
+                held += 1;
+            }
+            assert!(held * record_size(1000) > cap - 2 * record_size(1500), "{held} records held");
+        }
     }
 
     #[test]
