@@ -18,6 +18,9 @@
 //! Layout: every record starts on an 8-byte boundary and never wraps. When the space left
 //! before the end of the ring is too short for the next record, the writer marks the rest
 //! (`WRAP` descriptor, or nothing if fewer than 16 bytes remain) and starts again at offset 0.
+//! It does the same early, past the first [`WINDOW`] bytes of a larger ring, whenever the
+//! reader has taken every record, so a line holding little stays in the cache; the reader
+//! gives a skipped end back as soon as it reaches it.
 //!
 //! Both return a `(Writer, Reader)` pair: "single producer, single consumer" is enforced by
 //! ownership, and the two halves may live on different threads. Reorder mode reads records out
@@ -556,7 +559,8 @@ impl Writer {
     }
 
     /// Finds room for a record of `need` bytes (8-aligned, at most `max_record`): skips (and
-    /// marks) the end of the ring when the record would not fit before it, advances `tail`
+    /// marks) the end of the ring when the record would not fit before it or the writer
+    /// starts again early ([`past_ask_at`](Self::past_ask_at)), advances `tail`
     /// past the record, and returns where it starts. `None`, changing nothing, when full.
     #[inline]
     fn reserve(&mut self, need: usize) -> Option<usize> {

@@ -958,16 +958,10 @@ mod tests {
         }
     }
 
-    /// Each queue discipline, with random steps after it (loss and jitter; duplicates and
-    /// corruption; reordering), sends the same frames at the same instants whether the frames
-    /// come one by one or in batches of 100 us or 2 ms (40 frames, more than a burst): the
-    /// discipline draws from a stream of its own, so it does not matter whether a frame is
-    /// decided at the next arrival or at a poll, and it is never served past frames still
-    /// waiting in the port.
     #[test]
     fn a_discipline_at_its_limit_finds_room_for_every_frame_it_admits() {
         // Frames of 64 to 1500 bytes at 150% of the rate, the longest frame 1514: the store of
-        // held frames is the limit and two longest frames (a frame joins a full queue before
+        // held frames is the limit (twice it for FQ-CoDel and DualPI2) and two longest frames (a frame joins a full queue before
         // drop-head or FQ-CoDel drops from its head; the ring's end a frame did not fit). No
         // frame is dropped for want of room, every frame is accounted for.
         let mut arrivals = Vec::new();
@@ -1002,6 +996,12 @@ mod tests {
         }
     }
 
+    /// Each queue discipline, with random steps after it (loss and jitter; duplicates and
+    /// corruption; reordering), sends the same frames at the same instants whether the frames
+    /// come one by one or in batches of 100 us or 2 ms (40 frames, more than a burst): the
+    /// discipline draws from a stream of its own, so it does not matter whether a frame is
+    /// decided at the next arrival or at a poll, and it is never served past frames still
+    /// waiting in the port.
     #[test]
     fn disciplines_decide_the_same_however_frames_are_batched() {
         let mut x = 0x2545_f491_4f6c_dd1du64;

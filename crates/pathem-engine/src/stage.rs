@@ -372,10 +372,8 @@ struct Rec<'a> {
 /// Writes a frame's record, and with `extra` a duplicate's after it and the edits made to
 /// the copies; the release clamp moves on once the frame's own record is written. Counts what
 /// it wrote, marked (unless `aqm_mark`: the queue discipline's mark, counted as such) and
-/// corrupted, or the frame dropped for want of room. A push that fails is tried again once the
-/// line made room (a growing line grows; a queue discipline's frame is written when it is
-/// decided, and records written since it arrived took room); a drop-tail frame's room was
-/// made at its arrival, just before.
+/// corrupted, or the frame dropped for want of room (a growing line grows first, in
+/// [`Writer::push`]).
 #[inline(always)]
 fn write(
     line: &mut Writer,
@@ -386,7 +384,7 @@ fn write(
     aqm_mark: bool,
 ) {
     let Some(extra) = extra else {
-        if push(line, rec, |_| {}) {
+        if line.push(rec.release, rec.wire_len, rec.data, |_| {}) {
             c.written.inc();
             *last_release = (*last_release).max(rec.release);
         } else {
@@ -395,13 +393,6 @@ fn write(
         return;
     };
     write_edited(line, c, last_release, rec, extra, aqm_mark)
-}
-
-/// Pushes a record, making room first when the line has none as it is.
-#[inline(always)]
-fn push(line: &mut Writer, rec: Rec<'_>, edit: impl Fn(&mut [u8])) -> bool {
-    line.push(rec.release, rec.wire_len, rec.data, &edit)
-        || (line.make_room(rec.data.len()) && line.push(rec.release, rec.wire_len, rec.data, &edit))
 }
 
 /// [`write`] for a frame with edits or a duplicate: rare, so kept off the common path.
@@ -423,7 +414,7 @@ fn write_edited(
             flip_bit(bytes, bit);
         }
     };
-    if !push(line, rec, edit) {
+    if !line.push(rec.release, rec.wire_len, rec.data, edit) {
         return c.drop(DropReason::DelayLine);
     }
     c.written.inc();
