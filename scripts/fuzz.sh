@@ -9,8 +9,7 @@
 # it on stable Rust forever after.
 # New inputs the fuzzer finds go to a temporary directory, so a run leaves the work tree as it
 # found it; PATHEM_FUZZ_KEEP=1 writes them into fuzz/corpus/TARGET/ instead (to grow the kept
-# corpus on purpose, then `cargo fuzz cmin` and commit). PATHEM_FUZZ_BUILD_ONLY=1 builds the
-# targets and stops (the test script builds them beside other work, and fuzzes later).
+# corpus on purpose, then `cargo fuzz cmin` and commit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-10}"
@@ -32,10 +31,6 @@ command -v cargo-fuzz >/dev/null 2>&1 ||
     skip "cargo-fuzz is not installed and cannot be installed"
 
 cargo +nightly fuzz build >/dev/null 2>&1 || cargo +nightly fuzz build
-if [ "${PATHEM_FUZZ_BUILD_ONLY:-0}" = 1 ]; then
-    echo "fuzz: ${#targets[@]} targets built"
-    exit 0
-fi
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 for t in "${targets[@]}"; do

@@ -53,14 +53,6 @@ if [ "$(id -u)" != 0 ]; then
     cargo build --workspace --locked --profile test 2>&1
 fi
 cargo test -p pathem-io --locked --lib 2>&1
-# The fuzz targets (nightly, their own target directory) build beside the image, whose build
-# spends its last minute on one core (one codegen unit, LTO); waited for before the tests,
-# whose timing a build beside them would disturb.
-# In its own process group, which a run that ends early kills.
-fuzz_build_log="$(mktemp)"
-PATHEM_FUZZ_BUILD_ONLY=1 setsid bash scripts/fuzz.sh >"$fuzz_build_log" 2>&1 &
-fuzz_build=$!
-trap 'kill -- -"$fuzz_build" 2>/dev/null || true; rm -f "$fuzz_build_log"' EXIT
 # The OCI image that crates/pathem/tests/image.rs runs with podman, built first (as root:
 # scripts/image.sh installs podman, runc and the musl target when missing; pods need catatonit).
 stage "the OCI image"
@@ -71,11 +63,6 @@ if [ "$(id -u)" = 0 ]; then
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends catatonit >/dev/null
     fi
     bash scripts/image.sh
-fi
-if ! wait "$fuzz_build"; then
-    cat "$fuzz_build_log" >&2
-    echo "scripts/test.sh: building the fuzz targets failed" >&2
-    exit 1
 fi
 # Everything, DPDK ports included.
 stage "every test, DPDK ports included"
