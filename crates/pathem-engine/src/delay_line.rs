@@ -1118,7 +1118,6 @@ mod tests {
         // its records stay in the first WINDOW bytes (and one page, where it looks), however
         // large the ring.
         let (mut w, mut r) = delay_line(2 * WINDOW, 1500).unwrap();
-        // Made once: Miri builds a frame byte by byte.
         let frames: Vec<Vec<u8>> = [1500, 64, 700].iter().map(|&len| frame(len as u8, len)).collect();
         assert!(w.push(Nanos(0), 0, &frames[0], |_| {}));
         let first = r.peek().unwrap().data.as_ptr() as usize;

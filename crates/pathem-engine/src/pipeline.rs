@@ -961,9 +961,10 @@ mod tests {
     #[test]
     fn a_discipline_at_its_limit_finds_room_for_every_frame_it_admits() {
         // Frames of 64 to 1500 bytes at 150% of the rate, the longest frame 1514: the store of
-        // held frames is the limit (twice it for FQ-CoDel and DualPI2) and two longest frames (a frame joins a full queue before
-        // drop-head or FQ-CoDel drops from its head; the ring's end a frame did not fit). No
-        // frame is dropped for want of room, every frame is accounted for.
+        // held frames is the limit (twice it for FQ-CoDel and DualPI2) and two longest frames
+        // (a frame joins a full queue before drop-head or FQ-CoDel drops from its head; the
+        // ring's end a frame did not fit). No frame is dropped for want of room, every frame
+        // is accounted for.
         let mut arrivals = Vec::new();
         let mut t = Nanos::from_millis(1);
         for i in 0..6_000u32 {
