@@ -4,19 +4,24 @@
 # its clap definitions into target/pkg), the README, CHANGELOG, examples and licences.
 #   bash scripts/package.sh             # target/debian/pathem_VERSION-1_ARCH.deb
 # Installs cargo-deb with cargo when it is missing. PATHEM_PACKAGE_PROFILE=test packages the
-# test build instead of a release build (the test script does, to check the package without a
-# second optimised build).
+# test build instead of a release build, PATHEM_PACKAGE_TARGET=TRIPLE the build for that
+# target (x86_64-unknown-linux-musl: a static pathem). The test script packages a build it has
+# already made: the OCI image's static release build as root, else the test build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile="${PATHEM_PACKAGE_PROFILE:-release}"
+target="${PATHEM_PACKAGE_TARGET:-}"
+targeted=()
+[ -z "$target" ] || targeted=(--target "$target")
 command -v cargo-deb >/dev/null 2>&1 || {
     echo "scripts/package.sh: installing cargo-deb" >&2
     cargo install cargo-deb --locked --quiet
 }
-cargo build --locked -p pathem --profile "$profile"
+cargo build --locked -p pathem --profile "$profile" "${targeted[@]}"
 dir=release
 [ "$profile" = release ] || dir=debug
-bin="target/$dir/pathem"
+out="target/${target:+$target/}"
+bin="$out$dir/pathem"
 rm -rf target/pkg
 mkdir -p target/pkg/man target/pkg/completions
 "$bin" manpages target/pkg/man
@@ -26,7 +31,8 @@ gzip -9n target/pkg/man/*.1
 "$bin" completions fish >target/pkg/completions/pathem.fish
 if [ "$profile" = test ]; then
     # Cargo puts the test profile's binaries in target/debug; cargo-deb looks in target/test.
-    mkdir -p target/test
-    cp "$bin" target/test/pathem
+    mkdir -p "${out}test"
+    cp "$bin" "${out}test/pathem"
 fi
-cargo deb -p pathem --no-build --locked --strip --profile "$profile" "$@"
+# Always in target/debian, whatever the target.
+cargo deb -p pathem --no-build --locked --strip --profile "$profile" "${targeted[@]}" --output target/debian "$@"
