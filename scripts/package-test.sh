@@ -2,8 +2,9 @@
 # Tests the Debian package as a user meets it: builds it (scripts/package.sh, from the build
 # PATHEM_PACKAGE_PROFILE and PATHEM_PACKAGE_TARGET name, else the test build), installs it with
 # dpkg, checks that `pathem --version` runs, `man pathem-run` renders and the completions are
-# where the shells look, then removes it and checks that every file it installed is gone. Needs root and dpkg; without them it says SKIPPED (a failure when
-# PATHEM_REQUIRE_LIVE=1, as the test script sets for root).
+# where the shells look, then removes it and checks that every file it installed is gone.
+# Needs root and dpkg; without them it says SKIPPED (a failure when PATHEM_REQUIRE_LIVE=1, as
+# the test script sets for root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 skip() {

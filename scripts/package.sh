@@ -12,7 +12,10 @@ cd "$(dirname "$0")/.."
 profile="${PATHEM_PACKAGE_PROFILE:-release}"
 target="${PATHEM_PACKAGE_TARGET:-}"
 targeted=()
-[ -z "$target" ] || targeted=(--target "$target")
+placed=()
+# With a target, cargo-deb would write to target/TRIPLE/debian: the package goes to
+# target/debian all the same.
+[ -z "$target" ] || { targeted=(--target "$target"); placed=(--output target/debian); }
 command -v cargo-deb >/dev/null 2>&1 || {
     echo "scripts/package.sh: installing cargo-deb" >&2
     cargo install cargo-deb --locked --quiet
@@ -34,5 +37,4 @@ if [ "$profile" = test ]; then
     mkdir -p "${out}test"
     cp "$bin" "${out}test/pathem"
 fi
-# Always in target/debian, whatever the target.
-cargo deb -p pathem --no-build --locked --strip --profile "$profile" "${targeted[@]}" --output target/debian "$@"
+cargo deb -p pathem --no-build --locked --strip --profile "$profile" "${targeted[@]}" "${placed[@]}" "$@"
