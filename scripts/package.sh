@@ -37,4 +37,5 @@ if [ "$profile" = test ]; then
     mkdir -p "${out}test"
     cp "$bin" "${out}test/pathem"
 fi
-cargo deb -p pathem --no-build --locked --strip --profile "$profile" "${targeted[@]}" "${placed[@]}" "$@"
+cargo deb -p pathem --no-build --locked --strip --profile "$profile" \
+    "${targeted[@]}" "${placed[@]}" "$@"
