@@ -19,15 +19,15 @@ if dpkg -s pathem >/dev/null 2>&1; then
     echo "package: a pathem package is installed already; the test would replace and remove it" >&2
     exit 1
 fi
-# A .deb left by an earlier build must not stand in for one that failed to build now.
-rm -f target/debian/pathem_*.deb
 if ! out="$(PATHEM_PACKAGE_PROFILE="${PATHEM_PACKAGE_PROFILE:-test}" bash scripts/package.sh 2>&1)"; then
     echo "$out" >&2
     echo "package: building the package failed" >&2
     exit 1
 fi
 echo "$out" | grep -v "^warning: Only source paths" || true
-deb="$(ls target/debian/pathem_*.deb 2>/dev/null | head -1)"
+# The path cargo deb printed for the package it wrote now (under cargo's target directory): a
+# .deb left by an earlier build cannot stand in for this one.
+deb="$(echo "$out" | grep '\.deb$' | tail -1)"
 [ -n "$deb" ] && [ -f "$deb" ] || { echo "package: no .deb was built" >&2; exit 1; }
 trap 'dpkg -r pathem >/dev/null 2>&1 || true' EXIT
 dpkg -i "$deb" >/dev/null
