@@ -41,7 +41,10 @@ if ! rustup target list --installed 2>/dev/null | grep -qx "$target"; then
 fi
 
 cargo build --release --locked -p pathem --target "$target" 2>&1
-bin="${CARGO_TARGET_DIR:-target}/$target/release/pathem"
+# Where cargo built it (CARGO_TARGET_DIR and build.target-dir honoured), as package.sh finds it.
+tdir="$(cargo metadata --no-deps --format-version 1 --locked |
+    grep -o '"target_directory":"[^"]*"' | cut -d'"' -f4)"
+bin="$tdir/$target/release/pathem"
 version="$(cargo pkgid -p pathem | sed 's/.*[#@]//')"
 
 ctx="$(mktemp -d)"
