@@ -44,6 +44,7 @@ cargo build --release --locked -p pathem --target "$target" 2>&1
 # Where cargo built it (CARGO_TARGET_DIR and build.target-dir honoured), as package.sh finds it.
 tdir="$(cargo metadata --no-deps --format-version 1 --locked |
     grep -o '"target_directory":"[^"]*"' | cut -d'"' -f4)"
+[ -n "$tdir" ] || { echo "scripts/image.sh: cargo metadata named no target directory" >&2; exit 1; }
 bin="$tdir/$target/release/pathem"
 version="$(cargo pkgid -p pathem | sed 's/.*[#@]//')"
 
