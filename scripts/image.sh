@@ -41,10 +41,8 @@ if ! rustup target list --installed 2>/dev/null | grep -qx "$target"; then
 fi
 
 cargo build --release --locked -p pathem --target "$target" 2>&1
-# Where cargo built it (CARGO_TARGET_DIR and build.target-dir honoured), as package.sh finds it.
-tdir="$(cargo metadata --no-deps --format-version 1 --locked |
-    grep -o '"target_directory":"[^"]*"' | cut -d'"' -f4)"
-[ -n "$tdir" ] || { echo "scripts/image.sh: cargo metadata named no target directory" >&2; exit 1; }
+# Where cargo built it (CARGO_TARGET_DIR and build.target-dir honoured).
+tdir="$(bash scripts/target-dir.sh)"
 bin="$tdir/$target/release/pathem"
 version="$(cargo pkgid -p pathem | sed 's/.*[#@]//')"
 

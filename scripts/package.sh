@@ -15,9 +15,7 @@ profile="${PATHEM_PACKAGE_PROFILE:-release}"
 target="${PATHEM_PACKAGE_TARGET:-}"
 # Where cargo builds (it honours CARGO_TARGET_DIR and build.target-dir): the man pages and
 # completions must come from the binary this run built, not from a stale one under target/.
-tdir="$(cargo metadata --no-deps --format-version 1 --locked |
-    grep -o '"target_directory":"[^"]*"' | cut -d'"' -f4)"
-[ -n "$tdir" ] || { echo "scripts/package.sh: cargo metadata named no target directory" >&2; exit 1; }
+tdir="$(bash scripts/target-dir.sh)"
 targeted=()
 placed=()
 # With a target, cargo-deb would write to TARGET_DIR/TRIPLE/debian: the package goes to
