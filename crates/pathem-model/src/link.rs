@@ -223,6 +223,9 @@ enum Serve {
         origin: Option<Nanos>,
         /// The opportunity last used and the bytes it has left; `None` before the first frame.
         current: Option<(u64, u32)>,
+        /// No frame leaves before this: when the last frame of the link this one replaced
+        /// leaves (its opportunities are taken).
+        floor: Nanos,
     },
 }
 
@@ -258,27 +261,32 @@ impl Link {
                 carry: 0,
                 tx_cache: [(NO_LEN, 0, 0); TX_CACHE],
             },
-            Server::Trace(t) => Serve::Trace { trace: t.clone(), origin: None, current: None },
+            Server::Trace(t) => {
+                Serve::Trace { trace: t.clone(), origin: None, current: None, floor: Nanos::ZERO }
+            }
         }
     }
 
     /// Takes over the state of the link this one replaces: the frames still in its queue (they
     /// keep their exit times, and count against this link's limit) and when the last of them
     /// leaves, so new frames queue behind them at the new rate. A trace link keeps its place
-    /// in the trace when the trace is the same. A queue limit set on a link that had none
-    /// counts the frames admitted from the change on (the earlier ones were not tracked).
+    /// in the trace when the trace is the same (the same copy: configurations read from files
+    /// share one per contents); another trace starts at the change, its frames leaving at its
+    /// opportunities from the old link's last exit on. A queue limit set on a link that had
+    /// none counts the frames admitted from the change on (the earlier ones were not tracked).
     pub fn inherit(&mut self, old: Link) {
         let last_exit = old.last_exit();
         match (&mut self.serve, old.serve) {
             (Serve::Rate { last_exit: le, .. }, _) => *le = last_exit,
             (
-                Serve::Trace { trace, origin, current },
-                Serve::Trace { trace: ot, origin: oo, current: oc },
+                Serve::Trace { trace, origin, current, floor },
+                Serve::Trace { trace: ot, origin: oo, current: oc, floor: of },
             ) if Arc::ptr_eq(trace, &ot) => {
                 *origin = oo;
                 *current = oc;
+                *floor = of;
             }
-            _ => {}
+            (Serve::Trace { floor, .. }, _) => *floor = last_exit,
         }
         if self.config.queue.is_some() {
             self.inside = old.inside;
@@ -294,8 +302,10 @@ impl Link {
     pub fn last_exit(&self) -> Nanos {
         match &self.serve {
             Serve::Rate { last_exit, .. } => *last_exit,
-            Serve::Trace { trace, origin: Some(o), current: Some((k, _)) } => *o + Nanos(trace.time(*k)),
-            Serve::Trace { .. } => Nanos::ZERO,
+            Serve::Trace { trace, origin: Some(o), current: Some((k, _)), floor } => {
+                (*o + Nanos(trace.time(*k))).max(*floor)
+            }
+            Serve::Trace { floor, .. } => *floor,
         }
     }
 
@@ -391,7 +401,9 @@ impl Link {
                 *last_exit = exit;
                 exit
             }
-            Serve::Trace { trace, origin, current } => Self::trace_exit(trace, origin, current, arrival, len),
+            Serve::Trace { trace, origin, current, floor } => {
+                Self::trace_exit(trace, origin, current, arrival, *floor, len)
+            }
         };
         if self.config.queue.is_some() {
             self.inside.push_back(InLink { exit, len });
@@ -420,17 +432,19 @@ impl Link {
         }
     }
 
-    /// Exit time on a trace link: the opportunity that carries the frame's last byte.
+    /// Exit time on a trace link: the opportunity that carries the frame's last byte, at
+    /// `floor` or later. The trace starts with the first frame.
     #[inline(never)]
     fn trace_exit(
         trace: &RateTrace,
         origin: &mut Option<Nanos>,
         current: &mut Option<(u64, u32)>,
         arrival: Nanos,
+        floor: Nanos,
         len: u32,
     ) -> Nanos {
         let o = *origin.get_or_insert(arrival);
-        let t = (arrival - o).as_nanos();
+        let t = (arrival.max(floor) - o).as_nanos();
         // Mahimahi counts IP packets plus a 4-byte header: a frame minus its Ethernet
         // header, plus 4, so a full-size 1514-byte frame takes one opportunity.
         let mut need = len.saturating_sub(14) + 4;

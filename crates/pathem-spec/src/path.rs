@@ -351,15 +351,40 @@ fn read(flag: &'static str, path: &Path) -> Result<String, SpecError> {
     })
 }
 
-fn parse_file<T>(
+fn parse_file<T: PartialEq + Send + Sync + 'static>(
     flag: &'static str,
     path: &Path,
     parse: impl Fn(&str) -> Result<T, pathem_model::trace::TraceError>,
 ) -> Result<Arc<T>, SpecError> {
-    parse(&read(flag, path)?).map(Arc::new).map_err(|e| SpecError::File {
+    parse(&read(flag, path)?).map(shared).map_err(|e| SpecError::File {
         flag,
         path: path.into(),
         reason: e.to_string(),
+    })
+}
+
+/// One copy of each trace (or table) per contents in the process: a file is read anew each
+/// time a spec becomes a configuration (every `ctl set`, every schedule step), and a trace
+/// named again must be the copy the running path follows, which the models tell by
+/// `Arc::ptr_eq` between two frames (keeping their place in it; README, "kept across a
+/// change"). A file whose contents changed is another trace. Copies no configuration holds any
+/// more are forgotten.
+fn shared<T: PartialEq + Send + Sync + 'static>(parsed: T) -> Arc<T> {
+    type Seen = Vec<std::sync::Weak<dyn std::any::Any + Send + Sync>>;
+    static SEEN: std::sync::Mutex<Seen> = std::sync::Mutex::new(Vec::new());
+    // The list holds no invariant a panic elsewhere could have broken halfway.
+    let mut seen = SEEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    seen.retain(|w| w.strong_count() > 0);
+    let same = seen
+        .iter()
+        .filter_map(std::sync::Weak::upgrade)
+        .filter_map(|a| a.downcast::<T>().ok())
+        .find(|a| **a == parsed);
+    same.unwrap_or_else(|| {
+        let new = Arc::new(parsed);
+        let any: Arc<dyn std::any::Any + Send + Sync> = new.clone();
+        seen.push(Arc::downgrade(&any));
+        new
     })
 }
 
@@ -442,7 +467,8 @@ impl PathSpec {
             .map_err(|e| SpecError::Flags(crate::error::first_line(&e)))
     }
 
-    /// `self` with every field that `over` sets replaced by `over`'s value; a switch is turned
+    /// `self` with every field that `over` sets replaced by `over`'s value (a rate trace
+    /// replaces a rate and the other way round, as a delay trace and a delay do); a switch is turned
     /// on by `--reorder`/`--ecn` and off by `--no-reorder`/`--no-ecn`, and kept otherwise. A
     /// `--no-reorder` or `--no-ecn` stays said (the first decides against a netem spec's
     /// overtaking, the second is refused with one) until `--reorder` or `--ecn` turns it on.
@@ -455,6 +481,15 @@ impl PathSpec {
         }
         fn switch(on: bool, off: bool, base: bool) -> bool {
             (base || on) && !off
+        }
+        // Of two settings a path has one or the other of (a rate or a rate trace, a delay or
+        // a delay trace), the one `over` names replaces the other; naming both in one layer
+        // stays refused (`to_config`).
+        fn either<T: Clone>(over: &Option<T>, base: &Option<T>, other_over: bool) -> Option<T> {
+            match (over, other_over) {
+                (None, true) => None,
+                _ => pick(over, base),
+            }
         }
         // What stays under a new netem spec: the settings netem has no words for. Flags on
         // top of an earlier layer's netem spec (a `ctl set --delay 5ms` on a link started with
@@ -488,19 +523,19 @@ impl PathSpec {
             _ => self,
         };
         PathSpec {
-            delay: pick(&over.delay, &this.delay),
+            delay: either(&over.delay, &this.delay, over.delay_trace.is_some()),
             jitter: pick(&over.jitter, &this.jitter),
             delay_dist: pick(&over.delay_dist, &this.delay_dist),
             delay_half_life: pick(&over.delay_half_life, &this.delay_half_life),
             delay_correlation: pick(&over.delay_correlation, &this.delay_correlation),
-            delay_trace: pick(&over.delay_trace, &this.delay_trace),
+            delay_trace: either(&over.delay_trace, &this.delay_trace, over.delay.is_some()),
             reorder: switch(over.reorder, over.no_reorder, this.reorder),
             no_reorder: switch(over.no_reorder, over.reorder, this.no_reorder),
             skip_delay: pick(&over.skip_delay, &this.skip_delay),
             loss: pick(&over.loss, &this.loss),
             ber: pick(&over.ber, &this.ber),
-            rate: pick(&over.rate, &this.rate),
-            rate_trace: pick(&over.rate_trace, &this.rate_trace),
+            rate: either(&over.rate, &this.rate, over.rate_trace.is_some()),
+            rate_trace: either(&over.rate_trace, &this.rate_trace, over.rate.is_some()),
             overhead: pick(&over.overhead, &this.overhead),
             cell: pick(&over.cell, &this.cell),
             queue: pick(&over.queue, &this.queue),
@@ -844,6 +879,27 @@ mod tests {
         // whose keys have no order, refuses both (`file::parse`).
         assert!(PathSpec::from_flags("--ecn --no-ecn").unwrap().no_ecn);
         assert!(PathSpec::from_flags("--no-ecn --ecn").unwrap().ecn);
+    }
+
+    /// A later layer (a `ctl set`, a schedule line, flags over a file) that names a rate trace
+    /// replaces the rate, and the other way round; the same for a delay and a delay trace.
+    /// Both in one layer stay refused.
+    #[test]
+    fn a_trace_and_its_plain_setting_replace_each_other_across_layers() {
+        let f = |s: &str| PathSpec::from_flags(s).unwrap();
+        let started = f("--rate 10mbit --delay 5ms --loss 1%");
+        let traced = started.overridden_by(&f("--rate-trace t1 --delay-trace t2"));
+        assert_eq!((traced.rate, traced.delay), (None, None));
+        assert_eq!(traced.rate_trace.as_deref(), Some(Path::new("t1")));
+        assert_eq!(traced.delay_trace.as_deref(), Some(Path::new("t2")));
+        assert!(traced.loss.is_some(), "what the layer does not name stays");
+        let back = traced.overridden_by(&f("--rate 5mbit"));
+        assert_eq!((back.rate.is_some(), back.rate_trace.is_some()), (true, false));
+        assert_eq!(back.delay_trace.as_deref(), Some(Path::new("t2")), "the delay trace stays");
+        let back = back.overridden_by(&f("--delay 1ms"));
+        assert_eq!((back.delay.is_some(), back.delay_trace.is_some()), (true, false));
+        let both = started.overridden_by(&f("--rate 1mbit --rate-trace t1"));
+        assert!(matches!(both.to_config(), Err(SpecError::Conflict("rate", "rate-trace", _))));
     }
 
     #[test]

@@ -223,6 +223,56 @@ fn rate_trace_departures_only_at_opportunities() {
     }
 }
 
+/// A change that names a trace again (a schedule line, `ctl set`, a config read again) keeps
+/// the trace's place: the file is read anew each time, and "the same trace" is the same
+/// contents, not the same copy in memory. A different trace starts at the change, and a rate
+/// trace's frames queue behind those the link before it still holds.
+#[test]
+fn traces_keep_their_place_across_a_change_that_names_them_again() {
+    let d = Dir::new();
+    // Opportunities every 2 ms; 1514-byte frames every 1 ms: a queue grows, one frame a 2 ms.
+    std::fs::write(d.path("link.trace"), (1..=50).map(|i| format!("{}\n", 2 * i)).collect::<String>())
+        .unwrap();
+    std::fs::write(d.path("pattern.txt"), "0 0 1\n").unwrap();
+    std::fs::write(d.path("delay.trace"), "0ms 1ms\n3ms 4ms\nperiod 7ms\n").unwrap();
+    let (rate, loss, delay) =
+        (d.s("link.trace"), format!("trace:{}", d.s("pattern.txt")), d.s("delay.trace"));
+    // The change comes between frames 7 and 8 (8 is not a multiple of the loss pattern's 3,
+    // nor 7.5 ms of the delay trace's 7 ms period).
+    let cases: [(&[&str], String); 3] = [
+        (&["--rate-trace", &rate], format!("7500us --rate-trace {rate}\n")),
+        (&["--loss", &loss], format!("7500us --loss {loss}\n")),
+        (&["--delay-trace", &delay], format!("7500us --delay-trace {delay}\n")),
+    ];
+    let frames = cbr(40, 1514, Nanos::from_millis(1));
+    for (flags, line) in cases {
+        let (alone, _) = replay(&d, &frames, flags);
+        std::fs::write(d.path("s.txt"), &line).unwrap();
+        let mut args = flags.to_vec();
+        let s = d.s("s.txt");
+        args.extend(["--schedule", &s]);
+        let (changed, stats) = replay(&d, &frames, &args);
+        assert_eq!(stats["schedule"].as_array().map(Vec::len), Some(1), "{flags:?}: {stats}");
+        let times = |out: &[(Nanos, Vec<u8>)]| out.iter().map(|(t, f)| (*t, seq(f))).collect::<Vec<_>>();
+        assert_eq!(times(&changed), times(&alone), "{flags:?} with {line:?}");
+    }
+
+    // A rate link, then a trace: frames from the change on leave at opportunities, and not
+    // before the last frame the rate link holds (none is held back for overtaking).
+    std::fs::write(d.path("s.txt"), format!("7500us --rate-trace {rate}\n")).unwrap();
+    let s = d.s("s.txt");
+    let (out, stats) = replay(&d, &frames, &["--rate", "4mbit", "--schedule", &s]);
+    assert_eq!(stats["reorder_clamped"], 0, "{stats}");
+    let start = frames[0].0;
+    let held = out.iter().take_while(|(t, f)| seq(f) < 8 && *t >= start).count();
+    assert_eq!(held, 8, "frames 0-7 took the rate link");
+    let last_rate = out[7].0;
+    for (t, f) in &out[8..] {
+        assert!(*t > last_rate, "frame {} left at {t}, before the rate link's last at {last_rate}", seq(f));
+    }
+    assert_eq!(out.len(), 40);
+}
+
 #[test]
 fn slots_release_in_batches() {
     let d = Dir::new();

@@ -69,14 +69,20 @@ impl FromStr for DualPi2Config {
         let k = kv.get::<Number>("k")?.map_or(d.k, |v| v.0);
         let min_th = dur(&mut kv, "min-th", d.min_th)?;
         let range = dur(&mut kv, "range", d.range)?;
-        let tshift = dur(&mut kv, "tshift", Nanos(target.as_nanos().saturating_mul(2)))?;
+        let tshift_given = kv.get::<Duration>("tshift")?.map(|v| v.0);
+        let tshift = tshift_given.unwrap_or(Nanos(target.as_nanos().saturating_mul(2)));
         kv.finish()?;
+        if target == Nanos::ZERO || t_update == Nanos::ZERO {
+            return Err(error(s, "has a target or t-update of 0", DUALPI2_ACCEPTED));
+        }
         let max = crate::limits::MAX_DELAY;
-        if target == Nanos::ZERO
-            || t_update == Nanos::ZERO
-            || [target, t_update, min_th, range, tshift].iter().any(|&t| t > max)
-        {
-            return Err(error(s, "has a target or t-update of 0, or a duration over 1h", DUALPI2_ACCEPTED));
+        let durations = [("target", target), ("t-update", t_update), ("min-th", min_th), ("range", range)];
+        if let Some((key, t)) = durations.into_iter().find(|&(_, t)| t > max) {
+            return Err(error(s, format!("has {key} {t}, over 1h"), DUALPI2_ACCEPTED));
+        }
+        if tshift > max {
+            let why = if tshift_given.is_some() { "" } else { " (2 × target, as no tshift is given)" };
+            return Err(error(s, format!("has tshift {tshift}{why}, over 1h"), DUALPI2_ACCEPTED));
         }
         if alpha > 100.0 || beta > 100.0 || !(1.0..=64.0).contains(&k) {
             return Err(error(s, "has a gain over 100 or k outside 1 to 64", DUALPI2_ACCEPTED));
@@ -286,5 +292,13 @@ mod tests {
         {
             assert!(bad.parse::<DualPi2Config>().is_err(), "{bad}");
         }
+        // A target within its 1 h whose default tshift (twice it) is not: the refusal names
+        // tshift and where its value came from; given, a tshift of 1 h or less is taken.
+        let e = "dualpi2,target=31min".parse::<DualPi2Config>().unwrap_err().to_string();
+        assert!(e.contains("tshift") && e.contains("2 × target"), "{e}");
+        let c: DualPi2Config = "dualpi2,target=31min,tshift=1h".parse().unwrap();
+        assert_eq!((c.target, c.tshift), (Nanos::from_secs(31 * 60), Nanos::from_secs(3600)));
+        let e = "dualpi2,min-th=2h".parse::<DualPi2Config>().unwrap_err().to_string();
+        assert!(e.contains("min-th"), "{e}");
     }
 }
