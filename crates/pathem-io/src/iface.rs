@@ -14,6 +14,7 @@
 //! answers (a kernel before 6.8 and a driver that reports no channels).
 
 use crate::Error;
+use std::io::Write as _;
 use std::path::PathBuf;
 
 /// The interface's index in the calling thread's namespace, or `None` where it has none.
@@ -510,7 +511,9 @@ fn recover_stale(ifname: &str) -> Result<(), Error> {
     if !left_off.is_empty() {
         set(ifname, &left_off, true)?;
         let words: Vec<&str> = left_off.iter().map(|o| o.word()).collect();
-        eprintln!(
+        // A note on stderr; a stderr that cannot be written loses it (no panic, as eprintln!).
+        let _ = writeln!(
+            std::io::stderr(),
             "pathem: {ifname}: turned {} back on (left off by a pathem that was killed)",
             words.join(", ")
         );

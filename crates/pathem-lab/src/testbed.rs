@@ -13,6 +13,7 @@
 use crate::Error;
 use pathem_io::live::PortSpec;
 use pathem_runtime::netns::ip;
+use std::io::Write as _;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Output, Stdio};
 
@@ -272,7 +273,8 @@ pub fn clean_up_on_signals() -> Result<(), Error> {
                         let _ = ip(&["netns", "del", n]);
                     }
                 }
-                eprintln!("pathem: stopped by signal {sig}; its test bed is removed");
+                let _ =
+                    writeln!(std::io::stderr(), "pathem: stopped by signal {sig}; its test bed is removed");
                 std::process::exit(128 + sig);
             }
         })

@@ -6,6 +6,7 @@ use crate::pattern::Schedule;
 use pathem_io::udp::{now, TimestampedUdp};
 use pathem_model::Nanos;
 use std::io::ErrorKind;
+use std::io::Write as _;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
@@ -77,7 +78,7 @@ pub fn send(
         waiting += 1;
         if progress && now() - last_report > Nanos::from_secs(2) {
             last_report = now();
-            eprintln!("pathem probe: sent {seq} of {count}");
+            let _ = writeln!(std::io::stderr(), "pathem probe: sent {seq} of {count}");
         }
     }
     for _ in 0..3 {
@@ -179,7 +180,7 @@ pub fn receive(
         }
         if progress && last_report.elapsed() > Duration::from_secs(2) {
             last_report = Instant::now();
-            eprintln!("pathem probe: received {} datagrams", samples.len());
+            let _ = writeln!(std::io::stderr(), "pathem probe: received {} datagrams", samples.len());
         }
         let done = match ended {
             Some(at) => {

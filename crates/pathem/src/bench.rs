@@ -72,8 +72,8 @@ pub struct BenchArgs {
 pub fn main(args: BenchArgs) -> anyhow::Result<()> {
     let json = args.json;
     let emit = |value: serde_json::Value, text: String| match json {
-        true => println!("{value}"),
-        false => print!("{text}"),
+        true => outln!("{value}"),
+        false => out!("{text}"),
     };
     if args.hiccups {
         crate::within("--seconds", args.seconds, 0.001..=3600.0, "0.001 to 3600")?;
@@ -84,7 +84,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
     // Rounds print a line each on stderr unless the output is JSON.
     let progress = move |line: String| {
         if !json {
-            eprintln!("  {line}");
+            errln!("  {line}");
         }
     };
     crate::within("--runs", args.runs, 1..=1000, "1 to 1000")?;
@@ -96,7 +96,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
         }
         let print = |row: &rounds::LiveRow| {
             if !json {
-                println!("{}", text::live_row(row));
+                outln!("{}", text::live_row(row));
             }
         };
         let plan = rounds::LivePlan {

@@ -31,7 +31,7 @@ pub struct CtlArgs {
 pub fn main(args: CtlArgs) -> anyhow::Result<()> {
     let target = &args.target;
     if target == "list" {
-        control::list_lines().iter().for_each(|l| println!("{l}"));
+        control::list_lines().iter().for_each(|l| outln!("{l}"));
         return Ok(());
     }
     control::check_name(target).map_err(|e| usage(e.to_string().replace("--name", "ctl NAME")))?;
@@ -51,9 +51,9 @@ pub fn main(args: CtlArgs) -> anyhow::Result<()> {
         None => return Err(usage(format!("ctl {target}: accepted: show, set"))),
     };
     match control::request(target, request).map_err(crate::runtime_error)? {
-        Reply::State(s) if args.json => println!("{}", serde_json::to_string(&s)?),
-        Reply::State(s) => print!("{}", s.describe()),
-        Reply::Changed => eprintln!("pathem: {target}: changed"),
+        Reply::State(s) if args.json => outln!("{}", serde_json::to_string(&s)?),
+        Reply::State(s) => out!("{}", s.describe()),
+        Reply::Changed => errln!("pathem: {target}: changed"),
         Reply::Refused { error } if what == "set" => return Err(usage(format!("ctl {target} set: {error}"))),
         Reply::Refused { error } => anyhow::bail!("ctl {target} {what}: {error}"),
     }

@@ -27,9 +27,9 @@ pub fn main(args: DemoArgs) -> anyhow::Result<()> {
     let stats = dir.join("stats.json");
     std::fs::write(&stats, serde_json::to_string_pretty(&demo.report)? + "\n")
         .with_context(|| format!("cannot write {}", stats.display()))?;
-    print!("{}", demo.describe());
+    out!("{}", demo.describe());
     if args.dir.is_some() {
-        println!("  files in {}: in.pcap, out.pcap, stats.json", dir.display());
+        outln!("  files in {}: in.pcap, out.pcap, stats.json", dir.display());
     }
     Ok(())
 }

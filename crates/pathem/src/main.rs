@@ -7,6 +7,25 @@
 //! not a link.
 #![allow(rustdoc::broken_intra_doc_links)]
 
+/// `print!` without its panic: a write to standard output that fails (a full disk, a file
+/// closed under pathem) becomes the run's error at its end ([`out`]).
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::out(format_args!($($arg)*)) };
+}
+/// `println!` without its panic ([`out`]).
+macro_rules! outln {
+    ($($arg:tt)*) => { $crate::out(format_args!("{}\n", format_args!($($arg)*))) };
+}
+/// `eprint!` without its panic: a note that cannot be written is lost, and the exit code
+/// still tells how the run ended.
+macro_rules! err {
+    ($($arg:tt)*) => { $crate::err(format_args!($($arg)*)) };
+}
+/// `eprintln!` without its panic ([`err!`]).
+macro_rules! errln {
+    ($($arg:tt)*) => { $crate::err(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
 mod attach;
 mod bench;
 mod ctl;
@@ -85,6 +104,39 @@ pub fn within<T: PartialOrd + std::fmt::Display>(
 
 /// A library's error as the command line reports it: what the user named wrongly (a setting
 /// out of range, a CPU, a port, a name) is bad usage (exit 2); what failed is a failed run.
+/// The first write to standard output that failed; later writes are skipped.
+static STDOUT_FAILED: std::sync::Mutex<Option<std::io::Error>> = std::sync::Mutex::new(None);
+
+/// Writes to standard output, remembering the first failure instead of panicking as `print!`
+/// does; [`stdout_result`] makes it the run's error.
+pub fn out(args: std::fmt::Arguments) {
+    use std::io::Write;
+    // A panic elsewhere while the lock was held leaves nothing half-done in an Option.
+    let mut failed = STDOUT_FAILED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if failed.is_none() {
+        if let Err(e) = std::io::stdout().lock().write_fmt(args) {
+            *failed = Some(e);
+        }
+    }
+}
+
+/// Writes to standard error; a failure is ignored (there is nowhere left to say it).
+pub fn err(args: std::fmt::Arguments) {
+    use std::io::Write;
+    let _ = std::io::stderr().lock().write_fmt(args);
+}
+
+/// Flushes standard output: the run's result is the first write that failed, if any did.
+fn stdout_result() -> anyhow::Result<()> {
+    use std::io::Write;
+    let flushed = std::io::stdout().lock().flush();
+    let mut failed = STDOUT_FAILED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    match failed.take().map_or(flushed, Err) {
+        Ok(()) => Ok(()),
+        Err(e) => Err(anyhow::Error::new(e).context("cannot write to standard output")),
+    }
+}
+
 pub fn runtime_error(e: pathem_runtime::Error) -> anyhow::Error {
     if e.is_usage() {
         usage(e)
@@ -109,8 +161,13 @@ fn main() -> ExitCode {
         Err(e) => {
             use clap::error::ErrorKind;
             if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-                let _ = e.print();
-                return ExitCode::SUCCESS;
+                return match e.print() {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(w) => {
+                        errln!("pathem: cannot write to standard output: {w}");
+                        ExitCode::from(1)
+                    }
+                };
             }
             if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
                 let _ = e.print();
@@ -122,7 +179,7 @@ fn main() -> ExitCode {
             let mut lines = text.lines().map(str::trim).skip_while(|l| l.is_empty());
             let first = lines.next().unwrap_or("bad arguments").trim_start_matches("error: ");
             let listed: Vec<&str> = lines.take_while(|l| first.ends_with(':') && !l.is_empty()).collect();
-            eprintln!("pathem: {}", [first, &listed.join(", ")].join(" ").trim_end());
+            errln!("pathem: {}", [first, &listed.join(", ")].join(" ").trim_end());
             return ExitCode::from(2);
         }
     };
@@ -140,12 +197,14 @@ fn main() -> ExitCode {
         Command::Completions { shell } => docs::completions(shell, Cli::command()),
         Command::Manpages { dir } => docs::manpages(&dir, Cli::command()),
     };
-    match result {
+    // What was printed must have reached standard output; a usage error stays one.
+    let written = stdout_result();
+    match result.and(written) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let code = if e.downcast_ref::<UsageError>().is_some() { 2 } else { 1 };
             let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-            eprintln!("pathem: {}", msg.join(": ").replace('\n', " "));
+            errln!("pathem: {}", msg.join(": ").replace('\n', " "));
             ExitCode::from(code)
         }
     }

@@ -17,12 +17,12 @@ pub struct NetemArgs {
 pub fn main(args: NetemArgs) -> anyhow::Result<()> {
     if let Some(flags) = &args.from_flags {
         let spec = PathSpec::from_flags(flags).map_err(usage)?;
-        println!("{}", netem::to_netem(&spec).map_err(usage)?);
+        outln!("{}", netem::to_netem(&spec).map_err(usage)?);
         return Ok(());
     }
     let explained = netem::explain(args.spec.as_deref().unwrap_or_default()).map_err(usage)?;
-    explained.notes.iter().for_each(|n| eprintln!("pathem: note: {n}"));
-    println!("flags: {}\ntoml ([a_to_b], [egress], ...):", explained.flags);
-    explained.toml.lines().for_each(|l| println!("  {l}"));
+    explained.notes.iter().for_each(|n| errln!("pathem: note: {n}"));
+    outln!("flags: {}\ntoml ([a_to_b], [egress], ...):", explained.flags);
+    explained.toml.lines().for_each(|l| outln!("  {l}"));
     Ok(())
 }

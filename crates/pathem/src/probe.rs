@@ -71,8 +71,8 @@ fn conclude(samples: &[Sample], sent: Option<u64>, o: &RecvOpts) -> anyhow::Resu
         figures: o.figures.as_deref(),
     };
     let (summary, figures) = session::conclude(samples, sent, o.expect_delay.0, o.idle.0, outputs)?;
-    print!("{}", summary.describe(o.expect_loss.as_ref().map(|l| l.loss_rate())));
-    figures.iter().for_each(|f| println!("  figure     {}", f.display()));
+    out!("{}", summary.describe(o.expect_loss.as_ref().map(|l| l.loss_rate())));
+    figures.iter().for_each(|f| outln!("  figure     {}", f.display()));
     Ok(summary)
 }
 
@@ -86,7 +86,7 @@ pub fn main(args: ProbeArgs) -> anyhow::Result<()> {
         ProbeCommand::Send { to, send } => {
             let sock = session::sender_for(to).context("cannot bind the sender")?;
             let n = session::send(&sock, to, &plan(&send)?).context("sending")?.len();
-            eprintln!("pathem probe: sent {n} datagrams to {to}");
+            errln!("pathem probe: sent {n} datagrams to {to}");
         }
         ProbeCommand::Recv { listen, recv } => {
             let sock = TimestampedUdp::bind(listen).map_err(usage)?;

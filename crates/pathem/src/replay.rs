@@ -48,7 +48,7 @@ pub fn replay(args: &ReplayArgs) -> anyhow::Result<ReplayReport> {
     let file = link::config(args.config.as_deref()).map_err(usage)?;
     let layers = [&file.a_to_b, &file.common(), &args.path];
     let ab = Direction::resolve(&layers, args.schedule.as_deref()).map_err(usage)?;
-    link::notes(&[&ab]).iter().for_each(|n| eprintln!("pathem: {n}"));
+    link::notes(&[&ab]).iter().for_each(|n| errln!("pathem: {n}"));
     let seed = args.seed.or(file.seed).unwrap_or_else(pathem_runtime::random_seed);
     let engine = EngineConfig {
         buffer: args.buffer.or(file.buffer).map(|s| usize::try_from(s.0).unwrap_or(usize::MAX)),
@@ -72,14 +72,14 @@ pub fn replay(args: &ReplayArgs) -> anyhow::Result<ReplayReport> {
 pub fn main(args: ReplayArgs) -> anyhow::Result<()> {
     let report = replay(&args)?;
     if args.seed.is_none() {
-        eprintln!("pathem: seed {} (pass --seed {} to repeat this run)", report.seed, report.seed);
+        errln!("pathem: seed {} (pass --seed {} to repeat this run)", report.seed, report.seed);
     }
     match &args.stats {
         Some(p) => {
             let json = serde_json::to_string_pretty(&report)?;
             std::fs::write(p, json + "\n").with_context(|| format!("cannot write {}", p.display()))?;
         }
-        None => eprint!("{}", report.summary(&args.input, &args.output)),
+        None => err!("{}", report.summary(&args.input, &args.output)),
     }
     Ok(())
 }

@@ -68,11 +68,14 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
         args.metrics.as_deref().map(pathem_runtime::metrics::parse_addr).transpose().map_err(usage)?;
     pathem_runtime::netns::leave_signals_to_the_command()?;
     let bed = ShellBed::build(std::process::id()).map_err(usage)?;
-    link::notes(&[&up, &down]).iter().chain(&bed.warning).for_each(|l| eprintln!("pathem: {l}"));
+    link::notes(&[&up, &down]).iter().chain(&bed.warning).for_each(|l| errln!("pathem: {l}"));
     if args.verbose {
-        eprintln!(
+        errln!(
             "pathem shell: {} behind uplink [{}] downlink [{}], gateway {}, seed {seed}",
-            bed.ns, up.path, down.path, bed.gateway
+            bed.ns,
+            up.path,
+            down.path,
+            bed.gateway
         );
     }
     // pathem's ports and sockets live in the link namespace; Link::start bounds the frames.
@@ -89,9 +92,9 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot run {}", args.command[0]));
     let end = session.stop().map_err(crate::runtime_error)?;
     if args.verbose {
-        eprintln!("pathem shell: uplink {}", serde_json::to_string(&end.ab)?);
+        errln!("pathem shell: uplink {}", serde_json::to_string(&end.ab)?);
         if let Some(d) = &end.ba {
-            eprintln!("pathem shell: downlink {}", serde_json::to_string(d)?);
+            errln!("pathem shell: downlink {}", serde_json::to_string(d)?);
         }
     }
     let status = status?;

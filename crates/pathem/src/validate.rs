@@ -47,30 +47,29 @@ pub fn main(args: ValidateArgs) -> anyhow::Result<()> {
         const RUNS: usize = 3;
         let direct = Bed::direct(&format!("pvd{}", std::process::id())).map_err(crate::lab_error)?;
         let cpus = validate::cpus().unwrap_or((0, 0));
-        println!(
+        outln!(
             "pathem validate --target: 100 kpps of 64-byte frames, {} s per run, {RUNS} runs; pathem on CPU {}, probe on CPU {}",
             args.seconds, cpus.1, cpus.0
         );
-        let done = |run: usize| eprintln!("pathem validate: run {} of {RUNS} done", run + 1);
+        let done = |run: usize| errln!("pathem validate: run {} of {RUNS} done", run + 1);
         let (rows, hiccups) =
             validate::target(&b, &direct, RUNS, args.seconds, &args.out, done).map_err(crate::lab_error)?;
-        print!("{}", text::target(&rows, &hiccups, RUNS));
-        println!("  report in {}", args.out.join("target.json").display());
+        out!("{}", text::target(&rows, &hiccups, RUNS));
+        outln!("  report in {}", args.out.join("target.json").display());
         return Ok(());
     }
     let secs = if args.quick { args.seconds.min(1.5) } else { args.seconds };
-    println!("pathem validate: {} ports, {secs} s per path; figures in {}", args.port, args.out.display());
+    outln!("pathem validate: {} ports, {secs} s per path; figures in {}", args.port, args.out.display());
     let floor_p999 = std::cell::Cell::new(0.0);
     let floor = |s: &pathem_probe::Summary| {
         floor_p999.set(s.deviation_us.p99_9);
-        println!("{}", text::floor(s));
+        outln!("{}", text::floor(s));
     };
-    let case =
-        |c: &validate::Case, r: &validate::CaseReport| print!("{}", text::case(c, r, floor_p999.get()));
+    let case = |c: &validate::Case, r: &validate::CaseReport| out!("{}", text::case(c, r, floor_p999.get()));
     let report = validate::run_matrix(&b, &args.port, secs, args.quick, &args.out, floor, case)
         .map_err(crate::lab_error)?;
     let file = args.out.join("validate.json");
-    print!("{}", text::end(&report, &file));
+    out!("{}", text::end(&report, &file));
     if !report.all_pass {
         anyhow::bail!("some checks failed (see {})", file.display());
     }

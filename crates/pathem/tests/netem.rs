@@ -130,3 +130,36 @@ fn netem_mistakes_are_one_line_and_exit_2() {
     let e = run(&["--netem", "delay 10ms 1ms distribution no-such-table-anywhere"]);
     assert!(e.contains("word 5 \"no-such-table-anywhere\" names no distribution table"), "{e}");
 }
+
+/// Standard output that cannot take what pathem prints (a full disk: `/dev/full`) ends the run
+/// with one line and exit 1, never a panic (`print!`'s); a usage error stays exit 2 whatever
+/// standard error is.
+#[test]
+fn output_that_cannot_be_written_is_one_line_and_exit_1() {
+    use std::process::{Command, Stdio};
+    let full = || std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full (Linux)");
+    for args in [
+        &["netem", "delay 1ms"][..],
+        &["netem", "--from-flags", "--delay 1ms"],
+        &["completions", "bash"],
+        &["--help"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_pathem"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(full())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains("cannot write to standard output") && !err.contains("panicked"), "{err}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_pathem"))
+        .args(["netem", "delay 1ms loss 150%"])
+        .stdin(Stdio::null())
+        .stderr(full())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "a refusal that cannot be said is still exit 2");
+}

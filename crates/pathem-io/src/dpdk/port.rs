@@ -206,7 +206,8 @@ fn telling_line(text: &str) -> Option<&str> {
 /// Passes on what DPDK printed while it worked (warnings the user should still see).
 fn pass_on(text: &str) {
     if !text.trim().is_empty() {
-        eprint!("{text}");
+        // Lost if stderr cannot be written (no panic, as eprint! would).
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
     }
 }
 
