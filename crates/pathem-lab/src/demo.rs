@@ -55,7 +55,7 @@ pub fn run(dir: &Path, frames: u64, seed: u64) -> Result<Demo, Error> {
         .collect();
     write_capture(&input, generated.iter().cloned())?;
     let engine = EngineConfig { offline: true, ..EngineConfig::default() };
-    let report = replay_file(&input, &output, &path(), &[], None, seed, &engine)?;
+    let report = replay_file(&input, &output, &path(), &[], None, seed, &engine, None)?;
     let seq = |f: &[u8]| u64::from_be_bytes(f[42..50].try_into().expect("8 bytes"));
     let sent: HashMap<u64, Nanos> = generated.iter().map(|(t, f)| (seq(f), *t)).collect();
     let mut delays: Vec<Nanos> = read_capture(&output)?

@@ -229,6 +229,13 @@ impl FromStr for LossConfig {
                         LOSS_ACCEPTED,
                     ));
                 }
+                if r.get() == 0.0 && p.get() > 0.0 {
+                    return Err(error(
+                        s,
+                        "has r = 0: the chain would never leave the bad state (a burst would never end)",
+                        LOSS_ACCEPTED,
+                    ));
+                }
                 Ok(LossConfig::GilbertElliott { p, r, loss_bad, loss_good })
             }
             "gi" => {
@@ -271,18 +278,22 @@ impl fmt::Display for LossConfig {
             LossConfig::Random(p) => write!(f, "random {p}"),
             // Its rate takes a simulation (`loss_rate`): not worth it for every printout.
             LossConfig::Correlated { p, corr } => write!(f, "random {p} correlated {corr} (NetEm's draw)"),
-            LossConfig::GilbertElliott { p, r, loss_bad, loss_good } => write!(
-                f,
-                "gilbert-elliott p={p} r={r} loss-bad={loss_bad} loss-good={loss_good} (rate {:.4}%, mean burst {:.2})",
-                self.loss_rate() * 100.0,
-                self.mean_burst()
-            ),
+            LossConfig::GilbertElliott { p, r, loss_bad, loss_good } => {
+                write!(f, "gilbert-elliott p={p} r={r} loss-bad={loss_bad} loss-good={loss_good} ")?;
+                match self.loss_rate() {
+                    // No loss, no bursts: a mean burst would read NaN.
+                    0.0 => write!(f, "(rate 0%: no frame is lost)"),
+                    rate => write!(f, "(rate {:.4}%, mean burst {:.2})", rate * 100.0, self.mean_burst()),
+                }
+            }
             LossConfig::FourState { p13, p31, p32, p23, p14 } => write!(
                 f,
                 "4-state p13={p13} p31={p31} p32={p32} p23={p23} p14={p14} (rate {:.4}%)",
                 self.loss_rate() * 100.0
             ),
-            LossConfig::Trace(t) => write!(f, "trace of {} frames ({:.4}% lost)", t.len(), t.loss_rate() * 100.0),
+            LossConfig::Trace(t) => {
+                write!(f, "trace of {} frames ({:.4}% lost)", t.len(), t.loss_rate() * 100.0)
+            }
         }
     }
 }
@@ -704,6 +715,10 @@ mod tests {
         assert!(matches!("random:0.02".parse::<LossConfig>(), Ok(LossConfig::Random(_))));
         let ge: LossConfig = "ge:p=0.2%,r=20%".parse().unwrap();
         assert!(matches!(ge, LossConfig::GilbertElliott { loss_bad, .. } if loss_bad == Probability::ONE));
+        // A chain that never goes bad loses nothing and has no bursts to count.
+        let never: LossConfig = "ge:p=0,r=1%".parse().unwrap();
+        assert_eq!(never.loss_rate(), 0.0);
+        assert!(never.to_string().ends_with("(rate 0%: no frame is lost)"), "{never}");
         let ge: LossConfig = "ge:loss=1%,burst=5".parse().unwrap();
         assert!((ge.loss_rate() - 0.01).abs() < 1e-12 && (ge.mean_burst() - 5.0).abs() < 1e-9);
         for text in [
@@ -723,6 +738,7 @@ mod tests {
             ("gx:p=1", "unknown loss model `gx`"),
             ("ge:p=1%", "missing `r`"),
             ("ge:p=0,r=0", "p + r = 0"),
+            ("ge:p=1%,r=0", "never leave the bad state"),
             ("ge:p=150%,r=1%", "above 100%"),
             ("ge:p=1%,r=1%,q=3", "unknown key `q`"),
             ("ge:p=1%,r", "key=value"),

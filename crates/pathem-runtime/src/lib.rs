@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod netns;
 pub mod replay;
 pub mod session;
+pub mod stdio;
 
 pub use link::{Final, Link, LinkSpec, Started};
 pub use session::Session;

@@ -201,7 +201,10 @@ fn scheduled_changes(
     (changes, repeat)
 }
 
-/// Replays capture `input` into capture `output` (which exists only if this returns `Ok`).
+/// Replays capture `input` into capture `output`, and writes the report as JSON into `stats`
+/// if given; the two exist only if this returns `Ok`. A `stats` that cannot be written is
+/// found before the run (a temporary file is made beside it then).
+#[allow(clippy::too_many_arguments)]
 pub fn replay_file(
     input: &Path,
     output: &Path,
@@ -210,13 +213,29 @@ pub fn replay_file(
     schedule: Option<Schedule>,
     seed: u64,
     engine: &EngineConfig,
+    stats: Option<&Path>,
 ) -> Result<ReplayReport, Error> {
     engine.validate().map_err(pathem_engine::Error::from)?;
+    let write_err = |p: &Path, e: &dyn std::fmt::Display| {
+        Error::Port(pathem_io::Error::Write { path: p.into(), reason: e.to_string() })
+    };
+    let stats_tmp = match stats {
+        Some(p) => {
+            // The directory first: its error says what is wrong without the temporary's name.
+            std::fs::metadata(beside(p)).map_err(|e| write_err(p, &e))?;
+            Some(
+                tempfile::Builder::new()
+                    .prefix(".pathem-stats")
+                    .tempfile_in(beside(p))
+                    .map_err(|e| write_err(p, &e))?,
+            )
+        }
+        None => None,
+    };
     let (changes, repeat) = scheduled_changes(schedule.as_ref(), classes);
     let src = PcapSource::open(input)?;
     let sink = PcapSink::create(output, src.snaplen())?;
     let r = replay(src, sink, path, classes, schedule, seed, engine)?;
-    r.sink.commit()?;
     let paths = std::iter::once((String::new(), path.to_string()))
         .chain(classes.iter().map(|c| (c.filter.to_string(), c.path.to_string())));
     let classes = r
@@ -225,7 +244,7 @@ pub fn replay_file(
         .zip(paths)
         .map(|((class, stats), (filter, path))| ClassState { class, filter, path, stats })
         .collect();
-    Ok(ReplayReport {
+    let report = ReplayReport {
         seed,
         path: path.to_string(),
         schedule: changes,
@@ -235,5 +254,25 @@ pub fn replay_file(
         peak_memory_bytes: pathem_io::proc_kb("/proc/self/status", "VmHWM"),
         stats: r.stats,
         classes,
-    })
+    };
+    // The report first, then the capture into place, then the report: a failure on the way
+    // leaves neither (a capture already moved is removed again).
+    if let (Some(p), Some(tmp)) = (stats, &stats_tmp) {
+        use std::io::Write;
+        let json = serde_json::to_string_pretty(&report).map_err(|e| write_err(p, &e))? + "\n";
+        tmp.as_file().write_all(json.as_bytes()).map_err(|e| write_err(p, &e))?;
+    }
+    r.sink.commit()?;
+    if let (Some(p), Some(tmp)) = (stats, stats_tmp) {
+        if let Err(e) = tmp.persist(p) {
+            let _ = std::fs::remove_file(output);
+            return Err(write_err(p, &e.error));
+        }
+    }
+    Ok(report)
+}
+
+/// The directory a file named by `p` goes into (`.` for a bare name).
+fn beside(p: &Path) -> &Path {
+    p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."))
 }

@@ -5,10 +5,7 @@ use anyhow::Context;
 use std::path::Path;
 
 pub fn completions(shell: clap_complete::Shell, mut cmd: clap::Command) -> anyhow::Result<()> {
-    // Into memory first: clap_complete panics on a failed write.
-    let mut script = Vec::new();
-    clap_complete::generate(shell, &mut cmd, "pathem", &mut script);
-    out!("{}", String::from_utf8_lossy(&script));
+    clap_complete::generate(shell, &mut cmd, "pathem", &mut pathem_runtime::stdio::Stdout);
     Ok(())
 }
 

@@ -7,24 +7,11 @@
 //! not a link.
 #![allow(rustdoc::broken_intra_doc_links)]
 
-/// `print!` without its panic: a write to standard output that fails (a full disk, a file
-/// closed under pathem) becomes the run's error at its end ([`out`]).
-macro_rules! out {
-    ($($arg:tt)*) => { $crate::out(format_args!($($arg)*)) };
-}
-/// `println!` without its panic ([`out`]).
-macro_rules! outln {
-    ($($arg:tt)*) => { $crate::out(format_args!("{}\n", format_args!($($arg)*))) };
-}
-/// `eprint!` without its panic: a note that cannot be written is lost, and the exit code
-/// still tells how the run ended.
-macro_rules! err {
-    ($($arg:tt)*) => { $crate::err(format_args!($($arg)*)) };
-}
-/// `eprintln!` without its panic ([`err!`]).
-macro_rules! errln {
-    ($($arg:tt)*) => { $crate::err(format_args!("{}\n", format_args!($($arg)*))) };
-}
+// print!, println!, eprint!, eprintln! without their panic (`pathem_runtime::stdio` says how).
+macro_rules! out { ($($a:tt)*) => { pathem_runtime::stdio::out(format_args!($($a)*)) } }
+macro_rules! outln { ($($a:tt)*) => { out!("{}\n", format_args!($($a)*)) } }
+macro_rules! err { ($($a:tt)*) => { pathem_runtime::stdio::err(format_args!($($a)*)) } }
+macro_rules! errln { ($($a:tt)*) => { err!("{}\n", format_args!($($a)*)) } }
 
 mod attach;
 mod bench;
@@ -104,48 +91,11 @@ pub fn within<T: PartialOrd + std::fmt::Display>(
 
 /// A library's error as the command line reports it: what the user named wrongly (a setting
 /// out of range, a CPU, a port, a name) is bad usage (exit 2); what failed is a failed run.
-/// The first write to standard output that failed; later writes are skipped.
-static STDOUT_FAILED: std::sync::Mutex<Option<std::io::Error>> = std::sync::Mutex::new(None);
-
-/// Writes to standard output, remembering the first failure instead of panicking as `print!`
-/// does; [`stdout_result`] makes it the run's error.
-pub fn out(args: std::fmt::Arguments) {
-    use std::io::Write;
-    // A panic elsewhere while the lock was held leaves nothing half-done in an Option.
-    let mut failed = STDOUT_FAILED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if failed.is_none() {
-        if let Err(e) = std::io::stdout().lock().write_fmt(args) {
-            *failed = Some(e);
-        }
-    }
-}
-
-/// Writes to standard error; a failure is ignored (there is nowhere left to say it).
-pub fn err(args: std::fmt::Arguments) {
-    use std::io::Write;
-    let _ = std::io::stderr().lock().write_fmt(args);
-}
-
-/// Flushes standard output: the run's result is the first write that failed, if any did.
-fn stdout_result() -> anyhow::Result<()> {
-    use std::io::Write;
-    let flushed = std::io::stdout().lock().flush();
-    let mut failed = STDOUT_FAILED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    match failed.take().map_or(flushed, Err) {
-        Ok(()) => Ok(()),
-        Err(e) => Err(anyhow::Error::new(e).context("cannot write to standard output")),
-    }
-}
-
 pub fn runtime_error(e: pathem_runtime::Error) -> anyhow::Error {
-    if e.is_usage() {
-        usage(e)
-    } else {
-        e.into()
-    }
+    lab_error(e.into())
 }
 
-/// As [`runtime_error`], for the lab's.
+/// As [`runtime_error`], for the lab's (which says a runtime error's kind as it is).
 pub fn lab_error(e: pathem_lab::Error) -> anyhow::Error {
     if e.is_usage() {
         usage(e)
@@ -161,13 +111,7 @@ fn main() -> ExitCode {
         Err(e) => {
             use clap::error::ErrorKind;
             if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-                return match e.print() {
-                    Ok(()) => ExitCode::SUCCESS,
-                    Err(w) => {
-                        errln!("pathem: cannot write to standard output: {w}");
-                        ExitCode::from(1)
-                    }
-                };
+                return end(anyhow::Context::context(e.print(), "cannot write to standard output"));
             }
             if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
                 let _ = e.print();
@@ -197,9 +141,13 @@ fn main() -> ExitCode {
         Command::Completions { shell } => docs::completions(shell, Cli::command()),
         Command::Manpages { dir } => docs::manpages(&dir, Cli::command()),
     };
-    // What was printed must have reached standard output; a usage error stays one.
-    let written = stdout_result();
-    match result.and(written) {
+    end(result)
+}
+
+/// A run's exit code and error line; what it printed must have reached standard output.
+fn end(result: anyhow::Result<()>) -> ExitCode {
+    let written = pathem_runtime::stdio::stdout_result().map_err(anyhow::Error::new);
+    match result.and(written.map_err(|e| e.context("cannot write to standard output"))) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let code = if e.downcast_ref::<UsageError>().is_some() { 2 } else { 1 };

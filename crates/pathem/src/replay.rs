@@ -2,7 +2,6 @@
 //! ([`pathem_runtime::replay`]); this file reads the flags and prints the summary.
 
 use crate::usage;
-use anyhow::Context;
 use clap::Args;
 use pathem_engine::EngineConfig;
 use pathem_model::units::Size;
@@ -65,6 +64,7 @@ pub fn replay(args: &ReplayArgs) -> anyhow::Result<ReplayReport> {
         ab.schedule,
         seed,
         &engine,
+        args.stats.as_deref(),
     )
     .map_err(crate::runtime_error)
 }
@@ -74,12 +74,8 @@ pub fn main(args: ReplayArgs) -> anyhow::Result<()> {
     if args.seed.is_none() {
         errln!("pathem: seed {} (pass --seed {} to repeat this run)", report.seed, report.seed);
     }
-    match &args.stats {
-        Some(p) => {
-            let json = serde_json::to_string_pretty(&report)?;
-            std::fs::write(p, json + "\n").with_context(|| format!("cannot write {}", p.display()))?;
-        }
-        None => err!("{}", report.summary(&args.input, &args.output)),
+    if args.stats.is_none() {
+        err!("{}", report.summary(&args.input, &args.output));
     }
     Ok(())
 }

@@ -70,13 +70,8 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
     let bed = ShellBed::build(std::process::id()).map_err(usage)?;
     link::notes(&[&up, &down]).iter().chain(&bed.warning).for_each(|l| errln!("pathem: {l}"));
     if args.verbose {
-        errln!(
-            "pathem shell: {} behind uplink [{}] downlink [{}], gateway {}, seed {seed}",
-            bed.ns,
-            up.path,
-            down.path,
-            bed.gateway
-        );
+        let (ns, gateway, up, down) = (&bed.ns, &bed.gateway, &up.path, &down.path);
+        errln!("pathem shell: {ns} behind uplink [{up}] downlink [{down}], gateway {gateway}, seed {seed}");
     }
     // pathem's ports and sockets live in the link namespace; Link::start bounds the frames.
     let (a, b) = (PortSpec::Auto("pa".into()), PortSpec::Auto("pb".into()));

@@ -766,3 +766,19 @@ fn a_gilbert_elliott_chain_keeps_its_state_across_changes() {
     assert!((mean / 50.0 - 1.0).abs() < 0.1, "mean burst {mean} over {} bursts", bursts.len());
     assert!((rate / 0.1 - 1.0).abs() < 0.15, "loss rate {rate}");
 }
+
+/// `--stats` where no file can be written fails before the run, with one line and exit 1, and
+/// leaves no OUT: the capture and the report appear together or not at all.
+#[test]
+fn a_stats_file_that_cannot_be_written_leaves_no_output() {
+    let d = Dir::new();
+    write_capture(&d.path("in.pcap"), cbr(10, 100, Nanos::from_micros(100))).unwrap();
+    let (i, o) = (d.s("in.pcap"), d.s("out.pcap"));
+    let nowhere = d.s("missing/s.json");
+    let err = refused(&d, &["replay", &i, &o, "--delay", "1ms", "--stats", &nowhere], 1);
+    assert!(err.contains(&nowhere) && err.contains("No such file"), "{err}");
+    ok(&replay(&d.path("in.pcap"), &d.path("out.pcap"), &["--stats", &d.s("s.json")]));
+    assert_eq!(stats(&d.path("s.json"))["tx_packets"], 10);
+    let left: Vec<_> = std::fs::read_dir(d.path("")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left.len(), 3, "in, out and the report, no temporary left: {left:?}");
+}
