@@ -87,6 +87,9 @@ pub struct ReplayReport {
     pub schedule_repeat_ns: Option<u64>,
     /// Most bytes the delay line may hold (it grows with what is in flight, up to this).
     pub delay_line_bytes: usize,
+    /// How a `--buffer` became that size, where it is not what was asked (rounded up).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delay_line_note: Option<String>,
     pub input_backwards_timestamps: u64,
     /// The process's peak resident memory (VmHWM), where the system reports it.
     pub peak_memory_bytes: Option<u64>,
@@ -147,9 +150,10 @@ impl ReplayReport {
                 s.reorder_clamp_mean_ns / 1e3
             );
         }
+        let note = self.delay_line_note.as_ref().map(|n| format!("; {n}")).unwrap_or_default();
         let _ = writeln!(
             out,
-            "  delay line up to {} (grows with what is in flight)",
+            "  delay line up to {} (grows with what is in flight{note})",
             bytes(self.delay_line_bytes as u64)
         );
         for c in &self.classes {
@@ -250,6 +254,10 @@ pub fn replay_file(
         schedule: changes,
         schedule_repeat_ns: repeat.map(Nanos::as_nanos),
         delay_line_bytes: r.delay_line_bytes,
+        delay_line_note: engine
+            .buffer
+            .map(|_| pathem_engine::delay_line_sizing(path, engine).why)
+            .filter(|why| why != "--buffer"),
         input_backwards_timestamps: r.input_backwards_timestamps,
         peak_memory_bytes: pathem_io::proc_kb("/proc/self/status", "VmHWM"),
         stats: r.stats,

@@ -269,7 +269,8 @@ pub struct PathSpec {
     pub cell: Option<Cell>,
 
     /// Limit of the link queue in bytes (64KB) or frames (100pkt); needs a rate. With --aqm, the
-    /// discipline's hard limit [default: 1000pkt; fq-codel 10240pkt; dualpi2 250 ms at the rate].
+    /// discipline's hard limit [default: unbounded for drop-tail; 1000pkt; fq-codel 10240pkt;
+    /// dualpi2 250 ms at the rate].
     #[arg(long, value_name = "SIZE", help_heading = "Link", allow_hyphen_values = true)]
     pub queue: Option<QueueLimit>,
 

@@ -781,4 +781,10 @@ fn a_stats_file_that_cannot_be_written_leaves_no_output() {
     assert_eq!(stats(&d.path("s.json"))["tx_packets"], 10);
     let left: Vec<_> = std::fs::read_dir(d.path("")).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(left.len(), 3, "in, out and the report, no temporary left: {left:?}");
+    // A --buffer made larger than asked says so, in the summary and the report.
+    let out = replay(&d.path("in.pcap"), &d.path("out.pcap"), &["--buffer", "300KiB"]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("delay line up to 512.0 KiB") && said.contains("rounded up"), "{said}");
+    ok(&replay(&d.path("in.pcap"), &d.path("out.pcap"), &["--buffer", "300KiB", "--stats", &d.s("s.json")]));
+    assert!(stats(&d.path("s.json"))["delay_line_note"].as_str().is_some_and(|n| n.contains("rounded up")));
 }
