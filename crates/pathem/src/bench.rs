@@ -75,8 +75,8 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
         true => outln!("{value}"),
         false => out!("{text}"),
     };
+    crate::within("--seconds", args.seconds, 0.001..=3600.0, "0.001 to 3600")?; // in every mode
     if args.hiccups {
-        crate::within("--seconds", args.seconds, 0.001..=3600.0, "0.001 to 3600")?;
         let all = pathem_lab::hiccups::measure(args.seconds);
         emit(serde_json::to_value(&all)?, pathem_lab::hiccups::text(&all, args.seconds));
         return Ok(());

@@ -105,6 +105,7 @@ fn bad_input_is_refused_with_one_line() {
         ),
         (vec!["probe", "send", "--to", "127.0.0.1:9", "--duration", "0s"], 2, "above 0"),
         (vec!["bench", "--hiccups", "--seconds", "0"], 2, "0.001 to 3600"),
+        (vec!["bench", "--packets", "1000", "--seconds", "NaN"], 2, "0.001 to 3600"),
         (vec!["run", "lo", "lo2", "--busy-poll", "1"], 2, "has no unit"),
         (vec!["run", "lo", "lo2", "--busy-poll", "2s"], 2, "0ms to 1s"),
         (vec!["run", "lo", "lo2", "--stats-interval", "0ms"], 2, "1ms to 1 day"),
