@@ -51,3 +51,52 @@ impl Write for Stdout {
         Ok(())
     }
 }
+
+/// An error and its causes on one line, `: ` between them; a cause whose text its error's
+/// message already ends with (an error that says its source, `cannot open F: {source}`) is
+/// said once.
+pub fn one_line<'a>(chain: impl Iterator<Item = &'a (dyn std::error::Error + 'static)>) -> String {
+    let mut line = String::new();
+    for cause in chain.map(|c| c.to_string().replace('\n', " ")) {
+        if line.is_empty() {
+            line = cause;
+        } else if !line.ends_with(&cause) {
+            line = format!("{line}: {cause}");
+        }
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error;
+
+    /// An error saying `.0`, caused by `.1`.
+    #[derive(Debug)]
+    struct Says(String, Option<Box<dyn Error + 'static>>);
+    impl std::fmt::Display for Says {
+        fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str(&self.0)
+        }
+    }
+    impl Error for Says {
+        fn source(&self) -> Option<&(dyn Error + 'static)> {
+            self.1.as_deref()
+        }
+    }
+
+    fn line(e: &Says) -> String {
+        let first: &(dyn Error + 'static) = e;
+        super::one_line(std::iter::successors(Some(first), |&e| e.source()))
+    }
+
+    #[test]
+    fn a_cause_already_said_is_said_once() {
+        let io = || Box::new(std::io::Error::from(std::io::ErrorKind::NotFound)) as Box<dyn Error>;
+        let opened = Says(format!("cannot open x: {}", io()), Some(io()));
+        let said = opened.0.clone();
+        assert_eq!(line(&Says("replay".into(), Some(Box::new(opened)))), format!("replay: {said}"));
+        let write = Says("cannot write to standard output".into(), Some(io()));
+        assert_eq!(line(&write), format!("cannot write to standard output: {}", io()));
+    }
+}

@@ -151,8 +151,7 @@ fn end(result: anyhow::Result<()>) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let code = if e.downcast_ref::<UsageError>().is_some() { 2 } else { 1 };
-            let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-            errln!("pathem: {}", msg.join(": ").replace('\n', " "));
+            errln!("pathem: {}", pathem_runtime::stdio::one_line(e.chain()));
             ExitCode::from(code)
         }
     }
