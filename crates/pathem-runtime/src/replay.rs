@@ -227,9 +227,17 @@ pub fn replay_file(
         Some(p) => {
             // The directory first: its error says what is wrong without the temporary's name.
             std::fs::metadata(beside(p)).map_err(|e| write_err(p, &e))?;
+            if p.is_dir() {
+                return Err(write_err(p, &"it is a directory"));
+            }
+            // The report must not take the place of the capture read or written.
+            if p == input || p == output {
+                return Err(write_err(p, &"it is the input or the output capture"));
+            }
             Some(
                 tempfile::Builder::new()
                     .prefix(".pathem-stats")
+                    .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
                     .tempfile_in(beside(p))
                     .map_err(|e| write_err(p, &e))?,
             )
@@ -254,10 +262,12 @@ pub fn replay_file(
         schedule: changes,
         schedule_repeat_ns: repeat.map(Nanos::as_nanos),
         delay_line_bytes: r.delay_line_bytes,
-        delay_line_note: engine
-            .buffer
-            .map(|_| pathem_engine::delay_line_sizing(path, engine).why)
-            .filter(|why| why != "--buffer"),
+        delay_line_note: engine.buffer.filter(|&b| b != r.delay_line_bytes).map(|b| {
+            format!(
+                "--buffer {b} B, rounded up to a power of two of at least two {}-byte frames",
+                engine.max_frame
+            )
+        }),
         input_backwards_timestamps: r.input_backwards_timestamps,
         peak_memory_bytes: pathem_io::proc_kb("/proc/self/status", "VmHWM"),
         stats: r.stats,
@@ -269,6 +279,7 @@ pub fn replay_file(
         use std::io::Write;
         let json = serde_json::to_string_pretty(&report).map_err(|e| write_err(p, &e))? + "\n";
         tmp.as_file().write_all(json.as_bytes()).map_err(|e| write_err(p, &e))?;
+        tmp.as_file().sync_all().map_err(|e| write_err(p, &e))?;
     }
     r.sink.commit()?;
     if let (Some(p), Some(tmp)) = (stats, stats_tmp) {

@@ -60,7 +60,7 @@ pub fn one_line<'a>(chain: impl Iterator<Item = &'a (dyn std::error::Error + 'st
     for cause in chain.map(|c| c.to_string().replace('\n', " ")) {
         if line.is_empty() {
             line = cause;
-        } else if !line.ends_with(&cause) {
+        } else if line != cause && !line.ends_with(&format!(": {cause}")) {
             line = format!("{line}: {cause}");
         }
     }

@@ -498,8 +498,11 @@ impl PathSpec {
         // earlier spec is read as its flags first. Within one layer, the two stay refused.
         let (cleared, resolved);
         let this = match &over.netem {
+            // A trace replaces the rate or delay a netem spec gave as it replaces flags.
             None if self.netem.as_ref().is_some_and(|n| !n.is_empty())
-                && over.said_by_netem_too().is_some() =>
+                && (over.said_by_netem_too().is_some()
+                    || over.rate_trace.is_some()
+                    || over.delay_trace.is_some()) =>
             {
                 match self.resolved() {
                     Ok(r) => {
@@ -899,8 +902,29 @@ mod tests {
         assert_eq!(back.delay_trace.as_deref(), Some(Path::new("t2")), "the delay trace stays");
         let back = back.overridden_by(&f("--delay 1ms"));
         assert_eq!((back.delay.is_some(), back.delay_trace.is_some()), (true, false));
+        // Over a netem spec's rate and delay too (the spec is read as its flags first).
+        let netem = f("--netem \"delay 10ms rate 10mbit loss 1%\"").overridden_by(&f("--rate-trace t1"));
+        assert_eq!((netem.netem, netem.rate, netem.rate_trace.is_some()), (None, None, true));
+        assert!(netem.delay.is_some() && netem.loss.is_some(), "the rest of the spec stays");
         let both = started.overridden_by(&f("--rate 1mbit --rate-trace t1"));
         assert!(matches!(both.to_config(), Err(SpecError::Conflict("rate", "rate-trace", _))));
+    }
+
+    /// A trace file read again is the same copy while a configuration holds it; changed, or
+    /// parsed as another type, it is another.
+    #[test]
+    fn trace_files_are_one_copy_per_contents() {
+        let f = std::env::temp_dir().join(format!("pathem-shared-{}.trace", std::process::id()));
+        std::fs::write(&f, "1\n1\n").unwrap();
+        let a = parse_file("rate-trace", &f, RateTrace::parse).unwrap();
+        let b = parse_file("rate-trace", &f, RateTrace::parse).unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        let other = parse_file("loss trace:", &f, LossTrace::parse).unwrap();
+        assert_ne!(Arc::as_ptr(&other).cast::<u8>(), Arc::as_ptr(&a).cast::<u8>());
+        std::fs::write(&f, "0\n1\n").unwrap();
+        let c = parse_file("rate-trace", &f, RateTrace::parse).unwrap();
+        assert!(!Arc::ptr_eq(&a, &c) && *a != *c);
+        std::fs::remove_file(&f).unwrap();
     }
 
     #[test]

@@ -777,6 +777,13 @@ fn a_stats_file_that_cannot_be_written_leaves_no_output() {
     let nowhere = d.s("missing/s.json");
     let err = refused(&d, &["replay", &i, &o, "--delay", "1ms", "--stats", &nowhere], 1);
     assert!(err.contains(&nowhere) && err.contains("No such file"), "{err}");
+    // A directory, or one of the captures, is no place for the report either.
+    for (at, says) in
+        [(d.s(""), "directory"), (o.clone(), "input or the output"), (i.clone(), "input or the output")]
+    {
+        let err = refused(&d, &["replay", &i, &o, "--stats", &at], 1);
+        assert!(err.contains(says), "{err}");
+    }
     ok(&replay(&d.path("in.pcap"), &d.path("out.pcap"), &["--stats", &d.s("s.json")]));
     assert_eq!(stats(&d.path("s.json"))["tx_packets"], 10);
     let left: Vec<_> = std::fs::read_dir(d.path("")).unwrap().map(|e| e.unwrap().file_name()).collect();
@@ -787,4 +794,8 @@ fn a_stats_file_that_cannot_be_written_leaves_no_output() {
     assert!(said.contains("delay line up to 512.0 KiB") && said.contains("rounded up"), "{said}");
     ok(&replay(&d.path("in.pcap"), &d.path("out.pcap"), &["--buffer", "300KiB", "--stats", &d.s("s.json")]));
     assert!(stats(&d.path("s.json"))["delay_line_note"].as_str().is_some_and(|n| n.contains("rounded up")));
+    // A power of two is taken as it is, with a queue discipline too: no note.
+    let args = ["--rate", "10mbit", "--aqm", "codel", "--buffer", "1MiB", "--stats", &d.s("s.json")];
+    ok(&replay(&d.path("in.pcap"), &d.path("out.pcap"), &args));
+    assert_eq!(stats(&d.path("s.json"))["delay_line_note"], serde_json::Value::Null);
 }
