@@ -28,7 +28,8 @@ pub use clock::{Clock, VirtualClock};
 pub use control::{ChangeError, Control, Schedule};
 pub use fanin::{fan_in, Fanin, QueueReader};
 pub use pipeline::{
-    class_seed, delay_line_size, delay_line_sizing, ClassConfig, EngineConfig, Pipeline, Sizing,
+    buffer_rounding, class_seed, delay_line_size, delay_line_sizing, ClassConfig, EngineConfig, Pipeline,
+    Sizing,
 };
 pub use scheduler::run;
 pub use stats::{Counters, DirectionCounters, Stats, DEFAULT_CLASS};

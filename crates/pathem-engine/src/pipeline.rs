@@ -111,21 +111,22 @@ pub fn delay_line_sizing(path: &PathConfig, engine: &EngineConfig) -> Sizing {
     sized
 }
 
+/// What `--buffer b` became where the line made for it is larger: its size is a power of two
+/// holding at least two of the longest records. Said at the start of a live run
+/// ([`delay_line_sizing`]) and in a replay's report.
+pub fn buffer_rounding(b: usize, max_frame: usize) -> Option<String> {
+    match crate::delay_line::ring_capacity(b, max_frame) {
+        Some(made) if made != b => Some(format!(
+            "--buffer {b} B, rounded up to a power of two of at least two {max_frame}-byte frames"
+        )),
+        _ => None,
+    }
+}
+
 /// [`delay_line_sizing`] of the line alone.
 fn line_sizing(path: &PathConfig, engine: &EngineConfig) -> Sizing {
     if let Some(b) = engine.buffer {
-        // The ring's size is a power of two holding at least two of the longest records: say
-        // so where that is more than was asked.
-        let made = crate::delay_line::ring_capacity(b, engine.max_frame);
-        let why = match made {
-            Some(m) if m != b => {
-                format!(
-                    "--buffer {b} B, rounded up to a power of two of at least two {}-byte frames",
-                    engine.max_frame
-                )
-            }
-            _ => "--buffer".into(),
-        };
+        let why = buffer_rounding(b, engine.max_frame).unwrap_or_else(|| "--buffer".into());
         return Sizing { bytes: b, why };
     }
     let rate = path.link.as_ref().map_or(engine.line_rate, |l| l.mean_rate());

@@ -262,12 +262,7 @@ pub fn replay_file(
         schedule: changes,
         schedule_repeat_ns: repeat.map(Nanos::as_nanos),
         delay_line_bytes: r.delay_line_bytes,
-        delay_line_note: engine.buffer.filter(|&b| b != r.delay_line_bytes).map(|b| {
-            format!(
-                "--buffer {b} B, rounded up to a power of two of at least two {}-byte frames",
-                engine.max_frame
-            )
-        }),
+        delay_line_note: engine.buffer.and_then(|b| pathem_engine::buffer_rounding(b, engine.max_frame)),
         input_backwards_timestamps: r.input_backwards_timestamps,
         peak_memory_bytes: pathem_io::proc_kb("/proc/self/status", "VmHWM"),
         stats: r.stats,
