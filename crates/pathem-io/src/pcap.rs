@@ -244,19 +244,8 @@ impl PcapSink {
     /// reads or carries fits; a longer frame fails the capture rather than be cut by readers.
     pub fn create(path: &Path, snaplen: u32) -> Result<PcapSink, Error> {
         let snaplen = snaplen.max(MAX_RECORD);
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        let open_err = |source| Error::Open { path: path.to_path_buf(), source };
-        if path.is_dir() {
-            return Err(open_err(std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a directory")));
-        }
-        let tmp = tempfile::Builder::new()
-            .prefix(".pathem-")
-            .suffix(".pcap.tmp")
-            .tempfile_in(dir)
-            .map_err(open_err)?;
+        let tmp = crate::temp_beside(path, tempfile::Builder::new().prefix(".pathem-").suffix(".pcap.tmp"))
+            .map_err(|source| Error::Open { path: path.to_path_buf(), source })?;
         let header = PcapHeader {
             version_major: 2,
             version_minor: 4,

@@ -223,24 +223,17 @@ pub fn replay_file(
     let write_err = |p: &Path, e: &dyn std::fmt::Display| {
         Error::Port(pathem_io::Error::Write { path: p.into(), reason: e.to_string() })
     };
-    let stats_tmp = match stats {
+    // The report's file and the temporary it is written into until the capture is in place.
+    let stats = match stats {
+        // The report must not take the place of the capture read or written.
+        Some(p) if p == input || p == output => {
+            return Err(write_err(p, &"it is the input or the output capture"));
+        }
         Some(p) => {
-            // The directory first: its error says what is wrong without the temporary's name.
-            std::fs::metadata(beside(p)).map_err(|e| write_err(p, &e))?;
-            if p.is_dir() {
-                return Err(write_err(p, &"it is a directory"));
-            }
-            // The report must not take the place of the capture read or written.
-            if p == input || p == output {
-                return Err(write_err(p, &"it is the input or the output capture"));
-            }
-            Some(
-                tempfile::Builder::new()
-                    .prefix(".pathem-stats")
-                    .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
-                    .tempfile_in(beside(p))
-                    .map_err(|e| write_err(p, &e))?,
-            )
+            let mode = std::os::unix::fs::PermissionsExt::from_mode(0o644);
+            let made =
+                pathem_io::temp_beside(p, tempfile::Builder::new().prefix(".pathem-stats").permissions(mode));
+            Some((p, made.map_err(|e| write_err(p, &e))?))
         }
         None => None,
     };
@@ -270,23 +263,18 @@ pub fn replay_file(
     };
     // The report first, then the capture into place, then the report: a failure on the way
     // leaves neither (a capture already moved is removed again).
-    if let (Some(p), Some(tmp)) = (stats, &stats_tmp) {
+    if let Some((p, tmp)) = &stats {
         use std::io::Write;
         let json = serde_json::to_string_pretty(&report).map_err(|e| write_err(p, &e))? + "\n";
         tmp.as_file().write_all(json.as_bytes()).map_err(|e| write_err(p, &e))?;
         tmp.as_file().sync_all().map_err(|e| write_err(p, &e))?;
     }
     r.sink.commit()?;
-    if let (Some(p), Some(tmp)) = (stats, stats_tmp) {
+    if let Some((p, tmp)) = stats {
         if let Err(e) = tmp.persist(p) {
             let _ = std::fs::remove_file(output);
             return Err(write_err(p, &e.error));
         }
     }
     Ok(report)
-}
-
-/// The directory a file named by `p` goes into (`.` for a bare name).
-fn beside(p: &Path) -> &Path {
-    p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."))
 }
