@@ -10,10 +10,15 @@ static STDOUT_FAILED: Mutex<Option<std::io::Error>> = Mutex::new(None);
 /// Writes to standard output, remembering the first failure instead of panicking as `print!`
 /// does; [`stdout_result`] hands it to the caller at the end.
 pub fn out(args: std::fmt::Arguments) {
+    remembered(|stdout| stdout.write_fmt(args));
+}
+
+/// Runs `write` on standard output unless a write failed before; remembers its failure.
+fn remembered(write: impl FnOnce(&mut std::io::StdoutLock) -> std::io::Result<()>) {
     // A panic elsewhere while the lock was held leaves nothing half-done in an Option.
     let mut failed = STDOUT_FAILED.lock().unwrap_or_else(PoisonError::into_inner);
     if failed.is_none() {
-        if let Err(e) = std::io::stdout().lock().write_fmt(args) {
+        if let Err(e) = write(&mut std::io::stdout().lock()) {
             *failed = Some(e);
         }
     }
@@ -38,12 +43,7 @@ pub struct Stdout;
 
 impl Write for Stdout {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let mut failed = STDOUT_FAILED.lock().unwrap_or_else(PoisonError::into_inner);
-        if failed.is_none() {
-            if let Err(e) = std::io::stdout().lock().write_all(buf) {
-                *failed = Some(e);
-            }
-        }
+        remembered(|stdout| stdout.write_all(buf));
         Ok(buf.len())
     }
 
