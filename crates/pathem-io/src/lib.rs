@@ -60,20 +60,24 @@ pub enum Error {
     Write { path: PathBuf, reason: String },
 }
 
-/// A temporary file made by `builder` in the directory `path` goes into, to be moved onto
-/// `path` once whole (`persist`), so a file a run writes appears complete or not at all. A
+/// A temporary file named `prefix…suffix` in the directory `path` goes into, to be moved onto
+/// `path` once whole (`persist`), so a file a run writes appears complete or not at all. It
+/// is made with the mode any new file gets (0666 less the umask), not a temporary's 0600. A
 /// `path` that is a directory is refused, and a missing directory is said as the system says
 /// it (without the temporary's name).
 pub fn temp_beside(
     path: &std::path::Path,
-    builder: &tempfile::Builder,
+    prefix: &str,
+    suffix: &str,
 ) -> std::io::Result<tempfile::NamedTempFile> {
+    use std::os::unix::fs::PermissionsExt;
     if path.is_dir() {
         return Err(std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a directory"));
     }
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
     std::fs::metadata(dir)?;
-    builder.tempfile_in(dir)
+    let mode = std::fs::Permissions::from_mode(0o666);
+    tempfile::Builder::new().prefix(prefix).suffix(suffix).permissions(mode).tempfile_in(dir)
 }
 
 /// A `KEY: N kB` line of a /proc file (`/proc/meminfo` `MemTotal`, `/proc/self/status`

@@ -244,7 +244,7 @@ impl PcapSink {
     /// reads or carries fits; a longer frame fails the capture rather than be cut by readers.
     pub fn create(path: &Path, snaplen: u32) -> Result<PcapSink, Error> {
         let snaplen = snaplen.max(MAX_RECORD);
-        let tmp = crate::temp_beside(path, tempfile::Builder::new().prefix(".pathem-").suffix(".pcap.tmp"))
+        let tmp = crate::temp_beside(path, ".pathem-", ".pcap.tmp")
             .map_err(|source| Error::Open { path: path.to_path_buf(), source })?;
         let header = PcapHeader {
             version_major: 2,

@@ -229,12 +229,7 @@ pub fn replay_file(
         Some(p) if p == input || p == output => {
             return Err(write_err(p, &"it is the input or the output capture"));
         }
-        Some(p) => {
-            let mode = std::os::unix::fs::PermissionsExt::from_mode(0o644);
-            let made =
-                pathem_io::temp_beside(p, tempfile::Builder::new().prefix(".pathem-stats").permissions(mode));
-            Some((p, made.map_err(|e| write_err(p, &e))?))
-        }
+        Some(p) => Some((p, pathem_io::temp_beside(p, ".pathem-stats", "").map_err(|e| write_err(p, &e))?)),
         None => None,
     };
     let (changes, repeat) = scheduled_changes(schedule.as_ref(), classes);

@@ -788,6 +788,12 @@ fn a_stats_file_that_cannot_be_written_leaves_no_output() {
     assert_eq!(stats(&d.path("s.json"))["tx_packets"], 10);
     let left: Vec<_> = std::fs::read_dir(d.path("")).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(left.len(), 3, "in, out and the report, no temporary left: {left:?}");
+    // Both made as any new file is (0666 less the umask), not with a temporary's 0600.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::File::create(d.path("plain")).unwrap();
+    let mode = |f: &str| std::fs::metadata(d.path(f)).unwrap().permissions().mode() & 0o777;
+    assert_eq!((mode("out.pcap"), mode("s.json")), (mode("plain"), mode("plain")));
+    std::fs::remove_file(d.path("plain")).unwrap();
     // A --buffer made larger than asked says so, in the summary and the report.
     let out = replay(&d.path("in.pcap"), &d.path("out.pcap"), &["--buffer", "300KiB"]);
     let said = String::from_utf8_lossy(&out.stderr);
