@@ -123,6 +123,22 @@ fn pick_subnet(pid: u32) -> Result<Ipv4Addr, Error> {
 }
 
 impl ShellBed {
+    /// Runs `command` (a program and its arguments) in the command's namespace, with
+    /// `PATHEM_SHELL`, `PATHEM_GATEWAY` and `PATHEM_NAME` (`link`, the `ctl` name) in its
+    /// environment, and waits for it; its exit code, or 128 + the signal that ended it, as a
+    /// shell gives it.
+    pub fn run(&self, command: &[String], link: &str) -> std::io::Result<i32> {
+        use std::os::unix::process::ExitStatusExt;
+        let status = Command::new("ip")
+            .args(["netns", "exec", &self.ns])
+            .args(command)
+            .env("PATHEM_SHELL", &self.ns)
+            .env("PATHEM_GATEWAY", self.gateway.to_string())
+            .env("PATHEM_NAME", link)
+            .status()?;
+        Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(1)))
+    }
+
     /// Builds the namespaces, links, routes and NAT of the shell of process `pid`.
     pub fn build(pid: u32) -> Result<ShellBed, Error> {
         let ns = format!("pathem-{pid}");

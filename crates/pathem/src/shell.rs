@@ -25,7 +25,6 @@ use pathem_runtime::netns::ShellBed;
 use pathem_runtime::{LinkSpec, Session};
 use pathem_spec::{link, PathSpec};
 use std::path::PathBuf;
-use std::process::Command;
 
 #[derive(Args, Debug)]
 pub struct ShellArgs {
@@ -77,14 +76,8 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
     let (a, b) = (PortSpec::Auto("pa".into()), PortSpec::Auto("pb".into()));
     let spec = LinkSpec { netns: Some(bed.link_ns.clone()), ..LinkSpec::of(a, b, &up, &down, seed) };
     let session = Session::start(spec, name, [&up, &down], metrics_addr).map_err(crate::runtime_error)?;
-    let status = Command::new("ip")
-        .args(["netns", "exec", &bed.ns])
-        .args(&args.command)
-        .env("PATHEM_SHELL", &bed.ns)
-        .env("PATHEM_GATEWAY", bed.gateway.to_string())
-        .env("PATHEM_NAME", &session.name)
-        .status()
-        .with_context(|| format!("cannot run {}", args.command[0]));
+    let status =
+        bed.run(&args.command, &session.name).with_context(|| format!("cannot run {}", args.command[0]));
     let end = session.stop().map_err(crate::runtime_error)?;
     if args.verbose {
         errln!("pathem shell: uplink {}", serde_json::to_string(&end.ab)?);
@@ -92,10 +85,7 @@ pub fn main(args: ShellArgs) -> anyhow::Result<()> {
             errln!("pathem shell: downlink {}", serde_json::to_string(d)?);
         }
     }
-    let status = status?;
+    let code = status?;
     drop(bed);
-    let code = status
-        .code()
-        .unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(1));
     std::process::exit(code);
 }
