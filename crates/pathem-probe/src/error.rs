@@ -8,6 +8,9 @@ pub enum Error {
     /// A sender's or receiver's setting outside its range (`flag` with its dashes).
     #[error("{flag} {value}: accepted: {accepted}")]
     Setting { flag: &'static str, value: String, accepted: &'static str },
+    /// A receiver's setting outside its range.
+    #[error(transparent)]
+    Range(#[from] pathem_model::limits::RangeError),
     /// A thread could not be placed in its namespace or on its CPU.
     #[error(transparent)]
     Place(#[from] pathem_io::host::PlaceError),
@@ -30,6 +33,17 @@ pub enum Error {
 }
 
 impl Error {
+    /// True for what the user named wrongly (a setting, a CPU) rather than what failed.
+    pub fn is_usage(&self) -> bool {
+        use pathem_io::host::PlaceError;
+        matches!(
+            self,
+            Error::Setting { .. }
+                | Error::Range(_)
+                | Error::Place(PlaceError::NoCpu(_) | PlaceError::Pin { .. })
+        )
+    }
+
     /// An I/O failure while doing `what`.
     pub fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> Error {
         move |source| Error::Io { what, source }

@@ -49,6 +49,15 @@ pub struct RecvOpts {
     pub idle: Duration,
 }
 
+impl RecvOpts {
+    /// Checks the receiver's settings: `--expect-delay` 0 to 1 h, `--idle` 1 ms to 1 h.
+    pub fn check(&self) -> Result<(), Error> {
+        use pathem_model::{limits::within, Nanos};
+        within("expect-delay", self.expect_delay.0, Nanos::ZERO..=Nanos::from_secs(3600), "0ns to 1h")?;
+        Ok(within("idle", self.idle.0, Nanos::from_millis(1)..=Nanos::from_secs(3600), "1ms to 1h")?)
+    }
+}
+
 impl SendOpts {
     /// The sender's plan from its flags (checked: the error is one line).
     pub fn plan(&self) -> Result<Plan, Error> {

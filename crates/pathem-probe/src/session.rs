@@ -126,6 +126,28 @@ impl Plan {
         };
         Ok(Plan { pattern, pps, size, count, seed })
     }
+
+    /// Checks the plan against its receiver: a port (1 to 65535), and a frame that holds
+    /// the probe's header behind that address's headers (an IPv6 header is 20 bytes longer
+    /// than IPv4's, so `--size` 62 to IPv4, 82 to IPv6).
+    pub fn check_to(&self, to: SocketAddr) -> Result<(), Error> {
+        if to.port() == 0 {
+            return Err(Error::Setting {
+                flag: "--to",
+                value: to.to_string(),
+                accepted: "IP:PORT with a port 1 to 65535",
+            });
+        }
+        if self.size < net::frame_headers(to) + crate::packet::HEADER {
+            let accepted = "62 to 1514 bytes to an IPv4 address, 82 to 1514 to an IPv6 one";
+            return Err(Error::Setting {
+                flag: "--size",
+                value: format!("{} (to {to})", self.size),
+                accepted,
+            });
+        }
+        Ok(())
+    }
 }
 
 /// Sends `plan` to `to`; returns the kernel transmit timestamps by sequence number.
@@ -133,13 +155,8 @@ pub fn send(sock: &UdpSocket, to: SocketAddr, plan: &Plan) -> std::io::Result<Ve
     let schedule = Schedule::new(plan.pattern, plan.pps, plan.seed);
     let progress = plan.count as f64 / plan.pps > 3.0;
     // `--size` is the frame: an IPv6 header takes 20 bytes more of it than IPv4's.
-    let headers = net::frame_headers(to);
-    if plan.size < headers + crate::packet::HEADER {
-        let least = headers + crate::packet::HEADER;
-        let why = format!("--size {} is below the smallest probe frame to {to} ({least} bytes)", plan.size);
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, why));
-    }
-    net::send(sock, to, plan.size - headers, plan.count, schedule, progress)
+    plan.check_to(to).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
+    net::send(sock, to, plan.size - net::frame_headers(to), plan.count, schedule, progress)
 }
 
 /// Receives until the sender's end marker (and a moment for stragglers) or `idle` without a
@@ -172,6 +189,7 @@ pub fn pair(
     plan: &Plan,
     idle: Duration,
 ) -> Result<(Vec<Sample>, u64), Error> {
+    plan.check_to(to)?;
     let place = move |ns: &Option<String>| -> Result<(), Error> {
         if let Some(n) = ns {
             pathem_io::host::enter_netns(n)?;

@@ -2,28 +2,30 @@
 //! variant once per round, back to back; medians and ratios within rounds) and prints them.
 
 use crate::usage;
-use clap::Args;
+use clap::{ArgGroup, Args};
 use pathem_lab::rounds::{self, text, Plan};
 use pathem_spec::PathSpec;
 
 #[derive(Args, Debug)]
+#[command(group(ArgGroup::new("sized").args(["live", "offloads"]).multiple(true)))]
+#[command(group(ArgGroup::new("timed").args(["live", "hiccups"]).multiple(true)))]
 pub struct BenchArgs {
     #[command(flatten)]
     pub path: PathSpec,
-    /// Frames per run (not with --live, whose runs last --seconds).
-    #[arg(long, value_name = "N", default_value_t = 10_000_000, conflicts_with = "live")]
+    /// Frames per run (not with --live or --hiccups, whose runs last --seconds).
+    #[arg(long, value_name = "N", default_value_t = 10_000_000, conflicts_with = "timed")]
     pub packets: u64,
-    /// Frame size in bytes (without FCS; with --live, --sizes).
-    #[arg(long, value_name = "BYTES", default_value_t = 64, conflicts_with = "live")]
+    /// Frame size in bytes (without FCS; with --live or --offloads, --sizes).
+    #[arg(long, value_name = "BYTES", default_value_t = 64, conflicts_with = "timed")]
     pub size: usize,
     /// Rounds; each runs the path and the no-impairment baseline once (with --live: every mode).
-    #[arg(long, value_name = "N", default_value_t = 5)]
+    #[arg(long, value_name = "N", default_value_t = 5, conflicts_with = "hiccups")]
     pub runs: usize,
-    /// Pin the benchmark thread to this CPU (not with --live, which places its own).
-    #[arg(long, value_name = "CPU", conflicts_with = "live")]
+    /// Pin the benchmark thread to this CPU (not with --live, which places its own, or --hiccups).
+    #[arg(long, value_name = "CPU", conflicts_with = "timed")]
     pub core: Option<usize>,
-    /// Seed of the random models (not with --live).
-    #[arg(long, value_name = "N", default_value_t = 1, conflicts_with = "live")]
+    /// Seed of the random models (not with --live or --hiccups).
+    #[arg(long, value_name = "N", default_value_t = 1, conflicts_with = "timed")]
     pub seed: u64,
     /// Run the direction's input and output stages on two threads (CPUs 0 and 1), and compare
     /// with the same path on one thread in the same round (with --live: as `run --one-way
@@ -57,15 +59,15 @@ pub struct BenchArgs {
     /// generator's frames arrive on one, the ports read them all.
     #[arg(long, value_name = "N", default_value_t = 1, requires = "live")]
     pub queues: u32,
-    /// With --live: frame sizes to measure.
-    #[arg(long, value_name = "BYTES", value_delimiter = ',', default_value = "64,1500")]
+    /// With --live or --offloads: frame sizes to measure.
+    #[arg(long, value_name = "BYTES", value_delimiter = ',', default_value = "64,1500", requires = "sized")]
     pub sizes: Vec<usize>,
     /// Measure this machine instead: how often and for how long a busy-polling thread on each
     /// CPU loses its CPU (the floor of any software emulator's timing precision here).
     #[arg(long, conflicts_with = "live")]
     pub hiccups: bool,
     /// With --live or --hiccups: seconds per run.
-    #[arg(long, value_name = "S", default_value_t = 3.0)]
+    #[arg(long, value_name = "S", default_value_t = 3.0, requires = "timed")]
     pub seconds: f64,
 }
 
@@ -75,7 +77,15 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
         true => outln!("{value}"),
         false => out!("{text}"),
     };
-    crate::within("--seconds", args.seconds, 0.001..=3600.0, "0.001 to 3600")?; // in every mode
+    crate::within("--seconds", args.seconds, 0.001..=3600.0, "0.001 to 3600")?;
+    let own = [
+        "--live measures its own modes (README: bypass, engine, impaired)",
+        "--hiccups measures the machine",
+    ];
+    if (args.hiccups || !args.live.is_empty()) && args.path.to_config().map_err(usage)? != Default::default()
+    {
+        return Err(usage(format!("{}: path flags do not apply", own[usize::from(args.hiccups)])));
+    }
     if args.hiccups {
         let all = pathem_lab::hiccups::measure(args.seconds);
         emit(serde_json::to_value(&all)?, pathem_lab::hiccups::text(&all, args.seconds));
@@ -89,11 +99,6 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
     };
     crate::within("--runs", args.runs, 1..=1000, "1 to 1000")?;
     if !args.live.is_empty() {
-        if args.path.to_config().map_err(usage)? != pathem_model::PathConfig::default() {
-            return Err(usage(
-                "--live measures its own modes (README: bypass, engine, impaired): path flags do not apply",
-            ));
-        }
         let print = |row: &rounds::LiveRow| {
             if !json {
                 outln!("{}", text::live_row(row));

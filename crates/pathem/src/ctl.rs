@@ -30,7 +30,11 @@ pub struct CtlArgs {
 
 pub fn main(args: CtlArgs) -> anyhow::Result<()> {
     let target = &args.target;
-    if target == "list" {
+    let json = args.json.then(|| "--json".to_string());
+    let words: Vec<_> = args.action.iter().chain(&args.flags).chain(&json).map(String::as_str).collect();
+    if target == "list" && !words.is_empty() {
+        return Err(usage(format!("ctl list {}: list takes nothing after it", words.join(" "))));
+    } else if target == "list" {
         control::list_lines().iter().for_each(|l| outln!("{l}"));
         return Ok(());
     }
@@ -38,10 +42,10 @@ pub fn main(args: CtlArgs) -> anyhow::Result<()> {
     let (request, what) = match args.action.as_deref() {
         Some("show") if args.flags.is_empty() => (Request::Show, "show"),
         Some("show") => {
-            return Err(usage(format!(
-                "ctl {target} show {}: show takes no flags but --json",
-                args.flags.join(" ")
-            )))
+            return Err(usage(format!("ctl {target} {}: show takes no flags but --json", words.join(" "))))
+        }
+        Some("set") if args.json => {
+            return Err(usage(format!("ctl {target} set --json: --json is for show")))
         }
         Some("set") if !args.flags.is_empty() => (Request::set(args.flags.clone()), "set"),
         Some("set") => {

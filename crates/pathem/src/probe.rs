@@ -58,9 +58,9 @@ pub struct ProbeArgs {
     pub command: ProbeCommand,
 }
 
-/// The sender's plan from its flags; a bad one is a usage error.
-fn plan(o: &SendOpts) -> anyhow::Result<Plan> {
-    o.plan().map_err(usage)
+/// The sender's plan from its flags, for receiver `to`; a bad one is a usage error.
+fn plan(o: &SendOpts, to: SocketAddr) -> anyhow::Result<Plan> {
+    o.plan().and_then(|p| p.check_to(to).map(|()| p)).map_err(usage)
 }
 
 /// Analyses what arrived, prints it and writes what `o` asks for; returns the summary.
@@ -77,15 +77,13 @@ fn conclude(samples: &[Sample], sent: Option<u64>, o: &RecvOpts) -> anyhow::Resu
 }
 
 pub fn main(args: ProbeArgs) -> anyhow::Result<()> {
-    use pathem_model::Nanos;
     if let ProbeCommand::Recv { recv: r, .. } | ProbeCommand::Pair { recv: r, .. } = &args.command {
-        crate::within("--expect-delay", r.expect_delay.0, Nanos::ZERO..=Nanos::from_secs(3600), "0ns to 1h")?;
-        crate::within("--idle", r.idle.0, Nanos::from_millis(1)..=Nanos::from_secs(3600), "1ms to 1h")?;
+        r.check().map_err(usage)?;
     }
     match args.command {
         ProbeCommand::Send { to, send } => {
             let sock = session::sender_for(to).context("cannot bind the sender")?;
-            let n = session::send(&sock, to, &plan(&send)?).context("sending")?.len();
+            let n = session::send(&sock, to, &plan(&send, to)?).context("sending")?.len();
             errln!("pathem probe: sent {n} datagrams to {to}");
         }
         ProbeCommand::Recv { listen, recv } => {
@@ -96,7 +94,9 @@ pub fn main(args: ProbeArgs) -> anyhow::Result<()> {
         }
         ProbeCommand::Pair { to, send_netns, recv_netns, cpu, send, recv } => {
             let idle = std::time::Duration::from_nanos(recv.idle.0.as_nanos());
-            let (samples, total) = session::pair(to, send_netns, recv_netns, cpu, &plan(&send)?, idle)?;
+            let plan = plan(&send, to)?;
+            let (samples, total) = session::pair(to, send_netns, recv_netns, cpu, &plan, idle)
+                .map_err(|e| if e.is_usage() { usage(e) } else { e.into() })?;
             conclude(&samples, Some(total), &recv)?;
         }
     }
