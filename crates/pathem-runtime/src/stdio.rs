@@ -67,6 +67,24 @@ pub fn one_line<'a>(chain: impl Iterator<Item = &'a (dyn std::error::Error + 'st
     line
 }
 
+/// A refusal of clap's (rendered) as one line: its first line, which names the flag, the value
+/// and what is accepted, or ends in a colon before the lines that list what is missing
+/// (joined here); the usage after a blank line is noise. A number that is not a whole one of
+/// the flag's type (a sign on a count, a fraction, too many digits) says what is accepted and
+/// where each flag's range is.
+pub fn usage_line(rendered: &str) -> String {
+    let mut lines = rendered.lines().map(str::trim).skip_while(|l| l.is_empty());
+    let first = lines.next().unwrap_or("bad arguments").trim_start_matches("error: ");
+    let listed: Vec<&str> = lines.take_while(|l| first.ends_with(':') && !l.is_empty()).collect();
+    let whole = "accepted: a whole number within the flag's range (README, \"Ranges\")";
+    [first, &listed.join(", ")]
+        .join(" ")
+        .trim_end()
+        .replace("invalid digit found in string", whole)
+        .replace("number too large to fit in target type", &format!("too large; {whole}"))
+        .replace("number too small to fit in target type", &format!("too small; {whole}"))
+}
+
 #[cfg(test)]
 mod tests {
     use std::error::Error;
@@ -98,5 +116,29 @@ mod tests {
         assert_eq!(line(&Says("replay".into(), Some(Box::new(opened)))), format!("replay: {said}"));
         let write = Says("cannot write to standard output".into(), Some(io()));
         assert_eq!(line(&write), format!("cannot write to standard output: {}", io()));
+    }
+
+    #[test]
+    fn clap_refusals_are_one_line_that_says_what_is_accepted() {
+        use super::usage_line;
+        let missing = "error: the following required arguments were not provided:\n  --to <IP:PORT>\n  \
+                       --x <N>\n\nUsage: pathem probe pair --to <IP:PORT>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            usage_line(missing),
+            "the following required arguments were not provided: --to <IP:PORT>, --x <N>"
+        );
+        let sign = "error: invalid value '-1' for '--packets <N>': invalid digit found in string\n\nFor more";
+        assert_eq!(
+            usage_line(sign),
+            "invalid value '-1' for '--packets <N>': accepted: a whole number within the flag's range \
+             (README, \"Ranges\")"
+        );
+        let big = usage_line(
+            "error: invalid value '9e99' for '--runs <N>': number too large to fit in target type",
+        );
+        assert!(big.ends_with(
+            "'--runs <N>': too large; accepted: a whole number within the flag's range (README, \"Ranges\")"
+        ));
+        assert_eq!(usage_line(""), "bad arguments");
     }
 }

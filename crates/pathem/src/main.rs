@@ -106,7 +106,8 @@ pub fn lab_error(e: pathem_lab::Error) -> anyhow::Error {
 
 fn main() -> ExitCode {
     pathem_io::default_sigpipe();
-    let cli = match Cli::try_parse() {
+    let matches = negative_numbers_as_values(Cli::command()).try_get_matches();
+    let cli = match matches.and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m)) {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -117,13 +118,7 @@ fn main() -> ExitCode {
                 let _ = e.print();
                 return ExitCode::from(2);
             }
-            // clap's first line names the flag, the value and what is accepted, or ends in a colon
-            // before the lines listing what is missing; the usage after a blank line is noise.
-            let text = e.render().to_string();
-            let mut lines = text.lines().map(str::trim).skip_while(|l| l.is_empty());
-            let first = lines.next().unwrap_or("bad arguments").trim_start_matches("error: ");
-            let listed: Vec<&str> = lines.take_while(|l| first.ends_with(':') && !l.is_empty()).collect();
-            errln!("pathem: {}", [first, &listed.join(", ")].join(" ").trim_end());
+            errln!("pathem: {}", pathem_runtime::stdio::usage_line(&e.render().to_string()));
             return ExitCode::from(2);
         }
     };
@@ -142,6 +137,12 @@ fn main() -> ExitCode {
         Command::Manpages { dir } => docs::manpages(&dir, Cli::command()),
     };
     end(result)
+}
+
+/// `--count -5` is a count refused for its sign (one line naming the flag), not `-5` taken
+/// for an unknown flag: in every subcommand, as clap's settings are each command's own.
+fn negative_numbers_as_values(c: clap::Command) -> clap::Command {
+    c.allow_negative_numbers(true).mut_subcommands(negative_numbers_as_values)
 }
 
 /// A run's exit code and error line; what it printed must have reached standard output.

@@ -135,6 +135,10 @@ fn bad_input_is_refused_with_one_line() {
         (vec!["bench", "--live", "afxdp", "--size", "1500"], 2, "'--size <BYTES>' cannot be used with"),
         (vec!["bench", "--live", "afxdp", "--packets", "9"], 2, "'--packets <N>' cannot be used with"),
         (vec!["bench", "--hiccups", "--packets", "9"], 2, "'--packets <N>' cannot be used with"),
+        // A negative number is a value refused for its sign, not an unknown flag.
+        (vec!["bench", "--packets", "-1"], 2, "'-1' for '--packets <N>': accepted: a whole number within"),
+        (vec!["probe", "send", "--to", "127.0.0.1:9", "--count", "-5"], 2, "'-5' for '--count <N>'"),
+        (vec!["run", "lo", "lo2", "--max-frame", "-1"], 2, "'-1' for '--max-frame <BYTES>'"),
         // A receiver no datagram can reach, or a CPU the machine lacks, is the user's to mend.
         (
             vec!["probe", "send", "--to", "[::1]:9", "--size", "81", "--count", "1"],
