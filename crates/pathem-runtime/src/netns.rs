@@ -37,8 +37,10 @@ use std::net::Ipv4Addr;
 /// Ctrl-C, SIGTERM, SIGQUIT and a hang-up (the terminal closed) belong to the shell's command:
 /// the shell ends when the command does, and cleans up its bed. Called before the bed is
 /// built, so no signal finds the namespaces without a cleanup (a hang-up used to end the
-/// shell at once and leave them).
+/// shell at once and leave them). A closed pipe on the shell's own output (`2>&1 | head -1`)
+/// fails the write, which costs a note, rather than killing the shell before its cleanup.
 pub fn leave_signals_to_the_command() -> std::io::Result<()> {
+    pathem_io::ignore_sigpipe();
     use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
     let caught = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     for sig in [SIGINT, SIGTERM, SIGQUIT, SIGHUP] {
@@ -47,7 +49,25 @@ pub fn leave_signals_to_the_command() -> std::io::Result<()> {
     Ok(())
 }
 
-/// The namespace, links and rules of one shell; removed on drop, whatever happened.
+/// The namespace, links and rules of one shell (`pathem shell`); removed on drop, whatever
+/// happened.
+///
+/// ```text
+///   pathem-PID            pathem-PID-link                 this namespace
+///   ┌────────────┐        ┌───────────────────────────┐   ┌────────────────────┐
+///   │ CMD  eth0 ─┼─ veth ─┼─ pa ══ pathem ══ pb ──────┼───┼─ pegPID (gateway) ─┼─► routing, NAT
+///   └────────────┘        └───────────────────────────┘   └────────────────────┘
+/// ```
+/// The command's namespace has one interface, `eth0`, whose other end is pathem's port A;
+/// pathem's port B is joined to a gateway interface in this namespace. pathem's two ports live
+/// in a namespace of their own, where no IP stack answers on them: every frame between the
+/// command and the world crosses pathem, and nothing else. Frames from the command
+/// outward take the a→b path (uplink), frames towards it the b→a path (downlink). This
+/// namespace routes (and, where nftables or iptables is installed, masquerades) for the
+/// command, so it reaches whatever this namespace reaches, including the host's own
+/// addresses; `PATHEM_GATEWAY` in its environment is this side's address. Shells nest: a
+/// shell started inside another builds its link inside the outer shell's namespace.
+/// Everything is removed when the command exits.
 pub struct ShellBed {
     /// The command's namespace (its one interface is `eth0`).
     pub ns: String,

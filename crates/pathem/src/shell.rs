@@ -1,20 +1,5 @@
-//! `pathem shell`: run a command behind an emulated link, the Mahimahi way.
-//!
-//! ```text
-//!   pathem-PID            pathem-PID-link                 this namespace
-//!   ┌────────────┐        ┌───────────────────────────┐   ┌────────────────────┐
-//!   │ CMD  eth0 ─┼─ veth ─┼─ pa ══ pathem ══ pb ──────┼───┼─ pegPID (gateway) ─┼─► routing, NAT
-//!   └────────────┘        └───────────────────────────┘   └────────────────────┘
-//! ```
-//! The command's namespace has one interface, `eth0`, whose other end is pathem's port A;
-//! pathem's port B is joined to a gateway interface in this namespace. pathem's two ports live
-//! in a namespace of their own, where no IP stack answers on them: every frame between the
-//! command and the world crosses pathem, and nothing else. Frames from the command
-//! outward take the a→b path (uplink), frames towards it the b→a path (downlink). This
-//! namespace routes (and, where nftables or iptables is installed, masquerades) for the
-//! command, so it reaches whatever this namespace reaches, including the host's own
-//! addresses; `PATHEM_GATEWAY` in its environment is this side's address. Shells nest: a shell started inside another builds its link inside the outer
-//! shell's namespace. Everything is removed when the command exits, and pathem exits with
+//! `pathem shell`: run a command behind an emulated link, the Mahimahi way, in the bed
+//! [`pathem_runtime::netns::ShellBed`] builds (its documentation draws it); pathem exits with
 //! the command's status.
 
 use crate::usage;

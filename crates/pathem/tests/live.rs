@@ -594,7 +594,7 @@ fn shell_adds_the_delay_both_ways_and_cleans_up() {
     const FORWARD: &str = "/proc/sys/net/ipv4/ip_forward";
     let host_forwards = std::fs::read_to_string(FORWARD).unwrap();
     std::fs::write(FORWARD, "0").unwrap();
-    let out = Command::new(PATHEM)
+    let child = Command::new(PATHEM)
         .args([
             "shell",
             "--delay",
@@ -604,8 +604,13 @@ fn shell_adds_the_delay_both_ways_and_cleans_up() {
             "-c",
             "ping -n -q -c 4 -i 0.3 $PATHEM_GATEWAY; exit 3",
         ])
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    // Its own namespaces (another pathem's may come and go meanwhile).
+    let ns = format!("pathem-{}", child.id());
+    let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         out.status.code(),
@@ -617,7 +622,7 @@ fn shell_adds_the_delay_both_ways_and_cleans_up() {
     let min: f64 = line.split('=').nth(1).unwrap().trim().split('/').next().unwrap().parse().unwrap();
     assert!((100.0..104.0).contains(&min), "rtt {min} ms through a 50 ms shell");
     let left = must(&["ip", "netns", "list"]);
-    assert!(!left.contains("pathem-"), "namespaces left behind: {left}");
+    assert!(!left.contains(&ns), "namespaces left behind: {left}");
     let forwards = std::fs::read_to_string(FORWARD).unwrap();
     std::fs::write(FORWARD, host_forwards.trim()).unwrap();
     assert_eq!(forwards.trim(), "0", "IPv4 forwarding left on by the shell");
@@ -647,6 +652,24 @@ fn shell_adds_the_delay_both_ways_and_cleans_up() {
     assert_eq!(status.code(), Some(129), "the command's hang-up is the shell's status");
     let left = must(&["ip", "netns", "list"]);
     assert!(!left.contains(&ns), "namespaces left behind after a hang-up: {left}");
+
+    // Its own output closed (`pathem shell -v ... 2>&1 | head -0`): the shell loses its notes,
+    // not its life: the command runs, its status is the shell's, and the bed is removed.
+    let mut child = Command::new(PATHEM)
+        .args(["shell", "-v", "--delay", "1ms", "--", "sh", "-c", "exit 4"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let ns = format!("pathem-{}", child.id());
+    let status = child.wait().unwrap();
+    let left = must(&["ip", "netns", "list"]);
+    for gone in left.lines().filter_map(|l| l.split_whitespace().next()).filter(|n| n.starts_with(&ns)) {
+        let _ = sh(&["ip", "netns", "del", gone]); // what a failed run left, for the tests after it
+    }
+    assert_eq!(status.code(), Some(4), "the command's status through a closed stderr: {status:?}");
+    assert!(!left.contains(&ns), "namespaces left behind when the shell's stderr closed: {left}");
 
     // Nested: 20 ms outside, 10 ms inside = 60 ms round trip.
     let out = Command::new(PATHEM)
