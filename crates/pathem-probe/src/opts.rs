@@ -5,6 +5,7 @@ use crate::{Error, Pattern};
 use clap::Args;
 use pathem_model::loss::LossConfig;
 use pathem_model::units::Duration;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 #[derive(Args, Debug, Clone)]
@@ -16,9 +17,10 @@ pub struct SendOpts {
     /// a burst pattern sets its own].
     #[arg(long, value_name = "RATE")]
     pub rate: Option<ProbeRate>,
-    /// Frame size on the wire in bytes (Ethernet + IPv4 + UDP + payload), 62 to 1514.
-    #[arg(long, value_name = "BYTES", default_value_t = 64)]
-    pub size: usize,
+    /// Frame size on the wire in bytes (Ethernet + IP + UDP + payload): 62 to 1514 to an IPv4
+    /// address, 82 to 1514 to an IPv6 one [default: 64 to IPv4, 84 to IPv6 (the same payload)].
+    #[arg(long, value_name = "BYTES")]
+    pub size: Option<usize>,
     /// Datagrams to send.
     #[arg(long, value_name = "N", conflicts_with = "duration")]
     pub count: Option<u64>,
@@ -59,8 +61,9 @@ impl RecvOpts {
 }
 
 impl SendOpts {
-    /// The sender's plan from its flags (checked: the error is one line).
-    pub fn plan(&self) -> Result<Plan, Error> {
+    /// The sender's plan from its flags, for receiver `to` (checked, with
+    /// [`Plan::check_to`] too: the error is one line).
+    pub fn plan(&self, to: SocketAddr) -> Result<Plan, Error> {
         let rate = match (self.pattern, self.rate) {
             (Pattern::Burst { .. }, Some(r)) => {
                 let accepted = "no --rate with --pattern burst:N,every=DUR (N every DUR is its rate)";
@@ -72,6 +75,8 @@ impl SendOpts {
             }
             (_, r) => r.unwrap_or(ProbeRate::Pps(1000.0)),
         };
-        Plan::new(self.pattern, rate, self.size, self.count, self.duration.map(|d| d.0), self.seed)
+        let size = self.size.unwrap_or(if to.is_ipv6() { 84 } else { 64 });
+        let plan = Plan::new(self.pattern, rate, size, self.count, self.duration.map(|d| d.0), self.seed)?;
+        plan.check_to(to).map(|()| plan)
     }
 }

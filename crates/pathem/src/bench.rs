@@ -2,30 +2,28 @@
 //! variant once per round, back to back; medians and ratios within rounds) and prints them.
 
 use crate::usage;
-use clap::{ArgGroup, Args};
+use clap::Args;
 use pathem_lab::rounds::{self, text, Plan};
 use pathem_spec::PathSpec;
 
 #[derive(Args, Debug)]
-#[command(group(ArgGroup::new("sized").args(["live", "offloads"]).multiple(true)))]
-#[command(group(ArgGroup::new("timed").args(["live", "hiccups"]).multiple(true)))]
 pub struct BenchArgs {
     #[command(flatten)]
     pub path: PathSpec,
     /// Frames per run (not with --live or --hiccups, whose runs last --seconds).
-    #[arg(long, value_name = "N", default_value_t = 10_000_000, conflicts_with = "timed")]
+    #[arg(long, value_name = "N", default_value_t = 10_000_000, conflicts_with_all = ["live", "hiccups"])]
     pub packets: u64,
     /// Frame size in bytes (without FCS; with --live or --offloads, --sizes).
-    #[arg(long, value_name = "BYTES", default_value_t = 64, conflicts_with = "timed")]
+    #[arg(long, value_name = "BYTES", default_value_t = 64, conflicts_with_all = ["live", "hiccups", "offloads"])]
     pub size: usize,
     /// Rounds; each runs the path and the no-impairment baseline once (with --live: every mode).
     #[arg(long, value_name = "N", default_value_t = 5, conflicts_with = "hiccups")]
     pub runs: usize,
-    /// Pin the benchmark thread to this CPU (not with --live, which places its own, or --hiccups).
-    #[arg(long, value_name = "CPU", conflicts_with = "timed")]
+    /// Pin the benchmark thread to this CPU (not with --live or --split, which place their own).
+    #[arg(long, value_name = "CPU", conflicts_with_all = ["live", "split", "hiccups", "offloads"])]
     pub core: Option<usize>,
-    /// Seed of the random models (not with --live or --hiccups).
-    #[arg(long, value_name = "N", default_value_t = 1, conflicts_with = "timed")]
+    /// Seed of the random models (not with --live, --hiccups or --offloads).
+    #[arg(long, value_name = "N", default_value_t = 1, conflicts_with_all = ["live", "hiccups", "offloads"])]
     pub seed: u64,
     /// Run the direction's input and output stages on two threads (CPUs 0 and 1), and compare
     /// with the same path on one thread in the same round (with --live: as `run --one-way
@@ -59,16 +57,16 @@ pub struct BenchArgs {
     /// generator's frames arrive on one, the ports read them all.
     #[arg(long, value_name = "N", default_value_t = 1, requires = "live")]
     pub queues: u32,
-    /// With --live or --offloads: frame sizes to measure.
-    #[arg(long, value_name = "BYTES", value_delimiter = ',', default_value = "64,1500", requires = "sized")]
-    pub sizes: Vec<usize>,
+    /// With --live or --offloads: frame sizes to measure [default: 64,1500].
+    #[arg(long, value_name = "BYTES", value_delimiter = ',')]
+    pub sizes: Option<Vec<usize>>,
     /// Measure this machine instead: how often and for how long a busy-polling thread on each
     /// CPU loses its CPU (the floor of any software emulator's timing precision here).
     #[arg(long, conflicts_with = "live")]
     pub hiccups: bool,
-    /// With --live or --hiccups: seconds per run.
-    #[arg(long, value_name = "S", default_value_t = 3.0, requires = "timed")]
-    pub seconds: f64,
+    /// With --live or --hiccups: seconds per run [default: 3].
+    #[arg(long, value_name = "S")]
+    pub seconds: Option<f64>,
 }
 
 pub fn main(args: BenchArgs) -> anyhow::Result<()> {
@@ -77,18 +75,28 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
         true => outln!("{value}"),
         false => out!("{text}"),
     };
-    crate::within("--seconds", args.seconds, 0.001..=3600.0, "0.001 to 3600")?;
+    let live = !args.live.is_empty();
+    if args.sizes.is_some() && !(live || args.offloads) {
+        return Err(usage("--sizes is only for --live or --offloads (a run of the engine takes --size)"));
+    }
+    if args.seconds.is_some() && !(live || args.hiccups) {
+        return Err(usage("--seconds is only for --live or --hiccups (a run of the engine takes --packets)"));
+    }
+    let (sizes, seconds) = (args.sizes.clone().unwrap_or(vec![64, 1500]), args.seconds.unwrap_or(3.0));
+    crate::within("--seconds", seconds, 0.001..=3600.0, "0.001 to 3600")?;
     let own = [
-        "--live measures its own modes (README: bypass, engine, impaired)",
-        "--hiccups measures the machine",
+        (live, "--live measures its own modes (README: bypass, engine, impaired)"),
+        (args.hiccups, "--hiccups measures the machine"),
+        (args.offloads, "--offloads measures the ports' work on a frame"),
     ];
-    if (args.hiccups || !args.live.is_empty()) && args.path.to_config().map_err(usage)? != Default::default()
-    {
-        return Err(usage(format!("{}: path flags do not apply", own[usize::from(args.hiccups)])));
+    if let Some((_, own)) = own.iter().find(|m| m.0) {
+        if args.path.to_config().map_err(usage)? != Default::default() {
+            return Err(usage(format!("{own}: path flags do not apply")));
+        }
     }
     if args.hiccups {
-        let all = pathem_lab::hiccups::measure(args.seconds);
-        emit(serde_json::to_value(&all)?, pathem_lab::hiccups::text(&all, args.seconds));
+        let all = pathem_lab::hiccups::measure(seconds);
+        emit(serde_json::to_value(&all)?, pathem_lab::hiccups::text(&all, seconds));
         return Ok(());
     }
     // Rounds print a line each on stderr unless the output is JSON.
@@ -98,7 +106,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
         }
     };
     crate::within("--runs", args.runs, 1..=1000, "1 to 1000")?;
-    if !args.live.is_empty() {
+    if live {
         let print = |row: &rounds::LiveRow| {
             if !json {
                 outln!("{}", text::live_row(row));
@@ -106,8 +114,8 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
         };
         let plan = rounds::LivePlan {
             kinds: args.live.clone(),
-            sizes: args.sizes.clone(),
-            secs: args.seconds,
+            sizes,
+            secs: seconds,
             rounds: args.runs,
             split: args.split,
             queues: args.queues,
@@ -120,11 +128,11 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
     crate::within("--packets", args.packets, 1..=1_000_000_000_000, "1 to 10^12")?;
     crate::within("--size", args.size, 14..=65_535, "14 to 65535 bytes (the engine's longest frame)")?;
     if args.offloads {
-        if let Some(&size) = args.sizes.iter().find(|s| !(64..=9000).contains(*s)) {
+        if let Some(&size) = sizes.iter().find(|s| !(64..=9000).contains(*s)) {
             return Err(usage(format!("--sizes {size}: accepted: 64 to 9000 bytes with --offloads")));
         }
         let frames = args.packets.min(2_000_000);
-        let rows = rounds::offloads(&args.sizes, frames, args.runs);
+        let rows = rounds::offloads(&sizes, frames, args.runs);
         let value = serde_json::json!({ "frames": frames, "runs": args.runs, "offloads": rows });
         emit(value, text::offloads(frames, args.runs, &rows));
         return Ok(());

@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use pathem_io::udp::TimestampedUdp;
 use pathem_probe::opts::{RecvOpts, SendOpts};
-use pathem_probe::session::{self, Outputs, Plan};
+use pathem_probe::session::{self, Outputs};
 use pathem_probe::{Sample, Summary};
 use std::net::SocketAddr;
 
@@ -58,11 +58,6 @@ pub struct ProbeArgs {
     pub command: ProbeCommand,
 }
 
-/// The sender's plan from its flags, for receiver `to`; a bad one is a usage error.
-fn plan(o: &SendOpts, to: SocketAddr) -> anyhow::Result<Plan> {
-    o.plan().and_then(|p| p.check_to(to).map(|()| p)).map_err(usage)
-}
-
 /// Analyses what arrived, prints it and writes what `o` asks for; returns the summary.
 fn conclude(samples: &[Sample], sent: Option<u64>, o: &RecvOpts) -> anyhow::Result<Summary> {
     let outputs = Outputs {
@@ -82,8 +77,9 @@ pub fn main(args: ProbeArgs) -> anyhow::Result<()> {
     }
     match args.command {
         ProbeCommand::Send { to, send } => {
+            let plan = send.plan(to).map_err(usage)?;
             let sock = session::sender_for(to).context("cannot bind the sender")?;
-            let n = session::send(&sock, to, &plan(&send, to)?).context("sending")?.len();
+            let n = session::send(&sock, to, &plan).context("sending")?.len();
             errln!("pathem probe: sent {n} datagrams to {to}");
         }
         ProbeCommand::Recv { listen, recv } => {
@@ -94,7 +90,7 @@ pub fn main(args: ProbeArgs) -> anyhow::Result<()> {
         }
         ProbeCommand::Pair { to, send_netns, recv_netns, cpu, send, recv } => {
             let idle = std::time::Duration::from_nanos(recv.idle.0.as_nanos());
-            let plan = plan(&send, to)?;
+            let plan = send.plan(to).map_err(usage)?;
             let (samples, total) = session::pair(to, send_netns, recv_netns, cpu, &plan, idle)
                 .map_err(|e| if e.is_usage() { usage(e) } else { e.into() })?;
             conclude(&samples, Some(total), &recv)?;

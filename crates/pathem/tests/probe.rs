@@ -132,9 +132,9 @@ fn bad_input_is_refused_with_one_line() {
         (vec!["demo", "--frames", "1000001"], 2, "1 to 10^6"),
         (vec!["bench", "--size", "65536"], 2, "14 to 65535"),
         // Flags --live would not use are refused, not ignored; a flag that needs another names it.
-        (vec!["bench", "--live", "afxdp", "--size", "1500"], 2, "'--size <BYTES>' cannot be used with"),
-        (vec!["bench", "--live", "afxdp", "--packets", "9"], 2, "'--packets <N>' cannot be used with"),
-        (vec!["bench", "--hiccups", "--packets", "9"], 2, "'--packets <N>' cannot be used with"),
+        (vec!["bench", "--live", "afxdp", "--size", "1500"], 2, "cannot be used with '--size <BYTES>'"),
+        (vec!["bench", "--live", "afxdp", "--packets", "9"], 2, "cannot be used with '--packets <N>'"),
+        (vec!["bench", "--hiccups", "--packets", "9"], 2, "'--hiccups' cannot be used with '--packets <N>'"),
         // A negative number is a value refused for its sign, not an unknown flag.
         (vec!["bench", "--packets", "-1"], 2, "'-1' for '--packets <N>': accepted: a whole number within"),
         (vec!["probe", "send", "--to", "127.0.0.1:9", "--count", "-5"], 2, "'-5' for '--count <N>'"),
@@ -153,8 +153,15 @@ fn bad_input_is_refused_with_one_line() {
         (vec!["ctl", "x", "set", "--json", "--delay", "1ms"], 2, "--json is for show"),
         (vec!["bench", "--hiccups", "--runs", "2"], 2, "cannot be used with '--runs <N>'"),
         (vec!["bench", "--hiccups", "--delay", "1ms"], 2, "--hiccups measures the machine: path flags"),
-        (vec!["bench", "--packets", "9", "--seconds", "1"], 2, "not provided: <--live <KINDS>|--hiccups>"),
-        (vec!["bench", "--packets", "9", "--sizes", "64"], 2, "not provided: <--live <KINDS>|--offloads>"),
+        (vec!["bench", "--packets", "9", "--seconds", "1"], 2, "--seconds is only for --live or --hiccups"),
+        (vec!["bench", "--packets", "9", "--sizes", "64"], 2, "--sizes is only for --live or --offloads"),
+        (vec!["bench", "--offloads", "--core", "1"], 2, "'--offloads' cannot be used with '--core <CPU>'"),
+        (
+            vec!["bench", "--offloads", "--delay", "1ms"],
+            2,
+            "--offloads measures the ports' work on a frame: path",
+        ),
+        (vec!["bench", "--split", "--core", "1"], 2, "'--split' cannot be used with '--core <CPU>'"),
         (vec!["bench", "--queues", "4"], 2, "were not provided: --live <KINDS>"),
         (vec!["run", "lo"], 2, "were not provided: <PORT_B>"),
         (
