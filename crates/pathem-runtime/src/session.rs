@@ -78,6 +78,10 @@ impl Session {
         directions: [&pathem_spec::link::Direction; 2],
         metrics: Option<SocketAddr>,
     ) -> Result<Session, Error> {
+        // From the moment its ports change their interfaces, a closed output must not kill
+        // the run before its cleanup: a write fails instead (the lines said at the start are
+        // lost; a report that cannot be written stops the run, as SIGTERM does).
+        pathem_io::ignore_sigpipe();
         control::check_free(&name)?;
         let seed = spec.seed;
         let link = Link::start(spec)?;
@@ -167,7 +171,6 @@ impl Session {
             signal_hook::flag::register(sig, self.link.stopper())
                 .map_err(|source| Error::Io { what: "cannot install signal handlers".into(), source })?;
         }
-        pathem_io::ignore_sigpipe();
         if let Some(d) = duration {
             self.stop_after(d);
         }

@@ -565,6 +565,16 @@ fn sigint_stops_cleanly_and_restores_the_interfaces() {
     assert!(gro("pa").contains(": on"), "GRO restored after the output closed: {}", gro("pa"));
     let socket = format!("/run/pathem/pipe{}.sock", std::process::id());
     assert!(!std::path::Path::new(&socket).exists(), "{socket} left behind");
+
+    // Its standard error closed before it starts: the lines it says on starting are lost,
+    // where SIGPIPE used to kill it right after its ports opened (GRO left off); it runs its
+    // second and cleans up.
+    let script = format!(
+        "timeout 20 {PATHEM} run pa pb --duration 1s 2>&1 >/dev/null | true; exit ${{PIPESTATUS[0]}}"
+    );
+    let out = sh(&["ip", "netns", "exec", &mid, "bash", "-c", &script]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(gro("pa").contains(": on"), "GRO restored after a run whose stderr closed: {}", gro("pa"));
 }
 
 fn bad_ports_are_refused_with_one_line() {
