@@ -33,14 +33,17 @@ pub enum Error {
 }
 
 impl Error {
-    /// True for what the user named wrongly (a setting, a CPU) rather than what failed.
+    /// True for what the user named wrongly (a setting, a CPU, a namespace that is not there)
+    /// rather than what failed.
     pub fn is_usage(&self) -> bool {
         use pathem_io::host::PlaceError;
         matches!(
             self,
             Error::Setting { .. }
                 | Error::Range(_)
-                | Error::Place(PlaceError::NoCpu(_) | PlaceError::Pin { .. })
+                | Error::Place(
+                    PlaceError::NoCpu(_) | PlaceError::Pin { .. } | PlaceError::NoNamespace { .. }
+                )
         )
     }
 

@@ -148,6 +148,11 @@ fn bad_input_is_refused_with_one_line() {
         (vec!["probe", "send", "--to", "127.0.0.1:0", "--count", "1"], 2, "with a port 1 to 65535"),
         (vec!["probe", "pair", "--to", "127.0.0.1:0", "--count", "1"], 2, "with a port 1 to 65535"),
         (vec!["probe", "pair", "--to", "127.0.0.1:9", "--cpu", "9999", "--count", "1"], 2, "no CPU 9999"),
+        (
+            vec!["probe", "pair", "--to", "127.0.0.1:9", "--send-netns", "no/such", "--count", "1"],
+            2,
+            "no/such",
+        ),
         (vec!["ctl", "list", "show"], 2, "ctl list show: list takes nothing after it"),
         (vec!["ctl", "list", "--json"], 2, "ctl list --json: list takes nothing"),
         (vec!["ctl", "x", "set", "--json", "--delay", "1ms"], 2, "--json is for show"),
