@@ -40,8 +40,8 @@ use std::net::Ipv4Addr;
 /// shell at once and leave them). A closed pipe on the shell's own output (`2>&1 | head -1`)
 /// fails the write, which costs a note, rather than killing the shell before its cleanup.
 pub fn leave_signals_to_the_command() -> std::io::Result<()> {
-    pathem_io::ignore_sigpipe();
     use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+    pathem_io::ignore_sigpipe();
     let caught = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     for sig in [SIGINT, SIGTERM, SIGQUIT, SIGHUP] {
         signal_hook::flag::register(sig, caught.clone())?;
