@@ -80,6 +80,20 @@ pub fn temp_beside(
     tempfile::Builder::new().prefix(prefix).suffix(suffix).permissions(mode).tempfile_in(dir)
 }
 
+/// True when `a` and `b` name one file, however they are spelled (`./x`, `d/../x`, a link to
+/// it): the same inode where both are there, else the same name in the same directory.
+pub fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+        return (x.dev(), x.ino()) == (y.dev(), y.ino());
+    }
+    let place = |p: &std::path::Path| {
+        let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+        Some((std::fs::canonicalize(dir).ok()?, p.file_name()?.to_owned()))
+    };
+    a == b || place(a).is_some_and(|x| place(b) == Some(x))
+}
+
 /// A `KEY: N kB` line of a /proc file (`/proc/meminfo` `MemTotal`, `/proc/self/status`
 /// `VmHWM`) in bytes, where the system has it.
 pub fn proc_kb(file: &str, key: &str) -> Option<u64> {

@@ -226,7 +226,7 @@ pub fn replay_file(
     // The report's file and the temporary it is written into until the capture is in place.
     let stats = match stats {
         // The report must not take the place of the capture read or written.
-        Some(p) if p == input || p == output => {
+        Some(p) if pathem_io::same_file(p, input) || pathem_io::same_file(p, output) => {
             return Err(write_err(p, &"it is the input or the output capture"));
         }
         Some(p) => Some((p, pathem_io::temp_beside(p, ".pathem-stats", "").map_err(|e| write_err(p, &e))?)),

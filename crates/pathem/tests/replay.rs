@@ -784,6 +784,17 @@ fn a_stats_file_that_cannot_be_written_leaves_no_output() {
         let err = refused(&d, &["replay", &i, &o, "--stats", &at], 1);
         assert!(err.contains(says), "{err}");
     }
+    // However they are spelled: the input by another path, or a link to it, was overwritten
+    // with the report.
+    std::os::unix::fs::symlink(d.path("in.pcap"), d.path("link.pcap")).unwrap();
+    let before = std::fs::read(d.path("in.pcap")).unwrap();
+    let name = d.path("").file_name().unwrap().to_str().unwrap().to_string();
+    for at in [d.s("./in.pcap"), d.s("link.pcap"), d.s(&format!("../{name}/out.pcap"))] {
+        let err = refused(&d, &["replay", &i, &o, "--stats", &at], 1);
+        assert!(err.contains("input or the output"), "{at}: {err}");
+    }
+    assert_eq!(std::fs::read(d.path("in.pcap")).unwrap(), before, "the input is untouched");
+    std::fs::remove_file(d.path("link.pcap")).unwrap();
     ok(&replay(&d.path("in.pcap"), &d.path("out.pcap"), &["--stats", &d.s("s.json")]));
     assert_eq!(stats(&d.path("s.json"))["tx_packets"], 10);
     let left: Vec<_> = std::fs::read_dir(d.path("")).unwrap().map(|e| e.unwrap().file_name()).collect();
