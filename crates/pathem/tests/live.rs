@@ -2036,9 +2036,10 @@ fn rtt_under_load(t: &Topo, streams: u32) -> ((f64, f64), Vec<f64>) {
 }
 
 /// Bufferbloat and its cure: CUBIC through a 20 Mbit/s bottleneck with 10 ms each way. With a
-/// 1000-frame drop-tail queue the flow fills it and ping's RTT grows by hundreds of ms; with
-/// CoDel, FQ-CoDel, PIE or DualPI2 it stays near 2 × 10 ms plus the target. Two flows share
-/// FQ-CoDel fairly, and a running link switches from drop-tail to CoDel through `ctl set`.
+/// 1000-frame drop-tail queue the flow fills what its window allows and ping's RTT grows past
+/// five times the base; with CoDel, FQ-CoDel, PIE or DualPI2 it stays near 2 × 10 ms plus the
+/// target. Two flows share FQ-CoDel fairly, and a running link switches from drop-tail to
+/// CoDel through `ctl set`.
 fn aqm_keeps_the_rtt_under_load_short() {
     let mut table = Vec::new();
     let mut rtt = std::collections::BTreeMap::new();
@@ -2067,7 +2068,10 @@ fn aqm_keeps_the_rtt_under_load_short() {
     for l in &table {
         println!("  {l}");
     }
-    assert!(rtt["droptail"] > 150.0, "drop-tail's queue should bloat: {rtt:?}");
+    // The flow's window, not the 1000 frames (605 ms at 20 Mbit/s), bounds drop-tail's queue
+    // in these 7 s (CI once read 149.5 ms). Five times the 20 ms base RTT is bloat however
+    // far the window has grown.
+    assert!(rtt["droptail"] > 100.0, "drop-tail's queue should bloat: {rtt:?}");
     for (aqm, bound) in [("codel", 45.0), ("fq-codel", 45.0), ("pie", 60.0), ("dualpi2", 60.0)] {
         assert!(rtt[aqm] < bound, "{aqm}: {rtt:?}");
         assert!(rtt[aqm] * 3.0 < rtt["droptail"], "{aqm}: {rtt:?}");
