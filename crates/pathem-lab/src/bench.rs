@@ -280,7 +280,10 @@ enum Forwarder {
 fn testpmd(ns: &str, a: &str, b: &str) -> Result<Group, Error> {
     let mut group = Group::spawn(
         Command::new("ip")
-            .args(["netns", "exec", ns, "dpdk-testpmd", "--no-huge", "-m", "1024", "--no-shconf", "--no-pci"])
+            // Line-buffered: to a pipe, testpmd's C stdio holds the line that says it forwards
+            // until 4 KiB have gathered or it exits (coreutils' stdbuf sets the mode at exec).
+            .args(["netns", "exec", ns, "stdbuf", "-oL", "dpdk-testpmd", "--no-huge", "-m", "1024"])
+            .args(["--no-shconf", "--no-pci"])
             .args(["-l", "0-1", "--log-level=warning", "--no-telemetry", "--vdev", a, "--vdev", b])
             .args([
                 "--",
