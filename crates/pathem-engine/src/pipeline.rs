@@ -1106,10 +1106,62 @@ mod tests {
         assert!(s.balances());
         let sent = &p.output.tx.sent;
         assert_eq!(sent.len(), 1000);
-        // 1000 frames at 32 per flush: 32 flushes, 256 frames handed over per round, one
+        // 1000 frames at 32 per flush: 32 flushes, 32 frames handed over per release, one
         // round every 100 us while the port holds some. All within 4 ms of the release.
         let due = Nanos(1_000) + Nanos::from_millis(10);
         assert!(sent.iter().all(|&t| t >= due && t <= due + Nanos::from_millis(4)), "{:?}", sent.last());
+    }
+
+    /// Counts the frames each flush hands over, and when.
+    #[derive(Default)]
+    struct Flushes {
+        waiting: usize,
+        now: Nanos,
+        flushed: Vec<(Nanos, usize)>,
+    }
+
+    impl pathem_io::TxPort for Flushes {
+        fn send(&mut self, _release: Nanos, _wire_len: u32, _data: &[u8]) -> bool {
+            self.waiting += 1;
+            true
+        }
+        fn flush(&mut self) -> Result<(), pathem_io::Error> {
+            self.flushed.push((self.now, std::mem::take(&mut self.waiting)));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn frames_due_together_leave_a_receive_burst_at_a_time_without_waiting() {
+        // 300 frames arriving at one instant, due together 1 ms later: each release hands
+        // the port at most a receive burst (a long transmit would leave the receive ring
+        // unread meanwhile), and the rounds that follow at once send them all at their time.
+        let path = PathConfig {
+            delay: pathem_model::delay::DelayConfig::constant(Nanos::from_millis(1)),
+            ..PathConfig::default()
+        };
+        let engine = EngineConfig { offline: true, ..EngineConfig::default() };
+        let mut p = Pipeline::new(Frames::at(vec![Nanos(1_000); 300]), Flushes::default(), &path, 1, &engine)
+            .unwrap();
+        let mut clock = crate::VirtualClock::starting_at(Nanos(0));
+        loop {
+            let now = crate::Clock::now(&mut clock);
+            p.output.tx.now = now;
+            match p.poll(now).unwrap() {
+                Next::Ended => break,
+                Next::At(t) | Next::Busy(Some(t)) => {
+                    crate::Clock::wait_until(&mut clock, t);
+                }
+                _ => {}
+            }
+            assert!(now < Nanos::from_secs(1), "never drained");
+        }
+        let flushed = &p.output.tx.flushed;
+        let due = Nanos(1_000) + Nanos::from_millis(1);
+        assert_eq!(flushed.iter().map(|f| f.1).sum::<usize>(), 300);
+        assert!(flushed.iter().all(|&(_, n)| n <= RX_BURST), "{flushed:?}");
+        assert!(flushed.iter().all(|&(t, _)| t == due), "{flushed:?}");
+        assert_eq!(flushed.len(), 300usize.div_ceil(RX_BURST));
     }
 
     /// A port timing frames with fillers (a lead of 1 ms) whose queue holds two: each frame
