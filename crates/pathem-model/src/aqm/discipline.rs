@@ -203,7 +203,7 @@ impl Discipline for RedFifo {
     fn when_full(&self) -> WhenFull {
         WhenFull::Ask
     }
-    #[inline]
+    #[inline(always)]
     fn enqueue(&mut self, mut e: Entry, full: bool, on: bool, rng: &mut Rng) -> Result<(), (Entry, AqmDrop)> {
         match self.red.arrive(&self.config, self.q.bytes(), e.arrival, rng) {
             red::Verdict::Admit if full => Err((e, AqmDrop::Overlimit)),

@@ -93,16 +93,17 @@ impl Red {
         self.idle_since = Some(now);
     }
 
-    /// A frame arrives at `now` and finds `queued` bytes waiting.
-    #[inline]
+    /// A frame arrives at `now` and finds `queued` bytes waiting. Inlined into the
+    /// discipline's enqueue (the idle aging's `powf` kept out of line): called per frame, it
+    /// was a call taking and returning the frame's entry through memory.
+    #[inline(always)]
     pub fn arrive(&mut self, cfg: &RedConfig, queued: u64, now: Nanos, rng: &mut Rng) -> Verdict {
         match self.idle_since {
             // Floyd's aging over the idle time, from when the queue last went empty (nothing to
             // age, and no `powf` to pay, while the average is 0: a link below its rate).
             Some(since) if queued == 0 => {
                 if self.avg > 0.0 {
-                    let m = now.saturating_sub(since).as_nanos() as f64 / self.typical;
-                    self.avg *= (1.0 - cfg.weight).powf(m);
+                    self.age(cfg, now.saturating_sub(since));
                 }
             }
             _ => self.avg = (1.0 - cfg.weight) * self.avg + cfg.weight * queued as f64,
@@ -127,6 +128,14 @@ impl Red {
             return Verdict::Early;
         }
         Verdict::Admit
+    }
+
+    /// Ages the average over `idle`, as if `idle / typical` frames had found the queue empty.
+    #[cold]
+    #[inline(never)]
+    fn age(&mut self, cfg: &RedConfig, idle: Nanos) {
+        let m = idle.as_nanos() as f64 / self.typical;
+        self.avg *= (1.0 - cfg.weight).powf(m);
     }
 }
 
