@@ -245,6 +245,9 @@ pub struct Input<R> {
     busy_until: Nanos,
     /// When the port's kernel drops were last read.
     drops_read: Nanos,
+    /// Frames the last receive took: more than a burst's slots when the port cuts a local
+    /// sender's super-frames into wire frames. The output's release budget follows it.
+    received: usize,
     /// Set once the receiving port has ended (for an output running apart).
     done: Arc<AtomicBool>,
 }
@@ -271,6 +274,9 @@ pub struct Output<T> {
     /// How far ahead of their release frames go to the port ([`TxPort::lead`]; zero unless it
     /// times them on the wire itself).
     lead: Nanos,
+    /// Most frames one release hands the port: [`EGRESS_BURST`], or what the last receive on
+    /// the same thread took if that was more (see [`Pipeline::poll`]).
+    budget: usize,
 }
 
 /// How often the receive port's kernel drop count and the occupancy gauges are read.
@@ -384,9 +390,10 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
                 busy_poll: engine.busy_poll,
                 busy_until: Nanos::ZERO,
                 drops_read: Nanos::ZERO,
+                received: 0,
                 done: done.clone(),
             },
-            output: Output { lead: tx.lead(), tx, lanes: egress, port, done },
+            output: Output { lead: tx.lead(), tx, lanes: egress, port, done, budget: EGRESS_BURST },
         })
     }
 
@@ -616,6 +623,7 @@ impl<R: RxPort> Input<R> {
     /// Takes the frames that have arrived; says when to come back (`Ended` once the port has).
     #[inline(always)]
     fn receive(&mut self, now: Nanos) -> Result<Next, Error> {
+        self.received = 0;
         self.apply_changes(now)?;
         if self.rx_ended {
             return Ok(self.drain_queue(now));
@@ -645,6 +653,7 @@ impl<R: RxPort> Input<R> {
                 |f| classify(lanes, classifier, f),
             ),
         }?;
+        self.received = received;
         if received > 0 && self.busy_poll > Nanos::ZERO {
             self.busy_until = now + self.busy_poll;
         }
@@ -705,15 +714,15 @@ impl<R: RxPort> Input<R> {
 }
 
 impl<T: TxPort> Output<T> {
-    /// Hands every frame due at `now` (up to [`EGRESS_BURST`]) to the port, the paths' frames
-    /// merged in release order, then flushes it (also when only frames from an earlier round
+    /// Hands every frame due at `now` (up to the budget: [`EGRESS_BURST`], or more after a
+    /// larger receive) to the port, the paths' frames merged in release order, then flushes it (also when only frames from an earlier round
     /// still wait in the port). Returns how many left.
     #[inline(always)]
     fn release(&mut self, now: Nanos) -> Result<usize, pathem_io::Error> {
         let upto = now.saturating_add(self.lead);
         let n = match &mut self.lanes[..] {
-            [one] => one.hand(now, upto, EGRESS_BURST, &mut self.tx),
-            lanes => merge(lanes, now, upto, &mut self.tx),
+            [one] => one.hand(now, upto, self.budget, &mut self.tx),
+            lanes => merge(lanes, now, upto, self.budget, &mut self.tx),
         };
         // Also when no frame went but the port holds some, or fillers it queued ahead of a
         // frame still to go (a long gap filled over several rounds).
@@ -795,11 +804,11 @@ pub(crate) fn earliest(next: impl Iterator<Item = Option<Nanos>>, upto: Nanos) -
 /// Hands the frames of several paths due by `upto` (`now`, or a lead later) to `tx` in
 /// release order: each time, the path whose next frame is due first sends up to the next
 /// path's next release.
-fn merge<T: TxPort>(lanes: &mut [Egress], now: Nanos, upto: Nanos, tx: &mut T) -> usize {
+fn merge<T: TxPort>(lanes: &mut [Egress], now: Nanos, upto: Nanos, budget: usize, tx: &mut T) -> usize {
     let mut n = 0;
-    while n < EGRESS_BURST {
+    while n < budget {
         let Some((i, second)) = earliest(lanes.iter_mut().map(Egress::next_release), upto) else { break };
-        let sent = lanes[i].hand(now, second, EGRESS_BURST - n, tx);
+        let sent = lanes[i].hand(now, second, budget - n, tx);
         if sent == 0 {
             break;
         }
@@ -814,6 +823,9 @@ impl<R: RxPort, T: TxPort> Task for Pipeline<R, T> {
         // Release what is due before taking new frames, so the delay line has its room back.
         self.output.release(now)?;
         let input = self.input.receive(now)?;
+        // Output keeps pace with input: each release may hand over as many frames as this
+        // receive took (a port cutting super-frames delivers up to 64 KB / MSS frames a slot).
+        self.output.budget = self.input.received.max(EGRESS_BURST);
         // Frames with no delay are due at once.
         let output = self.output.send(now)?;
         Ok(input.earliest(output))
@@ -851,6 +863,7 @@ mod tests {
     use crate::testing::Frames;
     use pathem_io::mem::MemSink;
     use pathem_io::RxFrame;
+    use std::collections::VecDeque;
 
     /// A live-like port: one frame at the first poll, then nothing, and it cannot say when.
     struct OneFrame(bool);
@@ -908,7 +921,7 @@ mod tests {
         assert_eq!(Next::Busy(None).earliest(Next::Now), Next::Now);
     }
 
-    /// A port whose kernel takes at most 32 frames per flush (AF_XDP copy mode's kick).
+    /// A port whose kernel takes at most 16 frames per flush (half a release's burst).
     #[derive(Default)]
     struct SlowPort {
         waiting: usize,
@@ -922,7 +935,7 @@ mod tests {
             true
         }
         fn flush(&mut self) -> Result<(), pathem_io::Error> {
-            let n = self.waiting.min(32);
+            let n = self.waiting.min(16);
             self.waiting -= n;
             self.sent.extend(std::iter::repeat_n(self.now, n));
             Ok(())
@@ -1106,10 +1119,12 @@ mod tests {
         assert!(s.balances());
         let sent = &p.output.tx.sent;
         assert_eq!(sent.len(), 1000);
-        // 1000 frames at 32 per flush: 32 flushes, 32 frames handed over per release, one
-        // round every 100 us while the port holds some. All within 4 ms of the release.
+        // 1000 frames, 32 handed over per release and 16 taken per flush: the port holds 488
+        // once the line is empty, taken 32 a round, one round every 100 us while it holds
+        // some. All within 4 ms of the release, most after it.
         let due = Nanos(1_000) + Nanos::from_millis(10);
         assert!(sent.iter().all(|&t| t >= due && t <= due + Nanos::from_millis(4)), "{:?}", sent.last());
+        assert!(sent.iter().filter(|&&t| t > due).count() >= 400, "the port held frames past their release");
     }
 
     /// Counts the frames each flush hands over, and when.
@@ -1162,6 +1177,55 @@ mod tests {
         assert!(flushed.iter().all(|&(_, n)| n <= RX_BURST), "{flushed:?}");
         assert!(flushed.iter().all(|&(t, _)| t == due), "{flushed:?}");
         assert_eq!(flushed.len(), 300usize.div_ceil(RX_BURST));
+    }
+
+    /// A port that cuts super-frames: each call hands over a whole batch of frames, however
+    /// few slots it was asked for (AF_PACKET and AF_XDP segment a local sender's 64 KB frame).
+    struct Segments(VecDeque<(Nanos, usize)>);
+
+    impl RxPort for Segments {
+        fn recv_burst<F: FnMut(RxFrame<'_>)>(
+            &mut self,
+            now: Nanos,
+            _max: usize,
+            mut f: F,
+        ) -> Result<usize, pathem_io::Error> {
+            let Some(&(at, n)) = self.0.front().filter(|b| b.0 <= now) else { return Ok(0) };
+            self.0.pop_front();
+            for _ in 0..n {
+                f(RxFrame { arrival: at, wire_len: 64, data: &[0u8; 64] });
+            }
+            Ok(n)
+        }
+        fn poll_at(&self) -> PollAt {
+            self.0.front().map_or(PollAt::Ended, |b| PollAt::At(b.0))
+        }
+    }
+
+    #[test]
+    fn output_keeps_pace_with_a_receive_larger_than_a_burst() {
+        // 90 frames a call (segments of super-frames), no delay: each round sends what it
+        // took in one flush, rather than a burst's worth while the rest waits a round.
+        let engine = EngineConfig { offline: true, ..EngineConfig::default() };
+        let calls = (1..=5).map(|i| (Nanos(i * 1_000), 90)).collect();
+        let mut p =
+            Pipeline::new(Segments(calls), Flushes::default(), &PathConfig::default(), 1, &engine).unwrap();
+        let mut clock = crate::VirtualClock::starting_at(Nanos(0));
+        loop {
+            let now = crate::Clock::now(&mut clock);
+            p.output.tx.now = now;
+            match p.poll(now).unwrap() {
+                Next::Ended => break,
+                Next::At(t) | Next::Busy(Some(t)) => {
+                    crate::Clock::wait_until(&mut clock, t);
+                }
+                _ => {}
+            }
+            assert!(now < Nanos::from_secs(1), "never drained");
+        }
+        let flushed = &p.output.tx.flushed;
+        let expected: Vec<_> = (1..=5).map(|i| (Nanos(i * 1_000), 90)).collect();
+        assert_eq!(flushed, &expected);
     }
 
     /// A port timing frames with fillers (a lead of 1 ms) whose queue holds two: each frame

@@ -2068,7 +2068,7 @@ fn aqm_keeps_the_rtt_under_load_short() {
     for l in &table {
         println!("  {l}");
     }
-    // The flow's window, not the 1000 frames (605 ms at 20 Mbit/s), bounds drop-tail's queue
+    // The flow's window, not the 1000 frames (615 ms at 20 Mbit/s), bounds drop-tail's queue
     // in these 7 s (CI once read 149.5 ms). Five times the 20 ms base RTT is bloat however
     // far the window has grown.
     assert!(rtt["droptail"] > 100.0, "drop-tail's queue should bloat: {rtt:?}");
