@@ -715,8 +715,9 @@ impl<R: RxPort> Input<R> {
 
 impl<T: TxPort> Output<T> {
     /// Hands every frame due at `now` (up to the budget: [`EGRESS_BURST`], or more after a
-    /// larger receive) to the port, the paths' frames merged in release order, then flushes it (also when only frames from an earlier round
-    /// still wait in the port). Returns how many left.
+    /// larger receive) to the port, the paths' frames merged in release order, then flushes it
+    /// (also when only frames from an earlier round still wait in the port). Returns how many
+    /// left.
     #[inline(always)]
     fn release(&mut self, now: Nanos) -> Result<usize, pathem_io::Error> {
         let upto = now.saturating_add(self.lead);
