@@ -864,7 +864,6 @@ mod tests {
     use crate::testing::Frames;
     use pathem_io::mem::MemSink;
     use pathem_io::RxFrame;
-    use std::collections::VecDeque;
 
     /// A live-like port: one frame at the first poll, then nothing, and it cannot say when.
     struct OneFrame(bool);
@@ -922,12 +921,25 @@ mod tests {
         assert_eq!(Next::Busy(None).earliest(Next::Now), Next::Now);
     }
 
-    /// A port whose kernel takes at most 16 frames per flush (half a release's burst).
-    #[derive(Default)]
+    /// A port that records what each flush hands its kernel, and when; the kernel takes at
+    /// most `take` frames a flush (16: half a release's burst, as AF_XDP copy mode's kick
+    /// takes a bounded batch), the rest waits in the port.
     struct SlowPort {
+        take: usize,
         waiting: usize,
-        sent: Vec<Nanos>,
         now: Nanos,
+        flushed: Vec<(Nanos, usize)>,
+    }
+
+    impl SlowPort {
+        fn taking(take: usize) -> SlowPort {
+            SlowPort { take, waiting: 0, now: Nanos::ZERO, flushed: Vec::new() }
+        }
+
+        /// Each frame's time of leaving, in order.
+        fn sent(&self) -> Vec<Nanos> {
+            self.flushed.iter().flat_map(|&(t, n)| std::iter::repeat_n(t, n)).collect()
+        }
     }
 
     impl pathem_io::TxPort for SlowPort {
@@ -936,13 +948,31 @@ mod tests {
             true
         }
         fn flush(&mut self) -> Result<(), pathem_io::Error> {
-            let n = self.waiting.min(16);
+            let n = self.waiting.min(self.take);
             self.waiting -= n;
-            self.sent.extend(std::iter::repeat_n(self.now, n));
+            self.flushed.push((self.now, n));
             Ok(())
         }
         fn queued(&self) -> usize {
             self.waiting
+        }
+    }
+
+    /// Runs `p` offline by hand until it ends, telling the port the time before each round
+    /// (so that it knows when it flushes).
+    fn drive<R: RxPort>(p: &mut Pipeline<R, SlowPort>) {
+        let mut clock = crate::VirtualClock::starting_at(Nanos(0));
+        loop {
+            let now = crate::Clock::now(&mut clock);
+            p.output.tx.now = now;
+            match p.poll(now).unwrap() {
+                Next::Ended => break,
+                Next::At(t) | Next::Busy(Some(t)) => {
+                    crate::Clock::wait_until(&mut clock, t);
+                }
+                _ => {}
+            }
+            assert!(now < Nanos::from_secs(1), "never drained");
         }
     }
 
@@ -1099,26 +1129,13 @@ mod tests {
         };
         let engine = EngineConfig { offline: true, ..EngineConfig::default() };
         let mut p =
-            Pipeline::new(Frames::at(vec![Nanos(1_000); 1000]), SlowPort::default(), &path, 1, &engine)
+            Pipeline::new(Frames::at(vec![Nanos(1_000); 1000]), SlowPort::taking(16), &path, 1, &engine)
                 .unwrap();
-        let mut clock = crate::VirtualClock::starting_at(Nanos(0));
-        // Drive the loop by hand so the port sees the clock.
-        loop {
-            let now = crate::Clock::now(&mut clock);
-            p.output.tx.now = now;
-            match p.poll(now).unwrap() {
-                Next::Ended => break,
-                Next::At(t) | Next::Busy(Some(t)) => {
-                    crate::Clock::wait_until(&mut clock, t);
-                }
-                _ => {}
-            }
-            assert!(now < Nanos::from_secs(1), "never drained");
-        }
+        drive(&mut p);
         let s = p.counters().snapshot();
         assert_eq!((s.tx_packets, s.port_tx_queued, s.in_flight), (1000, 0, 0));
         assert!(s.balances());
-        let sent = &p.output.tx.sent;
+        let sent = &p.output.tx.sent();
         assert_eq!(sent.len(), 1000);
         // 1000 frames, 32 handed over per release and 16 taken per flush: the port holds 488
         // once the line is empty, taken 32 a round, one round every 100 us while it holds
@@ -1126,25 +1143,6 @@ mod tests {
         let due = Nanos(1_000) + Nanos::from_millis(10);
         assert!(sent.iter().all(|&t| t >= due && t <= due + Nanos::from_millis(4)), "{:?}", sent.last());
         assert!(sent.iter().filter(|&&t| t > due).count() >= 400, "the port held frames past their release");
-    }
-
-    /// Counts the frames each flush hands over, and when.
-    #[derive(Default)]
-    struct Flushes {
-        waiting: usize,
-        now: Nanos,
-        flushed: Vec<(Nanos, usize)>,
-    }
-
-    impl pathem_io::TxPort for Flushes {
-        fn send(&mut self, _release: Nanos, _wire_len: u32, _data: &[u8]) -> bool {
-            self.waiting += 1;
-            true
-        }
-        fn flush(&mut self) -> Result<(), pathem_io::Error> {
-            self.flushed.push((self.now, std::mem::take(&mut self.waiting)));
-            Ok(())
-        }
     }
 
     #[test]
@@ -1157,21 +1155,9 @@ mod tests {
             ..PathConfig::default()
         };
         let engine = EngineConfig { offline: true, ..EngineConfig::default() };
-        let mut p = Pipeline::new(Frames::at(vec![Nanos(1_000); 300]), Flushes::default(), &path, 1, &engine)
-            .unwrap();
-        let mut clock = crate::VirtualClock::starting_at(Nanos(0));
-        loop {
-            let now = crate::Clock::now(&mut clock);
-            p.output.tx.now = now;
-            match p.poll(now).unwrap() {
-                Next::Ended => break,
-                Next::At(t) | Next::Busy(Some(t)) => {
-                    crate::Clock::wait_until(&mut clock, t);
-                }
-                _ => {}
-            }
-            assert!(now < Nanos::from_secs(1), "never drained");
-        }
+        let port = SlowPort::taking(usize::MAX);
+        let mut p = Pipeline::new(Frames::at(vec![Nanos(1_000); 300]), port, &path, 1, &engine).unwrap();
+        drive(&mut p);
         let flushed = &p.output.tx.flushed;
         let due = Nanos(1_000) + Nanos::from_millis(1);
         assert_eq!(flushed.iter().map(|f| f.1).sum::<usize>(), 300);
@@ -1180,50 +1166,16 @@ mod tests {
         assert_eq!(flushed.len(), 300usize.div_ceil(RX_BURST));
     }
 
-    /// A port that cuts super-frames: each call hands over a whole batch of frames, however
-    /// few slots it was asked for (AF_PACKET and AF_XDP segment a local sender's 64 KB frame).
-    struct Segments(VecDeque<(Nanos, usize)>);
-
-    impl RxPort for Segments {
-        fn recv_burst<F: FnMut(RxFrame<'_>)>(
-            &mut self,
-            now: Nanos,
-            _max: usize,
-            mut f: F,
-        ) -> Result<usize, pathem_io::Error> {
-            let Some(&(at, n)) = self.0.front().filter(|b| b.0 <= now) else { return Ok(0) };
-            self.0.pop_front();
-            for _ in 0..n {
-                f(RxFrame { arrival: at, wire_len: 64, data: &[0u8; 64] });
-            }
-            Ok(n)
-        }
-        fn poll_at(&self) -> PollAt {
-            self.0.front().map_or(PollAt::Ended, |b| PollAt::At(b.0))
-        }
-    }
-
     #[test]
     fn output_keeps_pace_with_a_receive_larger_than_a_burst() {
         // 90 frames a call (segments of super-frames), no delay: each round sends what it
         // took in one flush, rather than a burst's worth while the rest waits a round.
         let engine = EngineConfig { offline: true, ..EngineConfig::default() };
-        let calls = (1..=5).map(|i| (Nanos(i * 1_000), 90)).collect();
+        let arrivals = (1..=5).flat_map(|i| std::iter::repeat_n(Nanos(i * 1_000), 90));
+        let port = Frames { per_slot: 3, ..Frames::at(arrivals) };
         let mut p =
-            Pipeline::new(Segments(calls), Flushes::default(), &PathConfig::default(), 1, &engine).unwrap();
-        let mut clock = crate::VirtualClock::starting_at(Nanos(0));
-        loop {
-            let now = crate::Clock::now(&mut clock);
-            p.output.tx.now = now;
-            match p.poll(now).unwrap() {
-                Next::Ended => break,
-                Next::At(t) | Next::Busy(Some(t)) => {
-                    crate::Clock::wait_until(&mut clock, t);
-                }
-                _ => {}
-            }
-            assert!(now < Nanos::from_secs(1), "never drained");
-        }
+            Pipeline::new(port, SlowPort::taking(usize::MAX), &PathConfig::default(), 1, &engine).unwrap();
+        drive(&mut p);
         let flushed = &p.output.tx.flushed;
         let expected: Vec<_> = (1..=5).map(|i| (Nanos(i * 1_000), 90)).collect();
         assert_eq!(flushed, &expected);

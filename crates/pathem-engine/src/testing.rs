@@ -14,6 +14,9 @@ pub(crate) struct Frames {
     pub batch: Nanos,
     /// Frames of 64 bytes, or of 64 + tag % 1437 (up to 1500).
     pub sized_by_tag: bool,
+    /// Frames handed over per slot asked for: above 1, a port cutting super-frames (AF_PACKET
+    /// and AF_XDP segment a local sender's 64 KB frame into up to 45).
+    pub per_slot: usize,
     pub polls: u64,
     /// What it says of kernel drops and offloads.
     pub drops: u64,
@@ -32,6 +35,7 @@ impl Frames {
             at: frames.into_iter().collect(),
             batch: Nanos::ZERO,
             sized_by_tag: false,
+            per_slot: 1,
             polls: 0,
             drops: 0,
             offload: OffloadCounts::default(),
@@ -53,7 +57,7 @@ impl RxPort for Frames {
     ) -> Result<usize, pathem_io::Error> {
         self.polls += 1;
         let mut n = 0;
-        while n < max && self.at.front().is_some_and(|&(t, _)| t <= now) {
+        while n < max * self.per_slot && self.at.front().is_some_and(|&(t, _)| t <= now) {
             let (arrival, tag) = self.at.pop_front().unwrap_or_default();
             let len = if self.sized_by_tag { 64 + (tag % 1437) as usize } else { 64 };
             let mut data = [0u8; 1500];
