@@ -537,16 +537,9 @@ struct Reorder {
     max_sent: Option<u64>,
 }
 
-/// Frames one release hands the port at least, and at most unless the last receive took more:
-/// a receive burst's worth ([`crate::pipeline::RX_BURST`]), so that no release is larger than
-/// a receive and neither direction starves the other. A round releases twice (before and
-/// after its receive) and a release may hand over as many frames as that receive took (a port
-/// cutting super-frames delivers more frames than slots), so output keeps pace with input,
-/// also on a path that duplicates every frame. With 256, frames that fell due together (read
-/// together from a ring that filled while the port transmitted, stamped in software) left in
-/// one long transmit, during which the ring filled again: the DPDK port over net_af_packet
-/// forwarded 0.86–0.89 of testpmd with a 1 ms delay, against 0.91–0.94 with 32
-/// (docs/performance.md).
+/// Frames one release hands the port at least, and at most unless the round's receive took
+/// more: a receive burst's worth ([`crate::pipeline::RX_BURST`]), so that no release is larger
+/// than a receive (docs/design.md, "Egress bursts", says why and what it measured).
 pub const EGRESS_BURST: usize = crate::pipeline::RX_BURST;
 
 impl Reorder {
