@@ -3,7 +3,7 @@
 //! modules. A [`super::Bottleneck`] owns what every discipline shares: the link's server, the
 //! hard limit, the periodic clock and whether ECN is on; it asks its discipline the rest.
 
-use super::{codel, ecn, red, AqmDrop, Codel, CodelConfig, Entry, Fifo, Pie, PieConfig, Red, RedConfig};
+use super::{codel, ecn, red, AqmDrop, Codel, CodelConfig, Entry, Fifo, Pie, PieConfig, Red};
 use crate::rng::Rng;
 use crate::time::Nanos;
 
@@ -121,7 +121,8 @@ pub struct DropHead {
 #[derive(Debug)]
 pub struct RedFifo {
     pub q: Fifo,
-    pub config: RedConfig,
+    /// The configuration as each arrival uses it.
+    pub ramp: red::Ramp,
     pub red: Red,
 }
 
@@ -205,7 +206,7 @@ impl Discipline for RedFifo {
     }
     #[inline(always)]
     fn enqueue(&mut self, mut e: Entry, full: bool, on: bool, rng: &mut Rng) -> Result<(), (Entry, AqmDrop)> {
-        match self.red.arrive(&self.config, self.q.bytes(), e.arrival, rng) {
+        match self.red.arrive(&self.ramp, self.q.bytes(), e.arrival, rng) {
             red::Verdict::Admit if full => Err((e, AqmDrop::Overlimit)),
             red::Verdict::Admit => {
                 self.q.push(e);

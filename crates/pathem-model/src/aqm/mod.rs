@@ -413,7 +413,7 @@ impl Bottleneck {
         let disc = match aqm {
             AqmConfig::DropTail => Disc::DropTail(discipline::DropTail { q }),
             AqmConfig::DropHead => Disc::DropHead(discipline::DropHead { q }),
-            AqmConfig::Red(c) => Disc::Red(RedFifo { q, config: *c, red: Red::new(link) }),
+            AqmConfig::Red(c) => Disc::Red(RedFifo { q, ramp: c.into(), red: Red::new(link) }),
             AqmConfig::Codel(c) => {
                 Disc::Codel(CodelFifo { q, config: CodelConfig { ecn, ..*c }, codel: Codel::new() })
             }

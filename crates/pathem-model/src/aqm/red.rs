@@ -60,6 +60,39 @@ impl FromStr for RedConfig {
     }
 }
 
+/// A [`RedConfig`] as each arrival uses it: its thresholds as floats and its ramps' slopes
+/// worked out once, so an arrival multiplies where the formula divides.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Ramp {
+    min: f64,
+    max: f64,
+    max_p: f64,
+    weight: f64,
+    /// 1 − weight: the old average's share.
+    keep: f64,
+    gentle: bool,
+    /// max-p / (max − min): the probability's rise per byte between `min` and `max`.
+    slope: f64,
+    /// (1 − max-p) / max: its rise per byte between `max` and twice `max` (gentle mode).
+    gentle_slope: f64,
+}
+
+impl From<&RedConfig> for Ramp {
+    fn from(c: &RedConfig) -> Ramp {
+        let (min, max) = (c.min as f64, c.max as f64);
+        Ramp {
+            min,
+            max,
+            max_p: c.max_p,
+            weight: c.weight,
+            keep: 1.0 - c.weight,
+            gentle: c.gentle,
+            slope: c.max_p / (max - min),
+            gentle_slope: (1.0 - c.max_p) / max,
+        }
+    }
+}
+
 /// What RED says of an arriving frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
@@ -97,33 +130,35 @@ impl Red {
     /// discipline's enqueue (the idle aging's `powf` kept out of line): called per frame, it
     /// was a call taking and returning the frame's entry through memory.
     #[inline(always)]
-    pub fn arrive(&mut self, cfg: &RedConfig, queued: u64, now: Nanos, rng: &mut Rng) -> Verdict {
+    pub fn arrive(&mut self, ramp: &Ramp, queued: u64, now: Nanos, rng: &mut Rng) -> Verdict {
         match self.idle_since {
             // Floyd's aging over the idle time, from when the queue last went empty (nothing to
             // age, and no `powf` to pay, while the average is 0: a link below its rate).
             Some(since) if queued == 0 => {
                 if self.avg > 0.0 {
-                    self.age(cfg, now.saturating_sub(since));
+                    self.age(ramp, now.saturating_sub(since));
                 }
             }
-            _ => self.avg = (1.0 - cfg.weight) * self.avg + cfg.weight * queued as f64,
+            _ => self.avg = ramp.keep * self.avg + ramp.weight * queued as f64,
         }
-        let (min, max) = (cfg.min as f64, cfg.max as f64);
-        let pb = if self.avg < min {
+        let pb = if self.avg < ramp.min {
             self.count = -1;
             return Verdict::Admit;
-        } else if self.avg < max {
-            cfg.max_p * (self.avg - min) / (max - min)
-        } else if cfg.gentle && self.avg < 2.0 * max {
-            cfg.max_p + (1.0 - cfg.max_p) * (self.avg - max) / max
+        } else if self.avg < ramp.max {
+            (self.avg - ramp.min) * ramp.slope
+        } else if ramp.gentle && self.avg < 2.0 * ramp.max {
+            ramp.max_p + (self.avg - ramp.max) * ramp.gentle_slope
         } else {
             self.count = 0;
             return Verdict::Forced;
         };
         self.count += 1;
+        // p_a = p_b / (1 − count · p_b), capped at 1; a draw u < 1 falls under it when
+        // u · (1 − count · p_b) < p_b, without the division (always, once the denominator is
+        // 0 or below). The draw is taken either way, so the stream of draws is the same.
         let denom = 1.0 - self.count as f64 * pb;
-        let pa = if denom <= 0.0 { 1.0 } else { (pb / denom).min(1.0) };
-        if rng.unit() < pa {
+        let u = rng.unit();
+        if denom <= 0.0 || u * denom < pb {
             self.count = 0;
             return Verdict::Early;
         }
@@ -133,9 +168,9 @@ impl Red {
     /// Ages the average over `idle`, as if `idle / typical` frames had found the queue empty.
     #[cold]
     #[inline(never)]
-    fn age(&mut self, cfg: &RedConfig, idle: Nanos) {
+    fn age(&mut self, ramp: &Ramp, idle: Nanos) {
         let m = idle.as_nanos() as f64 / self.typical;
-        self.avg *= (1.0 - cfg.weight).powf(m);
+        self.avg *= ramp.keep.powf(m);
     }
 }
 
