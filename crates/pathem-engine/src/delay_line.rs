@@ -494,7 +494,7 @@ impl Writer {
         edit(copy);
         // The ring is written far ahead of where it was last read: fetch the lines the next
         // records will land on before the stores need them.
-        prefetch(base.wrapping_add((start + need + PREFETCH_AHEAD) & self.mask));
+        prefetch_ahead(base, start, need, self.mask);
         if publish {
             self.publish();
         }
@@ -602,9 +602,38 @@ impl Writer {
     }
 }
 
-/// How far ahead of the head record the reader asks for cache lines: a long delay line is read
-/// from memory, and the records after the head are the next ones needed.
-const PREFETCH_AHEAD: usize = 512;
+/// How far past a record its writer (the next records' room) and its reader (the next
+/// records) ask for cache lines, within the ring's first [`WINDOW`]: there a line that stays
+/// small is written and read again (a path without delay), its lines already in the core's L2.
+const NEAR_AHEAD: usize = 512;
+
+/// How far past a record they ask beyond the first [`WINDOW`], where a line walks memory the
+/// caches no longer hold (a long delay): a record of a 64-byte frame comes every 10 to 16 ns at
+/// the engine's rates and memory answers in about 100, and one of a 1500-byte frame every 80 to
+/// 110 ns, so the lines are asked for 4 KiB on (51 records of 64-byte frames, 2.7 of 1500-byte
+/// ones). With 512 bytes, `bench --delay 10ms --loss 1% --rate 100gbit` spent 2.5 ns a frame
+/// more waiting on the first store into each record and the first load from it; 1 KiB and
+/// 2 KiB measured between (docs/performance.md).
+const FAR_AHEAD: usize = 4096;
+
+/// Asks for the lines ahead of the record of `len` bytes at ring offset `off`: within the
+/// first [`WINDOW`], one line [`NEAR_AHEAD`] past its end; beyond it, every line of a record's
+/// length [`FAR_AHEAD`] on (one hint per record left every fifth line of 80-byte records, and
+/// all but one of a 1500-byte record's 24, to the hardware's own prefetcher). Not every line
+/// within the window: its lines are cached, and a hint per line cost a 1500-byte frame 7 ns
+/// there for nothing.
+#[inline(always)]
+fn prefetch_ahead(base: *const u8, off: usize, len: usize, mask: usize) {
+    if off < WINDOW {
+        return prefetch(base.wrapping_add((off + len + NEAR_AHEAD) & mask));
+    }
+    let from = off + FAR_AHEAD;
+    let mut at = from & !63;
+    while at < from + len {
+        prefetch(base.wrapping_add(at & mask));
+        at += 64;
+    }
+}
 
 /// A cache hint for the line holding `at`; never faults, whatever the address.
 #[inline(always)]
@@ -718,8 +747,8 @@ impl Reader {
             self.peeked = record_size(len as usize);
             // Only lines the writer has published: fetching one it is still writing would
             // pull it from the writer's cache, to be pulled back for the write.
-            if self.tail_seen.wrapping_sub(self.head) > PREFETCH_AHEAD {
-                prefetch(base.wrapping_add((off + PREFETCH_AHEAD) & self.mask));
+            if self.tail_seen.wrapping_sub(self.head) > FAR_AHEAD + self.peeked {
+                prefetch_ahead(base, off, self.peeked, self.mask);
             }
             // SAFETY: the writer published `len` bytes after the descriptor, within the ring,
             // before its Release store of tail that we Acquire-loaded; they stay untouched until
