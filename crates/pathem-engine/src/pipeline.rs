@@ -958,6 +958,16 @@ mod tests {
         }
     }
 
+    /// The engine as a replay runs it (virtual time, memory touched as used).
+    fn offline() -> EngineConfig {
+        EngineConfig { offline: true, ..EngineConfig::default() }
+    }
+
+    /// A path of a constant delay and nothing else.
+    fn delayed(delay: Nanos) -> PathConfig {
+        PathConfig { delay: pathem_model::delay::DelayConfig::constant(delay), ..PathConfig::default() }
+    }
+
     /// Runs `p` offline by hand until it ends, telling the port the time before each round
     /// (so that it knows when it flushes).
     fn drive<R: RxPort>(p: &mut Pipeline<R, SlowPort>) {
@@ -1063,7 +1073,7 @@ mod tests {
             t += Nanos(if x % 50 == 0 { 0 } else { gap as u64 });
             arrivals.push((t, i));
         }
-        let engine = EngineConfig { offline: true, ..EngineConfig::default() };
+        let engine = offline();
         let steps = [
             steps_with_jitter(),
             PathConfig {
@@ -1109,7 +1119,7 @@ mod tests {
     #[test]
     fn virtual_time_runs_a_year_gap_in_a_few_rounds() {
         let year = Nanos::from_secs(365 * 86_400);
-        let engine = EngineConfig { offline: true, ..EngineConfig::default() };
+        let engine = offline();
         let path = PathConfig::default();
         let mut p =
             Pipeline::new(Frames::at([Nanos(1), year]), MemSink::default(), &path, 1, &engine).unwrap();
@@ -1123,11 +1133,8 @@ mod tests {
 
     #[test]
     fn frames_a_port_did_not_take_leave_without_waiting_for_more_traffic() {
-        let path = PathConfig {
-            delay: pathem_model::delay::DelayConfig::constant(Nanos::from_millis(10)),
-            ..PathConfig::default()
-        };
-        let engine = EngineConfig { offline: true, ..EngineConfig::default() };
+        let path = delayed(Nanos::from_millis(10));
+        let engine = offline();
         let mut p =
             Pipeline::new(Frames::at(vec![Nanos(1_000); 1000]), SlowPort::taking(16), &path, 1, &engine)
                 .unwrap();
@@ -1150,11 +1157,8 @@ mod tests {
         // 300 frames arriving at one instant, due together 1 ms later: each release hands
         // the port at most a receive burst (a long transmit would leave the receive ring
         // unread meanwhile), and the rounds that follow at once send them all at their time.
-        let path = PathConfig {
-            delay: pathem_model::delay::DelayConfig::constant(Nanos::from_millis(1)),
-            ..PathConfig::default()
-        };
-        let engine = EngineConfig { offline: true, ..EngineConfig::default() };
+        let path = delayed(Nanos::from_millis(1));
+        let engine = offline();
         let port = SlowPort::taking(usize::MAX);
         let mut p = Pipeline::new(Frames::at(vec![Nanos(1_000); 300]), port, &path, 1, &engine).unwrap();
         drive(&mut p);
@@ -1170,7 +1174,7 @@ mod tests {
     fn output_keeps_pace_with_a_receive_larger_than_a_burst() {
         // 90 frames a call (segments of super-frames), no delay: each round sends what it
         // took in one flush, rather than a burst's worth while the rest waits a round.
-        let engine = EngineConfig { offline: true, ..EngineConfig::default() };
+        let engine = offline();
         let arrivals = (1..=5).flat_map(|i| std::iter::repeat_n(Nanos(i * 1_000), 90));
         let port = Frames { per_slot: 3, ..Frames::at(arrivals) };
         let mut p =
@@ -1217,11 +1221,8 @@ mod tests {
 
     #[test]
     fn a_port_with_a_lead_gets_frames_early_and_is_flushed_while_it_fills() {
-        let path = PathConfig {
-            delay: pathem_model::delay::DelayConfig::constant(Nanos::from_millis(10)),
-            ..PathConfig::default()
-        };
-        let engine = EngineConfig { offline: true, ..EngineConfig::default() };
+        let path = delayed(Nanos::from_millis(10));
+        let engine = offline();
         let arrivals: Vec<Nanos> = (0..20).map(|i| Nanos::from_micros(100 * i)).collect();
         let port = Filling { queued: 0, left: 5, flushes: 0, sent: Vec::new() };
         let mut p = Pipeline::new(Frames::at(arrivals.clone()), port, &path, 1, &engine).unwrap();
@@ -1287,10 +1288,7 @@ mod tests {
     /// 1 s: 125 000 frames of 64 B, 10 MB of records, arrive within that second.
     fn held_a_second(offline: bool, how: &str) -> (crate::Stats, usize) {
         let engine = EngineConfig { line_rate: Rate(100_000_000), offline, ..EngineConfig::default() };
-        let second = PathConfig {
-            delay: pathem_model::delay::DelayConfig::constant(Nanos::from_secs(1)),
-            ..PathConfig::default()
-        };
+        let second = delayed(Nanos::from_secs(1));
         let n = 125_000u64;
         let arrivals = Frames::at((1..=n).map(|i| Nanos(i * 8_000)));
         let mut p = Pipeline::new(arrivals, MemSink::default(), &PathConfig::default(), 1, &engine).unwrap();
@@ -1361,7 +1359,7 @@ mod tests {
 
     #[test]
     fn frames_the_port_refused_are_not_counted_as_sent() {
-        let engine = EngineConfig { offline: true, ..EngineConfig::default() };
+        let engine = offline();
         let arrivals = Frames::at((1..=300).map(|i| Nanos(i * 1_000)));
         let mut p =
             Pipeline::new(arrivals, RefusingPort::default(), &PathConfig::default(), 1, &engine).unwrap();
@@ -1405,7 +1403,7 @@ mod tests {
 
     #[test]
     fn frames_a_port_could_not_cut_count_as_received_and_dropped() {
-        let engine = EngineConfig { offline: true, ..EngineConfig::default() };
+        let engine = offline();
         let port = Refusing(Frames::at((1..=10).map(|i| Nanos(i * 1_000))), 3);
         let mut p = Pipeline::new(port, MemSink::default(), &PathConfig::default(), 1, &engine).unwrap();
         let mut clock = crate::VirtualClock::starting_at(Nanos(0));
