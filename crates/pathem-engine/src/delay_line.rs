@@ -617,6 +617,9 @@ const NEAR_AHEAD: usize = 512;
 /// (docs/performance.md).
 const FAR_AHEAD: usize = 4096;
 
+/// Bytes of a cache line on the machines pathem runs on (x86-64, most of aarch64).
+const CACHE_LINE: usize = 64;
+
 /// The most a record's hints cover beyond the window (64 lines): past a few lines of one
 /// record the hardware's own prefetcher follows the stream, and a 64 KiB frame's 1 024
 /// hints would only cost.
@@ -634,10 +637,10 @@ fn prefetch_ahead(base: *const u8, off: usize, len: usize, mask: usize) {
         return prefetch(base.wrapping_add((off + len + NEAR_AHEAD) & mask));
     }
     let from = off + FAR_AHEAD;
-    let mut at = from & !63;
+    let mut at = from & !(CACHE_LINE - 1);
     while at < from + len.min(MOST_HINTED) {
         prefetch(base.wrapping_add(at & mask));
-        at += 64;
+        at += CACHE_LINE;
     }
 }
 
