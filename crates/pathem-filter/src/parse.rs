@@ -461,8 +461,20 @@ impl<'a> Parser<'a> {
         Ok((b, q))
     }
 
-    /// After `and`/`or`: a term, or an id that takes the qualifiers `q` before it.
+    /// After `and`/`or`: a term, or an id that takes the qualifiers `q` before it. A value
+    /// alone (an address, a number or a name with nothing but `and`, `or`, `)` or the end
+    /// after it) is only ever an id, so its own error is the one reported (`port 80 or
+    /// 70000`: the port's range, not a missing comparison).
     fn term_or_id(&mut self, q: Q) -> R<(B, Q)> {
+        let value =
+            |t: &Tok| matches!(t.kind, Kind::Num(_) | Kind::Hid | Kind::Hid6 | Kind::Eid(_) | Kind::Id);
+        let ends = |t: Option<&Tok>| match t {
+            None => true,
+            Some(t) => matches!(t.kind, Kind::And | Kind::Or) || (t.kind == Kind::Punct && t.text == ")"),
+        };
+        if q.a != A::Undef && self.peek().is_some_and(value) && ends(self.peek_at(1)) {
+            return self.id(q).map(|b| (b, q));
+        }
         let s = self.save();
         match self.term(q) {
             Ok(r) => Ok(r),
@@ -742,6 +754,10 @@ impl<'a> Parser<'a> {
                 }
                 Ok(self.ehost(*mac, q.d))
             }
+            Kind::Kw => Err(self.err(&format!(
+                "an address, a number or a name (a keyword used as a name needs a backslash: \\{})",
+                t.text
+            ))),
             _ => Err(self.err("an address, a number or a name")),
         }
     }
@@ -972,6 +988,12 @@ impl<'a> Parser<'a> {
     fn proto(&self, at: usize, v: u32, q: Q) -> R<B> {
         if q.d != D::Default {
             return Err(self.err_at(at, "no direction before proto"));
+        }
+        // A value the field cannot hold would compile to a class that matches nothing.
+        match q.p {
+            P::Link if v > 0xffff => return Err(self.err_at(at, "an Ethernet type 0-65535")),
+            P::Default | P::Ip | P::Ip6 if v > 255 => return Err(self.err_at(at, "a protocol number 0-255")),
+            _ => {}
         }
         match q.p {
             P::Default => Ok(B::or(self.proto_ip(v)?, self.proto_ip6(v)?)),
@@ -1231,16 +1253,14 @@ impl<'a> Parser<'a> {
                     return Err(self
                         .err_at(at, "tcp, udp or sctp before portrange (illegal qualifier of 'portrange')"));
                 };
+                // Both ends all digits (`1-100abc` is a typo, not 1-100); a number too long
+                // for u64 is as out of range as 65 536.
                 let range = name.split_once('-').and_then(|(a, b)| {
-                    let num = |s: &str| -> Option<u32> {
-                        let d: String = s.chars().take_while(|c| c.is_ascii_digit()).collect();
-                        if d.is_empty() || d.len() > 9 {
-                            None
-                        } else {
-                            d.parse().ok()
-                        }
+                    let num = |s: &str| {
+                        (!s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()))
+                            .then(|| s.parse::<u64>().unwrap_or(u64::MAX))
                     };
-                    Some((num(a).filter(|_| a.bytes().all(|c| c.is_ascii_digit()))?, num(b)?))
+                    Some((num(a)?, num(b)?))
                 });
                 let Some((lo, hi)) = range else {
                     return Err(self.err_at(
@@ -1251,7 +1271,7 @@ impl<'a> Parser<'a> {
                 if lo > 65535 || hi > 65535 {
                     return Err(self.err_at(at, "ports 0-65535"));
                 }
-                self.port(lo, hi, proto, q.d, true)
+                self.port(lo as u32, hi as u32, proto, q.d, true)
             }
             A::Proto => {
                 let v = match q.p {
