@@ -319,7 +319,8 @@ impl LiveTx {
         match self {
             LiveTx::Packet(p) => p.max_frame(),
             LiveTx::Xdp(x) => x.max_frame(),
-            LiveTx::Tap(_) | LiveTx::Idle => None,
+            LiveTx::Tap(t) => Some(t.max_frame()),
+            LiveTx::Idle => None,
             #[cfg(feature = "dpdk")]
             LiveTx::Dpdk(d) => Some(d.max_frame()),
         }

@@ -89,7 +89,7 @@ impl Tap {
             name: self.name.clone(),
             reason: format!("cannot duplicate its descriptor: {e}"),
         })?;
-        Ok(TapTx { fd, batch: TxBatch::new(max_frame), refused: TxRefused::default() })
+        Ok(TapTx { fd, batch: TxBatch::new(max_frame), refused: TxRefused::default(), max_frame })
     }
 
     /// The receiving half: frames of up to `max_frame` bytes, stamped as read at `line_rate`
@@ -192,6 +192,16 @@ pub struct TapTx {
     fd: OwnedFd,
     batch: TxBatch<BURST>,
     refused: TxRefused,
+    max_frame: usize,
+}
+
+impl TapTx {
+    /// The longest frame it writes. The runtime drops longer ones as `oversize`: among them,
+    /// frames the reading tap cut to its buffer (a byte longer than this), which must never
+    /// be written on as if whole.
+    pub fn max_frame(&self) -> usize {
+        self.max_frame
+    }
 }
 
 impl TxPort for TapTx {
@@ -239,5 +249,18 @@ mod tests {
         assert_eq!(super::Tap::drops("no-such-tap0"), 0);
         // The loopback's transmit drop column reads as a number.
         let _ = super::Tap::drops("lo");
+    }
+
+    /// A frame longer than the writer takes (one the reading tap cut to its buffer) is the
+    /// runtime's to drop as oversize, never written on as if whole: the port says how long.
+    #[test]
+    fn a_tap_writer_names_its_longest_frame() {
+        let name = format!("pthmf{}", std::process::id() % 100_000);
+        let tap = match super::Tap::create(&name, 1500, 100) {
+            Ok(t) => t,
+            Err(e) => return println!("SKIPPED: cannot create a TAP device here: {e}"),
+        };
+        let tx = crate::live::LiveTx::Tap(tap.writer(1518).unwrap());
+        assert_eq!(tx.max_frame(), Some(1518));
     }
 }
