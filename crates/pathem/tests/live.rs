@@ -102,6 +102,7 @@ fn main() {
             attach_leaves_nothing_after_sigkill_and_refuses_what_it_cannot_do,
         ),
         ("attach_on_the_host_end_of_a_containers_veth", attach_on_the_host_end_of_a_containers_veth),
+        ("a_tap_writer_names_its_longest_frame", a_tap_writer_names_its_longest_frame),
         ("classes_give_two_addresses_their_own_paths", classes_give_two_addresses_their_own_paths),
         (
             "a_change_whose_lines_do_not_fit_together_changes_nothing",
@@ -2622,6 +2623,16 @@ fn attach_delays_each_direction_and_tcp_keeps_up() {
         );
     }
     assert!(interrupt(&mut child.0).success());
+}
+
+/// A frame longer than attach's tap writer takes (one the reading tap cut to its buffer) is
+/// the runtime's to drop as oversize, never written on as if whole: the port says how long.
+/// Here, with root, rather than as a unit test that could only pass without it.
+fn a_tap_writer_names_its_longest_frame() {
+    let name = format!("pthmf{}", std::process::id() % 100_000);
+    let tap = pathem_io::tap::Tap::create(&name, 1500, 100).expect("a TAP device");
+    let tx = pathem_io::live::LiveTx::Tap(tap.writer(1518).unwrap());
+    assert_eq!(tx.max_frame(), Some(1518));
 }
 
 fn attach_leaves_nothing_after_sigkill_and_refuses_what_it_cannot_do() {
