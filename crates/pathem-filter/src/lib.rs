@@ -199,38 +199,53 @@ mod tests {
         assert!(err("src or host 1.2.3.4").contains("at 8, \"host\": expected \"dst\""));
     }
 
+    /// `text` is refused with a line that contains `want`.
+    fn refused_with(cases: &[(&str, &str)]) {
+        for (text, want) in cases {
+            assert!(err(text).contains(want), "{text}: {}", err(text));
+        }
+    }
+
     /// A value after `and`/`or` that takes the qualifiers before it is refused for what is
     /// wrong with it, not for a comparison it never meant to start.
     #[test]
     fn an_implied_value_is_refused_for_its_own_fault() {
-        assert!(err("port 80 or 70000").contains("at 12, \"70000\": expected a port number 0-65535"));
-        assert!(err("port 80 or 70000 and tcp").contains("at 12, \"70000\": expected a port number 0-65535"));
-        assert!(err("udp port 53 or http").contains("at 16, \"http\": expected a port of this protocol"));
-        assert!(err("host 10.0.0.1 or 10.0.0.300").contains("at 18, \"10.0.0.300\""));
-        assert!(err("ip6 host ::1 or 1.2.3.4").contains("at 17, \"1.2.3.4\""));
-        assert!(err("(port 80 or 70000)").contains("at 13, \"70000\": expected a port number 0-65535"));
+        refused_with(&[
+            ("port 80 or 70000", "at 12, \"70000\": expected a port number 0-65535"),
+            ("port 80 or 70000 and tcp", "at 12, \"70000\": expected a port number 0-65535"),
+            ("udp port 53 or http", "at 16, \"http\": expected a port of this protocol"),
+            ("host 10.0.0.1 or 10.0.0.300", "at 18, \"10.0.0.300\""),
+            ("ip6 host ::1 or 1.2.3.4", "at 17, \"1.2.3.4\""),
+            ("(port 80 or 70000)", "at 13, \"70000\": expected a port number 0-65535"),
+        ]);
         // What still reads as a comparison stays one; what is right still compiles.
-        assert!(Filter::compile("port 80 or 81 and tcp").is_ok());
-        assert!(Filter::compile("host 10.0.0.1 or 10.0.0.2").is_ok());
-        assert!(Filter::compile("port 80 or len > 100").is_ok());
-        assert!(Filter::compile("tcp or ip[0] & 0xf > 5").is_ok());
+        for text in [
+            "port 80 or 81 and tcp",
+            "host 10.0.0.1 or 10.0.0.2",
+            "port 80 or len > 100",
+            "tcp or ip[0] & 0xf > 5",
+        ] {
+            assert!(Filter::compile(text).is_ok(), "{text}");
+        }
     }
 
     /// Values the field cannot hold would compile to a class that never matches.
     #[test]
     fn values_out_of_their_field_are_refused() {
-        assert!(err("ip proto 256").contains("at 10, \"256\": expected a protocol number 0-255"));
-        assert!(err("proto 300").contains("expected a protocol number 0-255"));
-        assert!(err("ip6 proto 0x1ff").contains("expected a protocol number 0-255"));
-        assert!(err("ether proto 0x10000").contains("expected an Ethernet type 0-65535"));
-        assert!(Filter::compile("ip proto 255").is_ok());
-        assert!(Filter::compile("ether proto 0xffff").is_ok());
-        assert!(err("tcp portrange 1-100abc").contains("expected a numeric port range N-M"));
-        assert!(err("tcp portrange 1-2-3").contains("expected a numeric port range N-M"));
-        assert!(err("tcp portrange 1-9999999999").contains("expected ports 0-65535"));
-        assert!(err("tcp portrange 1-99999999999999999999999").contains("expected ports 0-65535"));
-        assert!(Filter::compile("tcp portrange 1-65535").is_ok());
-        assert!(err("ether proto arp").contains("needs a backslash: \\arp"));
+        refused_with(&[
+            ("ip proto 256", "at 10, \"256\": expected a protocol number 0-255"),
+            ("proto 300", "expected a protocol number 0-255"),
+            ("ip6 proto 0x1ff", "expected a protocol number 0-255"),
+            ("ether proto 0x10000", "expected an Ethernet type 0-65535"),
+            ("tcp portrange 1-100abc", "expected a numeric port range N-M"),
+            ("tcp portrange 1-2-3", "expected a numeric port range N-M"),
+            ("tcp portrange 1-9999999999", "expected ports 0-65535"),
+            ("tcp portrange 1-99999999999999999999999", "expected ports 0-65535"),
+            ("ether proto arp", "needs a backslash: \\arp"),
+        ]);
+        for text in ["ip proto 255", "ether proto 0xffff", "tcp portrange 1-65535"] {
+            assert!(Filter::compile(text).is_ok(), "{text}");
+        }
     }
 
     #[test]
