@@ -214,11 +214,11 @@ fn steer(ifname: &str, ifindex: u32, xsks: &[RawFd]) -> Result<Steering, Error> 
     put_u32(&mut attr, 4, 4);
     put_u32(&mut attr, 8, 4);
     put_u32(&mut attr, 12, xsks.len() as u32);
-    let map = owned(
-        // SAFETY: the attribute holds no pointer.
-        unsafe { bpf(BPF_MAP_CREATE, &mut attr) }
-            .map_err(|e| fail(ifname, "cannot create the XSK map", e, "CAP_BPF"))?,
-    );
+    // SAFETY: the attribute holds no pointer.
+    let map = unsafe { bpf(BPF_MAP_CREATE, &mut attr) }
+        .map_err(|e| fail(ifname, "cannot create the XSK map", e, "CAP_BPF"))?;
+    // SAFETY: a descriptor bpf(2) just returned, owned by nothing else.
+    let map = unsafe { owned(map) };
 
     let (prog, stamps) = load_program(ifname, map.as_raw_fd())?;
 
@@ -553,7 +553,8 @@ fn bind_queue(ifname: &str, ifindex: u32, queue: u32) -> Result<Bound, Error> {
     if fd < 0 {
         return Err(fail(ifname, "cannot open an AF_XDP socket", os_err(), "CAP_NET_RAW"));
     }
-    let fd = owned(fd);
+    // SAFETY: a descriptor socket(2) just returned, owned by nothing else.
+    let fd = unsafe { owned(fd) };
     let raw = fd.as_raw_fd();
     let umem_len = FRAME_SIZE * (RX_FRAMES + if transmits { TX_FRAMES } else { 0 });
     let umem =

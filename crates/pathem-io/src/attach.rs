@@ -63,7 +63,8 @@ pub struct AttachSpec {
 pub type Halves = (LiveRx, LiveTx);
 
 /// An attachment: each direction's halves (an idle pair where not attached) and the
-/// steering, which holds the programs in place until it is dropped.
+/// steering, loaded but not in place until [`Steering::engage`], which holds the programs in
+/// place until it is dropped.
 pub struct Attached {
     pub egress: Halves,
     pub ingress: Halves,
@@ -75,8 +76,22 @@ pub struct Attached {
 /// The tcx programs and their links: dropping this detaches them (and the interface is as it
 /// was); the TAP devices go when their halves are dropped.
 pub struct Steering {
-    _links: Vec<OwnedFd>,
-    _progs: Vec<OwnedFd>,
+    iface: String,
+    /// Each program, where it goes (interface, hook) and, once engaged, its link.
+    progs: Vec<(OwnedFd, u32, u32)>,
+    links: Vec<OwnedFd>,
+}
+
+impl Steering {
+    /// Puts the programs in place, in the order they were loaded (each direction's way back
+    /// before its way in): from now on the interface's frames go to the TAP devices. Called
+    /// once whatever reads them is ready, so no frame waits in a device meanwhile.
+    pub fn engage(&mut self) -> Result<(), Error> {
+        for (prog, ifindex, at) in &self.progs[self.links.len()..] {
+            self.links.push(link(&self.iface, prog, *ifindex, *at)?);
+        }
+        Ok(())
+    }
 }
 
 const TCX_NEXT: i32 = -1;
@@ -214,7 +229,8 @@ fn idle(iface: &str) -> Result<Halves, Error> {
     if fd < 0 {
         return Err(refuse(iface, format!("cannot make an eventfd: {}", std::io::Error::last_os_error())));
     }
-    Ok((LiveRx::Idle(crate::bpf::owned(fd)), LiveTx::Idle))
+    // SAFETY: a descriptor eventfd(2) just returned, owned by nothing else.
+    Ok((LiveRx::Idle(unsafe { crate::bpf::owned(fd) }), LiveTx::Idle))
 }
 
 fn load(iface: &str, code: &[u8], attach: u32) -> Result<OwnedFd, Error> {
@@ -231,12 +247,19 @@ fn load(iface: &str, code: &[u8], attach: u32) -> Result<OwnedFd, Error> {
 
 fn link(iface: &str, prog: &OwnedFd, ifindex: u32, attach: u32) -> Result<OwnedFd, Error> {
     crate::bpf::link(prog, ifindex, attach, 0).map_err(|e| match e.raw_os_error() {
-        Some(libc::EINVAL) | Some(libc::EOPNOTSUPP) => refuse(
+        Some(libc::EINVAL) | Some(libc::EOPNOTSUPP) if !has_tcx() => refuse(
             iface,
             format!("this kernel cannot attach tcx programs ({e}); pathem attach needs Linux 6.6 or later"),
         ),
         _ => crate::iface::failure(iface, "cannot attach the tcx program", e, "CAP_BPF and CAP_NET_ADMIN"),
     })
+}
+
+/// Whether the running kernel is 6.6 or later, the first with tcx (from uname's release).
+fn has_tcx() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut parts = release.trim().split(['.', '-']).map(|p| p.parse::<u32>().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= (6, 6)
 }
 
 /// Makes the TAP device of one direction, or says who holds it.
@@ -250,7 +273,9 @@ fn tap(iface: &str, ingress: bool, ifindex: u32, mtu: u32) -> Result<Tap, Error>
     })
 }
 
-/// Attaches to `spec.iface`: see the module doc. Frames are at most `max_frame` bytes.
+/// Prepares to attach to `spec.iface` (see the module doc): the TAP devices made, the
+/// programs loaded; [`Steering::engage`] puts them in place. Frames are at most `max_frame`
+/// bytes.
 pub fn open(spec: &AttachSpec, max_frame: usize) -> Result<Attached, Error> {
     let iface = spec.iface.as_str();
     let ifindex = check(iface, spec.egress, spec.ingress)?;
@@ -260,7 +285,7 @@ pub fn open(spec: &AttachSpec, max_frame: usize) -> Result<Attached, Error> {
     let mtu = crate::iface::mtu(iface).unwrap_or(1500);
     let max_frame = max_frame.min(mtu as usize + 18);
     let line_rate = crate::iface::line_rate_bps(iface);
-    let (mut links, mut progs, mut how) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut progs, mut how) = (Vec::new(), Vec::new());
     let egress = match spec.egress {
         false => idle(iface)?,
         true => {
@@ -269,8 +294,7 @@ pub fn open(spec: &AttachSpec, max_frame: usize) -> Result<Attached, Error> {
             let rx = tap.reader(max_frame, line_rate);
             let tx = AfPacketTx::open_marked(iface, max_frame, spec.mark)?;
             let prog = load(iface, &steer_program(spec.mark, tap_index), BPF_TCX_EGRESS)?;
-            links.push(link(iface, &prog, ifindex, BPF_TCX_EGRESS)?);
-            progs.push(prog);
+            progs.push((prog, ifindex, BPF_TCX_EGRESS));
             how.push(format!(
                 "egress: tcx on {iface} -> tap {name} -> pathem -> AF_PACKET on {iface} (mark {:#x})",
                 spec.mark
@@ -287,18 +311,17 @@ pub fn open(spec: &AttachSpec, max_frame: usize) -> Result<Attached, Error> {
             let rx = tap.reader(max_frame, line_rate);
             // The way back first, so no frame is steered in before it can come out.
             let back = load(iface, &return_program(spec.mark, ifindex), BPF_TCX_INGRESS)?;
-            links.push(link(iface, &back, tap_index, BPF_TCX_INGRESS)?);
-            progs.push(back);
+            progs.push((back, tap_index, BPF_TCX_INGRESS));
             let prog = load(iface, &steer_program(spec.mark, tap_index), BPF_TCX_INGRESS)?;
-            links.push(link(iface, &prog, ifindex, BPF_TCX_INGRESS)?);
-            progs.push(prog);
+            progs.push((prog, ifindex, BPF_TCX_INGRESS));
             how.push(format!(
                 "ingress: tcx on {iface} -> tap {name} -> pathem -> tap {name} -> {iface}'s ingress"
             ));
             (LiveRx::Tap(rx), LiveTx::Tap(tx))
         }
     };
-    Ok(Attached { egress, ingress, steering: Steering { _links: links, _progs: progs }, how })
+    let steering = Steering { iface: iface.into(), progs, links: Vec::new() };
+    Ok(Attached { egress, ingress, steering, how })
 }
 
 /// The tcx programs on `iface` (ingress, egress), whoever attached them: what a test checks

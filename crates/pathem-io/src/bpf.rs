@@ -54,8 +54,13 @@ pub(crate) fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> [u8; 8] {
     b
 }
 
-pub(crate) fn owned(fd: i32) -> OwnedFd {
-    // SAFETY: fd was just returned by the kernel to us and has no other owner.
+/// Takes ownership of descriptor `fd`.
+///
+/// # Safety
+/// `fd` is an open descriptor the kernel just returned to this process, which nothing else
+/// owns or will close.
+pub(crate) unsafe fn owned(fd: i32) -> OwnedFd {
+    // SAFETY: the caller's promise (# Safety).
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
 
@@ -84,7 +89,8 @@ pub(crate) fn load(
     // are live buffers until the call returns; only the log is written, and nothing else
     // refers to it meanwhile.
     match unsafe { bpf(BPF_PROG_LOAD, &mut attr) } {
-        Ok(fd) => Ok(owned(fd)),
+        // SAFETY: a descriptor bpf(2) just returned, owned by nothing else.
+        Ok(fd) => Ok(unsafe { owned(fd) }),
         Err(e) => {
             let end = log.iter().position(|&b| b == 0).unwrap_or(0);
             Err((e, String::from_utf8_lossy(&log[..end]).trim().to_string()))
@@ -102,7 +108,9 @@ pub(crate) fn link(prog: &OwnedFd, ifindex: u32, attach_type: u32, flags: u32) -
     put_u32(&mut attr, 8, attach_type);
     put_u32(&mut attr, 12, flags);
     // SAFETY: the attribute holds no pointer.
-    unsafe { bpf(BPF_LINK_CREATE, &mut attr) }.map(owned)
+    let fd = unsafe { bpf(BPF_LINK_CREATE, &mut attr) }?;
+    // SAFETY: a descriptor bpf(2) just returned, owned by nothing else.
+    Ok(unsafe { owned(fd) })
 }
 
 /// How many programs are attached to interface `ifindex` at `attach_type` (tcx).

@@ -299,6 +299,15 @@ impl LiveRx {
         }
     }
 
+    /// Frames read but not taken: what the host itself sent on an attachment's TAP device
+    /// ([`crate::tap::TapRx::foreign`]).
+    pub fn foreign(&self) -> u64 {
+        match self {
+            LiveRx::Tap(t) => t.foreign,
+            _ => 0,
+        }
+    }
+
     /// Receive errors seen (an interface that went down).
     pub fn errors(&self) -> u64 {
         match self {

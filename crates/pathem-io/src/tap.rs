@@ -17,6 +17,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 const IFF_TAP: i16 = 0x0002;
 const IFF_NO_PI: i16 = 0x1000;
+/// Refuse a device that exists already (rather than take over another's persistent one).
+const IFF_TUN_EXCL: i16 = 0x8000u16 as i16;
 /// Frames moved per call.
 pub const BURST: usize = 64;
 
@@ -25,6 +27,8 @@ pub struct Tap {
     fd: OwnedFd,
     pub name: String,
     pub ifindex: u32,
+    /// The device's own address: the source of frames the host itself sends on it.
+    mac: [u8; 6],
 }
 
 fn os_err() -> std::io::Error {
@@ -33,8 +37,8 @@ fn os_err() -> std::io::Error {
 
 impl Tap {
     /// Creates TAP device `name` (at most 15 bytes) with `mtu` and a transmit queue of
-    /// `queue` frames, silent and up. Fails with `EBUSY` in the reason when a live process
-    /// holds a device of that name.
+    /// `queue` frames, silent and up. Fails with `EBUSY` in the reason when a device of that
+    /// name exists (a live process holds it, or it is another's persistent one).
     pub fn create(name: &str, mtu: u32, queue: u32) -> Result<Tap, Error> {
         let fail = |what: &str, e: std::io::Error| crate::iface::failure(name, what, e, "CAP_NET_ADMIN");
         if name.is_empty() || name.len() >= libc::IFNAMSIZ {
@@ -52,13 +56,16 @@ impl Tap {
         // TUNSETIFF takes the ifreq on the tun descriptor itself, not on a socket.
         let mut ifr = [0u8; 40];
         ifr[..name.len()].copy_from_slice(name.as_bytes());
-        ifr[16..18].copy_from_slice(&(IFF_TAP | IFF_NO_PI).to_ne_bytes());
+        ifr[16..18].copy_from_slice(&(IFF_TAP | IFF_NO_PI | IFF_TUN_EXCL).to_ne_bytes());
         // SAFETY: `ifr` is 40 bytes, the size of struct ifreq, and outlives the call; `name` is
         // shorter than IFNAMSIZ (checked above), so it stays NUL-terminated.
         if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF as _, ifr.as_mut_ptr()) } < 0 {
             return Err(fail("cannot create the TAP device", os_err()));
         }
         let ifindex = crate::afpacket::ifindex(name)? as u32;
+        let hw = ifreq(name, libc::SIOCGIFHWADDR, 0).map_err(|e| fail("cannot read its address", e))?;
+        let mut mac = [0u8; 6];
+        mac.copy_from_slice(&hw[18..24]);
         // Silent before it comes up: no IPv6 (router solicitations, MLD), no ARP.
         let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6"), "1");
         ifreq(name, libc::SIOCSIFMTU, mtu as i32).map_err(|e| fail("cannot set its MTU", e))?;
@@ -67,7 +74,7 @@ impl Tap {
         let flags = ifreq(name, libc::SIOCGIFFLAGS, 0).map_err(|e| fail("cannot read its flags", e))?;
         let up = (ifreq_int(&flags) & 0xffff) | libc::IFF_UP | libc::IFF_NOARP;
         ifreq(name, libc::SIOCSIFFLAGS, up).map_err(|e| fail("cannot bring it up", e))?;
-        Ok(Tap { fd, name: name.into(), ifindex })
+        Ok(Tap { fd, name: name.into(), ifindex, mac })
     }
 
     /// Frames the device dropped because pathem did not read them in time (its queue was
@@ -108,6 +115,8 @@ impl Tap {
             line_rate,
             full: false,
             errors: 0,
+            mac: self.mac,
+            foreign: 0,
         }
     }
 }
@@ -123,6 +132,11 @@ pub struct TapRx {
     full: bool,
     /// Read errors other than "nothing to read".
     pub errors: u64,
+    mac: [u8; 6],
+    /// Frames the host itself sent on the device (its own source address: a DHCP client or
+    /// LLDP agent that took it for one of its interfaces), not forwarded: they never crossed
+    /// the interface pathem is attached to.
+    pub foreign: u64,
 }
 
 impl TapRx {
@@ -146,8 +160,18 @@ impl RxPort for TapRx {
             let rc =
                 unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
             if rc < 0 {
-                match os_err().raw_os_error() {
+                let e = os_err();
+                match e.raw_os_error() {
                     Some(libc::EAGAIN) | Some(libc::EINTR) => break,
+                    // The device was deleted under pathem: nothing will come again, and the
+                    // frames steered to it would vanish. The caller ends (and gives back
+                    // what it steered here).
+                    Some(libc::EBADFD) | Some(libc::EIO) | Some(libc::ENODEV) | Some(libc::ENXIO) => {
+                        return Err(Error::Interface {
+                            name: self.name.clone(),
+                            reason: format!("was deleted while pathem read it ({e})"),
+                        });
+                    }
                     _ => {
                         self.errors += 1;
                         break;
@@ -156,6 +180,10 @@ impl RxPort for TapRx {
             }
             if rc == 0 {
                 break;
+            }
+            if buf.get(6..12) == Some(&self.mac[..]) {
+                self.foreign += 1;
+                continue;
             }
             self.lens[n] = rc as usize;
             n += 1;
@@ -225,6 +253,9 @@ impl TxPort for TapTx {
                     break;
                 }
                 self.refused.add(TxErrorClass::of_errno(errno), errno, frame.len());
+            } else if rc as usize != frame.len() {
+                // A device takes a frame whole or not at all; a part taken is not the frame.
+                self.refused.add(TxErrorClass::Other, libc::EIO, frame.len());
             }
             done += 1;
         }

@@ -155,6 +155,8 @@ pub struct Final {
     pub classes_ba: Vec<(String, Stats)>,
     /// Receive errors (an interface that was down for a while).
     pub rx_errors: u64,
+    /// Frames the host itself sent on an attachment's TAP devices, not forwarded.
+    pub rx_foreign: u64,
     /// Frames each transmitting port refused, by class, with its name and MTU (a line each
     /// class from [`pathem_io::TxRefused::describe`]).
     pub tx_refused: Vec<(String, Option<u32>, pathem_io::TxRefused)>,
@@ -220,6 +222,12 @@ impl Final {
         let mut out = Vec::new();
         if self.rx_errors > 0 {
             out.push(format!("{} receive errors (an interface was down for a while)", self.rx_errors));
+        }
+        if self.rx_foreign > 0 {
+            out.push(format!(
+                "{} frames the host itself sent on pathem's TAP devices were not forwarded (they never crossed the interface)",
+                self.rx_foreign
+            ));
         }
         for (name, mtu, refused) in &self.tx_refused {
             out.extend(refused.describe(name, *mtu));
@@ -631,6 +639,12 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
             spec.classes_ba.iter().map(class_line).collect(),
         ],
     };
+    // The interface's frames come now that the paths are made and their pages touched: none
+    // waits in a TAP device meanwhile.
+    let mut steering = steering;
+    if let Some(s) = steering.as_mut() {
+        s.engage()?;
+    }
     // Counted from now: the delay lines the schedules need were made above.
     let since = pathem_engine::monotonic_now();
     ab.follow_schedules(since);
@@ -646,7 +660,19 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
 
     let (mut ab, mut ba) = place(ab, ba, &mut readers, cores, &stop)?;
     // An attached interface is given back first: its frames go the plain way from now on.
-    drop(steering);
+    // What its TAP devices hold then (steered before, not read yet) is the path's: read to
+    // the last frame, as nothing more comes.
+    if steering.take().is_some() {
+        let deadline = std::time::Instant::now() + DRAIN;
+        for p in std::iter::once(&mut ab).chain(ba.as_mut()) {
+            while std::time::Instant::now() < deadline {
+                p.poll(pathem_engine::monotonic_now())?;
+                if p.input.received() == 0 {
+                    break;
+                }
+            }
+        }
+    }
     let now = pathem_engine::monotonic_now();
     // Frames the queue readers took from the kernel and handed over are the path's: taken
     // before the final counts (forwarded if due, else in flight), as are the readers' last
@@ -666,6 +692,7 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
     let classes_ab = ab.counters().classes();
     let classes_ba = ba.as_ref().map(|p| p.counters().classes()).unwrap_or_default();
     let rx_errors = ab.input.rx.port.errors() + ba.as_ref().map_or(0, |p| p.input.rx.port.errors());
+    let rx_foreign = ab.input.rx.port.foreign() + ba.as_ref().map_or(0, |p| p.input.rx.port.foreign());
     let mut tx_refused = Vec::new();
     let outputs = [(&spec.b, Some(&mut ab)), (&spec.a, ba.as_mut())];
     for (port, pipe) in outputs {
@@ -684,6 +711,7 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
         classes_ab,
         classes_ba,
         rx_errors,
+        rx_foreign,
         tx_refused,
         closed: pathem_io::dpdk::closed(),
     })

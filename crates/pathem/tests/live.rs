@@ -103,6 +103,10 @@ fn main() {
         ),
         ("attach_on_the_host_end_of_a_containers_veth", attach_on_the_host_end_of_a_containers_veth),
         ("a_tap_writer_names_its_longest_frame", a_tap_writer_names_its_longest_frame),
+        (
+            "attach_counts_what_its_taps_held_and_ends_when_one_is_deleted",
+            attach_counts_what_its_taps_held_and_ends_when_one_is_deleted,
+        ),
         ("classes_give_two_addresses_their_own_paths", classes_give_two_addresses_their_own_paths),
         (
             "a_change_whose_lines_do_not_fit_together_changes_nothing",
@@ -2478,6 +2482,16 @@ impl Drop for Attach {
 /// `pathem attach IF ARGS` in namespace `ns` (the machine's own when `None`), started and
 /// waited for until it has attached; its stderr lines are kept in the returned list.
 fn attach(ns: Option<&str>, iface: &str, args: &[&str]) -> (Attach, Arc<Mutex<Vec<String>>>) {
+    attach_with(ns, iface, args, Stdio::null())
+}
+
+/// [`attach`], its standard output to `stdout`.
+fn attach_with(
+    ns: Option<&str>,
+    iface: &str,
+    args: &[&str],
+    stdout: Stdio,
+) -> (Attach, Arc<Mutex<Vec<String>>>) {
     let mut cmd = match ns {
         Some(ns) => {
             let mut c = Command::new("ip");
@@ -2487,7 +2501,7 @@ fn attach(ns: Option<&str>, iface: &str, args: &[&str]) -> (Attach, Arc<Mutex<Ve
         None => Command::new(PATHEM),
     };
     cmd.args(["attach", iface]).args(args);
-    let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("pathem starts");
+    let mut child = cmd.stdout(stdout).stderr(Stdio::piped()).spawn().expect("pathem starts");
     let (tx, rx) = mpsc::channel();
     let err = child.stderr.take().unwrap();
     std::thread::spawn(move || {
@@ -2633,6 +2647,85 @@ fn a_tap_writer_names_its_longest_frame() {
     let tap = pathem_io::tap::Tap::create(&name, 1500, 100).expect("a TAP device");
     let tx = pathem_io::live::LiveTx::Tap(tap.writer(1518).unwrap());
     assert_eq!(tx.max_frame(), Some(1518));
+}
+
+/// Frames steered into attach's TAP devices and not read yet when it stops are the path's,
+/// counted; frames the host itself sends on a TAP device are not forwarded; a TAP device
+/// deleted under a running attach ends it, one line and a non-zero exit, the interface given
+/// back.
+fn attach_counts_what_its_taps_held_and_ends_when_one_is_deleted() {
+    use nix::sys::signal::{kill, Signal};
+    let id = format!("pt{}x{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let bed = Bed::direct(&id).expect("the test bed");
+    let gen = bed.gen.clone();
+    bed.warm_up();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("final.json");
+    let file = std::fs::File::create(&out).unwrap();
+    let (mut running, lines) = attach_with(Some(&gen), "g0", &["--delay", "1ms", "--json"], file.into());
+    let pid = nix::unistd::Pid::from_raw(running.0.id() as i32);
+    // The host sends a frame on the egress TAP device from the device's own address: read,
+    // not forwarded.
+    let links = String::from_utf8_lossy(&sh(&["ip", "-n", &gen, "-o", "link"]).stdout).into_owned();
+    let tap = links.split_whitespace().find(|w| w.starts_with("pthme")).expect("an egress tap");
+    let tap = tap.trim_end_matches(':').to_string();
+    let mac = links
+        .lines()
+        .find(|l| l.contains(&format!(" {tap}:")))
+        .and_then(|l| l.split("link/ether ").nth(1))
+        .and_then(|m| m.split_whitespace().next())
+        .expect("the tap's address")
+        .to_string();
+    let mut frame = vec![0xffu8; 6];
+    frame.extend(mac.split(':').map(|b| u8::from_str_radix(b, 16).unwrap()));
+    frame.extend([0x88, 0xb5]);
+    frame.resize(60, 0);
+    in_ns(&gen, move || {
+        use pathem_io::TxPort;
+        let mut tx = pathem_io::afpacket::AfPacketTx::open(&tap, 1518).expect("a packet socket on the tap");
+        assert!(tx.send(pathem_model::Nanos::ZERO, 60, &frame));
+        tx.flush().unwrap();
+    })
+    .join()
+    .unwrap();
+    // Stopped, it reads nothing: 300 datagrams wait in the TAP device. Stopped again right
+    // after it goes on, it counts them all.
+    kill(pid, Signal::SIGSTOP).unwrap();
+    let blast = format!("for i in $(seq 300); do echo x > /dev/udp/{SINK_IP}/9; done");
+    bed.exec(&gen, &["bash", "-c", &blast]).unwrap();
+    kill(pid, Signal::SIGINT).unwrap();
+    kill(pid, Signal::SIGCONT).unwrap();
+    assert!(interrupt(&mut running.0).success(), "{:?}", lines.lock().unwrap());
+    let last = std::fs::read_to_string(&out).unwrap().lines().last().unwrap_or("").to_string();
+    let json: serde_json::Value = serde_json::from_str(&last).expect("the final counters");
+    let ab = &json["a_to_b"];
+    let (rx, dropped) = (ab["rx_packets"].as_u64().unwrap(), ab["port_rx_dropped"].as_u64().unwrap());
+    assert!(rx + dropped >= 300 && dropped == 0, "300 datagrams held at stop: rx {rx}, port drops {dropped}");
+    let said = lines.lock().unwrap().join("\n");
+    assert!(said.contains("1 frames the host itself sent"), "{said}");
+
+    // The ingress TAP device deleted under it.
+    let (mut running, lines) = attach(Some(&gen), "g0", &["--delay", "1ms", "--ingress", "--delay 1ms"]);
+    let links = String::from_utf8_lossy(&sh(&["ip", "-n", &gen, "-o", "link"]).stdout).into_owned();
+    let tap = links.split_whitespace().find(|w| w.starts_with("pthmi")).expect("an ingress tap");
+    bed.exec(&gen, &["ip", "link", "del", tap.trim_end_matches(':')]).unwrap();
+    let mut status = None;
+    for _ in 0..100 {
+        status = running.0.try_wait().unwrap();
+        if status.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let said = lines.lock().unwrap().clone();
+    assert!(status.is_some_and(|s| s.code() == Some(1)), "ends, exit 1: {status:?} {said:?}");
+    let last = said.last().cloned().unwrap_or_default();
+    assert!(last.contains("was deleted"), "{said:?}");
+    assert_eq!(attach_leftovers(&gen, "g0"), (String::new(), (0, 0)), "nothing left");
+    let (min, _) = ping_in(&gen, SINK_IP, 3);
+    assert!(min < 5.0, "the plain link: {min} ms");
+    remove_stale_socket("g0");
 }
 
 fn attach_leaves_nothing_after_sigkill_and_refuses_what_it_cannot_do() {
