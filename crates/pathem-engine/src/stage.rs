@@ -28,7 +28,7 @@ use crate::delay_line::{Reader, Ring, Slot, Writer};
 use crate::held::Held;
 use crate::stats::Counters;
 use pathem_io::{RxFrame, TxPort};
-use pathem_model::aqm::{AqmDrop, AtOnce, Decision, Entry};
+use pathem_model::aqm::{AqmDrop, AtOnce, Decide, Decision, Entry};
 use pathem_model::frame::{ecn_and_flow, ecn_capable, ecn_codepoint, flip_bit, mark_ce};
 use pathem_model::link::Hot;
 use pathem_model::path::{After, Extra};
@@ -117,9 +117,12 @@ impl Ingress {
         self.fate.ecn = config.ecn;
         self.set_reorder(config.reorder);
         let pending = self.path.take_pending();
-        let after = self.path.after();
+        let mut decided = Decided { fate: &mut self.fate, after: self.path.after() };
         for d in pending {
-            self.fate.decided(d, after);
+            match d {
+                Decision::Send { entry, start, exit, mark } => decided.send(entry, start, exit, mark),
+                Decision::Drop { entry, reason } => decided.drop(entry, reason),
+            }
         }
     }
 
@@ -159,7 +162,7 @@ impl Ingress {
     fn serve(&mut self, now: Nanos) {
         let fate = &mut self.fate;
         if let Some((b, after)) = self.path.bottleneck_and_after() {
-            b.serve(now, &mut self.aqm_rng, &mut |d| fate.decided(d, after));
+            b.serve(now, &mut self.aqm_rng, &mut Decided { fate, after });
         }
     }
 
@@ -182,7 +185,6 @@ impl Ingress {
             return self.advance(frame.arrival);
         };
         let seq = fate.held.next_number();
-        let (mut refused, mut sent) = (None, None);
         let Some((b, after)) = self.path.bottleneck_and_after() else {
             unreachable!("push_queued runs only on a path with a discipline")
         };
@@ -205,18 +207,9 @@ impl Ingress {
         // Served up to the arrival, then the frame joins: one visit to the discipline, each
         // decision carried out as it is made (this frame's own decision is kept: it is not
         // held yet).
-        let own = b.arrive(
-            entry,
-            &mut self.aqm_rng,
-            &mut |d| match d {
-                Decision::Drop { entry, reason } if entry.seq == seq => refused = Some(reason),
-                Decision::Send { entry, start, exit, mark } if entry.seq == seq => {
-                    sent = Some((start, exit, mark))
-                }
-                d => fate.decided(d, after),
-            },
-            at_once,
-        );
+        let mut arriving = Arriving { seq, refused: None, sent: None, held: Decided { fate, after } };
+        let own = b.arrive(entry, &mut self.aqm_rng, &mut arriving, at_once);
+        let Arriving { mut refused, mut sent, held: Decided { fate, after }, .. } = arriving;
         match own {
             Some(AtOnce::Sent { start, exit, mark }) => sent = Some((start, exit, mark)),
             Some(AtOnce::Dropped(reason)) => refused = Some(reason),
@@ -443,30 +436,63 @@ fn write_edited(
     }
 }
 
-impl Fate {
-    /// Carries out one of the discipline's decisions on a frame it holds: a dropped frame is
-    /// counted and its room given back; a sent one goes through the steps after the link and
-    /// is written into the delay line.
-    fn decided(&mut self, d: Decision, after: &mut After) {
-        match d {
-            Decision::Drop { entry, reason } => {
-                Counters::drop(&self.counters, aqm_reason(reason));
-                let given = self.held.give_back(entry.seq);
-                debug_assert!(given, "frame {} was held", entry.seq);
-            }
-            Decision::Send { entry, start, exit, mark } => {
-                let out = self.after_link((entry, start, exit, mark), after);
-                let Fate { line, counters, held, last_release, .. } = self;
-                let data = held.take(entry.seq).expect("a frame the discipline holds is kept");
-                if let Some((release, extra)) = out {
-                    let rec = Rec { release, wire_len: entry.len, data };
-                    write(line, counters, last_release, rec, extra, mark);
-                }
-            }
+/// The discipline's decisions on frames it holds: a dropped frame is counted and its room
+/// given back; a sent one goes through the steps after the link and is written into the
+/// delay line.
+struct Decided<'a> {
+    fate: &'a mut Fate,
+    after: &'a mut After,
+}
+
+impl Decide for Decided<'_> {
+    fn send(&mut self, entry: Entry, start: Nanos, exit: Nanos, mark: bool) {
+        let out = self.fate.after_link((entry, start, exit, mark), self.after);
+        let Fate { line, counters, held, last_release, .. } = &mut *self.fate;
+        let data = held.take(entry.seq).expect("a frame the discipline holds is kept");
+        if let Some((release, extra)) = out {
+            let rec = Rec { release, wire_len: entry.len, data };
+            write(line, counters, last_release, rec, extra, mark);
         }
-        self.counters.held.sub(1);
+        counters.held.sub(1);
     }
 
+    fn drop(&mut self, entry: Entry, reason: AqmDrop) {
+        let fate = &mut *self.fate;
+        Counters::drop(&fate.counters, aqm_reason(reason));
+        let given = fate.held.give_back(entry.seq);
+        debug_assert!(given, "frame {} was held", entry.seq);
+        fate.counters.held.sub(1);
+    }
+}
+
+/// The decisions made while frame `seq` arrives: its own is kept (it is not held yet), the
+/// others carried out.
+struct Arriving<'a> {
+    seq: u64,
+    refused: Option<AqmDrop>,
+    sent: Option<(Nanos, Nanos, bool)>,
+    held: Decided<'a>,
+}
+
+impl Decide for Arriving<'_> {
+    #[inline(always)]
+    fn send(&mut self, entry: Entry, start: Nanos, exit: Nanos, mark: bool) {
+        match entry.seq == self.seq {
+            true => self.sent = Some((start, exit, mark)),
+            false => self.held.send(entry, start, exit, mark),
+        }
+    }
+
+    #[inline(always)]
+    fn drop(&mut self, entry: Entry, reason: AqmDrop) {
+        match entry.seq == self.seq {
+            true => self.refused = Some(reason),
+            false => self.held.drop(entry, reason),
+        }
+    }
+}
+
+impl Fate {
     /// A frame the discipline sent (`entry`, `start`, `exit`, `mark` of its decision) through
     /// the steps after the link: its release (clamped, not yet taken as the latest: that
     /// waits for its record to be written) and the edits to make as it is written, or `None`

@@ -124,6 +124,29 @@ pub enum Decision {
     },
 }
 
+/// Where a bottleneck's decisions go, a call each: a closure taking a [`Decision`] is one.
+/// The engine implements it directly: a dropped frame needs its number and the reason, and
+/// a decision built as a value and taken apart again costs each frame copies through memory
+/// that a call with the parts does not.
+pub trait Decide {
+    /// Sent: its transmission starts at `start`, its last bit leaves at `exit`; `mark`
+    /// sets CE.
+    fn send(&mut self, entry: Entry, start: Nanos, exit: Nanos, mark: bool);
+    /// Dropped, for `reason`.
+    fn drop(&mut self, entry: Entry, reason: AqmDrop);
+}
+
+impl<F: FnMut(Decision)> Decide for F {
+    #[inline(always)]
+    fn send(&mut self, entry: Entry, start: Nanos, exit: Nanos, mark: bool) {
+        self(Decision::Send { entry, start, exit, mark })
+    }
+    #[inline(always)]
+    fn drop(&mut self, entry: Entry, reason: AqmDrop) {
+        self(Decision::Drop { entry, reason })
+    }
+}
+
 /// What became of a frame decided within its own arrival ([`Bottleneck::arrive`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AtOnce {
@@ -457,7 +480,7 @@ impl Bottleneck {
 
     /// Adds a frame arriving at `e.arrival` (call [`serve`](Self::serve) up to its arrival
     /// first). Frames the discipline drops at once, this one or others, go to `out`.
-    pub fn enqueue(&mut self, e: Entry, rng: &mut Rng, out: &mut impl FnMut(Decision)) {
+    pub fn enqueue(&mut self, e: Entry, rng: &mut Rng, out: &mut impl Decide) {
         let core = &mut self.core;
         each!(&mut self.disc, d => core.enqueue(d, e, rng, out))
     }
@@ -479,7 +502,7 @@ impl Bottleneck {
         &mut self,
         e: Entry,
         rng: &mut Rng,
-        out: &mut impl FnMut(Decision),
+        out: &mut impl Decide,
         at_once: bool,
     ) -> Option<AtOnce> {
         let core = &mut self.core;
@@ -503,7 +526,7 @@ impl Bottleneck {
 
     /// Serves the queue up to `until`: every service that starts by then (and every periodic
     /// update due by then), in time order, each decision handed to `out`.
-    pub fn serve(&mut self, until: Nanos, rng: &mut Rng, out: &mut impl FnMut(Decision)) {
+    pub fn serve(&mut self, until: Nanos, rng: &mut Rng, out: &mut impl Decide) {
         let core = &mut self.core;
         each!(&mut self.disc, d => core.serve(d, until, rng, out))
     }
@@ -548,11 +571,11 @@ impl Bottleneck {
 
     /// Ends the discipline: every queued frame is sent in arrival order as drop-tail would
     /// (no further decisions), each to `out`; returns the link that carries on from there.
-    pub fn into_link(mut self, config: LinkConfig, out: &mut impl FnMut(Decision)) -> Link {
+    pub fn into_link(mut self, config: LinkConfig, out: &mut impl Decide) -> Link {
         for entry in self.take_queued() {
             let start = self.core.free.max(entry.arrival);
             let exit = self.core.transmit(start, entry.len);
-            out(Decision::Send { entry, start, exit, mark: entry.marked });
+            out.send(entry, start, exit, entry.marked);
         }
         let mut link = Link::new(config);
         link.inherit(self.core.server);
@@ -599,7 +622,7 @@ impl Core {
     }
 
     #[inline(always)]
-    fn enqueue<D: Discipline>(&mut self, d: &mut D, e: Entry, rng: &mut Rng, out: &mut impl FnMut(Decision)) {
+    fn enqueue<D: Discipline>(&mut self, d: &mut D, e: Entry, rng: &mut Rng, out: &mut impl Decide) {
         let (frames, bytes) = d.backlog();
         if frames == 0 {
             self.earliest = e.arrival;
@@ -611,10 +634,10 @@ impl Core {
         // True when one more frame of this length would pass the hard limit.
         let full = when_full != WhenFull::Evict && self.over(frames + 1, bytes + u64::from(e.len));
         if full && when_full == WhenFull::DropArrival {
-            return out(Decision::Drop { entry: e, reason: AqmDrop::Overlimit });
+            return out.drop(e, AqmDrop::Overlimit);
         }
         if let Err((entry, reason)) = d.enqueue(e, full, self.ecn, rng) {
-            return out(Decision::Drop { entry, reason });
+            return out.drop(entry, reason);
         }
         // Over the limit after admitting: drop-head takes the oldest frames, FQ-CoDel a batch
         // from the head of the flow with the largest backlog (RFC 8290 §4.1; Linux's
@@ -628,8 +651,8 @@ impl Core {
     /// never come here and the arrival's path stays short.
     #[cold]
     #[inline(never)]
-    fn evict<D: Discipline>(&mut self, d: &mut D, out: &mut impl FnMut(Decision)) {
-        let mut dropped = |v| out(Decision::Drop { entry: v, reason: AqmDrop::Overlimit });
+    fn evict<D: Discipline>(&mut self, d: &mut D, out: &mut impl Decide) {
+        let mut dropped = |v| out.drop(v, AqmDrop::Overlimit);
         while d.evict(&mut dropped) && self.over_limit(d) {}
     }
 
@@ -649,13 +672,7 @@ impl Core {
     }
 
     #[inline(always)]
-    fn serve<D: Discipline>(
-        &mut self,
-        d: &mut D,
-        until: Nanos,
-        rng: &mut Rng,
-        out: &mut impl FnMut(Decision),
-    ) {
+    fn serve<D: Discipline>(&mut self, d: &mut D, until: Nanos, rng: &mut Rng, out: &mut impl Decide) {
         loop {
             let start = self.next_start(d);
             if let (Some(u), Some(t)) = (self.next_update, d.update_interval()) {
@@ -684,10 +701,10 @@ impl Core {
                 }
             }
             let Some(s) = start.filter(|&s| s <= until) else { return };
-            let mut dropped = |e: Entry| out(Decision::Drop { entry: e, reason: AqmDrop::Aqm });
+            let mut dropped = |e: Entry| out.drop(e, AqmDrop::Aqm);
             if let Some((entry, mark)) = d.dequeue(s, rng, &mut dropped) {
                 let exit = self.transmit(s, entry.len);
-                out(Decision::Send { entry, start: s, exit, mark: mark || entry.marked });
+                out.send(entry, s, exit, mark || entry.marked);
             }
         }
     }
