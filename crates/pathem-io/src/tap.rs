@@ -181,7 +181,7 @@ impl RxPort for TapRx {
             if rc == 0 {
                 break;
             }
-            if buf.get(6..12) == Some(&self.mac[..]) {
+            if buf[..rc as usize].get(6..12) == Some(&self.mac[..]) {
                 self.foreign += 1;
                 continue;
             }
