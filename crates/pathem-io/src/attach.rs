@@ -216,8 +216,7 @@ fn check_iface(iface: &str) -> Result<u32, Error> {
 
 /// The interface's ARP hardware type (`SIOCGIFHWADDR`): 1 for Ethernet, 772 for loopback.
 fn hardware_type(iface: &str) -> Option<u16> {
-    let ifr = crate::iface::ifreq(iface, libc::SIOCGIFHWADDR, 0).ok()?;
-    Some(u16::from_ne_bytes([ifr[16], ifr[17]]))
+    crate::iface::hwaddr(iface).ok().map(|(kind, _)| kind)
 }
 
 /// A receiving half that never has a frame and a transmitting half that is never used: the
@@ -255,11 +254,9 @@ fn link(iface: &str, prog: &OwnedFd, ifindex: u32, attach: u32) -> Result<OwnedF
     })
 }
 
-/// Whether the running kernel is 6.6 or later, the first with tcx (from uname's release).
+/// Whether the running kernel is 6.6 or later, the first with tcx.
 fn has_tcx() -> bool {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let mut parts = release.trim().split(['.', '-']).map(|p| p.parse::<u32>().unwrap_or(0));
-    (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= (6, 6)
+    crate::iface::kernel_at_least(6, 6)
 }
 
 /// Makes the TAP device of one direction, or says who holds it.

@@ -147,6 +147,24 @@ pub(crate) fn ifreq_int(ifr: &[u8; 40]) -> i32 {
     i32::from_ne_bytes([ifr[16], ifr[17], ifr[18], ifr[19]])
 }
 
+/// The interface's hardware address (`SIOCGIFHWADDR`), asked of the calling thread's
+/// network namespace: its ARP hardware type (1 for Ethernet, 772 for loopback) and its first
+/// six bytes (the MAC of an Ethernet interface).
+pub(crate) fn hwaddr(ifname: &str) -> std::io::Result<(u16, [u8; 6])> {
+    let ifr = ifreq(ifname, libc::SIOCGIFHWADDR, 0)?;
+    let mut mac = [0u8; 6];
+    mac.copy_from_slice(&ifr[18..24]);
+    Ok((u16::from_ne_bytes([ifr[16], ifr[17]]), mac))
+}
+
+/// True when the running kernel's release is `major.minor` or later
+/// (`/proc/sys/kernel/osrelease`; an unreadable release reads as 0.0).
+pub(crate) fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut version = release.trim().split(['.', '-']).map(|n| n.parse::<u32>().unwrap_or(0));
+    (version.next().unwrap_or(0), version.next().unwrap_or(0)) >= (major, minor)
+}
+
 /// The interface's MTU, asked of the calling thread's network namespace (`SIOCGIFMTU`):
 /// `/sys/class/net` shows the namespace sysfs was mounted in, which a thread that entered
 /// another one with `setns` (the shell's link) does not see.
@@ -716,12 +734,10 @@ mod tests {
     fn the_kernel_lists_the_loopbacks_queue() {
         let lo = index("lo").expect("loopback");
         let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").expect("the kernel's release");
-        let mut version = release.split(['.', '-']).map(|n| n.parse::<u32>().unwrap_or(0));
-        let (major, minor) = (version.next().unwrap_or(0), version.next().unwrap_or(0));
         match netdev_rx_queues(lo) {
             Some(n) => assert_eq!(Some(n), sysfs_rx_queues("lo")),
             None => assert!(
-                (major, minor) < (6, 8),
+                !kernel_at_least(6, 8),
                 "Linux {} has the netdev family but did not answer",
                 release.trim()
             ),

@@ -63,9 +63,7 @@ impl Tap {
             return Err(fail("cannot create the TAP device", os_err()));
         }
         let ifindex = crate::afpacket::ifindex(name)? as u32;
-        let hw = ifreq(name, libc::SIOCGIFHWADDR, 0).map_err(|e| fail("cannot read its address", e))?;
-        let mut mac = [0u8; 6];
-        mac.copy_from_slice(&hw[18..24]);
+        let (_, mac) = crate::iface::hwaddr(name).map_err(|e| fail("cannot read its address", e))?;
         // Silent before it comes up: no IPv6 (router solicitations, MLD), no ARP.
         let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6"), "1");
         ifreq(name, libc::SIOCSIFMTU, mtu as i32).map_err(|e| fail("cannot set its MTU", e))?;
