@@ -28,7 +28,7 @@ use crate::delay_line::{Reader, Ring, Slot, Writer};
 use crate::held::Held;
 use crate::stats::Counters;
 use pathem_io::{RxFrame, TxPort};
-use pathem_model::aqm::{AqmDrop, AtOnce, Decide, Decision, Entry};
+use pathem_model::aqm::{AqmDrop, AtOnce, Decide, Entry};
 use pathem_model::frame::{ecn_and_flow, ecn_capable, ecn_codepoint, flip_bit, mark_ce};
 use pathem_model::link::Hot;
 use pathem_model::path::{After, Extra};
@@ -119,10 +119,7 @@ impl Ingress {
         let pending = self.path.take_pending();
         let mut decided = Decided { fate: &mut self.fate, after: self.path.after() };
         for d in pending {
-            match d {
-                Decision::Send { entry, start, exit, mark } => decided.send(entry, start, exit, mark),
-                Decision::Drop { entry, reason } => decided.drop(entry, reason),
-            }
+            d.hand_to(&mut decided);
         }
     }
 
@@ -207,9 +204,9 @@ impl Ingress {
         // Served up to the arrival, then the frame joins: one visit to the discipline, each
         // decision carried out as it is made (this frame's own decision is kept: it is not
         // held yet).
-        let mut arriving = Arriving { seq, refused: None, sent: None, held: Decided { fate, after } };
+        let mut arriving = Arriving { seq, refused: None, sent: None, others: Decided { fate, after } };
         let own = b.arrive(entry, &mut self.aqm_rng, &mut arriving, at_once);
-        let Arriving { mut refused, mut sent, held: Decided { fate, after }, .. } = arriving;
+        let Arriving { mut refused, mut sent, others: Decided { fate, after }, .. } = arriving;
         match own {
             Some(AtOnce::Sent { start, exit, mark }) => sent = Some((start, exit, mark)),
             Some(AtOnce::Dropped(reason)) => refused = Some(reason),
@@ -471,7 +468,8 @@ struct Arriving<'a> {
     seq: u64,
     refused: Option<AqmDrop>,
     sent: Option<(Nanos, Nanos, bool)>,
-    held: Decided<'a>,
+    /// Where the decisions on the frames already held go.
+    others: Decided<'a>,
 }
 
 impl Decide for Arriving<'_> {
@@ -479,7 +477,7 @@ impl Decide for Arriving<'_> {
     fn send(&mut self, entry: Entry, start: Nanos, exit: Nanos, mark: bool) {
         match entry.seq == self.seq {
             true => self.sent = Some((start, exit, mark)),
-            false => self.held.send(entry, start, exit, mark),
+            false => self.others.send(entry, start, exit, mark),
         }
     }
 
@@ -487,7 +485,7 @@ impl Decide for Arriving<'_> {
     fn drop(&mut self, entry: Entry, reason: AqmDrop) {
         match entry.seq == self.seq {
             true => self.refused = Some(reason),
-            false => self.held.drop(entry, reason),
+            false => self.others.drop(entry, reason),
         }
     }
 }

@@ -530,7 +530,7 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
     }
     let mut offloads = Offloads(Vec::new());
     let mut offloads_off = Vec::new();
-    let (eal, port_a, port_b, steering) = match &spec.attach {
+    let (eal, port_a, port_b, mut steering) = match &spec.attach {
         Some(attach) => {
             let at = pathem_io::attach::open(attach, spec.ports.max_frame)?;
             let a = live::Opened {
@@ -641,7 +641,6 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
     };
     // The interface's frames come now that the paths are made and their pages touched: none
     // waits in a TAP device meanwhile.
-    let mut steering = steering;
     if let Some(s) = steering.as_mut() {
         s.engage()?;
     }

@@ -136,6 +136,16 @@ pub trait Decide {
     fn drop(&mut self, entry: Entry, reason: AqmDrop);
 }
 
+impl Decision {
+    /// Hands this decision to `out` as the call it stands for.
+    pub fn hand_to(self, out: &mut impl Decide) {
+        match self {
+            Decision::Send { entry, start, exit, mark } => out.send(entry, start, exit, mark),
+            Decision::Drop { entry, reason } => out.drop(entry, reason),
+        }
+    }
+}
+
 impl<F: FnMut(Decision)> Decide for F {
     #[inline(always)]
     fn send(&mut self, entry: Entry, start: Nanos, exit: Nanos, mark: bool) {
