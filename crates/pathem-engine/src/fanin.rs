@@ -303,6 +303,11 @@ impl<R: RxPort> RxPort for Fanin<R> {
         self.port.rolled_over()
     }
 
+    /// The port's: only a TAP device's reader skips frames, and it reads one queue.
+    fn foreign(&self) -> u64 {
+        self.port.foreign()
+    }
+
     fn offload(&self) -> OffloadCounts {
         let mut all = self.port.offload();
         for (_, s) in self.lines.iter().skip(1) {

@@ -478,6 +478,7 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
         self.read_gauges(now);
         self.input.port.port_rx_dropped.set(self.input.rx.kernel_drops());
         self.input.port.port_rx_rolled_over.set(self.input.rx.rolled_over());
+        self.input.port.port_rx_foreign.set(self.input.rx.foreign());
         self.input.take_offload();
         Ok(self.input.counters.snapshot())
     }
@@ -699,6 +700,7 @@ impl<R: RxPort> Input<R> {
             self.drops_read = now;
             self.port.port_rx_dropped.set(self.rx.kernel_drops());
             self.port.port_rx_rolled_over.set(self.rx.rolled_over());
+            self.port.port_rx_foreign.set(self.rx.foreign());
             self.take_offload();
             for l in &mut self.lanes {
                 l.ingress.gauges(now);

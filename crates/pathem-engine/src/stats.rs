@@ -82,6 +82,9 @@ pub struct Counters {
     /// off a full receive queue onto another of the port's queues, where they may pass
     /// earlier frames of their flow.
     pub port_rx_rolled_over: Counter,
+    /// Written by the receiving side (a total read from the port): frames the port read and
+    /// did not hand over, not being the path's (the host's own on an attachment's TAP device).
+    pub port_rx_foreign: Counter,
     /// Written by egress (a gauge): frames handed to the transmit port that still wait there.
     pub port_tx_queued: Counter,
     /// Written by egress (totals read from the port): frames the transmitting port's kernel
@@ -390,6 +393,7 @@ impl Counters {
             sojourn: self.sojourn.snapshot(),
             port_rx_dropped: self.port_rx_dropped.get(),
             port_rx_rolled_over: self.port_rx_rolled_over.get(),
+            port_rx_foreign: self.port_rx_foreign.get(),
             port_tx_queued: self.port_tx_queued.get(),
             port_tx_errors: PortTxErrors(std::array::from_fn(|i| self.port_tx_errors[i].get())),
             offload: OffloadStats {
@@ -527,6 +531,11 @@ pub struct Stats {
     /// frames of their flow. 0 for every other port.
     #[serde(default)]
     pub port_rx_rolled_over: u64,
+    /// Frames the receiving port read and did not hand over, not being the path's: what the
+    /// host itself sent on an attachment's TAP device (its own source address), which never
+    /// crossed the interface. Not in `rx_packets`. 0 for every other port.
+    #[serde(default)]
+    pub port_rx_foreign: u64,
     /// Of `tx_packets`, frames still waiting in the transmit port for the kernel or NIC.
     pub port_tx_queued: u64,
     /// Frames the transmit port refused (not in `tx_packets`), by class.
@@ -622,6 +631,12 @@ impl Stats {
                 self.port_rx_rolled_over
             ));
         }
+        if self.port_rx_foreign > 0 {
+            text.push_str(&format!(
+                "; {} sent by the host itself on the TAP device, not forwarded",
+                self.port_rx_foreign
+            ));
+        }
         if self.tx_filler_frames > 0 {
             text.push_str(&format!(
                 "; fillers {} ({} B), late {}, device tx errors {}",
@@ -694,6 +709,7 @@ mod tests {
             "in_flight",
             "port_rx_dropped",
             "port_rx_rolled_over",
+            "port_rx_foreign",
             "port_tx_queued",
             "tx_filler_frames",
             "tx_filler_bytes",

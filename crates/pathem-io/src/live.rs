@@ -299,15 +299,6 @@ impl LiveRx {
         }
     }
 
-    /// Frames read but not taken: what the host itself sent on an attachment's TAP device
-    /// ([`crate::tap::TapRx::foreign`]).
-    pub fn foreign(&self) -> u64 {
-        match self {
-            LiveRx::Tap(t) => t.foreign,
-            _ => 0,
-        }
-    }
-
     /// Receive errors seen (an interface that went down).
     pub fn errors(&self) -> u64 {
         match self {
@@ -373,6 +364,14 @@ impl RxPort for LiveRx {
             LiveRx::Packet(_) | LiveRx::Xdp(_) | LiveRx::Tap(_) | LiveRx::Idle(_) => 0,
             #[cfg(feature = "dpdk")]
             LiveRx::Dpdk(d) => d.rolled_over(),
+        }
+    }
+    /// What the host itself sent on an attachment's TAP device
+    /// ([`crate::tap::TapRx::foreign`]).
+    fn foreign(&self) -> u64 {
+        match self {
+            LiveRx::Tap(t) => t.foreign,
+            _ => 0,
         }
     }
     fn offload(&self) -> crate::offload::OffloadCounts {

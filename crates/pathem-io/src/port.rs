@@ -79,6 +79,13 @@ pub trait RxPort {
         0
     }
 
+    /// Frames the port read and did not hand over because they were not the path's (what the
+    /// host itself sent on an attachment's TAP device: its own source address), since the port
+    /// was opened. Read with [`kernel_drops`](Self::kernel_drops), not per burst.
+    fn foreign(&self) -> u64 {
+        0
+    }
+
     /// What the port did to frames a local sender left to the hardware (partial checksums
     /// completed, super-frames cut), and the frames it could not make wire frames of, since it
     /// was opened. Read with [`kernel_drops`](Self::kernel_drops), not per burst.

@@ -155,8 +155,6 @@ pub struct Final {
     pub classes_ba: Vec<(String, Stats)>,
     /// Receive errors (an interface that was down for a while).
     pub rx_errors: u64,
-    /// Frames the host itself sent on an attachment's TAP devices, not forwarded.
-    pub rx_foreign: u64,
     /// Frames each transmitting port refused, by class, with its name and MTU (a line each
     /// class from [`pathem_io::TxRefused::describe`]).
     pub tx_refused: Vec<(String, Option<u32>, pathem_io::TxRefused)>,
@@ -222,12 +220,6 @@ impl Final {
         let mut out = Vec::new();
         if self.rx_errors > 0 {
             out.push(format!("{} receive errors (an interface was down for a while)", self.rx_errors));
-        }
-        if self.rx_foreign > 0 {
-            out.push(format!(
-                "{} frames the host itself sent on pathem's TAP devices were not forwarded (they never crossed the interface)",
-                self.rx_foreign
-            ));
         }
         for (name, mtu, refused) in &self.tx_refused {
             out.extend(refused.describe(name, *mtu));
@@ -691,7 +683,6 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
     let classes_ab = ab.counters().classes();
     let classes_ba = ba.as_ref().map(|p| p.counters().classes()).unwrap_or_default();
     let rx_errors = ab.input.rx.port.errors() + ba.as_ref().map_or(0, |p| p.input.rx.port.errors());
-    let rx_foreign = ab.input.rx.port.foreign() + ba.as_ref().map_or(0, |p| p.input.rx.port.foreign());
     let mut tx_refused = Vec::new();
     let outputs = [(&spec.b, Some(&mut ab)), (&spec.a, ba.as_mut())];
     for (port, pipe) in outputs {
@@ -710,7 +701,6 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
         classes_ab,
         classes_ba,
         rx_errors,
-        rx_foreign,
         tx_refused,
         closed: pathem_io::dpdk::closed(),
     })

@@ -11,7 +11,9 @@
 //! before pathem), `pathem_duplicated_frames_total`, `pathem_corrupted_frames_total`,
 //! `pathem_ecn_marked_frames_total`, `pathem_reorder_clamped_frames_total`,
 //! `pathem_port_rx_rolled_over_frames_total` (frames the kernel moved off a full receive
-//! queue onto another of the port's, where they may pass their flow's earlier frames), gauges
+//! queue onto another of the port's, where they may pass their flow's earlier frames),
+//! `pathem_port_rx_foreign_frames_total` (frames the host itself sent on an attachment's TAP
+//! device, read and not forwarded), gauges
 //! `pathem_link_queue_frames`, `pathem_link_queue_bytes`, `pathem_delay_line_used_bytes`,
 //! `pathem_delay_line_capacity_bytes`, `pathem_in_flight_frames`, `pathem_port_tx_queued_frames`,
 //! `pathem_aqm_marked_frames_total` (the queue discipline's CE marks), the histograms
@@ -109,7 +111,7 @@ impl Collector for LinkCollector {
                 (e.direction, s)
             })
             .collect();
-        let counters: [(&str, &str, Read); 17] = [
+        let counters: [(&str, &str, Read); 18] = [
             ("pathem_rx_frames", "Frames pathem took from the receiving port", |s| s.rx_packets),
             ("pathem_rx_bytes", "Bytes pathem took from the receiving port", |s| s.rx_bytes),
             ("pathem_tx_frames", "Frames handed to the transmitting port (its refusals included: pathem_port_tx_errors)", |s| s.tx_packets),
@@ -122,6 +124,7 @@ impl Collector for LinkCollector {
                 s.reorder_clamped
             }),
             ("pathem_port_rx_rolled_over_frames", "Frames the kernel moved off a full receive queue onto another of the port's, where they may pass earlier frames of their flow (DPDK net_af_packet with qpairs above 1)", |s| s.port_rx_rolled_over),
+            ("pathem_port_rx_foreign_frames", "Frames the host itself sent on an attachment's TAP device, read and not forwarded (they never crossed the interface)", |s| s.port_rx_foreign),
             ("pathem_gso_frames", "GSO super-frames the receiving port cut into wire frames", |s| {
                 s.offload.gso_frames
             }),
