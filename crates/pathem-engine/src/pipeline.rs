@@ -516,11 +516,6 @@ fn size_for_schedule(l: &mut InLane, schedule: &Schedule, engine: &EngineConfig)
 }
 
 impl<R: RxPort> Input<R> {
-    /// Frames the last receive took.
-    pub fn received(&self) -> usize {
-        self.received
-    }
-
     /// Applies the changes due at `now`: scheduled ones at their own times (frames a port
     /// knows arrived before such a time are taken under the old path first), then the latest
     /// one sent through [`Control`], path by path.

@@ -150,7 +150,7 @@ pub(crate) fn ifreq_int(ifr: &[u8; 40]) -> i32 {
 /// The interface's hardware address (`SIOCGIFHWADDR`), asked of the calling thread's
 /// network namespace: its ARP hardware type (1 for Ethernet, 772 for loopback) and its first
 /// six bytes (the MAC of an Ethernet interface).
-pub(crate) fn hwaddr(ifname: &str) -> std::io::Result<(u16, [u8; 6])> {
+pub fn hwaddr(ifname: &str) -> std::io::Result<(u16, [u8; 6])> {
     let ifr = ifreq(ifname, libc::SIOCGIFHWADDR, 0)?;
     let mut mac = [0u8; 6];
     mac.copy_from_slice(&ifr[18..24]);

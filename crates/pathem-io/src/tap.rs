@@ -152,7 +152,11 @@ impl RxPort for TapRx {
     ) -> Result<usize, Error> {
         let want = max.min(BURST);
         let mut n = 0;
-        while n < want {
+        // At most `want` reads a call, the host's own frames among them: a host that keeps
+        // sending on the device must not hold the loop here.
+        let (mut reads, mut ended) = (0, false);
+        while reads < want {
+            reads += 1;
             let buf = &mut self.bufs[n * self.slot..(n + 1) * self.slot];
             // SAFETY: reading at most `buf.len()` bytes into a live buffer of that size.
             let rc =
@@ -160,7 +164,10 @@ impl RxPort for TapRx {
             if rc < 0 {
                 let e = os_err();
                 match e.raw_os_error() {
-                    Some(libc::EAGAIN) | Some(libc::EINTR) => break,
+                    Some(libc::EAGAIN) | Some(libc::EINTR) => {
+                        ended = true;
+                        break;
+                    }
                     // The device was deleted under pathem: nothing will come again, and the
                     // frames steered to it would vanish. The caller ends (and gives back
                     // what it steered here).
@@ -172,11 +179,13 @@ impl RxPort for TapRx {
                     }
                     _ => {
                         self.errors += 1;
+                        ended = true;
                         break;
                     }
                 }
             }
             if rc == 0 {
+                ended = true;
                 break;
             }
             if buf[..rc as usize].get(6..12) == Some(&self.mac[..]) {
@@ -186,7 +195,8 @@ impl RxPort for TapRx {
             self.lens[n] = rc as usize;
             n += 1;
         }
-        self.full = n == want;
+        // Every read gave a frame (the path's or the host's): more may be waiting.
+        self.full = !ended;
         // Software stamps read after the reads, as the other live ports do: the caller's `now`
         // was read before this round's releases, and a frame that arrived meanwhile would be
         // stamped early and leave before its time.

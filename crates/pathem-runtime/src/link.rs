@@ -160,6 +160,9 @@ pub struct Final {
     pub tx_refused: Vec<(String, Option<u32>, pathem_io::TxRefused)>,
     /// DPDK ports closed at the end, with the mbufs their pools still had in use (zero).
     pub closed: Vec<pathem_io::dpdk::Closed>,
+    /// An attachment's TAP devices still gave frames when the drain's time ran out: what
+    /// they held then was closed with them, not read (and not counted).
+    pub taps_unread: bool,
 }
 
 impl Started {
@@ -220,6 +223,12 @@ impl Final {
         let mut out = Vec::new();
         if self.rx_errors > 0 {
             out.push(format!("{} receive errors (an interface was down for a while)", self.rx_errors));
+        }
+        if self.taps_unread {
+            out.push(format!(
+                "the TAP devices still gave frames after {} ms of reading them at stop (frames the host kept sending on them): what they held then was not read or counted",
+                DRAIN.as_millis()
+            ));
         }
         for (name, mtu, refused) in &self.tx_refused {
             out.extend(refused.describe(name, *mtu));
@@ -653,15 +662,18 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
     // An attached interface is given back first: its frames go the plain way from now on.
     // What its TAP devices hold then (steered before, not read yet) is the path's: read to
     // the last frame, as nothing more comes.
+    let mut taps_unread = false;
     if steering.take().is_some() {
         let deadline = std::time::Instant::now() + DRAIN;
         for p in std::iter::once(&mut ab).chain(ba.as_mut()) {
-            while std::time::Instant::now() < deadline {
+            // Until a read finds the TAP device empty (a burst of the host's own frames is not
+            // the end).
+            let mut empty = false;
+            while !empty && std::time::Instant::now() < deadline {
                 p.poll(pathem_engine::monotonic_now())?;
-                if p.input.received() == 0 {
-                    break;
-                }
+                empty = pathem_io::RxPort::poll_at(&p.input.rx) != pathem_io::PollAt::Now;
             }
+            taps_unread |= !empty;
         }
     }
     let now = pathem_engine::monotonic_now();
@@ -703,6 +715,7 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
         rx_errors,
         tx_refused,
         closed: pathem_io::dpdk::closed(),
+        taps_unread,
     })
 }
 

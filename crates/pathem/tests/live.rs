@@ -138,6 +138,10 @@ fn main() {
             "a_tap_hands_on_a_frame_longer_than_it_takes_as_oversize",
             a_tap_hands_on_a_frame_longer_than_it_takes_as_oversize,
         ),
+        (
+            "a_tap_reader_takes_a_burst_of_the_hosts_own_frames_at_a_time",
+            a_tap_reader_takes_a_burst_of_the_hosts_own_frames_at_a_time,
+        ),
         ("dpdk_filler_frames_start_each_frame_at_its_time", dpdk_filler_frames_start_each_frame_at_its_time),
         ("dpdk_capture_stamps_keep_the_captures_spacing", dpdk_capture_stamps_keep_the_captures_spacing),
     ];
@@ -1969,6 +1973,42 @@ fn a_tap_hands_on_a_frame_longer_than_it_takes_as_oversize() {
     assert_eq!(got.len(), 2, "both frames read: {got:?}");
     assert!(got[0].0 > 1536 && got[0].1 > 1536, "the long frame reads longer than 1536 B: {got:?}");
     assert_eq!(got[1], (1000, 1000));
+}
+
+/// Frames the host itself sends on a TAP device are read and skipped, at most a burst's worth
+/// of reads a call: a host that keeps sending cannot hold the forwarding loop in one receive,
+/// and the reader says more is waiting until a read finds the device empty.
+fn a_tap_reader_takes_a_burst_of_the_hosts_own_frames_at_a_time() {
+    use pathem_io::{PollAt, RxPort};
+    let t = Topo::new();
+    let (first, total, got) = in_ns(&t.mid, || {
+        let tap = pathem_io::tap::Tap::create("ptown0", 1500, 1000).expect("a TAP device");
+        let (_, mac) = pathem_io::iface::hwaddr("ptown0").expect("its address");
+        let sender = pathem_io::afpacket::RawSocket::open("ptown0", false).expect("a packet socket");
+        let mut rx = tap.reader(1536, 10_000_000_000);
+        for seq in 0..100 {
+            let mut own = marked_frame(seq, 60);
+            own[6..12].copy_from_slice(&mac);
+            sender.send(&own).expect("sent on the device");
+        }
+        sender.send(&marked_frame(100, 60)).expect("sent on the device");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let mut got = Vec::new();
+        rx.recv_burst(Nanos::ZERO, 32, |f| got.push(marked_seq(f.data))).expect("read");
+        let first = (got.len(), rx.foreign, rx.poll_at());
+        for _ in 0..20 {
+            rx.recv_burst(Nanos::ZERO, 32, |f| got.push(marked_seq(f.data))).expect("read");
+            if rx.poll_at() != PollAt::Now {
+                break;
+            }
+        }
+        (first, (rx.foreign, rx.poll_at()), got)
+    })
+    .join()
+    .unwrap();
+    assert_eq!(first, (0, 32, PollAt::Now), "one call: 32 reads, all the host's, more waiting");
+    assert_eq!(total, (100, PollAt::Unknown), "then every one of the host's frames, and the device empty");
+    assert_eq!(got, vec![Some(100)], "the one frame from elsewhere, read after them");
 }
 
 fn dpdk_bad_arguments_are_refused_with_one_line() {
