@@ -77,9 +77,16 @@ pub struct Attached {
 /// was); the TAP devices go when their halves are dropped.
 pub struct Steering {
     iface: String,
+    ifindex: u32,
     /// Each program, where it goes (interface, hook) and, once engaged, its link.
-    progs: Vec<(OwnedFd, u32, u32)>,
-    links: Vec<OwnedFd>,
+    progs: Vec<Prog>,
+}
+
+struct Prog {
+    fd: OwnedFd,
+    ifindex: u32,
+    at: u32,
+    link: Option<OwnedFd>,
 }
 
 impl Steering {
@@ -87,10 +94,20 @@ impl Steering {
     /// before its way in): from now on the interface's frames go to the TAP devices. Called
     /// once whatever reads them is ready, so no frame waits in a device meanwhile.
     pub fn engage(&mut self) -> Result<(), Error> {
-        for (prog, ifindex, at) in &self.progs[self.links.len()..] {
-            self.links.push(link(&self.iface, prog, *ifindex, *at)?);
+        for p in self.progs.iter_mut().filter(|p| p.link.is_none()) {
+            p.link = Some(link(&self.iface, &p.fd, p.ifindex, p.at)?);
         }
         Ok(())
+    }
+
+    /// Takes the interface's own programs away (the ways in): its frames go the plain way
+    /// from now on. The ingress TAP device's way back stays until this is dropped, so what
+    /// pathem still writes into the device (what the devices held, what falls due) reaches
+    /// the stack as sent.
+    pub fn close_ways_in(&mut self) {
+        for p in self.progs.iter_mut().filter(|p| p.ifindex == self.ifindex) {
+            p.link = None;
+        }
     }
 }
 
@@ -291,7 +308,7 @@ pub fn open(spec: &AttachSpec, max_frame: usize) -> Result<Attached, Error> {
             let rx = tap.reader(max_frame, line_rate);
             let tx = AfPacketTx::open_marked(iface, max_frame, spec.mark)?;
             let prog = load(iface, &steer_program(spec.mark, tap_index), BPF_TCX_EGRESS)?;
-            progs.push((prog, ifindex, BPF_TCX_EGRESS));
+            progs.push(Prog { fd: prog, ifindex, at: BPF_TCX_EGRESS, link: None });
             how.push(format!(
                 "egress: tcx on {iface} -> tap {name} -> pathem -> AF_PACKET on {iface} (mark {:#x})",
                 spec.mark
@@ -308,16 +325,16 @@ pub fn open(spec: &AttachSpec, max_frame: usize) -> Result<Attached, Error> {
             let rx = tap.reader(max_frame, line_rate);
             // The way back first, so no frame is steered in before it can come out.
             let back = load(iface, &return_program(spec.mark, ifindex), BPF_TCX_INGRESS)?;
-            progs.push((back, tap_index, BPF_TCX_INGRESS));
+            progs.push(Prog { fd: back, ifindex: tap_index, at: BPF_TCX_INGRESS, link: None });
             let prog = load(iface, &steer_program(spec.mark, tap_index), BPF_TCX_INGRESS)?;
-            progs.push((prog, ifindex, BPF_TCX_INGRESS));
+            progs.push(Prog { fd: prog, ifindex, at: BPF_TCX_INGRESS, link: None });
             how.push(format!(
                 "ingress: tcx on {iface} -> tap {name} -> pathem -> tap {name} -> {iface}'s ingress"
             ));
             (LiveRx::Tap(rx), LiveTx::Tap(tx))
         }
     };
-    let steering = Steering { iface: iface.into(), progs, links: Vec::new() };
+    let steering = Steering { iface: iface.into(), ifindex, progs };
     Ok(Attached { egress, ingress, steering, how })
 }
 

@@ -366,11 +366,10 @@ impl RxPort for LiveRx {
             LiveRx::Dpdk(d) => d.rolled_over(),
         }
     }
-    /// What the host itself sent on an attachment's TAP device
-    /// ([`crate::tap::TapRx::foreign`]).
+    /// What the host itself sent on an attachment's TAP device.
     fn foreign(&self) -> u64 {
         match self {
-            LiveRx::Tap(t) => t.foreign,
+            LiveRx::Tap(t) => t.foreign(),
             _ => 0,
         }
     }

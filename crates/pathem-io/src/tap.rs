@@ -3,8 +3,10 @@
 //!
 //! [`Tap::create`] makes a non-persistent device: the kernel removes it when its last
 //! descriptor closes, so a killed pathem leaves none behind. The device is made silent before
-//! it comes up (no ARP, IPv6 off, no addresses), so everything read from it is traffic steered
-//! into it, never its own. A device without checksum or segmentation offloads (a TAP's
+//! it comes up (no ARP, IPv6 off, no addresses), so what is read from it is traffic steered
+//! into it; what the host sends on it regardless (a DHCP client that took it for a new
+//! interface) has the device's own source address, which the reader skips and counts
+//! ([`RxPort::foreign`]). A device without checksum or segmentation offloads (a TAP's
 //! default) makes the kernel complete checksums and cut GSO super-frames on the way in, so
 //! what pathem reads are wire frames.
 
@@ -64,6 +66,10 @@ impl Tap {
         }
         let ifindex = crate::afpacket::ifindex(name)? as u32;
         let (_, mac) = crate::iface::hwaddr(name).map_err(|e| fail("cannot read its address", e))?;
+        // The random address the kernel gave it, set as the device's own: udev's MAC policy
+        // (systemd's `MACAddressPolicy=persistent`) would otherwise give it another a moment
+        // later, and the host's own frames would no longer be told by their source.
+        crate::iface::set_hwaddr(name, mac).map_err(|e| fail("cannot set its address", e))?;
         // Silent before it comes up: no IPv6 (router solicitations, MLD), no ARP.
         let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6"), "1");
         ifreq(name, libc::SIOCSIFMTU, mtu as i32).map_err(|e| fail("cannot set its MTU", e))?;
@@ -134,7 +140,7 @@ pub struct TapRx {
     /// Frames the host itself sent on the device (its own source address: a DHCP client or
     /// LLDP agent that took it for one of its interfaces), not forwarded: they never crossed
     /// the interface pathem is attached to.
-    pub foreign: u64,
+    foreign: u64,
 }
 
 impl TapRx {
@@ -164,7 +170,9 @@ impl RxPort for TapRx {
             if rc < 0 {
                 let e = os_err();
                 match e.raw_os_error() {
-                    Some(libc::EAGAIN) | Some(libc::EINTR) => {
+                    // A signal before anything was read: read again (within the budget).
+                    Some(libc::EINTR) => continue,
+                    Some(libc::EAGAIN) => {
                         ended = true;
                         break;
                     }
@@ -220,6 +228,10 @@ impl RxPort for TapRx {
 
     fn kernel_drops(&mut self) -> u64 {
         Tap::drops(&self.name)
+    }
+
+    fn foreign(&self) -> u64 {
+        self.foreign
     }
 }
 

@@ -439,7 +439,8 @@ fn place(
     Ok((whole(ab).ok_or(Error::Panicked("forwarding"))?, whole(ba)))
 }
 
-/// How long a transmit port gets at stop to hand over what it still holds.
+/// How long a transmit port gets at stop to hand over what it still holds, and how long an
+/// attachment's TAP devices are read at stop for what they still hold.
 const DRAIN: Duration = Duration::from_millis(200);
 
 /// Pins the calling thread to `cpu`.
@@ -661,20 +662,23 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
     let (mut ab, mut ba) = place(ab, ba, &mut readers, cores, &stop)?;
     // An attached interface is given back first: its frames go the plain way from now on.
     // What its TAP devices hold then (steered before, not read yet) is the path's: read to
-    // the last frame, as nothing more comes.
+    // the last frame, as nothing more comes, both directions in turn until a read finds each
+    // device empty (a burst of the host's own frames is not the end). The ingress device's
+    // way back to the stack stays until the last frame is written into it.
     let mut taps_unread = false;
-    if steering.take().is_some() {
+    if let Some(s) = steering.as_mut() {
+        s.close_ways_in();
         let deadline = std::time::Instant::now() + DRAIN;
-        for p in std::iter::once(&mut ab).chain(ba.as_mut()) {
-            // Until a read finds the TAP device empty (a burst of the host's own frames is not
-            // the end).
-            let mut empty = false;
-            while !empty && std::time::Instant::now() < deadline {
-                p.poll(pathem_engine::monotonic_now())?;
-                empty = pathem_io::RxPort::poll_at(&p.input.rx) != pathem_io::PollAt::Now;
+        let mut empty = [false, ba.is_none()];
+        while empty.contains(&false) && std::time::Instant::now() < deadline {
+            for (p, empty) in std::iter::once(&mut ab).chain(ba.as_mut()).zip(&mut empty) {
+                if !*empty {
+                    p.poll(pathem_engine::monotonic_now())?;
+                    *empty = pathem_io::RxPort::poll_at(&p.input.rx) != pathem_io::PollAt::Now;
+                }
             }
-            taps_unread |= !empty;
         }
+        taps_unread = empty.contains(&false);
     }
     let now = pathem_engine::monotonic_now();
     // Frames the queue readers took from the kernel and handed over are the path's: taken
@@ -692,6 +696,9 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
         Some(p) => Some(p.finish(now, DRAIN)?),
         None => None,
     };
+    // Written into the ingress TAP device, the last frames have reached the stack (the
+    // device's receive runs within the write): its way back may go.
+    drop(steering);
     let classes_ab = ab.counters().classes();
     let classes_ba = ba.as_ref().map(|p| p.counters().classes()).unwrap_or_default();
     let rx_errors = ab.input.rx.port.errors() + ba.as_ref().map_or(0, |p| p.input.rx.port.errors());

@@ -185,7 +185,14 @@ impl Session {
         }
         let (end, seconds) = self.wait()?;
         let classes = Report::class_list(&end.classes_ab, &end.classes_ba);
-        report(&Report { event: "final", seconds, a_to_b: end.ab.clone(), b_to_a: end.ba.clone(), classes });
+        report(&Report {
+            event: "final",
+            seconds,
+            a_to_b: end.ab.clone(),
+            b_to_a: end.ba.clone(),
+            classes,
+            taps_unread: end.taps_unread,
+        });
         Ok(end)
     }
 
@@ -228,6 +235,11 @@ pub struct Report {
     /// With classes: each path's own counters, a→b's then b→a's (the default path first).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub classes: Vec<ClassReport>,
+    /// In the final report of an attachment, only when true: its TAP devices still gave
+    /// frames when the time to read them at stop ran out (a host that kept sending on one),
+    /// so what they held then is in no counter.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub taps_unread: bool,
 }
 
 /// One class's counters in a [`Report`].
@@ -250,7 +262,7 @@ impl Report {
             Some((total, classes)) => (Some(total), classes),
             None => (None, Vec::new()),
         };
-        Report { event, seconds, a_to_b, b_to_a, classes: Report::class_list(&ab, &ba) }
+        Report { event, seconds, a_to_b, b_to_a, classes: Report::class_list(&ab, &ba), taps_unread: false }
     }
 
     /// Both directions' class counters as a list.

@@ -1995,14 +1995,14 @@ fn a_tap_reader_takes_a_burst_of_the_hosts_own_frames_at_a_time() {
         std::thread::sleep(std::time::Duration::from_millis(50));
         let mut got = Vec::new();
         rx.recv_burst(Nanos::ZERO, 32, |f| got.push(marked_seq(f.data))).expect("read");
-        let first = (got.len(), rx.foreign, rx.poll_at());
+        let first = (got.len(), rx.foreign(), rx.poll_at());
         for _ in 0..20 {
             rx.recv_burst(Nanos::ZERO, 32, |f| got.push(marked_seq(f.data))).expect("read");
             if rx.poll_at() != PollAt::Now {
                 break;
             }
         }
-        (first, (rx.foreign, rx.poll_at()), got)
+        (first, (rx.foreign(), rx.poll_at()), got)
     })
     .join()
     .unwrap();
@@ -2702,7 +2702,8 @@ fn attach_counts_what_its_taps_held_and_ends_when_one_is_deleted() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("final.json");
     let file = std::fs::File::create(&out).unwrap();
-    let (mut running, lines) = attach_with(Some(&gen), "g0", &["--delay", "1ms", "--json"], file.into());
+    let args = ["--delay", "1ms", "--ingress", "--delay 1ms", "--json"];
+    let (mut running, lines) = attach_with(Some(&gen), "g0", &args, file.into());
     let pid = nix::unistd::Pid::from_raw(running.0.id() as i32);
     // The host sends a frame on the egress TAP device from the device's own address: read,
     // not forwarded.
@@ -2728,19 +2729,43 @@ fn attach_counts_what_its_taps_held_and_ends_when_one_is_deleted() {
     })
     .join()
     .unwrap();
-    // Stopped, it reads nothing: 300 datagrams wait in the TAP device. Stopped again right
-    // after it goes on, it counts them all.
+    // Stopped, it reads nothing: 2 000 datagrams each way wait in the TAP devices (more than
+    // the few bursts it reads before it sees the stop). Stopped again right after it goes on,
+    // it reads them all: each is sent, or still in the delay line (its 1 ms not yet over), and
+    // each sent one arrives at its receiver's stack (a closed port there, so its UDP
+    // `NoPorts` counts it), the ones written into the ingress device too.
+    const HELD: u64 = 2_000;
+    let no_ports = |ns: &str| -> u64 {
+        let out = sh(&["ip", "netns", "exec", ns, "cat", "/proc/net/snmp"]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let mut udp = text.lines().filter(|l| l.starts_with("Udp:"));
+        let (names, values) = (udp.next().expect("Udp names"), udp.next().expect("Udp values"));
+        let i = names.split_whitespace().position(|w| w == "NoPorts").expect("NoPorts");
+        values.split_whitespace().nth(i).and_then(|v| v.parse().ok()).expect("a count")
+    };
+    let sink = bed.sink.clone();
+    let before = [no_ports(&sink), no_ports(&gen)];
     kill(pid, Signal::SIGSTOP).unwrap();
-    let blast = format!("for i in $(seq 300); do echo x > /dev/udp/{SINK_IP}/9; done");
-    bed.exec(&gen, &["bash", "-c", &blast]).unwrap();
+    let blast = |to: &str| format!("for i in $(seq {HELD}); do echo x > /dev/udp/{to}/9; done");
+    bed.exec(&gen, &["bash", "-c", &blast(SINK_IP)]).unwrap();
+    bed.exec(&sink, &["bash", "-c", &blast(GEN_IP)]).unwrap();
     kill(pid, Signal::SIGINT).unwrap();
     kill(pid, Signal::SIGCONT).unwrap();
     assert!(interrupt(&mut running.0).success(), "{:?}", lines.lock().unwrap());
+    let arrived = [no_ports(&sink) - before[0], no_ports(&gen) - before[1]];
     let last = std::fs::read_to_string(&out).unwrap().lines().last().unwrap_or("").to_string();
     let json: serde_json::Value = serde_json::from_str(&last).expect("the final counters");
-    let ab = &json["a_to_b"];
-    let (rx, dropped) = (ab["rx_packets"].as_u64().unwrap(), ab["port_rx_dropped"].as_u64().unwrap());
-    assert!(rx + dropped >= 300 && dropped == 0, "300 datagrams held at stop: rx {rx}, port drops {dropped}");
+    for (d, arrived) in ["a_to_b", "b_to_a"].into_iter().zip(arrived) {
+        let n = |k: &str| json[d][k].as_u64().unwrap();
+        let (rx, tx, in_flight) = (n("rx_packets"), n("tx_packets"), n("in_flight"));
+        assert!(rx >= HELD && n("port_rx_dropped") == 0, "{d}: {HELD} datagrams held at stop: {last}");
+        assert_eq!(rx, tx + in_flight, "{d}: each frame read sent or in flight: {last}");
+        assert!(tx >= HELD / 2, "{d}: most sent: {last}");
+        // The frames sent may include a few of the hosts' own (ARP, neighbour discovery)
+        // that were waiting too; every datagram among them arrives.
+        assert!(arrived <= tx && arrived + 8 >= tx.min(HELD), "{d}: {arrived} arrived of those sent: {last}");
+    }
+    assert!(json.get("taps_unread").is_none(), "{last}");
     let foreign: u64 = ["a_to_b", "b_to_a"].iter().filter_map(|d| json[d]["port_rx_foreign"].as_u64()).sum();
     assert_eq!(foreign, 1, "the host's own frame, read and not forwarded: {last}");
 
@@ -2757,11 +2782,20 @@ fn attach_counts_what_its_taps_held_and_ends_when_one_is_deleted() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    std::thread::sleep(Duration::from_millis(100));
-    let said = lines.lock().unwrap().clone();
-    assert!(status.is_some_and(|s| s.code() == Some(1)), "ends, exit 1: {status:?} {said:?}");
-    let last = said.last().cloned().unwrap_or_default();
-    assert!(last.contains("was deleted"), "{said:?}");
+    assert!(
+        status.is_some_and(|s| s.code() == Some(1)),
+        "ends, exit 1: {status:?} {:?}",
+        lines.lock().unwrap()
+    );
+    // Its last line passes through the reading thread: waited for, not assumed there.
+    let said = |lines: &Mutex<Vec<String>>| lines.lock().unwrap().iter().any(|l| l.contains("was deleted"));
+    for _ in 0..100 {
+        if said(&lines) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(said(&lines), "{:?}", lines.lock().unwrap());
     assert_eq!(attach_leftovers(&gen, "g0"), (String::new(), (0, 0)), "nothing left");
     let (min, _) = ping_in(&gen, SINK_IP, 3);
     assert!(min < 5.0, "the plain link: {min} ms");
