@@ -157,6 +157,12 @@ pub fn hwaddr(ifname: &str) -> std::io::Result<(u16, [u8; 6])> {
     Ok((u16::from_ne_bytes([ifr[16], ifr[17]]), mac))
 }
 
+/// True when the interface is there and set down (no `IFF_UP`), in the calling thread's
+/// network namespace; false for one that is up or gone.
+pub(crate) fn is_down(ifname: &str) -> bool {
+    ifreq(ifname, libc::SIOCGIFFLAGS, 0).is_ok_and(|ifr| ifreq_int(&ifr) & libc::IFF_UP == 0)
+}
+
 /// Sets the Ethernet interface's hardware address (`SIOCSIFHWADDR`) in the calling thread's
 /// network namespace. An address set so is the user's (`addr_assign_type` 3): udev's
 /// `MACAddressPolicy` then leaves it as it is.

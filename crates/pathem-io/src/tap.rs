@@ -121,6 +121,7 @@ impl Tap {
             errors: 0,
             mac: self.mac,
             foreign: 0,
+            down: false,
         }
     }
 }
@@ -141,6 +142,8 @@ pub struct TapRx {
     /// LLDP agent that took it for one of its interfaces), not forwarded: they never crossed
     /// the interface pathem is attached to.
     foreign: u64,
+    /// Found down at the last look (with the drop counts, every few milliseconds).
+    down: bool,
 }
 
 impl TapRx {
@@ -156,6 +159,14 @@ impl RxPort for TapRx {
         max: usize,
         mut f: F,
     ) -> Result<usize, Error> {
+        if self.down {
+            // The kernel drops what it steers to a device that is down, unseen by pathem: the
+            // caller ends (and gives back what it steered here), as for a deleted one.
+            return Err(Error::Interface {
+                name: self.name.clone(),
+                reason: "was set down while pathem read it (the frames steered to it were lost)".into(),
+            });
+        }
         let want = max.min(BURST);
         let mut n = 0;
         // At most `want` reads a call, the host's own frames among them: a host that keeps
@@ -226,7 +237,9 @@ impl RxPort for TapRx {
         PollAt::live(self.full)
     }
 
+    /// Also looks whether the device is still up (a system call, at the same pace).
     fn kernel_drops(&mut self) -> u64 {
+        self.down = crate::iface::is_down(&self.name);
         Tap::drops(&self.name)
     }
 

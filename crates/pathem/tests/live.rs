@@ -2690,9 +2690,9 @@ fn a_tap_writer_names_its_longest_frame() {
 }
 
 /// Frames steered into attach's TAP devices and not read yet when it stops are the path's,
-/// counted; frames the host itself sends on a TAP device are not forwarded; a TAP device
-/// deleted under a running attach ends it, one line and a non-zero exit, the interface given
-/// back.
+/// counted, and each one counted as sent arrives; frames the host itself sends on a TAP
+/// device are not forwarded; a TAP device deleted or set down under a running attach ends it,
+/// one line and a non-zero exit, the interface given back.
 fn attach_counts_what_its_taps_held_and_ends_when_one_is_deleted() {
     use nix::sys::signal::{kill, Signal};
     let id = format!("pt{}x{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
@@ -2789,6 +2789,37 @@ fn attach_counts_what_its_taps_held_and_ends_when_one_is_deleted() {
     );
     // Its last line passes through the reading thread: waited for, not assumed there.
     let said = |lines: &Mutex<Vec<String>>| lines.lock().unwrap().iter().any(|l| l.contains("was deleted"));
+    for _ in 0..100 {
+        if said(&lines) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(said(&lines), "{:?}", lines.lock().unwrap());
+    assert_eq!(attach_leftovers(&gen, "g0"), (String::new(), (0, 0)), "nothing left");
+    let (min, _) = ping_in(&gen, SINK_IP, 3);
+    assert!(min < 5.0, "the plain link: {min} ms");
+    remove_stale_socket("g0");
+
+    // The egress TAP device set down under it: the kernel would drop what it steers there.
+    let (mut running, lines) = attach(Some(&gen), "g0", &["--delay", "1ms"]);
+    let links = String::from_utf8_lossy(&sh(&["ip", "-n", &gen, "-o", "link"]).stdout).into_owned();
+    let tap = links.split_whitespace().find(|w| w.starts_with("pthme")).expect("an egress tap");
+    bed.exec(&gen, &["ip", "link", "set", tap.trim_end_matches(':'), "down"]).unwrap();
+    let mut status = None;
+    for _ in 0..100 {
+        status = running.0.try_wait().unwrap();
+        if status.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        status.is_some_and(|s| s.code() == Some(1)),
+        "ends, exit 1: {status:?} {:?}",
+        lines.lock().unwrap()
+    );
+    let said = |lines: &Mutex<Vec<String>>| lines.lock().unwrap().iter().any(|l| l.contains("was set down"));
     for _ in 0..100 {
         if said(&lines) {
             break;
