@@ -43,7 +43,8 @@ impl Counter {
 ///
 /// Every frame that reaches the port is accounted for, each by a counter of its own:
 /// `port_rx_dropped` (the kernel or NIC dropped it before pathem saw it), `port_rx_foreign` (the
-/// port read it and skipped it as not the path's), `rx_packets` (pathem took it), then `held` by a queue discipline for a while, then `dropped` by reason, or
+/// port read it and skipped it as not the path's), `rx_packets` (pathem took it), then `held`
+/// by a queue discipline for a while, then `dropped` by reason, or
 /// `written` into the delay line (with duplicates) and later `tx_packets` (handed to the
 /// transmit port), of which `port_tx_queued` still wait in the port's ring. Frames in flight
 /// are `held + written − tx_packets`: counted on both

@@ -100,10 +100,12 @@ impl Steering {
         Ok(())
     }
 
-    /// Takes the interface's own programs away (the ways in): its frames go the plain way
-    /// from now on. The ingress TAP device's way back stays until this is dropped, so what
-    /// pathem still writes into the device (what the devices held, what falls due) reaches
-    /// the stack as sent.
+    /// Takes the interface's own programs away (the ways in: they are on the interface, the
+    /// way back on the ingress TAP device): its frames go the plain way from now on. The way
+    /// back stays until this is dropped, so what pathem still writes into the device (what
+    /// the devices held, what falls due) reaches the stack as sent. Frames pathem sends from
+    /// now on keep the mark (the ways in cleared it). Not to be [`engage`](Self::engage)d
+    /// again.
     pub fn close_ways_in(&mut self) {
         for p in self.progs.iter_mut().filter(|p| p.ifindex == self.ifindex) {
             p.link = None;

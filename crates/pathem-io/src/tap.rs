@@ -68,8 +68,9 @@ impl Tap {
         let (_, mac) = crate::iface::hwaddr(name).map_err(|e| fail("cannot read its address", e))?;
         // The random address the kernel gave it, set as the device's own: udev's MAC policy
         // (systemd's `MACAddressPolicy=persistent`) would otherwise give it another a moment
-        // later, and the host's own frames would no longer be told by their source.
-        crate::iface::set_hwaddr(name, mac).map_err(|e| fail("cannot set its address", e))?;
+        // later. Not needed to work (the reader looks at the address again every few
+        // milliseconds, to tell the host's own frames by it), so a refusal is let pass.
+        let _ = crate::iface::set_hwaddr(name, mac);
         // Silent before it comes up: no IPv6 (router solicitations, MLD), no ARP.
         let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6"), "1");
         ifreq(name, libc::SIOCSIFMTU, mtu as i32).map_err(|e| fail("cannot set its MTU", e))?;
@@ -121,7 +122,7 @@ impl Tap {
             errors: 0,
             mac: self.mac,
             foreign: 0,
-            down: false,
+            down: 0,
         }
     }
 }
@@ -142,8 +143,9 @@ pub struct TapRx {
     /// LLDP agent that took it for one of its interfaces), not forwarded: they never crossed
     /// the interface pathem is attached to.
     foreign: u64,
-    /// Found down at the last look (with the drop counts, every few milliseconds).
-    down: bool,
+    /// Looks in a row (with the drop counts, every few milliseconds) that found the device
+    /// down: two make it down, as a device being deleted is down for a moment first.
+    down: u8,
 }
 
 impl TapRx {
@@ -159,7 +161,7 @@ impl RxPort for TapRx {
         max: usize,
         mut f: F,
     ) -> Result<usize, Error> {
-        if self.down {
+        if self.down >= 2 {
             // The kernel drops what it steers to a device that is down, unseen by pathem: the
             // caller ends (and gives back what it steered here), as for a deleted one.
             return Err(Error::Interface {
@@ -237,9 +239,16 @@ impl RxPort for TapRx {
         PollAt::live(self.full)
     }
 
-    /// Also looks whether the device is still up (a system call, at the same pace).
+    /// Also looks whether the device is still up, and at its address (system calls, at the
+    /// same pace).
     fn kernel_drops(&mut self) -> u64 {
-        self.down = crate::iface::is_down(&self.name);
+        self.down = match crate::iface::is_down(&self.name) {
+            true => self.down.saturating_add(1),
+            false => 0,
+        };
+        if let Ok((_, mac)) = crate::iface::hwaddr(&self.name) {
+            self.mac = mac;
+        }
         Tap::drops(&self.name)
     }
 

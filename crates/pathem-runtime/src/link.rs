@@ -160,9 +160,12 @@ pub struct Final {
     pub tx_refused: Vec<(String, Option<u32>, pathem_io::TxRefused)>,
     /// DPDK ports closed at the end, with the mbufs their pools still had in use (zero).
     pub closed: Vec<pathem_io::dpdk::Closed>,
-    /// An attachment's TAP devices still gave frames when the drain's time ran out: what
-    /// they held then was closed with them, not read (and not counted).
+    /// An attachment's TAP devices still gave frames when the drain's time ran out, or one
+    /// failed while it was read at stop: what they held then was closed with them, not read
+    /// (and not counted).
     pub taps_unread: bool,
+    /// Why reading a TAP device at stop failed, if it did.
+    pub drain_errors: Vec<String>,
 }
 
 impl Started {
@@ -224,7 +227,10 @@ impl Final {
         if self.rx_errors > 0 {
             out.push(format!("{} receive errors (an interface was down for a while)", self.rx_errors));
         }
-        if self.taps_unread {
+        for e in &self.drain_errors {
+            out.push(format!("reading the TAP devices at stop: {e}"));
+        }
+        if self.taps_unread && self.drain_errors.is_empty() {
             out.push(format!(
                 "the TAP devices still gave frames after {} ms of reading them at stop (frames the host kept sending on them): what they held then was not read or counted",
                 DRAIN.as_millis()
@@ -665,7 +671,7 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
     // the last frame, as nothing more comes, both directions in turn until a read finds each
     // device empty (a burst of the host's own frames is not the end). The ingress device's
     // way back to the stack stays until the last frame is written into it.
-    let mut taps_unread = false;
+    let (mut taps_unread, mut drain_errors) = (false, Vec::new());
     if let Some(s) = steering.as_mut() {
         s.close_ways_in();
         let deadline = std::time::Instant::now() + DRAIN;
@@ -673,12 +679,20 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
         while empty.contains(&false) && std::time::Instant::now() < deadline {
             for (p, empty) in std::iter::once(&mut ab).chain(ba.as_mut()).zip(&mut empty) {
                 if !*empty {
-                    p.poll(pathem_engine::monotonic_now())?;
-                    *empty = pathem_io::RxPort::poll_at(&p.input.rx) != pathem_io::PollAt::Now;
+                    // A device deleted or set down now (a host taking its links down as it
+                    // shuts down) ends its own drain, not the stop: what was read is counted.
+                    match p.poll(pathem_engine::monotonic_now()) {
+                        Ok(_) => *empty = pathem_io::RxPort::poll_at(&p.input.rx) != pathem_io::PollAt::Now,
+                        Err(e) => {
+                            drain_errors.push(e.to_string());
+                            taps_unread = true;
+                            *empty = true;
+                        }
+                    }
                 }
             }
         }
-        taps_unread = empty.contains(&false);
+        taps_unread |= empty.contains(&false);
     }
     let now = pathem_engine::monotonic_now();
     // Frames the queue readers took from the kernel and handed over are the path's: taken
@@ -696,9 +710,12 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
         Some(p) => Some(p.finish(now, DRAIN)?),
         None => None,
     };
-    // Written into the ingress TAP device, the last frames have reached the stack (the
-    // device's receive runs within the write): its way back may go.
-    drop(steering);
+    // The ingress TAP device runs its way back within each write (its receive is the
+    // writer's, with no NAPI or batching set); a moment more for a host that spreads a
+    // device's receive over CPUs (RPS), then the way back may go.
+    if steering.take().is_some() {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let classes_ab = ab.counters().classes();
     let classes_ba = ba.as_ref().map(|p| p.counters().classes()).unwrap_or_default();
     let rx_errors = ab.input.rx.port.errors() + ba.as_ref().map_or(0, |p| p.input.rx.port.errors());
@@ -723,6 +740,7 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
         tx_refused,
         closed: pathem_io::dpdk::closed(),
         taps_unread,
+        drain_errors,
     })
 }
 

@@ -2760,7 +2760,7 @@ fn attach_counts_what_its_taps_held_and_ends_when_one_is_deleted() {
         let (rx, tx, in_flight) = (n("rx_packets"), n("tx_packets"), n("in_flight"));
         assert!(rx >= HELD && n("port_rx_dropped") == 0, "{d}: {HELD} datagrams held at stop: {last}");
         assert_eq!(rx, tx + in_flight, "{d}: each frame read sent or in flight: {last}");
-        assert!(tx >= HELD / 2, "{d}: most sent: {last}");
+        assert!(tx >= HELD / 10, "{d}: sent (the last read still in their 1 ms): {last}");
         // The frames sent may include a few of the hosts' own (ARP, neighbour discovery)
         // that were waiting too; every datagram among them arrives.
         assert!(arrived <= tx && arrived + 8 >= tx.min(HELD), "{d}: {arrived} arrived of those sent: {last}");
