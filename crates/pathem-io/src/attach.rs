@@ -8,7 +8,8 @@
 //!  stack ◄─ IF ingress ◄─ tap I's tcx: mark, redirect(IF, ingress) ◄─ written into tap I
 //! ```
 //! Three tcx programs (each a few instructions, assembled here; their C is on the functions
-//! that write them) steer the frames; the two TAP devices are non-persistent and the BPF
+//! that write them) steer the frames, and at stop the interface's are replaced by one that
+//! only clears the mark ([`Steering::close_ways_in`]); the two TAP devices are non-persistent and the BPF
 //! links unpinned, so when pathem ends, however it ends, the kernel removes all of it and the
 //! plain interface works at once. A frame pathem sends back carries the mark
 //! ([`DEFAULT_MARK`] or `--mark`); the interface's programs let it pass and clear the mark,
@@ -77,7 +78,6 @@ pub struct Attached {
 /// was); the TAP devices go when their halves are dropped.
 pub struct Steering {
     iface: String,
-    ifindex: u32,
     /// Each program, where it goes (interface, hook) and, once engaged, its link.
     progs: Vec<Prog>,
 }
@@ -87,6 +87,8 @@ struct Prog {
     ifindex: u32,
     at: u32,
     link: Option<OwnedFd>,
+    /// For a way in: what takes its place at stop ([`clear_program`]).
+    plain: Option<OwnedFd>,
 }
 
 impl Steering {
@@ -100,15 +102,18 @@ impl Steering {
         Ok(())
     }
 
-    /// Takes the interface's own programs away (the ways in: they are on the interface, the
-    /// way back on the ingress TAP device): its frames go the plain way from now on. The way
-    /// back stays until this is dropped, so what pathem still writes into the device (what
-    /// the devices held, what falls due) reaches the stack as sent. Frames pathem sends from
-    /// now on keep the mark (the ways in cleared it). Not to be [`engage`](Self::engage)d
-    /// again.
+    /// Closes the ways in (the interface's own programs, in one step each): its frames go
+    /// the plain way from now on, and what pathem still sends through it (what the devices
+    /// held, what falls due) passes with its mark cleared, as before. The way back on the
+    /// ingress TAP device stays, so what pathem writes into the device reaches the stack as
+    /// sent. All of it goes when this is dropped. Not to be [`engage`](Self::engage)d again.
     pub fn close_ways_in(&mut self) {
-        for p in self.progs.iter_mut().filter(|p| p.ifindex == self.ifindex) {
-            p.link = None;
+        for p in self.progs.iter_mut() {
+            let (Some(link), Some(plain)) = (p.link.as_ref(), p.plain.as_ref()) else { continue };
+            if crate::bpf::update(link, plain).is_err() {
+                // The way in must close whatever happens: detached, its frames keep the mark.
+                p.link = None;
+            }
         }
     }
 }
@@ -141,6 +146,27 @@ fn steer_program(mark: u32, tap: u32) -> Vec<u8> {
         insn(0xb7, 2, 0, 0, 0),           // 7: r2 = 0
         insn(0x85, 0, 0, 0, FN_REDIRECT), // 8: call bpf_redirect
         insn(0x95, 0, 0, 0, 0),           // 9: exit
+    ]
+    .concat()
+}
+
+/// What takes the place of the interface's programs at stop: frames go the plain way, and
+/// those pathem still sends lose the mark as before.
+/// ```c
+/// SEC("tcx") int pathem_plain(struct __sk_buff *skb) {
+///     if (skb->mark == MARK)
+///         skb->mark = 0;
+///     return TCX_NEXT;
+/// }
+/// ```
+fn clear_program(mark: u32) -> Vec<u8> {
+    [
+        insn(0x61, 2, 1, SKB_MARK, 0),    // 0: w2 = skb->mark
+        insn(0x56, 2, 0, 2, mark as i32), // 1: if w2 != MARK goto 4 (32-bit compare)
+        insn(0xb7, 3, 0, 0, 0),           // 2: r3 = 0
+        insn(0x63, 1, 3, SKB_MARK, 0),    // 3: skb->mark = w3
+        insn(0xb7, 0, 0, 0, TCX_NEXT),    // 4: r0 = TCX_NEXT
+        insn(0x95, 0, 0, 0, 0),           // 5: exit
     ]
     .concat()
 }
@@ -310,7 +336,8 @@ pub fn open(spec: &AttachSpec, max_frame: usize) -> Result<Attached, Error> {
             let rx = tap.reader(max_frame, line_rate);
             let tx = AfPacketTx::open_marked(iface, max_frame, spec.mark)?;
             let prog = load(iface, &steer_program(spec.mark, tap_index), BPF_TCX_EGRESS)?;
-            progs.push(Prog { fd: prog, ifindex, at: BPF_TCX_EGRESS, link: None });
+            let plain = Some(load(iface, &clear_program(spec.mark), BPF_TCX_EGRESS)?);
+            progs.push(Prog { fd: prog, ifindex, at: BPF_TCX_EGRESS, link: None, plain });
             how.push(format!(
                 "egress: tcx on {iface} -> tap {name} -> pathem -> AF_PACKET on {iface} (mark {:#x})",
                 spec.mark
@@ -327,16 +354,17 @@ pub fn open(spec: &AttachSpec, max_frame: usize) -> Result<Attached, Error> {
             let rx = tap.reader(max_frame, line_rate);
             // The way back first, so no frame is steered in before it can come out.
             let back = load(iface, &return_program(spec.mark, ifindex), BPF_TCX_INGRESS)?;
-            progs.push(Prog { fd: back, ifindex: tap_index, at: BPF_TCX_INGRESS, link: None });
+            progs.push(Prog { fd: back, ifindex: tap_index, at: BPF_TCX_INGRESS, link: None, plain: None });
             let prog = load(iface, &steer_program(spec.mark, tap_index), BPF_TCX_INGRESS)?;
-            progs.push(Prog { fd: prog, ifindex, at: BPF_TCX_INGRESS, link: None });
+            let plain = Some(load(iface, &clear_program(spec.mark), BPF_TCX_INGRESS)?);
+            progs.push(Prog { fd: prog, ifindex, at: BPF_TCX_INGRESS, link: None, plain });
             how.push(format!(
                 "ingress: tcx on {iface} -> tap {name} -> pathem -> tap {name} -> {iface}'s ingress"
             ));
             (LiveRx::Tap(rx), LiveTx::Tap(tx))
         }
     };
-    let steering = Steering { iface: iface.into(), ifindex, progs };
+    let steering = Steering { iface: iface.into(), progs };
     Ok(Attached { egress, ingress, steering, how })
 }
 

@@ -11,6 +11,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 pub(crate) const BPF_PROG_LOAD: i32 = 5;
 pub(crate) const BPF_PROG_QUERY: i32 = 16;
 pub(crate) const BPF_LINK_CREATE: i32 = 28;
+pub(crate) const BPF_LINK_UPDATE: i32 = 29;
 pub(crate) const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
 pub(crate) const BPF_PROG_TYPE_XDP: u32 = 6;
 pub(crate) const BPF_XDP: u32 = 37;
@@ -111,6 +112,17 @@ pub(crate) fn link(prog: &OwnedFd, ifindex: u32, attach_type: u32, flags: u32) -
     let fd = unsafe { bpf(BPF_LINK_CREATE, &mut attr) }?;
     // SAFETY: a descriptor bpf(2) just returned, owned by nothing else.
     Ok(unsafe { owned(fd) })
+}
+
+/// Puts `prog` in the place of the program `link` holds (one of the same type and attach
+/// type), in one step: no frame meets neither.
+pub(crate) fn update(link: &OwnedFd, prog: &OwnedFd) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut attr = [0u8; 16];
+    put_u32(&mut attr, 0, link.as_raw_fd() as u32);
+    put_u32(&mut attr, 4, prog.as_raw_fd() as u32);
+    // SAFETY: the attribute holds no pointer.
+    unsafe { bpf(BPF_LINK_UPDATE, &mut attr) }.map(|_| ())
 }
 
 /// How many programs are attached to interface `ifindex` at `attach_type` (tcx).

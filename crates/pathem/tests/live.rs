@@ -2745,6 +2745,13 @@ fn attach_counts_what_its_taps_held_and_ends_when_one_is_deleted() {
     };
     let sink = bed.sink.clone();
     let before = [no_ports(&sink), no_ports(&gen)];
+    // Frames reaching gen's stack with pathem's mark (the interface's programs clear it, also
+    // at stop, when they give way to one that only clears it).
+    let marked =
+        "add table ip pthmark; add chain ip pthmark c { type filter hook prerouting priority -300; }; \
+                  add rule ip pthmark c meta mark 0x70617468 counter";
+    let made = bed.exec(&gen, &["nft", marked]).unwrap();
+    assert!(made.status.success(), "nft: {}", String::from_utf8_lossy(&made.stderr));
     kill(pid, Signal::SIGSTOP).unwrap();
     let blast = |to: &str| format!("for i in $(seq {HELD}); do echo x > /dev/udp/{to}/9; done");
     bed.exec(&gen, &["bash", "-c", &blast(SINK_IP)]).unwrap();
@@ -2766,6 +2773,9 @@ fn attach_counts_what_its_taps_held_and_ends_when_one_is_deleted() {
         assert!(arrived <= tx && arrived + 8 >= tx.min(HELD), "{d}: {arrived} arrived of those sent: {last}");
     }
     assert!(json.get("taps_unread").is_none(), "{last}");
+    let rules = sh(&["ip", "netns", "exec", &gen, "nft", "list", "table", "ip", "pthmark"]);
+    let rules = String::from_utf8_lossy(&rules.stdout).into_owned();
+    assert!(rules.contains("counter packets 0 "), "frames reached the stack with pathem's mark: {rules}");
     let foreign: u64 = ["a_to_b", "b_to_a"].iter().filter_map(|d| json[d]["port_rx_foreign"].as_u64()).sum();
     assert_eq!(foreign, 1, "the host's own frame, read and not forwarded: {last}");
 
