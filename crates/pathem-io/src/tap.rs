@@ -17,6 +17,7 @@ use pathem_model::Nanos;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
+const TUNGETIFF: libc::c_ulong = 0x8004_54d2;
 const IFF_TAP: i16 = 0x0002;
 const IFF_NO_PI: i16 = 0x1000;
 /// Refuse a device that exists already (rather than take over another's persistent one).
@@ -86,12 +87,12 @@ impl Tap {
     /// full), since it was created: its transmit `drop` column in the calling thread's
     /// namespace's `/proc/thread-self/net/dev` (a thread that entered a namespace sees its
     /// own there, where `/sys` shows the one it was mounted in).
-    pub fn drops(name: &str) -> u64 {
-        let text = std::fs::read_to_string("/proc/thread-self/net/dev").unwrap_or_default();
+    /// `None` when it is not there to ask.
+    pub fn drops(name: &str) -> Option<u64> {
+        let text = std::fs::read_to_string("/proc/thread-self/net/dev").ok()?;
         text.lines()
             .find_map(|l| l.trim_start().strip_prefix(name)?.strip_prefix(':').map(str::to_string))
             .and_then(|rest| rest.split_whitespace().nth(11)?.parse().ok())
-            .unwrap_or(0)
     }
 
     /// A transmitting half writing frames of up to `max_frame` bytes into the device (which
@@ -123,6 +124,7 @@ impl Tap {
             mac: self.mac,
             foreign: 0,
             down: 0,
+            drops: 0,
         }
     }
 }
@@ -146,11 +148,25 @@ pub struct TapRx {
     /// Looks in a row (with the drop counts, every few milliseconds) that found the device
     /// down: two make it down, as a device being deleted is down for a moment first.
     down: u8,
+    /// The device's drops at the last look that found them.
+    drops: u64,
 }
 
 impl TapRx {
     pub fn raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
+    }
+
+    /// The device's name now, asked of its descriptor (`TUNGETIFF`).
+    fn current_name(&self) -> Option<String> {
+        let mut ifr = [0u8; 40];
+        // SAFETY: `ifr` is 40 bytes, the size of struct ifreq, and outlives the call; TUNGETIFF
+        // writes the device's name (NUL-terminated within IFNAMSIZ) and flags into it.
+        if unsafe { libc::ioctl(self.fd.as_raw_fd(), TUNGETIFF as _, ifr.as_mut_ptr()) } < 0 {
+            return None;
+        }
+        let end = ifr[..libc::IFNAMSIZ].iter().position(|&b| b == 0)?;
+        String::from_utf8(ifr[..end].to_vec()).ok().filter(|n| !n.is_empty())
     }
 }
 
@@ -239,9 +255,13 @@ impl RxPort for TapRx {
         PollAt::live(self.full)
     }
 
-    /// Also looks whether the device is still up, and at its address (system calls, at the
-    /// same pace).
+    /// Also looks at the device's name (renamed, it is followed), whether it is still up,
+    /// and at its address (system calls, at the same pace). Drops that cannot be read now
+    /// stay what they were: a count never goes back.
     fn kernel_drops(&mut self) -> u64 {
+        if let Some(name) = self.current_name() {
+            self.name = name;
+        }
         self.down = match crate::iface::is_down(&self.name) {
             true => self.down.saturating_add(1),
             false => 0,
@@ -249,7 +269,8 @@ impl RxPort for TapRx {
         if let Ok((_, mac)) = crate::iface::hwaddr(&self.name) {
             self.mac = mac;
         }
-        Tap::drops(&self.name)
+        self.drops = Tap::drops(&self.name).map_or(self.drops, |d| d.max(self.drops));
+        self.drops
     }
 
     fn foreign(&self) -> u64 {
@@ -319,8 +340,8 @@ impl TxPort for TapTx {
 mod tests {
     #[test]
     fn drops_of_a_missing_device_are_none() {
-        assert_eq!(super::Tap::drops("no-such-tap0"), 0);
+        assert_eq!(super::Tap::drops("no-such-tap0"), None);
         // The loopback's transmit drop column reads as a number.
-        let _ = super::Tap::drops("lo");
+        assert!(super::Tap::drops("lo").is_some());
     }
 }
