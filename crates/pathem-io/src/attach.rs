@@ -80,6 +80,8 @@ pub struct Steering {
     iface: String,
     /// Each program, where it goes (interface, hook) and, once engaged, its link.
     progs: Vec<Prog>,
+    /// The ways in were closed: nothing is engaged again.
+    closed: bool,
 }
 
 struct Prog {
@@ -96,6 +98,9 @@ impl Steering {
     /// before its way in): from now on the interface's frames go to the TAP devices. Called
     /// once whatever reads them is ready, so no frame waits in a device meanwhile.
     pub fn engage(&mut self) -> Result<(), Error> {
+        if self.closed {
+            return Ok(());
+        }
         for p in self.progs.iter_mut().filter(|p| p.link.is_none()) {
             p.link = Some(link(&self.iface, &p.fd, p.ifindex, p.at)?);
         }
@@ -106,8 +111,9 @@ impl Steering {
     /// the plain way from now on, and what pathem still sends through it (what the devices
     /// held, what falls due) passes with its mark cleared, as before. The way back on the
     /// ingress TAP device stays, so what pathem writes into the device reaches the stack as
-    /// sent. All of it goes when this is dropped. Not to be [`engage`](Self::engage)d again.
+    /// sent. All of it goes when this is dropped; [`engage`](Self::engage) does nothing after.
     pub fn close_ways_in(&mut self) {
+        self.closed = true;
         for p in self.progs.iter_mut() {
             let (Some(link), Some(plain)) = (p.link.as_ref(), p.plain.as_ref()) else { continue };
             if crate::bpf::update(link, plain).is_err() {
@@ -364,7 +370,7 @@ pub fn open(spec: &AttachSpec, max_frame: usize) -> Result<Attached, Error> {
             (LiveRx::Tap(rx), LiveTx::Tap(tx))
         }
     };
-    let steering = Steering { iface: iface.into(), progs };
+    let steering = Steering { iface: iface.into(), progs, closed: false };
     Ok(Attached { egress, ingress, steering, how })
 }
 
