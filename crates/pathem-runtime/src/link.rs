@@ -160,12 +160,17 @@ pub struct Final {
     pub tx_refused: Vec<(String, Option<u32>, pathem_io::TxRefused)>,
     /// DPDK ports closed at the end, with the mbufs their pools still had in use (zero).
     pub closed: Vec<pathem_io::dpdk::Closed>,
-    /// An attachment's TAP devices still gave frames when the drain's time ran out, or one
-    /// failed while it was read at stop: what they held then was closed with them, not read
-    /// (and not counted).
-    pub taps_unread: bool,
-    /// Why reading a TAP device at stop failed, if it did.
-    pub drain_errors: Vec<String>,
+    /// What reading an attachment's TAP devices at stop left unread.
+    pub drained: Drained,
+}
+
+/// How reading an attachment's TAP devices at stop ([`drain_taps`]) ended.
+#[derive(Clone, Debug, Default)]
+pub struct Drained {
+    /// A device still gave frames when the time ran out.
+    pub timed_out: bool,
+    /// Why reading a device failed (deleted or set down meanwhile), one each.
+    pub errors: Vec<String>,
 }
 
 impl Started {
@@ -220,6 +225,12 @@ impl Started {
 }
 
 impl Final {
+    /// Frames an attachment's TAP devices held at stop may be in no counter: they still gave
+    /// frames when the time to read them ran out, or one failed while it was read.
+    pub fn taps_unread(&self) -> bool {
+        self.drained.timed_out || !self.drained.errors.is_empty()
+    }
+
     /// What a command says when the link has stopped: errors, refusals, and what was left in
     /// flight; a line each.
     pub fn describe(&self) -> Vec<String> {
@@ -227,10 +238,10 @@ impl Final {
         if self.rx_errors > 0 {
             out.push(format!("{} receive errors (an interface was down for a while)", self.rx_errors));
         }
-        for e in &self.drain_errors {
+        for e in &self.drained.errors {
             out.push(format!("reading the TAP devices at stop: {e}"));
         }
-        if self.taps_unread && self.drain_errors.is_empty() {
+        if self.drained.timed_out && self.drained.errors.is_empty() {
             out.push(format!(
                 "the TAP devices still gave frames after {} ms of reading them at stop (frames the host kept sending on them): what they held then was not read or counted",
                 DRAIN.as_millis()
@@ -667,32 +678,12 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
 
     let (mut ab, mut ba) = place(ab, ba, &mut readers, cores, &stop)?;
     // An attached interface is given back first: its frames go the plain way from now on.
-    // What its TAP devices hold then (steered before, not read yet) is the path's: read to
-    // the last frame, as nothing more comes, both directions in turn until a read finds each
-    // device empty (a burst of the host's own frames is not the end). The ingress device's
-    // way back to the stack stays until the last frame is written into it.
-    let (mut taps_unread, mut drain_errors) = (false, Vec::new());
+    // What its TAP devices hold then (steered before, not read yet) is the path's. The
+    // ingress device's way back to the stack stays until the last frame is written into it.
+    let mut drained = Drained::default();
     if let Some(s) = steering.as_mut() {
         s.close_ways_in();
-        let deadline = std::time::Instant::now() + DRAIN;
-        let mut empty = [false, ba.is_none()];
-        while empty.contains(&false) && std::time::Instant::now() < deadline {
-            for (p, empty) in std::iter::once(&mut ab).chain(ba.as_mut()).zip(&mut empty) {
-                if !*empty {
-                    // A device deleted or set down now (a host taking its links down as it
-                    // shuts down) ends its own drain, not the stop: what was read is counted.
-                    match p.poll(pathem_engine::monotonic_now()) {
-                        Ok(_) => *empty = pathem_io::RxPort::poll_at(&p.input.rx) != pathem_io::PollAt::Now,
-                        Err(e) => {
-                            drain_errors.push(e.to_string());
-                            taps_unread = true;
-                            *empty = true;
-                        }
-                    }
-                }
-            }
-        }
-        taps_unread |= empty.contains(&false);
+        drained = drain_taps(&mut ab, ba.as_mut());
     }
     let now = pathem_engine::monotonic_now();
     // Frames the queue readers took from the kernel and handed over are the path's: taken
@@ -739,9 +730,30 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
         rx_errors,
         tx_refused,
         closed: pathem_io::dpdk::closed(),
-        taps_unread,
-        drain_errors,
+        drained,
     })
+}
+
+/// Reads what an attachment's TAP devices still hold into the paths, to the last frame (as
+/// nothing more is steered to them), both directions in turn until a read finds each device
+/// empty (a burst of the host's own frames is not the end), for at most [`DRAIN`]. A device
+/// deleted or set down meanwhile (a host taking its links down as it shuts down) ends its
+/// own drain, not the stop: what was read is counted.
+fn drain_taps(ab: &mut LivePipe, ba: Option<&mut LivePipe>) -> Drained {
+    let deadline = std::time::Instant::now() + DRAIN;
+    let mut drained = Drained::default();
+    let mut left: Vec<&mut LivePipe> = std::iter::once(ab).chain(ba).collect();
+    while !left.is_empty() && std::time::Instant::now() < deadline {
+        left.retain_mut(|p| match p.poll(pathem_engine::monotonic_now()) {
+            Ok(_) => pathem_io::RxPort::poll_at(&p.input.rx) == pathem_io::PollAt::Now,
+            Err(e) => {
+                drained.errors.push(e.to_string());
+                false
+            }
+        });
+    }
+    drained.timed_out = !left.is_empty();
+    drained
 }
 
 #[cfg(test)]

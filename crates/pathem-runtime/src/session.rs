@@ -191,7 +191,7 @@ impl Session {
             a_to_b: end.ab.clone(),
             b_to_a: end.ba.clone(),
             classes,
-            taps_unread: end.taps_unread,
+            taps_unread: end.taps_unread(),
         });
         Ok(end)
     }
