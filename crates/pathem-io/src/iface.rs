@@ -63,9 +63,14 @@ pub fn check_exists(ifname: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// Whether the interface's flags (`SIOCGIFFLAGS`) have `flag`; false for one that is gone.
+/// The interface's flags (`SIOCGIFFLAGS`); `None` for one that is gone.
+fn flags(ifname: &str) -> Option<i32> {
+    ifreq(ifname, libc::SIOCGIFFLAGS, 0).ok().map(|ifr| ifreq_int(&ifr))
+}
+
+/// Whether the interface's flags have `flag`; false for one that is gone.
 fn has_flag(ifname: &str, flag: i32) -> bool {
-    ifreq(ifname, libc::SIOCGIFFLAGS, 0).is_ok_and(|ifr| ifreq_int(&ifr) & flag != 0)
+    flags(ifname).is_some_and(|f| f & flag != 0)
 }
 
 /// True when the interface is administratively up (`IFF_UP`).
@@ -160,7 +165,7 @@ pub fn hwaddr(ifname: &str) -> std::io::Result<(u16, [u8; 6])> {
 /// True when the interface is there and set down (no `IFF_UP`), in the calling thread's
 /// network namespace; false for one that is up or gone.
 pub(crate) fn is_down(ifname: &str) -> bool {
-    ifreq(ifname, libc::SIOCGIFFLAGS, 0).is_ok_and(|ifr| ifreq_int(&ifr) & libc::IFF_UP == 0)
+    flags(ifname).is_some_and(|f| f & libc::IFF_UP == 0)
 }
 
 /// Sets the Ethernet interface's hardware address (`SIOCSIFHWADDR`) in the calling thread's
