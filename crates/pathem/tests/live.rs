@@ -2707,22 +2707,14 @@ fn attach_counts_what_its_taps_held_and_ends_when_one_is_deleted() {
     let pid = nix::unistd::Pid::from_raw(running.0.id() as i32);
     // The host sends a frame on the egress TAP device from the device's own address: read,
     // not forwarded.
-    let links = String::from_utf8_lossy(&sh(&["ip", "-n", &gen, "-o", "link"]).stdout).into_owned();
-    let tap = links.split_whitespace().find(|w| w.starts_with("pthme")).expect("an egress tap");
-    let tap = tap.trim_end_matches(':').to_string();
-    let mac = links
-        .lines()
-        .find(|l| l.contains(&format!(" {tap}:")))
-        .and_then(|l| l.split("link/ether ").nth(1))
-        .and_then(|m| m.split_whitespace().next())
-        .expect("the tap's address")
-        .to_string();
-    let mut frame = vec![0xffu8; 6];
-    frame.extend(mac.split(':').map(|b| u8::from_str_radix(b, 16).unwrap()));
-    frame.extend([0x88, 0xb5]);
-    frame.resize(60, 0);
+    let tap = attach_tap(&gen, "pthme");
     in_ns(&gen, move || {
         use pathem_io::TxPort;
+        let (_, mac) = pathem_io::iface::hwaddr(&tap).expect("the tap's address");
+        let mut frame = vec![0xffu8; 6];
+        frame.extend(mac);
+        frame.extend([0x88, 0xb5]);
+        frame.resize(60, 0);
         let mut tx = pathem_io::afpacket::AfPacketTx::open(&tap, 1518).expect("a packet socket on the tap");
         assert!(tx.send(pathem_model::Nanos::ZERO, 60, &frame));
         tx.flush().unwrap();
@@ -2781,64 +2773,45 @@ fn attach_counts_what_its_taps_held_and_ends_when_one_is_deleted() {
 
     // The ingress TAP device deleted under it.
     let (mut running, lines) = attach(Some(&gen), "g0", &["--delay", "1ms", "--ingress", "--delay 1ms"]);
-    let links = String::from_utf8_lossy(&sh(&["ip", "-n", &gen, "-o", "link"]).stdout).into_owned();
-    let tap = links.split_whitespace().find(|w| w.starts_with("pthmi")).expect("an ingress tap");
-    bed.exec(&gen, &["ip", "link", "del", tap.trim_end_matches(':')]).unwrap();
-    let mut status = None;
-    for _ in 0..100 {
-        status = running.0.try_wait().unwrap();
-        if status.is_some() {
-            break;
-        }
+    bed.exec(&gen, &["ip", "link", "del", &attach_tap(&gen, "pthmi")]).unwrap();
+    ends_given_back(&mut running, &lines, &gen, "was deleted");
+
+    // The egress TAP device set down under it: the kernel would drop what it steers there.
+    let (mut running, lines) = attach(Some(&gen), "g0", &["--delay", "1ms"]);
+    bed.exec(&gen, &["ip", "link", "set", &attach_tap(&gen, "pthme"), "down"]).unwrap();
+    ends_given_back(&mut running, &lines, &gen, "was set down");
+}
+
+/// The name of attach's TAP device in `ns` starting with `prefix` (`pthme`, `pthmi`).
+fn attach_tap(ns: &str, prefix: &str) -> String {
+    let links = String::from_utf8_lossy(&sh(&["ip", "-n", ns, "-o", "link"]).stdout).into_owned();
+    let tap = links.split_whitespace().find(|w| w.starts_with(prefix)).expect("attach's tap");
+    tap.trim_end_matches(':').to_string()
+}
+
+/// An attach on g0 in `gen` that must end by itself: exit 1 within 5 s, a line saying
+/// `says`, nothing of it left, the plain link's RTT.
+fn ends_given_back(running: &mut Attach, lines: &Mutex<Vec<String>>, gen: &str, says: &str) {
+    let status = (0..100).find_map(|_| {
         std::thread::sleep(Duration::from_millis(50));
-    }
+        running.0.try_wait().unwrap()
+    });
     assert!(
         status.is_some_and(|s| s.code() == Some(1)),
         "ends, exit 1: {status:?} {:?}",
         lines.lock().unwrap()
     );
     // Its last line passes through the reading thread: waited for, not assumed there.
-    let said = |lines: &Mutex<Vec<String>>| lines.lock().unwrap().iter().any(|l| l.contains("was deleted"));
+    let said = || lines.lock().unwrap().iter().any(|l| l.contains(says));
     for _ in 0..100 {
-        if said(&lines) {
+        if said() {
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(said(&lines), "{:?}", lines.lock().unwrap());
-    assert_eq!(attach_leftovers(&gen, "g0"), (String::new(), (0, 0)), "nothing left");
-    let (min, _) = ping_in(&gen, SINK_IP, 3);
-    assert!(min < 5.0, "the plain link: {min} ms");
-    remove_stale_socket("g0");
-
-    // The egress TAP device set down under it: the kernel would drop what it steers there.
-    let (mut running, lines) = attach(Some(&gen), "g0", &["--delay", "1ms"]);
-    let links = String::from_utf8_lossy(&sh(&["ip", "-n", &gen, "-o", "link"]).stdout).into_owned();
-    let tap = links.split_whitespace().find(|w| w.starts_with("pthme")).expect("an egress tap");
-    bed.exec(&gen, &["ip", "link", "set", tap.trim_end_matches(':'), "down"]).unwrap();
-    let mut status = None;
-    for _ in 0..100 {
-        status = running.0.try_wait().unwrap();
-        if status.is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(
-        status.is_some_and(|s| s.code() == Some(1)),
-        "ends, exit 1: {status:?} {:?}",
-        lines.lock().unwrap()
-    );
-    let said = |lines: &Mutex<Vec<String>>| lines.lock().unwrap().iter().any(|l| l.contains("was set down"));
-    for _ in 0..100 {
-        if said(&lines) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(said(&lines), "{:?}", lines.lock().unwrap());
-    assert_eq!(attach_leftovers(&gen, "g0"), (String::new(), (0, 0)), "nothing left");
-    let (min, _) = ping_in(&gen, SINK_IP, 3);
+    assert!(said(), "{:?}", lines.lock().unwrap());
+    assert_eq!(attach_leftovers(gen, "g0"), (String::new(), (0, 0)), "nothing left");
+    let (min, _) = ping_in(gen, SINK_IP, 3);
     assert!(min < 5.0, "the plain link: {min} ms");
     remove_stale_socket("g0");
 }
