@@ -164,7 +164,7 @@ pub struct Final {
     pub drained: Drained,
 }
 
-/// How reading an attachment's TAP devices at stop ([`drain_taps`]) ended.
+/// How reading an attachment's TAP devices at stop ended.
 #[derive(Clone, Debug, Default)]
 pub struct Drained {
     /// A device still gave frames when the time ran out.
