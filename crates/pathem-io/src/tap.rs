@@ -123,7 +123,9 @@ impl Tap {
             errors: 0,
             mac: self.mac,
             foreign: 0,
+            ifindex: self.ifindex,
             down: 0,
+            away: 0,
             drops: 0,
         }
     }
@@ -148,6 +150,13 @@ pub struct TapRx {
     /// Looks in a row (with the drop counts, every few milliseconds) that found the device
     /// down: two make it down, as a device being deleted is down for a moment first.
     down: u8,
+    /// The device's index when it was made, where the kernel steers frames to it.
+    ifindex: u32,
+    /// Looks in a row that found the device alive (its descriptor names it) but not at that
+    /// index in this network namespace: moved to another (and perhaps back, at another
+    /// index), where what is steered to the index cannot reach it. Two make it moved, as a
+    /// name may change between the two questions of a look.
+    away: u8,
     /// The device's drops at the last look that found them.
     drops: u64,
 }
@@ -183,6 +192,12 @@ impl RxPort for TapRx {
             return Err(Error::Interface {
                 name: self.name.clone(),
                 reason: "was set down while pathem read it (the frames steered to it were lost)".into(),
+            });
+        }
+        if self.away >= 2 {
+            return Err(Error::Interface {
+                name: self.name.clone(),
+                reason: "was moved to another network namespace while pathem read it (the frames steered to it were lost)".into(),
             });
         }
         let want = max.min(BURST);
@@ -255,17 +270,21 @@ impl RxPort for TapRx {
         PollAt::live(self.full)
     }
 
-    /// Also looks at the device's name (renamed, it is followed), whether it is still up,
-    /// and at its address (system calls, at the same pace). Drops that cannot be read now
-    /// stay what they were: a count never goes back.
+    /// Also looks at the device's name (renamed, it is followed), whether it is still up and
+    /// in this network namespace, and at its address (system calls, at the same pace). Drops
+    /// that cannot be read now stay what they were: a count never goes back.
     fn kernel_drops(&mut self) -> u64 {
-        if let Some(name) = self.current_name() {
-            self.name = name;
-        }
-        self.down = match crate::iface::is_down(&self.name) {
-            true => self.down.saturating_add(1),
-            false => 0,
+        let alive = match self.current_name() {
+            Some(name) => {
+                self.name = name;
+                true
+            }
+            None => false,
         };
+        let here = crate::iface::index(&self.name) == Some(self.ifindex);
+        let look = |looks: u8, seen: bool| if seen { looks.saturating_add(1) } else { 0 };
+        self.down = look(self.down, crate::iface::is_down(&self.name));
+        self.away = look(self.away, alive && !here);
         if let Ok((_, mac)) = crate::iface::hwaddr(&self.name) {
             self.mac = mac;
         }

@@ -2791,6 +2791,13 @@ fn attach_counts_what_its_taps_held_and_ends_when_one_is_deleted() {
     let (mut running, lines) = attach(Some(&gen), "g0", &["--delay", "1ms"]);
     bed.exec(&gen, &["ip", "link", "set", &attach_tap(&gen, "pthme"), "down"]).unwrap();
     ends_given_back(&mut running, &lines, &gen, "was set down");
+
+    // The egress TAP device moved to another namespace: what the kernel steers to its index in
+    // gen would be dropped there.
+    let away = Netns::new("ptaway");
+    let (mut running, lines) = attach(Some(&gen), "g0", &["--delay", "1ms"]);
+    bed.exec(&gen, &["ip", "link", "set", &attach_tap(&gen, "pthme"), "netns", &away.0]).unwrap();
+    ends_given_back(&mut running, &lines, &gen, "was moved to another network namespace");
 }
 
 /// The name of attach's TAP device in `ns` starting with `prefix` (`pthme`, `pthmi`).
