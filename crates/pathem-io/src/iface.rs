@@ -418,6 +418,96 @@ impl Netlink {
     }
 }
 
+// Route netlink's link messages (<linux/rtnetlink.h>).
+const RTM_NEWLINK: u16 = 16;
+const RTM_DELLINK: u16 = 17;
+const RTMGRP_LINK: u32 = 1;
+
+/// What a [`LinkWatch`] saw of one interface since it was last asked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct LinkSeen {
+    /// The interface was down at some moment (set down, perhaps up again since).
+    pub down: bool,
+    /// The interface left this namespace (deleted, or moved to another; a device leaving is
+    /// set down first, so `down` comes with it).
+    pub gone: bool,
+    /// Messages were lost (the socket's buffer overflowed): what happened meanwhile is not
+    /// known.
+    pub lost: bool,
+}
+
+/// The kernel's link messages of the calling thread's network namespace, as they happen: a
+/// change a look at the interface's flags every few milliseconds would miss (down and up again
+/// between two looks) is in them.
+pub(crate) struct LinkWatch(Netlink);
+
+impl LinkWatch {
+    /// `None` where the socket cannot be made (a look at the flags is then all there is).
+    pub(crate) fn open() -> Option<LinkWatch> {
+        let sock = Netlink::open(libc::NETLINK_ROUTE)?;
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&sock.0);
+        // SAFETY: sockaddr_nl is plain data; zeroed is a valid value for it.
+        let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        addr.nl_family = libc::AF_NETLINK as u16;
+        addr.nl_groups = RTMGRP_LINK;
+        // SAFETY: `addr` is a sockaddr_nl, valid for its size for the call.
+        let bound = unsafe {
+            libc::bind(
+                fd,
+                (&addr as *const libc::sockaddr_nl).cast(),
+                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+            )
+        };
+        (bound == 0).then_some(LinkWatch(sock))
+    }
+
+    /// What the messages received since the last call say of interface `index`.
+    pub(crate) fn seen(&self, index: u32) -> LinkSeen {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&self.0 .0);
+        let mut seen = LinkSeen::default();
+        let mut buf = [0u8; 8 << 10];
+        // Each call takes what is queued; a bound keeps a host renaming links without pause
+        // from holding the caller (what is left waits for the next call).
+        for _ in 0..64 {
+            // SAFETY: `buf` is valid and writable for its length for the call.
+            let got = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+            let Ok(got) = usize::try_from(got) else {
+                seen.lost |= os_errno() == Some(libc::ENOBUFS);
+                if os_errno() == Some(libc::EAGAIN) || !seen.lost {
+                    break;
+                }
+                continue;
+            };
+            for (kind, body) in messages(&buf[..got]) {
+                seen.down |= kind == RTM_NEWLINK && link_down(body, index);
+                seen.gone |= kind == RTM_DELLINK && link_of(body) == Some(index);
+            }
+        }
+        seen
+    }
+}
+
+/// The errno of the last failed call.
+fn os_errno() -> Option<i32> {
+    std::io::Error::last_os_error().raw_os_error()
+}
+
+/// True when `body`, a link message's payload (struct ifinfomsg: family, pad, type, index,
+/// flags, change), is of interface `index` and says it is down.
+fn link_down(body: &[u8], index: u32) -> bool {
+    link_of(body) == Some(index) && word(body, 8).is_some_and(|flags| flags & libc::IFF_UP as u32 == 0)
+}
+
+/// The interface a link message's payload is about.
+fn link_of(body: &[u8]) -> Option<u32> {
+    word(body, 4)
+}
+
+/// The 32-bit word at `at` in `b`, if it is all there.
+fn word(b: &[u8], at: usize) -> Option<u32> {
+    b.get(at..at.checked_add(4)?).map(|w| u32::from_ne_bytes(w.try_into().expect("four bytes")))
+}
+
 /// The interface's line rate in bit/s: its speed, or [`DEFAULT_LINE_RATE`] when the driver
 /// reports none.
 ///
@@ -686,6 +776,25 @@ mod tests {
         assert!(!is_up("no-such-if0") && rx_queues("no-such-if0") == 1 && speed_bps("no-such-if0").is_none());
         let e = check_exists("no-such-if0").unwrap_err().to_string();
         assert!(e.contains("does not exist in this network namespace") && e.contains("lo"), "{e}");
+    }
+
+    /// A link message says down only for its own interface, with IFF_UP clear; one cut short
+    /// says nothing.
+    #[test]
+    fn a_link_message_is_down_only_for_its_interface() {
+        let msg = |index: u32, flags: u32| {
+            let mut b = vec![0u8, 0, 1, 0];
+            b.extend_from_slice(&index.to_ne_bytes());
+            b.extend_from_slice(&flags.to_ne_bytes());
+            b.extend_from_slice(&0u32.to_ne_bytes());
+            b
+        };
+        let up = libc::IFF_UP as u32 | libc::IFF_RUNNING as u32;
+        assert!(link_down(&msg(7, libc::IFF_BROADCAST as u32), 7));
+        assert!(!link_down(&msg(7, up), 7));
+        assert!(!link_down(&msg(8, 0), 7));
+        assert!(!link_down(&msg(7, 0)[..10], 7));
+        assert_eq!((link_of(&msg(7, 0)), link_of(&msg(7, 0)[..7])), (Some(7), None));
     }
 
     /// Netlink messages and attributes are walked by their lengths, padded to 4 bytes, flags

@@ -124,6 +124,8 @@ impl Tap {
             mac: self.mac,
             foreign: 0,
             ifindex: self.ifindex,
+            watch: crate::iface::LinkWatch::open(),
+            unlisted: false,
             down: 0,
             away: 0,
             drops: 0,
@@ -147,8 +149,15 @@ pub struct TapRx {
     /// LLDP agent that took it for one of its interfaces), not forwarded: they never crossed
     /// the interface pathem is attached to.
     foreign: u64,
-    /// Looks in a row (with the drop counts, every few milliseconds) that found the device
-    /// down: two make it down, as a device being deleted is down for a moment first.
+    /// The kernel's link messages (opened with the reader, in its namespace): a device set
+    /// down and up again between two looks was down all the same.
+    watch: Option<crate::iface::LinkWatch>,
+    /// Its messages said the device left this namespace (then its being set down was part of
+    /// leaving: deleted, the reads say so; alive, it was moved).
+    unlisted: bool,
+    /// Looks in a row (with the drop counts, every few milliseconds) since one found the
+    /// device down, or its messages said it was: two make it down, as a device being deleted
+    /// is down for a moment first (its reads then say it was deleted, before the second look).
     down: u8,
     /// The device's index when it was made, where the kernel steers frames to it.
     ifindex: u32,
@@ -283,8 +292,13 @@ impl RxPort for TapRx {
         };
         let here = crate::iface::index(&self.name) == Some(self.ifindex);
         let look = |looks: u8, seen: bool| if seen { looks.saturating_add(1) } else { 0 };
-        self.down = look(self.down, crate::iface::is_down(&self.name));
-        self.away = look(self.away, alive && !here);
+        let seen = self.watch.as_ref().map(|w| w.seen(self.ifindex)).unwrap_or_default();
+        self.unlisted |= seen.gone;
+        // Once down, down: the frames steered to it meanwhile were lost, whatever it is now.
+        // (Where messages were lost, the look at the flags is what there is.)
+        let was_down = seen.down || (self.down > 0 && self.watch.is_some());
+        self.down = look(self.down, !self.unlisted && (was_down || crate::iface::is_down(&self.name)));
+        self.away = look(self.away, alive && (!here || self.unlisted));
         if let Ok((_, mac)) = crate::iface::hwaddr(&self.name) {
             self.mac = mac;
         }

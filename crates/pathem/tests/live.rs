@@ -2787,9 +2787,12 @@ fn attach_counts_what_its_taps_held_and_ends_when_one_is_deleted() {
     bed.exec(&gen, &["ip", "link", "del", &attach_tap(&gen, "pthmi")]).unwrap();
     ends_given_back(&mut running, &lines, &gen, "was deleted");
 
-    // The egress TAP device set down under it: the kernel would drop what it steers there.
+    // The egress TAP device set down under it, and up again at once: the kernel dropped what
+    // it steered there meanwhile, though every later look finds it up.
     let (mut running, lines) = attach(Some(&gen), "g0", &["--delay", "1ms"]);
-    bed.exec(&gen, &["ip", "link", "set", &attach_tap(&gen, "pthme"), "down"]).unwrap();
+    let tap = attach_tap(&gen, "pthme");
+    let flip = format!("ip link set {tap} down && ip link set {tap} up");
+    bed.exec(&gen, &["bash", "-c", &flip]).unwrap();
     ends_given_back(&mut running, &lines, &gen, "was set down");
 
     // The egress TAP device moved to another namespace: what the kernel steers to its index in
