@@ -418,28 +418,59 @@ impl Netlink {
     }
 }
 
-// Route netlink's link messages (<linux/rtnetlink.h>).
+// Route netlink's link messages (<linux/rtnetlink.h>, <linux/if_link.h>).
 const RTM_NEWLINK: u16 = 16;
 const RTM_DELLINK: u16 = 17;
 const RTMGRP_LINK: u32 = 1;
+const IFLA_NEW_NETNSID: u16 = 45;
+/// struct ifinfomsg: family, pad, type, index, flags, change.
+const IFINFOMSG: usize = 16;
 
 /// What a [`LinkWatch`] saw of one interface since it was last asked.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct LinkSeen {
-    /// The interface was down at some moment (set down, perhaps up again since).
+    /// The interface was down at some moment (set down, perhaps up again since; a device
+    /// leaving the namespace is set down first).
     pub down: bool,
-    /// The interface left this namespace (deleted, or moved to another; a device leaving is
-    /// set down first, so `down` comes with it).
-    pub gone: bool,
-    /// Messages were lost (the socket's buffer overflowed): what happened meanwhile is not
-    /// known.
+    /// The interface was moved to another namespace (its `RTM_DELLINK` names where it went,
+    /// which a deleted one's does not).
+    pub moved: bool,
+    /// Messages were lost (the socket's buffer overflowed, or one was longer than the
+    /// buffer): what happened meanwhile is not known.
     pub lost: bool,
+}
+
+impl LinkSeen {
+    /// What one link message (`kind`, its payload `body`) says of interface `index`.
+    fn of_message(kind: u16, body: &[u8], index: u32) -> LinkSeen {
+        let (Some(of), Some(flags)) = (word(body, 4), word(body, 8)) else { return LinkSeen::default() };
+        if of != index {
+            return LinkSeen::default();
+        }
+        let attrs = body.get(IFINFOMSG..).unwrap_or_default();
+        LinkSeen {
+            down: kind == RTM_NEWLINK && flags & libc::IFF_UP as u32 == 0,
+            moved: kind == RTM_DELLINK && attributes(attrs).any(|(t, _)| t == IFLA_NEW_NETNSID),
+            lost: false,
+        }
+    }
+
+    fn or(self, other: LinkSeen) -> LinkSeen {
+        LinkSeen {
+            down: self.down || other.down,
+            moved: self.moved || other.moved,
+            lost: self.lost || other.lost,
+        }
+    }
 }
 
 /// The kernel's link messages of the calling thread's network namespace, as they happen: a
 /// change a look at the interface's flags every few milliseconds would miss (down and up again
 /// between two looks) is in them.
-pub(crate) struct LinkWatch(Netlink);
+pub(crate) struct LinkWatch {
+    sock: Netlink,
+    buf: Box<[u8]>,
+}
 
 impl LinkWatch {
     /// `None` where the socket cannot be made (a look at the flags is then all there is).
@@ -458,49 +489,45 @@ impl LinkWatch {
                 std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
             )
         };
-        (bound == 0).then_some(LinkWatch(sock))
+        // A link message is a few KB; one with many virtual functions' attributes may be more.
+        (bound == 0).then(|| LinkWatch { sock, buf: vec![0u8; 64 << 10].into_boxed_slice() })
     }
 
     /// What the messages received since the last call say of interface `index`.
-    pub(crate) fn seen(&self, index: u32) -> LinkSeen {
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&self.0 .0);
+    pub(crate) fn seen(&mut self, index: u32) -> LinkSeen {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&self.sock.0);
         let mut seen = LinkSeen::default();
-        let mut buf = [0u8; 8 << 10];
-        // Each call takes what is queued; a bound keeps a host renaming links without pause
+        // Each call takes what is queued; a bound keeps a host changing links without pause
         // from holding the caller (what is left waits for the next call).
         for _ in 0..64 {
-            // SAFETY: `buf` is valid and writable for its length for the call.
-            let got = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+            // SAFETY: `buf` is valid and writable for its length for the call. With MSG_TRUNC
+            // the call returns a datagram's whole length, even past what it wrote.
+            let got = unsafe {
+                libc::recv(
+                    fd,
+                    self.buf.as_mut_ptr().cast(),
+                    self.buf.len(),
+                    libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+                )
+            };
             let Ok(got) = usize::try_from(got) else {
-                seen.lost |= os_errno() == Some(libc::ENOBUFS);
-                if os_errno() == Some(libc::EAGAIN) || !seen.lost {
-                    break;
+                match std::io::Error::last_os_error().raw_os_error() {
+                    Some(libc::ENOBUFS) => seen.lost = true,
+                    Some(libc::EINTR) => {}
+                    _ => break,
                 }
                 continue;
             };
-            for (kind, body) in messages(&buf[..got]) {
-                seen.down |= kind == RTM_NEWLINK && link_down(body, index);
-                seen.gone |= kind == RTM_DELLINK && link_of(body) == Some(index);
+            let Some(chunk) = self.buf.get(..got) else {
+                seen.lost = true;
+                continue;
+            };
+            for (kind, body) in messages(chunk) {
+                seen = seen.or(LinkSeen::of_message(kind, body, index));
             }
         }
         seen
     }
-}
-
-/// The errno of the last failed call.
-fn os_errno() -> Option<i32> {
-    std::io::Error::last_os_error().raw_os_error()
-}
-
-/// True when `body`, a link message's payload (struct ifinfomsg: family, pad, type, index,
-/// flags, change), is of interface `index` and says it is down.
-fn link_down(body: &[u8], index: u32) -> bool {
-    link_of(body) == Some(index) && word(body, 8).is_some_and(|flags| flags & libc::IFF_UP as u32 == 0)
-}
-
-/// The interface a link message's payload is about.
-fn link_of(body: &[u8]) -> Option<u32> {
-    word(body, 4)
 }
 
 /// The 32-bit word at `at` in `b`, if it is all there.
@@ -778,23 +805,36 @@ mod tests {
         assert!(e.contains("does not exist in this network namespace") && e.contains("lo"), "{e}");
     }
 
-    /// A link message says down only for its own interface, with IFF_UP clear; one cut short
-    /// says nothing.
+    /// A link message speaks only of its own interface: down with IFF_UP clear in an
+    /// `RTM_NEWLINK`, moved in an `RTM_DELLINK` that names the namespace it went to (not in
+    /// one of a deleted device); one cut short says nothing.
     #[test]
-    fn a_link_message_is_down_only_for_its_interface() {
-        let msg = |index: u32, flags: u32| {
+    fn a_link_message_speaks_only_of_its_interface() {
+        let msg = |index: u32, flags: u32, attrs: &[u8]| {
             let mut b = vec![0u8, 0, 1, 0];
             b.extend_from_slice(&index.to_ne_bytes());
             b.extend_from_slice(&flags.to_ne_bytes());
             b.extend_from_slice(&0u32.to_ne_bytes());
+            b.extend_from_slice(attrs);
             b
         };
         let up = libc::IFF_UP as u32 | libc::IFF_RUNNING as u32;
-        assert!(link_down(&msg(7, libc::IFF_BROADCAST as u32), 7));
-        assert!(!link_down(&msg(7, up), 7));
-        assert!(!link_down(&msg(8, 0), 7));
-        assert!(!link_down(&msg(7, 0)[..10], 7));
-        assert_eq!((link_of(&msg(7, 0)), link_of(&msg(7, 0)[..7])), (Some(7), None));
+        let mut netnsid = Vec::new();
+        put_attr(&mut netnsid, 3, b"pthme0\0");
+        put_attr(&mut netnsid, IFLA_NEW_NETNSID, &1i32.to_ne_bytes());
+        let of = LinkSeen::of_message;
+        let none = LinkSeen::default();
+        let down = LinkSeen { down: true, ..none };
+        let moved = LinkSeen { moved: true, ..none };
+        assert_eq!(of(RTM_NEWLINK, &msg(7, libc::IFF_BROADCAST as u32, &[]), 7), down);
+        assert_eq!(of(RTM_NEWLINK, &msg(7, up, &[]), 7), none);
+        assert_eq!(of(RTM_NEWLINK, &msg(8, 0, &[]), 7), none, "another interface");
+        assert_eq!(of(RTM_NEWLINK, &msg(7, 0, &[])[..10], 7), none, "cut short");
+        assert_eq!(of(RTM_DELLINK, &msg(7, 0, &netnsid), 7), moved);
+        assert_eq!(of(RTM_DELLINK, &msg(7, 0, &netnsid[..12]), 7), none, "deleted: no namespace named");
+        assert_eq!(of(RTM_DELLINK, &msg(9, 0, &netnsid), 7), none);
+        assert_eq!(of(RTM_NEWLINK, &msg(7, up, &netnsid), 7), none, "a move is a deletion's");
+        assert_eq!(down.or(moved), LinkSeen { down: true, moved: true, lost: false });
     }
 
     /// Netlink messages and attributes are walked by their lengths, padded to 4 bytes, flags

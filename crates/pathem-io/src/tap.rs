@@ -125,9 +125,9 @@ impl Tap {
             foreign: 0,
             ifindex: self.ifindex,
             watch: crate::iface::LinkWatch::open(),
-            unlisted: false,
             down: 0,
             away: 0,
+            moved: false,
             drops: 0,
         }
     }
@@ -150,22 +150,23 @@ pub struct TapRx {
     /// the interface pathem is attached to.
     foreign: u64,
     /// The kernel's link messages (opened with the reader, in its namespace): a device set
-    /// down and up again between two looks was down all the same.
+    /// down and up again between two looks was down all the same, and a device moved away
+    /// says so in them.
     watch: Option<crate::iface::LinkWatch>,
-    /// Its messages said the device left this namespace (then its being set down was part of
-    /// leaving: deleted, the reads say so; alive, it was moved).
-    unlisted: bool,
-    /// Looks in a row (with the drop counts, every few milliseconds) since one found the
-    /// device down, or its messages said it was: two make it down, as a device being deleted
-    /// is down for a moment first (its reads then say it was deleted, before the second look).
+    /// Looks in a row (with the drop counts, every few milliseconds) that found the device
+    /// down at its index here, or since its messages said it was: two make it down. A device
+    /// leaving the namespace (deleted, moved) is set down first and is then no longer at its
+    /// index: that down is not counted.
     down: u8,
     /// The device's index when it was made, where the kernel steers frames to it.
     ifindex: u32,
-    /// Looks in a row that found the device alive (its descriptor names it) but not at that
-    /// index in this network namespace: moved to another (and perhaps back, at another
-    /// index), where what is steered to the index cannot reach it. Two make it moved, as a
-    /// name may change between the two questions of a look.
+    /// Without the messages (or where some were lost): looks in a row that found the device
+    /// alive (its descriptor names it) but not at that index in this network namespace. Two
+    /// make it moved, as a name may change between the two questions of a look.
     away: u8,
+    /// Moved to another namespace (and perhaps back, at another index), where what is steered
+    /// to the index cannot reach it.
+    moved: bool,
     /// The device's drops at the last look that found them.
     drops: u64,
 }
@@ -195,18 +196,18 @@ impl RxPort for TapRx {
         max: usize,
         mut f: F,
     ) -> Result<usize, Error> {
+        if self.moved {
+            return Err(Error::Interface {
+                name: self.name.clone(),
+                reason: "was moved to another network namespace while pathem read it (the frames steered to it were lost)".into(),
+            });
+        }
         if self.down >= 2 {
             // The kernel drops what it steers to a device that is down, unseen by pathem: the
             // caller ends (and gives back what it steered here), as for a deleted one.
             return Err(Error::Interface {
                 name: self.name.clone(),
                 reason: "was set down while pathem read it (the frames steered to it were lost)".into(),
-            });
-        }
-        if self.away >= 2 {
-            return Err(Error::Interface {
-                name: self.name.clone(),
-                reason: "was moved to another network namespace while pathem read it (the frames steered to it were lost)".into(),
             });
         }
         let want = max.min(BURST);
@@ -279,26 +280,34 @@ impl RxPort for TapRx {
         PollAt::live(self.full)
     }
 
-    /// Also looks at the device's name (renamed, it is followed), whether it is still up and
-    /// in this network namespace, and at its address (system calls, at the same pace). Drops
-    /// that cannot be read now stay what they were: a count never goes back.
+    /// Also looks at the device's name, whether it is still up and in this network
+    /// namespace, and at its address (system calls, at the same pace). Drops that cannot be
+    /// read now stay what they were: a count never goes back. (The kernel renames only a
+    /// device that is down, so a rename ends the reader as a device set down does.)
     fn kernel_drops(&mut self) -> u64 {
-        let alive = match self.current_name() {
-            Some(name) => {
-                self.name = name;
-                true
-            }
-            None => false,
-        };
+        let named = self.current_name();
+        let alive = named.is_some();
+        // The name the descriptor gives is the device's in whichever namespace it is now: taken
+        // only while the device is this namespace's at its index (here, another device may
+        // have that name).
+        let at_index = |n: &String| crate::iface::index(n) == Some(self.ifindex);
+        if let Some(name) = named.filter(at_index) {
+            self.name = name;
+        }
         let here = crate::iface::index(&self.name) == Some(self.ifindex);
         let look = |looks: u8, seen: bool| if seen { looks.saturating_add(1) } else { 0 };
-        let seen = self.watch.as_ref().map(|w| w.seen(self.ifindex)).unwrap_or_default();
-        self.unlisted |= seen.gone;
+        let seen = self.watch.as_mut().map(|w| w.seen(self.ifindex));
+        match seen {
+            Some(s) if !s.lost => self.moved |= s.moved,
+            // No messages to go by: a device alive but not at its index here, twice.
+            _ => {
+                self.away = look(self.away, alive && !here);
+                self.moved |= self.away >= 2;
+            }
+        }
         // Once down, down: the frames steered to it meanwhile were lost, whatever it is now.
-        // (Where messages were lost, the look at the flags is what there is.)
-        let was_down = seen.down || (self.down > 0 && self.watch.is_some());
-        self.down = look(self.down, !self.unlisted && (was_down || crate::iface::is_down(&self.name)));
-        self.away = look(self.away, alive && (!here || self.unlisted));
+        let was_down = seen.is_some_and(|s| s.down) || (self.down > 0 && self.watch.is_some());
+        self.down = look(self.down, here && (was_down || crate::iface::is_down(&self.name)));
         if let Ok((_, mac)) = crate::iface::hwaddr(&self.name) {
             self.mac = mac;
         }

@@ -1116,7 +1116,9 @@ fn the_live_bench_measures_its_generator_apart() {
         );
         assert!(mpps > 0.0 && r["size"] == 64, "{r}");
         assert!(r["generator_bound"].is_boolean(), "{r}");
-        // 64-byte frames through the bench's 100 Gbit/s link: no forwarder here comes near.
+        // Only a path with a rate link can be rate-bound; the bench's 100 Gbit/s carries 142
+        // Mpps of 64-byte frames, which no forwarder here comes near (the computation itself
+        // is checked in pathem-lab's unit tests).
         assert!(r["rate_bound"] == false, "{r}");
         // What reached the sink reached pa first (a 1% margin: the counters are read apart).
         assert!(mpps <= offered * 1.01, "forwarded more than offered: {r}");
