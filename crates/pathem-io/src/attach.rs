@@ -141,17 +141,30 @@ const SKB_MARK: i16 = 8;
 /// }
 /// ```
 fn steer_program(mark: u32, tap: u32) -> Vec<u8> {
+    let mut prog = pass_marked(mark, 4); // 1: if w2 != MARK goto 6
+    prog.extend(
+        [
+            insn(0xb7, 1, 0, 0, tap as i32),  // 6: r1 = TAP
+            insn(0xb7, 2, 0, 0, 0),           // 7: r2 = 0
+            insn(0x85, 0, 0, 0, FN_REDIRECT), // 8: call bpf_redirect
+            insn(0x95, 0, 0, 0, 0),           // 9: exit
+        ]
+        .concat(),
+    );
+    prog
+}
+
+/// The first six instructions of the interface's programs: a frame with the mark has it
+/// cleared and goes on (`TCX_NEXT`); one without jumps `unmarked` instructions past the
+/// jump's next.
+fn pass_marked(mark: u32, unmarked: i16) -> Vec<u8> {
     [
-        insn(0x61, 2, 1, SKB_MARK, 0),    // 0: w2 = skb->mark
-        insn(0x56, 2, 0, 4, mark as i32), // 1: if w2 != MARK goto 6 (32-bit compare)
-        insn(0xb7, 3, 0, 0, 0),           // 2: r3 = 0
-        insn(0x63, 1, 3, SKB_MARK, 0),    // 3: skb->mark = w3
-        insn(0xb7, 0, 0, 0, TCX_NEXT),    // 4: r0 = TCX_NEXT
-        insn(0x95, 0, 0, 0, 0),           // 5: exit
-        insn(0xb7, 1, 0, 0, tap as i32),  // 6: r1 = TAP
-        insn(0xb7, 2, 0, 0, 0),           // 7: r2 = 0
-        insn(0x85, 0, 0, 0, FN_REDIRECT), // 8: call bpf_redirect
-        insn(0x95, 0, 0, 0, 0),           // 9: exit
+        insn(0x61, 2, 1, SKB_MARK, 0),           // 0: w2 = skb->mark
+        insn(0x56, 2, 0, unmarked, mark as i32), // 1: if w2 != MARK goto 2 + unmarked (32-bit)
+        insn(0xb7, 3, 0, 0, 0),                  // 2: r3 = 0
+        insn(0x63, 1, 3, SKB_MARK, 0),           // 3: skb->mark = w3
+        insn(0xb7, 0, 0, 0, TCX_NEXT),           // 4: r0 = TCX_NEXT
+        insn(0x95, 0, 0, 0, 0),                  // 5: exit
     ]
     .concat()
 }
@@ -166,15 +179,7 @@ fn steer_program(mark: u32, tap: u32) -> Vec<u8> {
 /// }
 /// ```
 fn clear_program(mark: u32) -> Vec<u8> {
-    [
-        insn(0x61, 2, 1, SKB_MARK, 0),    // 0: w2 = skb->mark
-        insn(0x56, 2, 0, 2, mark as i32), // 1: if w2 != MARK goto 4 (32-bit compare)
-        insn(0xb7, 3, 0, 0, 0),           // 2: r3 = 0
-        insn(0x63, 1, 3, SKB_MARK, 0),    // 3: skb->mark = w3
-        insn(0xb7, 0, 0, 0, TCX_NEXT),    // 4: r0 = TCX_NEXT
-        insn(0x95, 0, 0, 0, 0),           // 5: exit
-    ]
-    .concat()
+    pass_marked(mark, 2) // 1: if w2 != MARK goto 4 (the same way on, its mark unset)
 }
 
 /// The ingress tap's program, for frames pathem wrote into it:
