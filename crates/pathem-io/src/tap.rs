@@ -287,14 +287,17 @@ impl RxPort for TapRx {
     fn kernel_drops(&mut self) -> u64 {
         let named = self.current_name();
         let alive = named.is_some();
+        let at_index = |n: &str| crate::iface::index(n) == Some(self.ifindex);
         // The name the descriptor gives is the device's in whichever namespace it is now: taken
         // only while the device is this namespace's at its index (here, another device may
         // have that name).
-        let at_index = |n: &String| crate::iface::index(n) == Some(self.ifindex);
-        if let Some(name) = named.filter(at_index) {
-            self.name = name;
-        }
-        let here = crate::iface::index(&self.name) == Some(self.ifindex);
+        let here = match named {
+            Some(name) if at_index(&name) => {
+                self.name = name;
+                true
+            }
+            _ => at_index(&self.name),
+        };
         let look = |looks: u8, seen: bool| if seen { looks.saturating_add(1) } else { 0 };
         let seen = self.watch.as_mut().map(|w| w.seen(self.ifindex));
         match seen {

@@ -237,7 +237,8 @@ pub struct Report {
     pub classes: Vec<ClassReport>,
     /// In the final report of an attachment, only when true: its TAP devices still gave
     /// frames when the time to read them at stop ran out (a host that kept sending on one),
-    /// so what they held then is in no counter.
+    /// or one failed while it was read then ([`Final::taps_unread`]), so what they held then
+    /// may be in no counter.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub taps_unread: bool,
 }
