@@ -91,6 +91,7 @@ pub fn load(path: &Path) -> Result<ConfigFile, SpecError> {
 
 /// Parses config text; errors carry the 1-based line they point at.
 pub fn parse(text: &str) -> Result<ConfigFile, (usize, String)> {
+    refuse_vanishing_floats(text)?;
     let file: ConfigFile = toml::from_str(text).map_err(|e| {
         let line = e.span().map_or(1, |s| text[..s.start.min(text.len())].matches('\n').count() + 1);
         let mut message = e.message().replace('\n', " ");
@@ -114,6 +115,44 @@ pub fn parse(text: &str) -> Result<ConfigFile, (usize, String)> {
         }
     }
     Ok(file)
+}
+
+/// TOML reads a float literal above 0 too small for an f64 (`loss = 1e-400`) as 0 before serde
+/// sees it, where the command line and a quoted value refuse it (units.rs): such a literal is
+/// refused here, naming its key and line. Text TOML cannot parse is left to `toml`'s message.
+fn refuse_vanishing_floats(text: &str) -> Result<(), (usize, String)> {
+    fn value(text: &str, key: &str, v: &toml_edit::Value) -> Result<(), (usize, String)> {
+        match v {
+            toml_edit::Value::Float(f) if *f.value() == 0.0 => {
+                let Some(span) = f.span() else { return Ok(()) };
+                let raw = text.get(span.clone()).unwrap_or("");
+                let mantissa = raw.split(['e', 'E']).next().unwrap_or(raw);
+                if mantissa.contains(|c: char| ('1'..='9').contains(&c)) {
+                    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+                    return Err((
+                        line,
+                        format!("{key} = {raw} is too small to represent (it is not 0); write 0 for none"),
+                    ));
+                }
+                Ok(())
+            }
+            toml_edit::Value::Array(a) => a.iter().try_for_each(|v| value(text, key, v)),
+            toml_edit::Value::InlineTable(t) => t.iter().try_for_each(|(k, v)| value(text, k, v)),
+            _ => Ok(()),
+        }
+    }
+    fn table(text: &str, t: &toml_edit::Table) -> Result<(), (usize, String)> {
+        t.iter().try_for_each(|(key, item)| match item {
+            toml_edit::Item::Value(v) => value(text, key, v),
+            toml_edit::Item::Table(t) => table(text, t),
+            toml_edit::Item::ArrayOfTables(a) => a.iter().try_for_each(|t| table(text, t)),
+            toml_edit::Item::None => Ok(()),
+        })
+    }
+    match toml_edit::ImDocument::parse(text) {
+        Ok(doc) => table(text, &doc),
+        Err(_) => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -161,5 +200,22 @@ mod tests {
         assert!(msg.contains("unknown field `foo`"), "{msg}");
         let (_, msg) = parse("[sideways]\n").unwrap_err();
         assert!(msg.contains("unknown field `sideways`"), "{msg}");
+    }
+
+    /// A bare float too small for an f64 reaches serde as 0: refused as the same value quoted
+    /// is, wherever it stands; a written zero in any form is 0.
+    #[test]
+    fn a_bare_float_too_small_to_hold_is_not_zero() {
+        for (text, line, key) in [
+            ("[a_to_b]\nloss = 1e-400\n", 2, "loss"),
+            ("[b_to_a]\ndelay = '1ms'\nduplicate = 0.000_001e-399\n", 3, "duplicate"),
+            ("[[class]]\nmatch = 'udp'\ncorrupt = 5E-500\n", 3, "corrupt"),
+        ] {
+            let (at, msg) = parse(text).unwrap_err();
+            assert_eq!(at, line, "{text}");
+            assert!(msg.starts_with(&format!("{key} = ")) && msg.contains("too small"), "{text}: {msg}");
+        }
+        assert!(parse("[a_to_b]\nloss = 0.0\nduplicate = 0e-400\ncorrupt = -0.0\n").is_ok());
+        assert!(parse("[a_to_b]\nloss = 1e-300\n").is_ok());
     }
 }
