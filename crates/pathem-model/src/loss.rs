@@ -17,6 +17,7 @@
 //! if all its `8·len` bits do, so it is dropped with probability `1 − (1 − ber)^(8·len)`.
 
 use crate::corr::{Chance, Correlated};
+use crate::limits::MIN_LEAVE;
 use crate::rng::Rng;
 use crate::spec::{error, KeyValues};
 use crate::units::{Probability, UnitError};
@@ -229,10 +230,10 @@ impl FromStr for LossConfig {
                         LOSS_ACCEPTED,
                     ));
                 }
-                if r.get() == 0.0 && p.get() > 0.0 {
+                if r.get() < MIN_LEAVE && p.get() > 0.0 {
                     return Err(error(
                         s,
-                        "has r = 0: the chain would never leave the bad state (a burst would never end)",
+                        "has r below 1e-9: the chain would not leave the bad state (a burst would never end; at most 1e9 frames on average)",
                         LOSS_ACCEPTED,
                     ));
                 }
@@ -254,13 +255,17 @@ impl FromStr for LossConfig {
                 if p31.get() + p32.get() > 1.0 {
                     return Err(error(s, "has p31 + p32 above 100%", LOSS_ACCEPTED));
                 }
-                if p13.get() > 0.0 && p31.get() == 0.0 && p32.get() == 0.0 {
-                    return Err(error(s, "has p31 = p32 = 0: a burst would never end", LOSS_ACCEPTED));
-                }
-                if p32.get() > 0.0 && p23.get() == 0.0 && p31.get() == 0.0 {
+                if p13.get() > 0.0 && p31.get() + p32.get() < MIN_LEAVE {
                     return Err(error(
                         s,
-                        "has p23 = p31 = 0: the chain would be stuck in state 2",
+                        "has p31 + p32 below 1e-9: a burst would never end (at most 1e9 frames on average)",
+                        LOSS_ACCEPTED,
+                    ));
+                }
+                if p32.get() > 0.0 && p23.get() + p31.get() < MIN_LEAVE {
+                    return Err(error(
+                        s,
+                        "has p23 + p31 below 1e-9: the chain would be stuck in state 2",
                         LOSS_ACCEPTED,
                     ));
                 }
@@ -730,6 +735,10 @@ mod tests {
             let cfg: LossConfig = text.parse().unwrap();
             assert_eq!(cfg.spec().unwrap().parse::<LossConfig>(), Ok(cfg.clone()), "{text}");
         }
+        // The least chance of leaving a state that must be left: a mean stay of 1e9 frames.
+        for edge in ["ge:p=50%,r=1e-9", "gi:p13=50%,p31=1e-9", "gi:p13=1%,p31=0,p32=5%,p23=1e-9"] {
+            assert!(edge.parse::<LossConfig>().is_ok(), "{edge}");
+        }
         let gi: LossConfig = "gi:p13=5%".parse().unwrap();
         assert!(
             matches!(gi, LossConfig::FourState { p31, p23, .. } if (p31.get() - 0.95).abs() < 1e-12 && p23 == Probability::ONE)
@@ -738,7 +747,13 @@ mod tests {
             ("gx:p=1", "unknown loss model `gx`"),
             ("ge:p=1%", "missing `r`"),
             ("ge:p=0,r=0", "p + r = 0"),
-            ("ge:p=1%,r=0", "never leave the bad state"),
+            ("ge:p=1%,r=0", "r below 1e-9"),
+            // Below 2^-64 a chance draws as never: as stuck as r = 0.
+            ("ge:p=50%,r=1e-300", "r below 1e-9"),
+            ("ge:p=50%,r=0.99e-9", "a burst would never end"),
+            ("gi:p13=50%,p31=0,p32=0", "p31 + p32 below 1e-9"),
+            ("gi:p13=50%,p31=1e-300", "p31 + p32 below 1e-9"),
+            ("gi:p13=50%,p31=0,p32=5%,p23=1e-20", "p23 + p31 below 1e-9"),
             ("ge:p=150%,r=1%", "above 100%"),
             ("ge:p=1%,r=1%,q=3", "unknown key `q`"),
             ("ge:p=1%,r", "key=value"),

@@ -57,6 +57,8 @@ fn split_number(s: &str, accepted: &'static str) -> Result<(f64, String), UnitEr
     if v < 0.0 {
         return Err(UnitError::new(s, "is negative", accepted));
     }
+    // `-0` is 0, not a negative value to carry on (and print as `-0`).
+    let v = if v == 0.0 { 0.0 } else { v };
     // A literal above 0 that f64 cannot hold (`1e-400`) is not zero.
     let mantissa = num.split(['e', 'E']).next().unwrap_or(num);
     if v == 0.0 && mantissa.contains(|c: char| ('1'..='9').contains(&c)) {
@@ -480,6 +482,12 @@ mod tests {
         assert_eq!("0.01".parse::<Probability>().unwrap().get(), 0.01);
         assert_eq!("100%".parse::<Probability>().unwrap().get(), 1.0);
         assert_eq!("0".parse::<Probability>().unwrap().get(), 0.0);
+        // `-0` is 0, shown without its sign.
+        for zero in ["-0", "-0%", "-0.0e5"] {
+            let p = zero.parse::<Probability>().unwrap();
+            assert!(p.get().is_sign_positive() && p.get() == 0.0, "{zero}");
+            assert_eq!(p.to_string(), "0%", "{zero}");
+        }
         for bad in ["101%", "1.5", "5", "-1%", "x", "", "NaN", "3‰"] {
             assert!(bad.parse::<Probability>().is_err(), "{bad}");
         }
