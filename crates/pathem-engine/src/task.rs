@@ -22,7 +22,10 @@ impl Error {
     /// True for a setting the user gave (out of range, or a delay line larger than the
     /// machine can hold), rather than a port that failed.
     pub fn is_usage(&self) -> bool {
-        matches!(self, Error::Config(_) | Error::DelayLine(_))
+        match self {
+            Error::Config(_) | Error::DelayLine(_) => true,
+            Error::Port(e) => e.is_usage(),
+        }
     }
 }
 

@@ -49,6 +49,10 @@ pub enum Error {
     /// A capture is not one pathem can read.
     #[error("{}: {reason}", path.display())]
     Format { path: PathBuf, reason: String },
+    /// A capture holds a value outside the range pathem accepts for it (a frame's lengths or
+    /// timestamp, a release time a pcap cannot hold: README's Ranges), as a flag out of range.
+    #[error("{}: {reason}", path.display())]
+    OutOfRange { path: PathBuf, reason: String },
     /// A network interface cannot be used as a port.
     #[error("interface {name}: {reason}")]
     Interface { name: String, reason: String },
@@ -58,6 +62,14 @@ pub enum Error {
     /// Writing a capture failed (disk full, I/O error).
     #[error("cannot write {}: {reason}", path.display())]
     Write { path: PathBuf, reason: String },
+}
+
+impl Error {
+    /// True for a value out of its documented range, which the command line reports as bad
+    /// usage (exit code 2), rather than a file or device that failed.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, Error::OutOfRange { .. })
+    }
 }
 
 /// A temporary file named `prefix…suffix` in the directory `path` goes into, to be moved onto

@@ -57,7 +57,7 @@ impl PcapSource {
         let got = read_up_to(&mut file, &mut head).map_err(|e| format(e.to_string()))?;
         let magic = [head[0], head[1], head[2], head[3]];
         let input = std::io::Cursor::new(head[..got].to_vec()).chain(file);
-        Self::from_reader(path, Box::new(input), magic, got)
+        Self::from_reader(path, Box::new(Records::new(input, magic)), magic, got)
     }
 
     /// Reads a capture held in memory; `name` stands for its path in messages.
@@ -65,7 +65,7 @@ impl PcapSource {
         let mut magic = [0u8; 4];
         let got = bytes.len().min(24);
         magic[..got.min(4)].copy_from_slice(&bytes[..got.min(4)]);
-        Self::from_reader(name, Box::new(std::io::Cursor::new(bytes)), magic, got)
+        Self::from_reader(name, Box::new(Records::new(std::io::Cursor::new(bytes), magic)), magic, got)
     }
 
     fn from_reader(
@@ -148,15 +148,24 @@ impl PcapSource {
             Some(Ok(raw)) => raw,
             Some(Err(e)) => {
                 let reason = match e {
-                    PcapError::IoError(ref io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
-                        format!("truncated: the file ends inside frame {index}")
+                    PcapError::IoError(ref io) => {
+                        match io.get_ref().and_then(|e| e.downcast_ref::<TooLong>()) {
+                            Some(long) => {
+                                let reason = format!("frame {}: {long}", long.index);
+                                return Err(Error::OutOfRange { path: self.path.clone(), reason });
+                            }
+                            None if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+                                format!("truncated: the file ends inside frame {index}")
+                            }
+                            None => format!("frame {index}: {e}"),
+                        }
                     }
                     other => format!("frame {index}: {other}"),
                 };
                 return Err(Error::Format { path: self.path.clone(), reason });
             }
         };
-        let bad = |reason: String| Error::Format {
+        let bad = |reason: String| Error::OutOfRange {
             path: self.path.clone(),
             reason: format!("frame {index}: {reason}"),
         };
@@ -173,7 +182,8 @@ impl PcapSource {
         }
         let frac = u64::from(raw.ts_frac) * self.frac_scale;
         if frac >= 1_000_000_000 {
-            return Err(bad(format!("timestamp fraction {} is out of range", raw.ts_frac)));
+            let most = 1_000_000_000 / self.frac_scale - 1;
+            return Err(bad(format!("timestamp fraction {} is out of range (0 to {most})", raw.ts_frac)));
         }
         let mut arrival = Nanos(u64::from(raw.ts_sec) * 1_000_000_000 + frac);
         if arrival < self.last_arrival {
@@ -188,6 +198,69 @@ impl PcapSource {
         self.next = Some(Pending { arrival, wire_len });
         self.frames_read = index;
         Ok(())
+    }
+}
+
+/// A record whose captured length is past [`MAX_RECORD`], seen by [`Records`] before its
+/// bytes are read.
+#[derive(Debug, thiserror::Error)]
+#[error("captured length {len} is larger than {MAX_RECORD} bytes")]
+struct TooLong {
+    /// The record's number, from 1.
+    index: u64,
+    len: u32,
+}
+
+/// The capture's bytes on their way to the pcap reader, whose record headers it reads as they
+/// pass: a record longer than [`MAX_RECORD`] fails the read at its header, named as such,
+/// where the reader (whose buffer holds 8 MB) would call a longer one a truncated file and
+/// read a shorter one whole first.
+struct Records<R> {
+    inner: R,
+    /// The record headers' byte order (from the magic number): big-endian or not.
+    big: bool,
+    /// Bytes of the file header still to pass, then of the record's data.
+    skip: u64,
+    /// The record header being gathered, and how much of it has passed.
+    header: [u8; 16],
+    have: usize,
+    index: u64,
+}
+
+impl<R: Read> Records<R> {
+    fn new(inner: R, magic: [u8; 4]) -> Records<R> {
+        let big = matches!(magic, [0xa1, 0xb2, 0xc3, 0xd4] | [0xa1, 0xb2, 0x3c, 0x4d]);
+        Records { inner, big, skip: 24, header: [0; 16], have: 0, index: 0 }
+    }
+}
+
+impl<R: Read> Read for Records<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let mut at = 0;
+        while at < n {
+            if self.skip > 0 {
+                let step = self.skip.min((n - at) as u64);
+                self.skip -= step;
+                at += step as usize;
+                continue;
+            }
+            let step = (16 - self.have).min(n - at);
+            self.header[self.have..self.have + step].copy_from_slice(&buf[at..at + step]);
+            (self.have, at) = (self.have + step, at + step);
+            if self.have == 16 {
+                self.have = 0;
+                self.index += 1;
+                let field = [self.header[8], self.header[9], self.header[10], self.header[11]];
+                let len = if self.big { u32::from_be_bytes(field) } else { u32::from_le_bytes(field) };
+                if len > MAX_RECORD {
+                    let long = TooLong { index: self.index, len };
+                    return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, long));
+                }
+                self.skip = u64::from(len);
+            }
+        }
+        Ok(n)
     }
 }
 
@@ -235,7 +308,9 @@ pub struct PcapSink {
     path: PathBuf,
     writer: Option<PcapWriter<BufWriter<tempfile::NamedTempFile>>>,
     snaplen: u32,
-    error: Option<String>,
+    /// What failed, and whether it is a value out of range (a release time past 2106) rather
+    /// than the file.
+    error: Option<(String, bool)>,
 }
 
 impl PcapSink {
@@ -280,12 +355,18 @@ impl TxPort for PcapSink {
         }
         let secs = release.as_nanos() / 1_000_000_000;
         let Ok(ts_sec) = u32::try_from(secs) else {
-            self.error = Some(format!("release time {secs} s is past what pcap can hold (year 2106)"));
+            self.error = Some((
+                format!(
+                    "a frame released at {secs} s (its arrival plus its delay) is past what a pcap timestamp holds (up to 4294967295 s, early 2106)"
+                ),
+                true,
+            ));
             return true;
         };
         if data.len() > self.snaplen as usize {
             let n = data.len();
-            self.error = Some(format!("a frame of {n} bytes is longer than the capture's snapshot length"));
+            self.error =
+                Some((format!("a frame of {n} bytes is longer than the capture's snapshot length"), false));
             return true;
         }
         let packet = RawPcapPacket {
@@ -297,15 +378,17 @@ impl TxPort for PcapSink {
         };
         if let Some(w) = self.writer.as_mut() {
             if let Err(e) = w.write_raw_packet(&packet) {
-                self.error = Some(e.to_string());
+                self.error = Some((e.to_string(), false));
             }
         }
         true
     }
 
     fn flush(&mut self) -> Result<(), Error> {
-        if let Some(reason) = self.error.take() {
-            return Err(Error::Write { path: self.path.clone(), reason });
+        match self.error.take() {
+            Some((reason, true)) => return Err(Error::OutOfRange { path: self.path.clone(), reason }),
+            Some((reason, false)) => return Err(Error::Write { path: self.path.clone(), reason }),
+            None => {}
         }
         Ok(())
     }

@@ -195,6 +195,7 @@ impl Error {
         use pathem_io::host::PlaceError;
         match self {
             Error::Engine(e) => e.is_usage(),
+            Error::Port(e) => e.is_usage(),
             Error::Place(e) => matches!(e, PlaceError::NoCpu(_) | PlaceError::Pin { .. }),
             Error::Cores { .. }
             | Error::Down(_)

@@ -333,8 +333,11 @@ fn release_times_past_what_pcap_holds_are_refused() {
     // Frames in 2106, a second before pcap's 32-bit seconds run out; an hour of delay is past it.
     let t = Nanos::from_secs(u64::from(u32::MAX) - 1);
     write_capture(&d.path("in.pcap"), vec![(t, udp_frame(60, 0))]).unwrap();
-    let err = refused(&d, &["replay", &d.s("in.pcap"), &d.s("out.pcap"), "--delay", "1h"], 1);
-    assert!(err.contains("past what pcap can hold"), "{err}");
+    let err = refused(&d, &["replay", &d.s("in.pcap"), &d.s("out.pcap"), "--delay", "1h"], 2);
+    assert!(
+        err.contains("released at 4294970894 s") && err.contains("past what a pcap timestamp holds"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -363,7 +366,7 @@ fn a_release_at_the_clocks_end_is_refused_not_waited_for_nor_lost() {
     // 65 535 bytes in 1-byte cells with 65 535 bytes of overhead each, at 1 bit/s: past the
     // clock's end on the wire. Its release saturates, and must not read as a record with no
     // decision yet (the replay waited forever) or as a dropped one (exit 0, a frame unsent and
-    // uncounted): exit 1 as for any release past pcap's end, or a queue limit's counted drop.
+    // uncounted): exit 2 as for any release past pcap's end, or a queue limit's counted drop.
     let d = Dir::new();
     let t = Nanos::from_secs(1);
     write_capture(&d.path("in.pcap"), vec![(t, udp_frame(60, 0)), (t + Nanos(1_000), udp_frame(65_535, 1))])
@@ -374,7 +377,7 @@ fn a_release_at_the_clocks_end_is_refused_not_waited_for_nor_lost() {
         let out = pathem_within(&args, std::time::Duration::from_secs(60));
         let err = String::from_utf8_lossy(&out.stderr);
         match out.status.code() {
-            Some(1) => assert!(err.contains("past what pcap can hold"), "{aqm}: {err}"),
+            Some(2) => assert!(err.contains("past what a pcap timestamp holds"), "{aqm}: {err}"),
             Some(0) => {
                 let a = stats(&d.path("s.json"));
                 let dropped: u64 =
@@ -481,7 +484,8 @@ fn absurd_original_lengths_are_refused_with_the_frame_number() {
     let at = 24 + (16 + 60) + 12;
     bytes[at..at + 4].copy_from_slice(&3_000_000_000u32.to_ne_bytes());
     std::fs::write(d.path("bad.pcap"), bytes).unwrap();
-    let err = refused(&d, &["replay", &d.s("bad.pcap"), &d.s("out.pcap"), "--rate", "1mbit"], 1);
+    // A value past its range (README's Ranges) is bad input: exit 2, as for a flag.
+    let err = refused(&d, &["replay", &d.s("bad.pcap"), &d.s("out.pcap"), "--rate", "1mbit"], 2);
     assert!(err.contains("frame 2") && err.contains("original length 3000000000"), "{err}");
 }
 
@@ -514,6 +518,36 @@ fn bad_captures_get_one_line_and_leave_no_output() {
     std::fs::write(d.path("h20.pcap"), &bytes[..20]).unwrap();
     let err = refused(&d, &["replay", d.path("h20.pcap").to_str().unwrap(), o], 1);
     assert!(err.contains("(20 bytes, shorter than a pcap header)"), "{err}");
+
+    // Values past their range (README's Ranges) are bad input, named with their frame: exit 2.
+    // Frame 3 holds 9 MB, every byte of it there: more than the pcap reader's own buffer.
+    let record = |at: usize| 16 + u32::from_ne_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+    let third = 24 + record(24) + record(24 + record(24));
+    let mut huge = bytes[..third + 16].to_vec();
+    huge[third + 8..third + 16]
+        .copy_from_slice(&[9_000_000u32.to_ne_bytes(), 9_000_000u32.to_ne_bytes()].concat());
+    huge.resize(third + 16 + 9_000_000, 0);
+    std::fs::write(d.path("huge.pcap"), huge).unwrap();
+    let err = refused(&d, &["replay", d.path("huge.pcap").to_str().unwrap(), o], 2);
+    assert!(err.contains("frame 3: captured length 9000000 is larger than 262144 bytes"), "{err}");
+    let mut frac = bytes.clone();
+    frac[28..32].copy_from_slice(&1_000_000_000u32.to_ne_bytes());
+    std::fs::write(d.path("frac.pcap"), frac).unwrap();
+    let err = refused(&d, &["replay", d.path("frac.pcap").to_str().unwrap(), o], 2);
+    assert!(err.contains("frame 1: timestamp fraction 1000000000 is out of range (0 to 999999999)"), "{err}");
+
+    // A big-endian capture (microseconds) reads as the same frames.
+    let frame = udp_frame(60, 0);
+    let mut be = [0xa1b2_c3d4u32, 0x0002_0004, 0, 0, 65_535, 1]
+        .iter()
+        .flat_map(|w| w.to_be_bytes())
+        .collect::<Vec<_>>();
+    be.extend([1u32, 5, 60, 60].iter().flat_map(|w| w.to_be_bytes()));
+    be.extend(&frame);
+    std::fs::write(d.path("be.pcap"), be).unwrap();
+    ok(&replay(&d.path("be.pcap"), &d.path("out.pcap"), &[]));
+    let out = read_capture(&d.path("out.pcap")).unwrap();
+    assert_eq!((out.len(), out[0].0, &out[0].2), (1, Nanos::from_secs(1) + Nanos::from_micros(5), &frame));
 }
 
 #[test]
