@@ -109,7 +109,8 @@ pub struct Cell {
     pub overhead: u32,
 }
 
-const CELL_ACCEPTED: &str = "SIZE,OVERHEAD in bytes, e.g. 48,5 for ATM";
+const CELL_ACCEPTED: &str =
+    "SIZE,OVERHEAD in bytes, SIZE 1 to 65535 and OVERHEAD 0 to 65535, e.g. 48,5 for ATM";
 
 impl FromStr for Cell {
     type Err = UnitError;
@@ -117,8 +118,11 @@ impl FromStr for Cell {
         let (a, b) = s.split_once(',').ok_or_else(|| error(s, "needs SIZE,OVERHEAD", CELL_ACCEPTED))?;
         let num = |v: &str| -> Result<u32, UnitError> {
             let n = v.parse::<Number>().map_err(|e| error(s, e.reason, CELL_ACCEPTED))?.0;
-            if n.fract() != 0.0 || n > f64::from(u16::MAX) {
+            if n.fract() != 0.0 {
                 return Err(error(s, format!("has `{v}`, not a whole number of bytes"), CELL_ACCEPTED));
+            }
+            if n > f64::from(u16::MAX) {
+                return Err(error(s, format!("has `{v}`, above 65535 bytes"), CELL_ACCEPTED));
             }
             Ok(n as u32)
         };
@@ -559,6 +563,16 @@ mod tests {
                 && "0,5".parse::<Cell>().is_err()
                 && "4.5,1".parse::<Cell>().is_err()
         );
+        // Each refusal says its own reason and the range.
+        for (bad, says) in [
+            ("4.5,1", "not a whole number"),
+            ("1,4294967295", "above 65535 bytes"),
+            ("65536,0", "above 65535"),
+        ] {
+            let e = bad.parse::<Cell>().unwrap_err().to_string();
+            assert!(e.contains(says) && e.contains("SIZE 1 to 65535"), "{bad}: {e}");
+        }
+        assert_eq!("65535,65535".parse::<Cell>(), Ok(Cell { size: 65_535, overhead: 65_535 }));
     }
 
     #[test]

@@ -262,7 +262,7 @@ pub struct PathSpec {
 
     /// Bytes added to each frame for the rate, -65536 to 65536 [default: 24 = preamble+SFD, FCS, gap].
     #[arg(long, value_name = "BYTES", help_heading = "Link", allow_hyphen_values = true)]
-    pub overhead: Option<i32>,
+    pub overhead: Option<i64>,
 
     /// Cell framing SIZE,OVERHEAD for the rate (NetEm cellsize/celloverhead), e.g. 48,5.
     #[arg(long, value_name = "SIZE,OVERHEAD", help_heading = "Link")]
@@ -701,14 +701,19 @@ impl PathSpec {
             }
             (None, None) => None,
         };
+        // Read as any whole number, so a value past an i32 is told the range, not the type's.
+        let overhead = self
+            .overhead
+            .map(|o| {
+                let most = i64::from(pathem_model::limits::MAX_OVERHEAD);
+                pathem_model::limits::within("overhead", o, -most..=most, "-65536 to 65536 bytes")?;
+                Ok::<i32, SpecError>(i32::try_from(o).unwrap_or_default())
+            })
+            .transpose()?;
         let link = match server {
             Some(server) => Some(LinkConfig {
                 server,
-                overhead: self.overhead.unwrap_or(if self.rate_trace.is_some() {
-                    0
-                } else {
-                    ETHERNET_OVERHEAD
-                }),
+                overhead: overhead.unwrap_or(if self.rate_trace.is_some() { 0 } else { ETHERNET_OVERHEAD }),
                 cell: self.cell,
                 queue: self.queue,
             }),
@@ -857,7 +862,14 @@ mod tests {
         for (text, says) in [
             ("delay = '18446744073s'", "--delay 18446744073s is out of range; accepted: 0ns to 1h"),
             ("delay = '1ms'\njitter = '2h'", "--jitter"),
-            ("rate = '1mbit'\noverhead = 4294967295", "overhead"),
+            (
+                "rate = '1mbit'\noverhead = 4294967295",
+                "--overhead 4294967295 is out of range; accepted: -65536 to 65536",
+            ),
+            (
+                "rate = '1mbit'\noverhead = 9223372036854775807",
+                "--overhead 9223372036854775807 is out of range",
+            ),
             ("rate = '1mbit'\noverhead = -70000", "--overhead -70000 is out of range"),
             ("police = '1mbit,burst=3GB'", "--police"),
         ] {

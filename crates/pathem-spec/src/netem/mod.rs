@@ -593,7 +593,7 @@ impl NetemSpec {
         }
         if let Some((_, w)) = &p.rate {
             f.rate = Some(w.rate);
-            f.overhead = Some(w.overhead.unwrap_or(0));
+            f.overhead = Some(i64::from(w.overhead.unwrap_or(0)));
             f.cell = w.cell;
             f.queue = Some(QueueLimit::Packets(p.limit.map_or(DEFAULT_LIMIT, |(_, n)| n)));
         }
