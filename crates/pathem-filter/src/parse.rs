@@ -432,7 +432,9 @@ impl<'a> Parser<'a> {
         self.fuel = self.fuel.saturating_sub(1);
         self.depth += 1;
         if self.fuel == 0 || self.depth > 200 {
-            return Err(self.err("a simpler filter (this one nests too deeply for pathem)"));
+            return Err(self.err(
+                "a simpler filter (pathem reads filters nested at most 200 deep, in at most 50000 steps)",
+            ));
         }
         Ok(())
     }

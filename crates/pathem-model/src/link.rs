@@ -68,10 +68,17 @@ impl RateTrace {
         Ok(RateTrace { times, period })
     }
 
-    /// The average rate the trace offers.
+    /// The average rate the trace offers, at least 1 bit/s: what sizes a queue by the rate
+    /// (a discipline's default limit, RED's typical transmission time) takes a slower trace
+    /// as 1 bit/s. [`mean_bits_per_sec`](Self::mean_bits_per_sec) is the exact figure.
     pub fn mean_rate(&self) -> Rate {
         let bits = self.times.len() as u128 * u128::from(OPPORTUNITY_BYTES) * 8 * 1_000_000_000;
         Rate((bits / u128::from(self.period)).max(1) as u64)
+    }
+
+    /// The average rate the trace offers, in bits per second, below 1 too.
+    pub fn mean_bits_per_sec(&self) -> f64 {
+        self.times.len() as f64 * f64::from(OPPORTUNITY_BYTES) * 8.0 * 1e9 / self.period as f64
     }
 
     pub fn period(&self) -> Nanos {
@@ -178,7 +185,12 @@ impl std::fmt::Display for LinkConfig {
         match &self.server {
             Server::Rate(r) => write!(f, "rate {r} ({:+} B/frame", self.overhead)?,
             Server::Trace(t) => {
-                write!(f, "rate trace (mean {}, period {}", t.mean_rate(), t.period())?;
+                // A trace slower than 1 bit/s says its mean as it is, not as the 1 bit/s
+                // that sizes its queue.
+                match t.mean_bits_per_sec() {
+                    m if m < 1.0 => write!(f, "rate trace (mean {m:.3}bit, period {}", t.period())?,
+                    _ => write!(f, "rate trace (mean {}, period {}", t.mean_rate(), t.period())?,
+                }
             }
         }
         if let Some(c) = self.cell {
@@ -662,6 +674,12 @@ mod tests {
         let text: String = (1..=1000).map(|i| format!("{i}\n")).collect();
         let t = RateTrace::parse(&text).unwrap();
         assert_eq!(t.mean_rate(), Rate(12_032_000));
+        // One opportunity a day: 0.139 bit/s, said so; 1 bit/s only where a rate sizes a queue.
+        let slow = RateTrace::parse("86400000\n").unwrap();
+        assert_eq!(slow.mean_rate(), Rate(1));
+        let said = LinkConfig { server: Server::Trace(Arc::new(slow)), overhead: 0, cell: None, queue: None }
+            .to_string();
+        assert!(said.contains("mean 0.139bit, period 86400s"), "{said}");
         let mut l = trace_link(&text);
         let mut last = Nanos(0);
         let n = 100_000u64;

@@ -72,9 +72,12 @@ impl FromStr for Number {
     type Err = UnitError;
     fn from_str(s: &str) -> Result<Self, UnitError> {
         let accepted = "a non-negative number";
-        match s.trim().parse::<f64>() {
-            Ok(v) if v.is_finite() && v >= 0.0 => Ok(Number(v)),
-            _ => Err(error(s, "is not a non-negative number", accepted)),
+        // The checks every unit has: finite, not negative, and above 0 if written so (`1e-400`
+        // is not 0).
+        let (v, unit) = crate::units::split_number(s, accepted)?;
+        if !unit.is_empty() {
+            return Err(error(s, "is not a non-negative number", accepted));
         }
+        Ok(Number(v))
     }
 }

@@ -33,7 +33,7 @@ const QUEUE_ACCEPTED: &str = "a size like 64KB or 1500B, or a frame count like 1
 const PROB_ACCEPTED: &str = "a percentage like 1% or a fraction from 0 to 1 like 0.01";
 
 /// Splits `"10.5ms"` into `(10.5, "ms")`; the unit is lower-cased.
-fn split_number(s: &str, accepted: &'static str) -> Result<(f64, String), UnitError> {
+pub(crate) fn split_number(s: &str, accepted: &'static str) -> Result<(f64, String), UnitError> {
     let t = s.trim();
     if t.is_empty() {
         return Err(UnitError::new(s, "is empty", accepted));

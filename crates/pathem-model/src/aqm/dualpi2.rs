@@ -87,6 +87,10 @@ impl FromStr for DualPi2Config {
         if alpha > 100.0 || beta > 100.0 || !(1.0..=64.0).contains(&k) {
             return Err(error(s, "has a gain over 100 or k outside 1 to 64", DUALPI2_ACCEPTED));
         }
+        // A whole coupling factor, as Linux's dualpi2 takes it (`k=N`).
+        if k.fract() != 0.0 {
+            return Err(error(s, format!("has k {k}, not a whole number"), DUALPI2_ACCEPTED));
+        }
         Ok(DualPi2Config { target, t_update, alpha, beta, k, min_th, range, tshift })
     }
 }
@@ -291,6 +295,13 @@ mod tests {
             ["dualpi2,target=0ms", "dualpi2,k=0.5", "dualpi2,alpha=1000", "dualpi2,min-th=2h", "dualpi3"]
         {
             assert!(bad.parse::<DualPi2Config>().is_err(), "{bad}");
+        }
+        // A fractional k, and a gain above 0 too small to hold, are refused as such.
+        for (bad, says) in
+            [("dualpi2,k=1.5", "k 1.5, not a whole number"), ("dualpi2,alpha=1e-400", "too small")]
+        {
+            let e = bad.parse::<DualPi2Config>().unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
         }
         // A target within its 1 h whose default tshift (twice it) is not: the refusal names
         // tshift and where its value came from; given, a tshift of 1 h or less is taken.

@@ -207,7 +207,9 @@ mod tests {
         assert_eq!("pie".parse::<PieConfig>().unwrap(), PieConfig::default());
         let c: PieConfig = "pie,target=20ms,alpha=0.25".parse().unwrap();
         assert_eq!((c.target, c.alpha), (Nanos::from_millis(20), 0.25));
-        for bad in ["pie,target=0ms", "pie,t-update=2h", "pie,alpha=1000", "pies", "pie,x=1"] {
+        for bad in
+            ["pie,target=0ms", "pie,t-update=2h", "pie,alpha=1000", "pies", "pie,x=1", "pie,beta=1e-400"]
+        {
             assert!(bad.parse::<PieConfig>().is_err(), "{bad}");
         }
     }
