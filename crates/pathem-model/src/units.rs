@@ -59,12 +59,17 @@ pub(crate) fn split_number(s: &str, accepted: &'static str) -> Result<(f64, Stri
     }
     // `-0` is 0, not a negative value to carry on (and print as `-0`).
     let v = if v == 0.0 { 0.0 } else { v };
-    // A literal above 0 that f64 cannot hold (`1e-400`) is not zero.
-    let mantissa = num.split(['e', 'E']).next().unwrap_or(num);
-    if v == 0.0 && mantissa.contains(|c: char| ('1'..='9').contains(&c)) {
+    if vanished(num, v) {
         return Err(UnitError::new(s, "is too small to represent (it is not 0)", accepted));
     }
     Ok((v, unit.trim().to_ascii_lowercase()))
+}
+
+/// True when `literal`, a decimal number above 0, was read as `v` = 0 because an f64 cannot
+/// hold it (`1e-400`): a value the user wrote as not zero, to be refused, never taken as 0.
+pub fn vanished(literal: &str, v: f64) -> bool {
+    let mantissa = literal.split(['e', 'E']).next().unwrap_or(literal);
+    v == 0.0 && mantissa.contains(|c: char| ('1'..='9').contains(&c))
 }
 
 /// The unit of `s` as typed (`split_number` gives it lower-cased, of the same length).

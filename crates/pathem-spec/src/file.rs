@@ -93,7 +93,7 @@ pub fn load(path: &Path) -> Result<ConfigFile, SpecError> {
 pub fn parse(text: &str) -> Result<ConfigFile, (usize, String)> {
     refuse_vanishing_floats(text)?;
     let file: ConfigFile = toml::from_str(text).map_err(|e| {
-        let line = e.span().map_or(1, |s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+        let line = e.span().map_or(1, |s| line_at(text, s.start));
         let mut message = e.message().replace('\n', " ");
         if message.contains("number too large") {
             // TOML's integers stop at 2^63 - 1; half of all seeds are larger.
@@ -110,7 +110,7 @@ pub fn parse(text: &str) -> Result<ConfigFile, (usize, String)> {
     for (table, spec) in tables.chain(classes) {
         // (`no-ecn` is no key of the file: ECN is off unless `ecn = true`.)
         if spec.reorder && spec.no_reorder {
-            let line = text.find(table).map_or(1, |at| text[..at].matches('\n').count() + 1);
+            let line = text.find(table).map_or(1, |at| line_at(text, at));
             return Err((line, format!("{table} sets both `reorder` and `no-reorder`: keep one")));
         }
     }
@@ -123,18 +123,15 @@ pub fn parse(text: &str) -> Result<ConfigFile, (usize, String)> {
 fn refuse_vanishing_floats(text: &str) -> Result<(), (usize, String)> {
     fn value(text: &str, key: &str, v: &toml_edit::Value) -> Result<(), (usize, String)> {
         match v {
-            toml_edit::Value::Float(f) if *f.value() == 0.0 => {
-                let Some(span) = f.span() else { return Ok(()) };
-                let raw = text.get(span.clone()).unwrap_or("");
-                let mantissa = raw.split(['e', 'E']).next().unwrap_or(raw);
-                if mantissa.contains(|c: char| ('1'..='9').contains(&c)) {
-                    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-                    return Err((
-                        line,
+            toml_edit::Value::Float(f) => {
+                let written = f.span().and_then(|span| Some((span.start, text.get(span)?)));
+                match written {
+                    Some((at, raw)) if pathem_model::units::vanished(raw, *f.value()) => Err((
+                        line_at(text, at),
                         format!("{key} = {raw} is too small to represent (it is not 0); write 0 for none"),
-                    ));
+                    )),
+                    _ => Ok(()),
                 }
-                Ok(())
             }
             toml_edit::Value::Array(a) => a.iter().try_for_each(|v| value(text, key, v)),
             toml_edit::Value::InlineTable(t) => t.iter().try_for_each(|(k, v)| value(text, k, v)),
@@ -153,6 +150,11 @@ fn refuse_vanishing_floats(text: &str) -> Result<(), (usize, String)> {
         Ok(doc) => table(text, &doc),
         Err(_) => Ok(()),
     }
+}
+
+/// The 1-based line of `text` that byte offset `at` falls on.
+fn line_at(text: &str, at: usize) -> usize {
+    text.as_bytes()[..at.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
 }
 
 #[cfg(test)]
