@@ -146,32 +146,13 @@ impl PcapSource {
                 return Ok(());
             }
             Some(Ok(raw)) => raw,
-            Some(Err(e)) => {
-                let reason = match e {
-                    PcapError::IoError(ref io) => {
-                        match io.get_ref().and_then(|e| e.downcast_ref::<TooLong>()) {
-                            Some(long) => {
-                                let reason = format!("frame {}: {long}", long.index);
-                                return Err(Error::OutOfRange { path: self.path.clone(), reason });
-                            }
-                            None if io.kind() == std::io::ErrorKind::UnexpectedEof => {
-                                format!("truncated: the file ends inside frame {index}")
-                            }
-                            None => format!("frame {index}: {e}"),
-                        }
-                    }
-                    other => format!("frame {index}: {other}"),
-                };
-                return Err(Error::Format { path: self.path.clone(), reason });
-            }
+            Some(Err(e)) => return Err(self.failed(e, index)),
         };
         let bad = |reason: String| Error::OutOfRange {
             path: self.path.clone(),
             reason: format!("frame {index}: {reason}"),
         };
-        if raw.incl_len > MAX_RECORD {
-            return Err(bad(format!("captured length {} is larger than {MAX_RECORD} bytes", raw.incl_len)));
-        }
+        // (A captured length past MAX_RECORD never gets here: `Records` refuses its header.)
         // The original length sets the frame's transmission time: a corrupt one would make it
         // take hours on the link, so it is refused rather than believed.
         if raw.orig_len > MAX_RECORD {
@@ -198,6 +179,27 @@ impl PcapSource {
         self.next = Some(Pending { arrival, wire_len });
         self.frames_read = index;
         Ok(())
+    }
+
+    /// What a failed read of record `index` says: a record too long (named by [`Records`],
+    /// which may be reading a few records ahead) is a value out of range; a file that ends
+    /// inside a record is truncated.
+    fn failed(&self, e: PcapError, index: u64) -> Error {
+        let path = self.path.clone();
+        let io = match &e {
+            PcapError::IoError(io) => Some(io),
+            _ => None,
+        };
+        if let Some(long) = io.and_then(|io| io.get_ref()?.downcast_ref::<TooLong>()) {
+            return Error::OutOfRange { path, reason: format!("frame {}: {long}", long.index) };
+        }
+        let reason = match io {
+            Some(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+                format!("truncated: the file ends inside frame {index}")
+            }
+            _ => format!("frame {index}: {e}"),
+        };
+        Error::Format { path, reason }
     }
 }
 
@@ -308,9 +310,8 @@ pub struct PcapSink {
     path: PathBuf,
     writer: Option<PcapWriter<BufWriter<tempfile::NamedTempFile>>>,
     snaplen: u32,
-    /// What failed, and whether it is a value out of range (a release time past 2106) rather
-    /// than the file.
-    error: Option<(String, bool)>,
+    /// What failed (a release time past 2106, or the file), said at the next flush.
+    error: Option<Error>,
 }
 
 impl PcapSink {
@@ -355,18 +356,18 @@ impl TxPort for PcapSink {
         }
         let secs = release.as_nanos() / 1_000_000_000;
         let Ok(ts_sec) = u32::try_from(secs) else {
-            self.error = Some((
-                format!(
+            self.error = Some(Error::OutOfRange {
+                path: self.path.clone(),
+                reason: format!(
                     "a frame released at {secs} s (its arrival plus its delay) is past what a pcap timestamp holds (up to 4294967295 s, early 2106)"
                 ),
-                true,
-            ));
+            });
             return true;
         };
         if data.len() > self.snaplen as usize {
             let n = data.len();
-            self.error =
-                Some((format!("a frame of {n} bytes is longer than the capture's snapshot length"), false));
+            let reason = format!("a frame of {n} bytes is longer than the capture's snapshot length");
+            self.error = Some(Error::Write { path: self.path.clone(), reason });
             return true;
         }
         let packet = RawPcapPacket {
@@ -378,19 +379,14 @@ impl TxPort for PcapSink {
         };
         if let Some(w) = self.writer.as_mut() {
             if let Err(e) = w.write_raw_packet(&packet) {
-                self.error = Some((e.to_string(), false));
+                self.error = Some(Error::Write { path: self.path.clone(), reason: e.to_string() });
             }
         }
         true
     }
 
     fn flush(&mut self) -> Result<(), Error> {
-        match self.error.take() {
-            Some((reason, true)) => return Err(Error::OutOfRange { path: self.path.clone(), reason }),
-            Some((reason, false)) => return Err(Error::Write { path: self.path.clone(), reason }),
-            None => {}
-        }
-        Ok(())
+        self.error.take().map_or(Ok(()), Err)
     }
 }
 
