@@ -29,6 +29,9 @@ fi
 if [ "$(id -u)" = 0 ]; then
     export PATHEM_REQUIRE_LIVE=1
 fi
+# One clean build, not an edit loop: incremental state would only take disk (1.1 GB of the
+# run's 4 GB in target/debug) and time to write.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 # Every package in Cargo.lock, for every platform: the licence test reads them all with
 # `cargo metadata --offline` (as cargo-deny checks every target), and a build fetches only
 # this platform's.
