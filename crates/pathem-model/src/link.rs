@@ -93,10 +93,16 @@ impl RateTrace {
         (k / n).saturating_mul(self.period).saturating_add(self.times[(k % n) as usize])
     }
 
-    /// The first opportunity at or after `t` (relative to the trace's start).
+    /// The first opportunity at or after `t` (relative to the trace's start). The last
+    /// timestamp is the period, so at a lap's boundary the lap before still has its last
+    /// opportunities (those at the period), at `t` itself.
     fn first_at_or_after(&self, t: u64) -> u64 {
         let n = self.times.len() as u64;
         let (lap, phase) = (t / self.period, t % self.period);
+        if phase == 0 && lap > 0 {
+            let i = self.times.partition_point(|&x| x < self.period) as u64;
+            return (lap - 1).saturating_mul(n).saturating_add(i);
+        }
         let i = self.times.partition_point(|&x| x < phase) as u64;
         lap.saturating_mul(n).saturating_add(i)
     }
@@ -651,6 +657,26 @@ mod tests {
         assert_eq!(l.admit(ms(10) + Nanos(1), 100), Some(ms(11)));
         // A 4000-byte frame spans three opportunities: 11 (rest), 11, 13.
         assert_eq!(l.admit(ms(10) + Nanos(2), 4000), Some(ms(13)));
+    }
+
+    /// A frame arriving exactly at a lap's end takes the opportunity there: traces that offer
+    /// the same opportunities in laps of 1 ms, 4 ms or 100 ms forward alike.
+    #[test]
+    fn an_opportunity_at_a_laps_end_is_taken_at_that_instant() {
+        let exits = |text: &str| -> Vec<Nanos> {
+            let mut l = trace_link(text);
+            (0..20).map(|i| l.admit(Nanos::from_millis(i), 50).unwrap()).collect()
+        };
+        let every_ms = exits("1\n");
+        assert_eq!(every_ms, (0..20).map(|i| Nanos::from_millis(i.max(1))).collect::<Vec<_>>());
+        assert_eq!(exits("1\n2\n3\n4\n"), every_ms);
+        assert_eq!(exits(&(1..=100).map(|i| format!("{i}\n")).collect::<String>()), every_ms);
+        // Two opportunities at the period: a frame at a lap's end takes the first of them.
+        let mut l = trace_link("2\n4\n4\n");
+        assert_eq!(l.admit(Nanos(0), 50), Some(Nanos::from_millis(2)), "the trace starts at the first frame");
+        assert_eq!(l.admit(Nanos::from_millis(4), 1514), Some(Nanos::from_millis(4)));
+        assert_eq!(l.admit(Nanos::from_millis(4), 1514), Some(Nanos::from_millis(4)));
+        assert_eq!(l.admit(Nanos::from_millis(4), 1514), Some(Nanos::from_millis(6)));
     }
 
     /// One opportunity a day: a backlog of 250 000 frames reaches past the clock's end (584
