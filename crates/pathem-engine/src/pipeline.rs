@@ -356,7 +356,7 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
                 true => Held::new(held_size(path, engine)),
                 false => Held::touched(held_size(path, engine)),
             };
-            let reorder_on = Arc::new(AtomicBool::new(path.reorder));
+            let reorder_on = Arc::new(AtomicBool::new(path.reorder || path.skip_delay.is_some()));
             let ingress = Ingress::new(
                 Path::new(path),
                 Rng::seeded(class_seed(seed, i)),
@@ -365,7 +365,7 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
                 counters.clone(),
                 engine.max_frame,
             )
-            .with_options(path.ecn, path.reorder, reorder_on.clone());
+            .with_options(path, reorder_on.clone());
             let mut lane = InLane { ingress, inbox, control, timeline: None, schedule: None };
             if let Some(s) = schedule {
                 size_for_schedule(&mut lane, &s, engine)?;
@@ -1116,6 +1116,58 @@ mod tests {
                 assert!(outcome(batch) == one_by_one, "{aqm} {after}: batches of {batch:?} decide otherwise");
             }
         }
+    }
+
+    /// NetEm's `delay 10ms 5ms rate 10mbit reorder 5%`: frames sent at once overtake the
+    /// delayed ones, which keep their order (the rate makes each wait for the one before)
+    /// unless `reorder` lets them overtake too.
+    #[test]
+    fn frames_sent_at_once_overtake_and_delayed_ones_keep_order_unless_reordering() {
+        let arrivals: Vec<(Nanos, u32)> =
+            (0..20_000u32).map(|i| (Nanos::from_micros(200 * u64::from(i)), i)).collect();
+        let sent = |reorder: bool| {
+            let path = PathConfig {
+                link: Some(pathem_model::link::LinkConfig {
+                    queue: Some("1000pkt".parse().unwrap()),
+                    ..pathem_model::link::LinkConfig::rate("10mbit".parse().unwrap())
+                }),
+                delay: pathem_model::delay::DelayConfig {
+                    base: Nanos::from_millis(10),
+                    jitter: Nanos::from_millis(5),
+                    ..Default::default()
+                },
+                skip_delay: Some("5%".parse().unwrap()),
+                reorder,
+                ..PathConfig::default()
+            };
+            let mut p = Pipeline::new(
+                Frames::tagged(arrivals.iter().copied()),
+                Sent::default(),
+                &path,
+                7,
+                &offline(),
+            )
+            .unwrap();
+            run(&mut [&mut p], &mut crate::VirtualClock::starting_at(Nanos(0)), &AtomicBool::new(false))
+                .unwrap();
+            let s = p.counters().snapshot();
+            assert_eq!((s.tx_packets, s.dropped.total()), (20_000, 0));
+            let sent = p.into_ports().1 .0;
+            // At once: within a millisecond of arriving; delayed: at least 5 ms after.
+            let (at_once, delayed): (Vec<_>, Vec<_>) = sent
+                .iter()
+                .partition(|&&(release, tag)| release < arrivals[tag as usize].0 + Nanos::from_millis(1));
+            assert!((800..1_200).contains(&at_once.len()), "{} sent at once", at_once.len());
+            let inversions = |v: &[&(Nanos, u32)]| v.windows(2).filter(|w| w[1].1 < w[0].1).count();
+            let overtaken = sent.windows(2).filter(|w| w[1].1 < w[0].1).count();
+            (inversions(&delayed), overtaken, s.reordered, s.reorder_clamped)
+        };
+        let (delayed_out_of_order, overtaken, reordered, clamped) = sent(false);
+        assert_eq!(delayed_out_of_order, 0);
+        assert!(clamped > 1_000, "jittered frames held back behind the one before: {clamped}");
+        assert!(overtaken > 500 && reordered > 10_000, "{overtaken} {reordered}");
+        let (delayed_out_of_order, _, _, clamped) = sent(true);
+        assert!(delayed_out_of_order > 1_000 && clamped == 0, "{delayed_out_of_order} {clamped}");
     }
 
     #[test]

@@ -92,21 +92,22 @@ impl Ingress {
     /// Turns on ECN inspection (for `--ecn`) and reordering (for `--reorder`); `reorder_on`
     /// is shared with the direction's egress, which releases by each frame's own time once it
     /// is set.
-    pub fn with_options(mut self, ecn: bool, reorder: bool, reorder_on: Arc<AtomicBool>) -> Ingress {
-        self.fate.ecn = ecn;
+    pub fn with_options(mut self, config: &PathConfig, reorder_on: Arc<AtomicBool>) -> Ingress {
+        self.fate.ecn = config.ecn;
         self.reorder_on = reorder_on;
-        self.set_reorder(reorder);
+        self.set_reorder(config);
         self
     }
 
-    /// Reordering on or off from the next frame. Turned on, egress is told before a frame is
-    /// written unclamped; turned off, releases are clamped again from the latest one written
-    /// (egress keeps releasing by time, which in-order frames need no more than that).
-    fn set_reorder(&mut self, reorder: bool) {
-        if reorder {
+    /// Reordering on or off from the next frame, and frames sent at once (`skip_delay`),
+    /// which overtake either way. Either turned on, egress is told before a frame is written
+    /// unclamped; reordering turned off, releases are clamped again from the latest one
+    /// written (egress keeps releasing by time, which in-order frames need no more than that).
+    fn set_reorder(&mut self, config: &PathConfig) {
+        if config.reorder || config.skip_delay.is_some() {
             self.reorder_on.store(true, Ordering::Release);
         }
-        self.fate.reorder = reorder;
+        self.fate.reorder = config.reorder;
     }
 
     /// Applies a new configuration at `now`, between two frames; the models keep what state
@@ -115,7 +116,7 @@ impl Ingress {
         self.advance(now);
         self.path.reconfigure(config, now);
         self.fate.ecn = config.ecn;
-        self.set_reorder(config.reorder);
+        self.set_reorder(config);
         let pending = self.path.take_pending();
         let mut decided = Decided { fate: &mut self.fate, after: self.path.after() };
         for d in pending {
@@ -330,7 +331,7 @@ impl Ingress {
         };
         // The plain record written here rather than through `write` (whose plain path is
         // the same): through it the engine's frame took 10 instructions more (callgrind).
-        let release = self.fate.clamp(fwd.release);
+        let release = self.fate.clamp(fwd.release, fwd.extra.is_some_and(|e| e.at_once));
         if let Some(extra) = fwd.extra {
             return self.push_extra(Rec { release, wire_len: frame.wire_len, data: frame.data }, extra);
         }
@@ -408,7 +409,10 @@ fn write_edited(
         return c.drop(DropReason::DelayLine);
     }
     c.written.inc();
-    *last_release = (*last_release).max(rec.release);
+    // A frame sent at once is not one the delayed frames after it keep order with.
+    if !extra.at_once {
+        *last_release = (*last_release).max(rec.release);
+    }
     if extra.mark_ce && !aqm_mark {
         c.ecn_marked.inc();
     }
@@ -520,14 +524,15 @@ impl Fate {
             }
             Verdict::Forward(fwd) => fwd,
         };
-        Some((self.clamp(fwd.release), fwd.extra))
+        Some((self.clamp(fwd.release, fwd.extra.is_some_and(|e| e.at_once)), fwd.extra))
     }
 
     /// A release time as kept: never before the last frame written unless reordering was
-    /// asked for (the frames held back are counted, with how long).
+    /// asked for or the frame is sent at once (the frames held back are counted, with how
+    /// long).
     #[inline(always)]
-    fn clamp(&self, release: Nanos) -> Nanos {
-        if release < self.last_release && !self.reorder {
+    fn clamp(&self, release: Nanos, at_once: bool) -> Nanos {
+        if release < self.last_release && !self.reorder && !at_once {
             self.counters.reorder_clamped.inc();
             self.counters.reorder_clamp_ns.add((self.last_release - release).as_nanos());
             return self.last_release;

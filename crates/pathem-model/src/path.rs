@@ -125,6 +125,9 @@ pub struct Extra {
     pub corrupt_bit: Option<u32>,
     /// Set the ECN field to Congestion Experienced.
     pub mark_ce: bool,
+    /// Sent at once (`--skip-delay`): it overtakes the frames still in their delay, whether
+    /// or not `reorder` lets delayed frames overtake each other.
+    pub at_once: bool,
 }
 
 impl Forward {
@@ -161,7 +164,8 @@ pub struct PathConfig {
     pub skip_delay: Option<SkipConfig>,
     /// Mark ECN-capable frames instead of dropping them on queue and loss drops.
     pub ecn: bool,
-    /// Release frames at their own times even when that reorders them.
+    /// Release frames at their own times even when that reorders them (frames sent at once
+    /// by `skip_delay` overtake without it).
     pub reorder: bool,
 }
 
@@ -641,7 +645,8 @@ impl After {
             return Verdict::Forward(Forward::at(exit + self.delay.sample(exit, rng)));
         }
         // A frame sent at once skips the delay and the slots (NetEm puts it at the head).
-        let release = if self.skip.as_mut().is_some_and(|s| s.at_once(rng)) {
+        let at_once = self.skip.as_mut().is_some_and(|s| s.at_once(rng));
+        let release = if at_once {
             exit
         } else {
             let due = exit + self.delay.sample(exit, rng);
@@ -653,10 +658,11 @@ impl After {
         let duplicate = self.duplicate.as_mut().is_some_and(|c| c.hit(rng));
         let corrupt = meta.caplen > 0 && self.corrupt.as_mut().is_some_and(|c| c.hit(rng));
         let corrupt_bit = corrupt.then(|| rng.below(u64::from(meta.caplen) * 8) as u32);
-        let extra = (duplicate || corrupt_bit.is_some() || mark_ce).then_some(Extra {
+        let extra = (duplicate || corrupt_bit.is_some() || mark_ce || at_once).then_some(Extra {
             duplicate,
             corrupt_bit,
             mark_ce,
+            at_once,
         });
         Verdict::Forward(Forward { release, extra })
     }

@@ -216,7 +216,7 @@ pub struct PathSpec {
     #[arg(long, value_name = "FILE", help_heading = "Delay")]
     pub delay_trace: Option<PathBuf>,
 
-    /// Let frames overtake each other when their delays say so (default: never reorder).
+    /// Let frames overtake each other when their delays say so (default: never reorder; frames --skip-delay sends at once overtake either way).
     #[arg(long, help_heading = "Delay", overrides_with = "no_reorder")]
     #[serde(default)]
     pub reorder: bool,
@@ -232,7 +232,7 @@ pub struct PathSpec {
         value_name = "SPEC",
         help_heading = "Delay",
         allow_hyphen_values = true,
-        help = "Send some frames without their delay: P[,corr=C][,gap=N] (NetEm reorder), e.g. 10%,gap=5"
+        help = "Send some frames without their delay, overtaking the delayed ones: P[,corr=C][,gap=N] (NetEm reorder), e.g. 10%,gap=5"
     )]
     pub skip_delay: Option<SkipConfig>,
 

@@ -316,18 +316,18 @@ pub fn to_netem(spec: &PathSpec) -> Result<String, SpecError> {
         }
         words.push(w);
     }
-    let overtakes = (d.jitter > Nanos::ZERO && cfg.link.is_none()) || cfg.skip_delay.is_some();
+    // Frames sent at once (--skip-delay) overtake in both; delayed frames overtake each other
+    // in NetEm exactly when they have jitter and no rate.
+    let overtakes = d.jitter > Nanos::ZERO && cfg.link.is_none();
     if cfg.reorder != overtakes {
-        // Name what the user wrote: overtaking the flags ask for without --reorder comes from
-        // --skip-delay or from jitter; --reorder without either has nothing to reorder.
-        let setting = match (cfg.reorder, cfg.skip_delay.is_some()) {
-            (true, _) => "--reorder".into(),
-            (false, true) => "--skip-delay without --reorder".into(),
-            (false, false) => "--jitter without --reorder".into(),
+        let setting = match (cfg.reorder, d.jitter > Nanos::ZERO) {
+            (true, true) => "--reorder with a rate",
+            (true, false) => "--reorder without --jitter",
+            (false, _) => "--jitter without --reorder",
         };
         return no(
-            setting,
-            "NetEm lets frames overtake exactly when they have jitter and no rate, or with reorder (--skip-delay)",
+            setting.into(),
+            "NetEm lets delayed frames overtake each other exactly when they have jitter and no rate",
         );
     }
     Ok(words.join(" "))

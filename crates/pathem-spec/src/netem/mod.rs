@@ -615,8 +615,9 @@ impl NetemSpec {
             }
         }
         // NetEm orders frames by their send time, so jitter reorders them, unless a rate
-        // makes each frame wait for the one before; a frame sent at once overtakes.
-        f.reorder = (jittered && p.rate.is_none()) || f.skip_delay.is_some();
+        // makes each frame wait for the one before; a frame sent at once overtakes either way
+        // (as pathem's --skip-delay does without --reorder).
+        f.reorder = jittered && p.rate.is_none();
         f
     }
 

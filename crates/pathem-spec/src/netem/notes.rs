@@ -122,7 +122,7 @@ impl NetemSpec {
             let after = if gap > 1 { format!(" once {} were delayed", gap - 1) } else { String::new() };
             n.push(format!(
                 "reorder {}: a frame is sent at once with probability {}{after} (--skip-delay); it skips the delay \
-                 and the slots, not the rate, and overtakes the delayed frames (--reorder)",
+                 and the slots, not the rate, and overtakes the delayed frames",
                 c.p, c.p
             ));
         }

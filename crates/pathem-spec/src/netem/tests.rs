@@ -202,7 +202,7 @@ fn duplicate_corrupt_reorder_and_gap() {
     assert_eq!((c.corrupt, c.corrupt_correlation), (Some(p(0.001)), Some(p(0.1))));
     let r = path("delay 10ms reorder 25% 50%");
     assert_eq!(r.skip_delay, Some(SkipConfig { p: p(0.25), corr: Some(p(0.5)), gap: 1 }));
-    assert!(r.reorder, "a frame sent at once overtakes");
+    assert!(!r.reorder, "a frame sent at once overtakes without --reorder");
     let g = path("gap 5 delay 10ms reorder 100%");
     assert_eq!(g.skip_delay, Some(SkipConfig { p: p(1.0), corr: None, gap: 5 }));
     assert_eq!(path("delay 10ms reorder 50% gap 0").skip_delay.unwrap().gap, 1);
@@ -328,7 +328,7 @@ fn explained_flags_and_config_lines_make_the_same_path() {
     assert_eq!(
         e.flags,
         "--delay 10ms --jitter 2ms --delay-correlation 25% --skip-delay 10%,gap=3 --loss 1% --rate 10mbit \
-         --overhead 0 --queue 1000pkt --duplicate 1% --reorder"
+         --overhead 0 --queue 1000pkt --duplicate 1%"
     );
     for spec in SPECS {
         let e = explain(spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
@@ -356,7 +356,9 @@ fn to_netem_and_back_make_the_same_path() {
         "--loss ge:p=0.5%,r=20% --ecn",
         "--loss gi:p13=1%,p14=0.1% --duplicate 1% --duplicate-correlation 10%",
         "--loss random:3%,corr=40% --corrupt 0.5%",
-        "--delay 20ms --skip-delay 25%,corr=10%,gap=4 --reorder",
+        "--delay 20ms --skip-delay 25%,corr=10%,gap=4",
+        "--delay 20ms --jitter 5ms --skip-delay 25% --reorder",
+        "--delay 20ms --jitter 5ms --skip-delay 25% --rate 10mbit --queue 50pkt",
         "--slot 1ms,2ms,packets=8,bytes=3000B --delay 1ms",
         "--slot dist=normal,delay=2ms,jitter=300us,packets=2",
         "",
@@ -401,14 +403,15 @@ fn to_netem_and_back_make_the_same_path() {
         ("--rate 10mbit --queue 64KB", "--queue 64000B"),
         ("--rate 1001bit --queue 5pkt", "--rate 1001bit"),
         ("--delay 10ms --jitter 1ms", "--jitter without --reorder"),
-        ("--delay 10ms --reorder", "--reorder"),
+        ("--delay 10ms --reorder", "--reorder without --jitter"),
+        ("--delay 10ms --skip-delay 10% --reorder", "--reorder without --jitter"),
+        ("--delay 10ms --jitter 1ms --rate 1mbit --queue 5pkt --reorder", "--reorder with a rate"),
         ("--delay 10ms --jitter 1ms --delay-dist exponential --reorder", "--delay-dist exponential"),
         ("--ecn", "--ecn without --loss"),
         // tc and pathem's own netem parser refuse `loss random 0% ecn`: never written.
         ("--ecn --loss 0%", "--ecn with a loss of 0%"),
         ("--ecn --loss random:0%,corr=25%", "--ecn with a loss of 0%"),
         ("--slot 0ns", "--slot 0ns"),
-        ("--delay 1ms --skip-delay 10%,gap=5", "--skip-delay without --reorder"),
         ("--delay 10ms --jitter 3s --reorder", "--jitter 3s"),
     ] {
         let e = to_netem(&PathSpec::from_flags(flags).unwrap()).unwrap_err().to_string();
