@@ -220,12 +220,12 @@ mod tests {
 
     #[test]
     fn a_netem_specs_notes_reach_the_direction_once() {
-        let common = PathSpec::from_flags("--netem 'delay 250'").unwrap();
+        let common = PathSpec::from_flags("--netem 'loss 1'").unwrap();
         let (ab, ba) =
             directions(&ConfigFile::default(), &common, [("a-to-b", None), ("b-to-a", None)], None).unwrap();
         let lines = notes(&[&ab, &ba]);
         assert_eq!(lines.len(), 1, "{lines:?}");
-        assert!(lines[0].starts_with("note: \"delay 250\" read as 250us"), "{lines:?}");
+        assert!(lines[0].starts_with("note: \"loss 1\" read as 1%"), "{lines:?}");
         assert!(notes(&[&Direction::resolve(&[&PathSpec::default()], None).unwrap()]).is_empty());
     }
 }

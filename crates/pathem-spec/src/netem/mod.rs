@@ -12,9 +12,9 @@
 //!   overheads and cell size, a slot's maximum) is taken when the next word starts with a
 //!   digit (or `-` for an overhead); `gap` and `ecn` may stand anywhere;
 //! - times: `s`, `sec`, `secs`, `ms`, `msec`, `msecs`, `us`, `usec`, `usecs`, `ns`, `nsec`,
-//!   `nsecs`, in any case, fractions allowed; a bare number is microseconds as tc(8) says
-//!   (tc since iproute2 6.9 reads a bare delay or jitter as nanoseconds, and has always read a
-//!   bare slot time so: a note says how it was read);
+//!   `nsecs`, in any case, fractions allowed; a bare slot time is nanoseconds, as every tc
+//!   reads it; a bare delay or jitter is refused unless it is 0 (tc(8) says microseconds, and
+//!   tc read it so until iproute2 6.9, nanoseconds since);
 //! - rates: `bit`, `kbit`, `mbit`, `gbit`, `tbit` (powers of 1000) and `kibit`…`tibit` (of
 //!   1024) are bits per second; `bps`, `kbps`…`tbps`, `kibps`…`tibps` are BYTES per second;
 //!   a bare number is bits per second; NetEm keeps whole bytes per second;
@@ -58,7 +58,7 @@ const KEYWORDS_ACCEPTED: &str =
     "limit, delay (or latency), distribution, loss (or drop), ecn, corrupt, duplicate, reorder, gap, rate, slot";
 const TIME_ACCEPTED: &str =
     "a time from 0 to 1h: a number with s, sec, secs, ms, msec, msecs, us, usec, usecs, \
-ns, nsec or nsecs (a bare number is microseconds)";
+ns, nsec or nsecs (a bare number is nanoseconds in a slot, and only 0 in a delay or jitter)";
 const PERCENT_ACCEPTED: &str =
     "a percentage from 0 to 100, like 1% or 0.5 (a number without % is a percentage too)";
 const RATE_ACCEPTED: &str = "a rate from 8bit to 10tbit: bit, kbit, mbit, gbit, tbit, kibit, mibit, gibit, tibit \

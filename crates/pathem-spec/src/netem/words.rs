@@ -97,26 +97,34 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A time. tc has always read a bare slot time as nanoseconds; a bare delay or jitter it
+    /// read as microseconds (as tc(8) still says) until iproute2 6.9, and as nanoseconds since,
+    /// so that is refused unless it is 0.
     pub(super) fn time(&mut self, at: usize, ctx: &str, word: &str) -> Result<Nanos, NetemError> {
-        let (_, num, unit) = number(at, word, TIME_ACCEPTED)?;
+        let (v, num, unit) = number(at, word, TIME_ACCEPTED)?;
         let canonical = match unit.to_ascii_lowercase().as_str() {
             "s" | "sec" | "secs" => "s",
             "ms" | "msec" | "msecs" => "ms",
             "us" | "usec" | "usecs" => "us",
             "ns" | "nsec" | "nsecs" => "ns",
-            "" => "us",
+            "" if ctx == "slot" || v == 0.0 => "ns",
+            "" => {
+                return Err(bad(
+                    at,
+                    word,
+                    format!(
+                        "has no unit: tc(8) reads a bare {ctx} as microseconds, iproute2 6.9 and later as \
+                         nanoseconds"
+                    ),
+                    TIME_ACCEPTED,
+                ))
+            }
             _ => return Err(bad(at, word, format!("has unknown unit `{unit}`"), TIME_ACCEPTED)),
         };
         let t = parse_duration(&format!("{num}{canonical}"))
             .map_err(|e| bad(at, word, e.reason, TIME_ACCEPTED))?;
         if t > MAX_DELAY {
             return Err(bad(at, word, "is out of range", TIME_ACCEPTED));
-        }
-        if unit.is_empty() {
-            self.notes.push(format!(
-                "\"{ctx} {word}\" read as {t}: a bare time is microseconds in tc(8); tc since iproute2 6.9 reads a \
-                 bare delay as nanoseconds, and every tc a bare slot time, so write the unit"
-            ));
         }
         Ok(t)
     }
