@@ -568,14 +568,18 @@ pub fn serve(
         }
         // Each path as the change leaves it: the start's flags with what is held on top, and
         // each schedule step the same way, so the change holds when later steps fall due.
-        let mut made = Vec::new();
-        for ((d, lane), held) in &plan {
-            let (start, steps) = specs[*d].lane(*lane);
-            let config = start.overridden_by(held).to_config()?;
-            let steps =
-                steps.iter().map(|s| s.overridden_by(held).to_config()).collect::<Result<Vec<_>, _>>()?;
-            made.push((*d, *lane, config, steps));
-        }
+        // (Each trace file read once for all of them: a schedule's steps name the same ones.)
+        let made = pathem_spec::path::reading_each_file_once(|| -> Result<Vec<_>, Refusal> {
+            let mut made = Vec::new();
+            for ((d, lane), held) in &plan {
+                let (start, steps) = specs[*d].lane(*lane);
+                let config = start.overridden_by(held).to_config()?;
+                let steps =
+                    steps.iter().map(|s| s.overridden_by(held).to_config()).collect::<Result<Vec<_>, _>>()?;
+                made.push((*d, *lane, config, steps));
+            }
+            Ok(made)
+        })?;
         let control = |d: usize, lane: usize| match d {
             0 => to.0.get(lane),
             _ => to.1.as_ref().and_then(|c| c.get(lane)),

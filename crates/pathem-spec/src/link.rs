@@ -47,6 +47,14 @@ impl Direction {
         schedule: Option<&Path>,
         elsewhere: &[String],
     ) -> Result<Direction, SpecError> {
+        crate::path::reading_each_file_once(|| Direction::resolve_once(layers, schedule, elsewhere))
+    }
+
+    fn resolve_once(
+        layers: &[&PathSpec],
+        schedule: Option<&Path>,
+        elsewhere: &[String],
+    ) -> Result<Direction, SpecError> {
         let merged = merge(layers);
         let classes = crate::class::resolve(&merged)?;
         let spec = merged.without_classes();
@@ -126,9 +134,11 @@ pub fn directions(
     let names = |layers: &[&PathSpec]| -> Result<Vec<String>, SpecError> {
         Ok(crate::class::resolve(&merge(layers))?.into_iter().map(|c| c.name).collect())
     };
-    let ab = Direction::resolve_among(&ab_layers, schedule, &names(&ba_layers)?)?;
-    let ba = Direction::resolve_among(&ba_layers, schedule, &names(&ab_layers)?)?;
-    Ok((ab, ba))
+    crate::path::reading_each_file_once(|| {
+        let ab = Direction::resolve_among(&ab_layers, schedule, &names(&ba_layers)?)?;
+        let ba = Direction::resolve_among(&ba_layers, schedule, &names(&ab_layers)?)?;
+        Ok((ab, ba))
+    })
 }
 
 /// The directions of an attached interface (`attach`): egress is the file's `[egress]`
