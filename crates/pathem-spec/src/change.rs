@@ -7,7 +7,7 @@ use crate::path::PathSpec;
 
 /// The words of `ctl set`.
 #[derive(clap::Parser, Debug)]
-#[command(no_binary_name = true)]
+#[command(no_binary_name = true, disable_help_flag = true, disable_version_flag = true)]
 struct SetWords {
     #[command(flatten)]
     path: PathSpec,

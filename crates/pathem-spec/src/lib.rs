@@ -31,7 +31,9 @@ pub const MAX_TRACE_FILE: u64 = 256 << 20;
 pub const MAX_TEXT_FILE: u64 = 64 << 20;
 
 /// Reads a text file of at most `limit` bytes; past it (`/dev/zero`, a capture given by
-/// mistake) the reason is one line, and nothing larger than the limit is held.
+/// mistake) the reason is one line, and nothing larger than the limit is held. A byte order
+/// mark that some editors put first is not text: it is left out (it would make the first
+/// value look right in a message and still be refused).
 pub(crate) fn read_text(path: &std::path::Path, limit: u64) -> Result<String, String> {
     use std::io::Read;
     let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
@@ -43,7 +45,10 @@ pub(crate) fn read_text(path: &std::path::Path, limit: u64) -> Result<String, St
             pathem_model::units::binary_bytes(limit)
         ));
     }
-    Ok(text)
+    match text.strip_prefix('\u{feff}') {
+        Some(rest) => Ok(rest.to_string()),
+        None => Ok(text),
+    }
 }
 pub use netem::{NetemError, NetemSpec};
 pub use path::PathSpec;

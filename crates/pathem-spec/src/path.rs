@@ -429,7 +429,7 @@ fn shared<T: PartialEq + Send + Sync + 'static>(parsed: T) -> Arc<T> {
 /// One direction's flags given as a single string (`--a-to-b "--delay 10ms --loss 1%"`, a
 /// schedule line, a `ctl set`).
 #[derive(clap::Parser, Debug)]
-#[command(no_binary_name = true)]
+#[command(no_binary_name = true, disable_help_flag = true, disable_version_flag = true)]
 struct FlagWords {
     #[command(flatten)]
     path: PathSpec,
@@ -974,6 +974,27 @@ mod tests {
         let c = parse_file("rate-trace", &f, RateTrace::parse).unwrap();
         assert!(!Arc::ptr_eq(&a, &c) && *a != *c);
         std::fs::remove_file(&f).unwrap();
+    }
+
+    /// A byte order mark before a trace, schedule or config is left out, not taken as part of
+    /// the first value; `--help` in a flag string is an unexpected argument, not clap's help.
+    #[test]
+    fn a_byte_order_mark_is_not_text_and_help_is_not_a_flag_here() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("rate.trace");
+        std::fs::write(&f, "\u{feff}1\n").unwrap();
+        let c = PathSpec::from_flags(&format!("--rate-trace {}", f.display())).unwrap().to_config().unwrap();
+        assert!(matches!(c.link.unwrap().server, Server::Trace(t) if t.period() == Nanos::from_millis(1)));
+        let s = dir.path().join("s.txt");
+        std::fs::write(&s, "\u{feff}0s --delay 5ms\n").unwrap();
+        assert!(crate::schedule::load(&s, &PathSpec::default(), &[], &[]).is_ok());
+        let toml = dir.path().join("c.toml");
+        std::fs::write(&toml, "\u{feff}[a_to_b]\ndelay = \"5ms\"\n").unwrap();
+        assert!(crate::file::load(&toml).is_ok());
+        for help in ["--help", "-h", "--delay 5ms --version"] {
+            let e = PathSpec::from_flags(help).unwrap_err().to_string();
+            assert!(e.starts_with("unexpected argument '-"), "{help}: {e}");
+        }
     }
 
     /// In one load a file is read once: a schedule of many steps naming it reads it once, and

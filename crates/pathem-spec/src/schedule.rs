@@ -56,7 +56,7 @@ pub fn parse_with_classes(
     let mut current = base.clone();
     for (n, line) in text.lines().enumerate() {
         let n = n + 1;
-        let line = line.split('#').next().unwrap_or("").trim();
+        let line = without_comment(line).trim();
         if line.is_empty() {
             continue;
         }
@@ -88,8 +88,14 @@ pub fn parse_with_classes(
         }
         let change = PathSpec::from_flags(flags).map_err(|e| at(n, e.to_string()))?.relative_to(dir);
         let names_a_class = change.has_classes();
-        for pair in change.class.chunks(2) {
+        for (k, pair) in change.class.chunks(2).enumerate() {
             let [name, flags] = pair else { continue };
+            if change.class.chunks(2).take(k).any(|p| p[0] == *name) {
+                return Err(at(
+                    n,
+                    format!("--class {name} is given twice on one line (put its flags in one string)"),
+                ));
+            }
             let Some(i) = classes.iter().position(|(c, _)| c == name) else {
                 if elsewhere.contains(name) {
                     continue;
@@ -125,6 +131,23 @@ pub fn parse_with_classes(
         }
     }
     Ok(ScheduleSpec { steps, period, class_steps })
+}
+
+/// A line up to its comment: a `#` outside quotes (`"…"` with `\` escapes, `'…'`, a `\`
+/// before a character outside them, as flag strings are split).
+fn without_comment(line: &str) -> &str {
+    let (mut quote, mut escaped) = (None, false);
+    for (i, c) in line.char_indices() {
+        match (quote, c) {
+            _ if escaped => escaped = false,
+            (Some('\''), '\'') | (Some('"'), '"') => quote = None,
+            (Some('"'), '\\') | (None, '\\') => escaped = true,
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '#') => return &line[..i],
+            _ => {}
+        }
+    }
+    line
 }
 
 fn names(list: &[&str]) -> String {
@@ -244,5 +267,30 @@ mod tests {
         // The shortest period: a millisecond a line.
         let s = parse("0s --delay 1ms\n1us --delay 2ms\nrepeat 2ms\n", &base, Path::new(".")).unwrap();
         assert_eq!(s.period, Some(Nanos::from_millis(2)));
+        // A class changed twice on one line would be two steps at one time.
+        let class = PathSpec::from_flags("--class c1 'tcp' --delay 1ms").unwrap();
+        let e = parse_with_classes(
+            "0s --class c1 '--delay 5ms' --class c1 '--delay 7ms'\n",
+            &base,
+            &[("c1", &class)],
+            &[],
+            Path::new("."),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("--class c1 is given twice on one line"), "{e}");
+    }
+
+    /// A `#` starts a comment outside quotes only: a file name may hold one.
+    #[test]
+    fn comments_start_outside_quotes() {
+        assert_eq!(without_comment("0s --delay 1ms # slower"), "0s --delay 1ms ");
+        assert_eq!(without_comment("#"), "");
+        assert_eq!(without_comment(r#"0s --loss "trace:a#b" #c"#), r#"0s --loss "trace:a#b" "#);
+        assert_eq!(without_comment("0s --loss 'trace:a#b'"), "0s --loss 'trace:a#b'");
+        assert_eq!(without_comment(r"0s --loss trace:a\#b #c"), r"0s --loss trace:a\#b ");
+        assert_eq!(without_comment(r#"0s --netem "delay 1ms \" #" #c"#), r#"0s --netem "delay 1ms \" #" "#);
+        let s = parse("0s --loss 'trace:a#b' # c\n", &PathSpec::default(), Path::new("/d")).unwrap();
+        let loss = s.steps[0].2.loss.as_ref().unwrap();
+        assert!(format!("{loss:?}").contains("/d/a#b"), "{loss:?}");
     }
 }
