@@ -27,6 +27,9 @@ use std::sync::Arc;
 
 const LOSS_ACCEPTED: &str = "P (1% or 0.01), random:P[,corr=C], ge:p=P,r=R[,loss-bad=X][,loss-good=Y], \
 ge:loss=P,burst=B, gi:p13=P[,p31=..,p32=..,p23=..,p14=..], trace:FILE";
+/// What a model (not a trace, which only `--loss` reads) may be.
+const MODEL_ACCEPTED: &str = "P (1% or 0.01), random:P[,corr=C], ge:p=P,r=R[,loss-bad=X][,loss-good=Y], \
+ge:loss=P,burst=B, gi:p13=P[,p31=..,p32=..,p23=..,p14=..]";
 
 /// What the user asked for.
 #[derive(Clone, Debug, PartialEq)]
@@ -271,7 +274,12 @@ impl FromStr for LossConfig {
                 }
                 Ok(LossConfig::FourState { p13, p31, p32, p23, p14 })
             }
-            "trace" => Err(error(s, "names a trace file, which is read by the command line", LOSS_ACCEPTED)),
+            // `--loss` and the config read a trace before they come here.
+            "trace" => Err(error(
+                s,
+                "names a trace file, which only --loss reads; a model is expected here",
+                MODEL_ACCEPTED,
+            )),
             _ => Err(error(s, format!("names unknown loss model `{name}`"), LOSS_ACCEPTED)),
         }
     }

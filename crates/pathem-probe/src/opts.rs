@@ -25,7 +25,7 @@ pub struct SendOpts {
     #[arg(long, value_name = "N", conflicts_with = "duration")]
     pub count: Option<u64>,
     /// Or: send for this long.
-    #[arg(long, value_name = "DUR")]
+    #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     pub duration: Option<Duration>,
     /// Seed of the Poisson pattern.
     #[arg(long, value_name = "N", default_value_t = 1)]
@@ -35,7 +35,7 @@ pub struct SendOpts {
 #[derive(Args, Debug, Clone)]
 pub struct RecvOpts {
     /// The delay the path should add; deviations are measured from it.
-    #[arg(long, value_name = "DUR", default_value = "0ns")]
+    #[arg(long, value_name = "DUR", default_value = "0ns", allow_hyphen_values = true)]
     pub expect_delay: Duration,
     /// The loss model the path should apply, to draw its loss-burst CDF next to the measured one.
     #[arg(long, value_name = "SPEC")]
@@ -47,7 +47,7 @@ pub struct RecvOpts {
     #[arg(long, value_name = "DIR")]
     pub figures: Option<PathBuf>,
     /// Give up when nothing arrives for this long.
-    #[arg(long, value_name = "DUR", default_value = "5s")]
+    #[arg(long, value_name = "DUR", default_value = "5s", allow_hyphen_values = true)]
     pub idle: Duration,
 }
 

@@ -114,6 +114,13 @@ impl Plan {
                 // before it becomes a count: a rate of 10tbit sends 10^11 datagrams in five.
                 let secs = d.map_or(5.0, |d| d.as_secs_f64());
                 let n = (secs * pps).ceil();
+                if (n.is_nan() || n > MAX_COUNT as f64) && matches!(pattern, Pattern::Burst { .. }) {
+                    return bad(
+                        "--pattern",
+                        format!("({pps:e} datagrams a second for {secs}s: {n:e} datagrams)"),
+                        "a burst:N,every=DUR that sends at most 10000000000 datagrams in --duration (5s without it), or --count",
+                    );
+                }
                 if n.is_nan() || n > MAX_COUNT as f64 {
                     return bad(
                         "--rate",

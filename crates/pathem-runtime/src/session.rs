@@ -30,13 +30,13 @@ pub struct Serving {
     #[arg(long, value_name = "[ADDR:]PORT")]
     pub metrics: Option<String>,
     /// Print the counters every DUR on stderr (e.g. 1s).
-    #[arg(long, value_name = "DUR")]
+    #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     pub stats_interval: Option<pathem_model::units::Duration>,
     /// Counters as JSON lines (periodic and final) on stdout.
     #[arg(long)]
     pub json: bool,
     /// Stop by itself after DUR.
-    #[arg(long, value_name = "DUR")]
+    #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     pub duration: Option<pathem_model::units::Duration>,
 }
 
@@ -307,7 +307,7 @@ pub struct Tuning {
     /// Keep polling, without sleeping, for this long after each frame (0ms: sleep whenever
     /// nothing is due). Waking from a sleep delays the frame that woke pathem by the host's
     /// wake-up latency (tens of µs on a virtual machine); polling costs CPU while traffic flows.
-    #[arg(long, value_name = "DUR", default_value = "1ms")]
+    #[arg(long, value_name = "DUR", default_value = "1ms", allow_hyphen_values = true)]
     pub busy_poll: pathem_model::units::Duration,
     /// Longest frame carried, 1 to 65536 bytes; longer ones are dropped and counted as `oversize`.
     #[arg(long, value_name = "BYTES", default_value_t = 9216)]

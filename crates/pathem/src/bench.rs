@@ -10,9 +10,10 @@ use pathem_spec::PathSpec;
 pub struct BenchArgs {
     #[command(flatten)]
     pub path: PathSpec,
-    /// Frames per run (not with --live or --hiccups, whose runs last --seconds).
-    #[arg(long, value_name = "N", default_value_t = 10_000_000, conflicts_with_all = ["live", "hiccups"])]
-    pub packets: u64,
+    /// Frames per run, 1 to 10^12 (with --offloads at most 2000000; not with --live or
+    /// --hiccups, whose runs last --seconds) [default: 10000000, with --offloads 2000000].
+    #[arg(long, value_name = "N", conflicts_with_all = ["live", "hiccups"])]
+    pub packets: Option<u64>,
     /// Frame size in bytes (without FCS; with --live or --offloads, --sizes).
     #[arg(long, value_name = "BYTES", default_value_t = 64, conflicts_with_all = ["live", "hiccups", "offloads"])]
     pub size: usize,
@@ -54,9 +55,9 @@ pub struct BenchArgs {
     #[arg(long, value_name = "KINDS", value_delimiter = ',')]
     pub live: Vec<String>,
     /// With --live: receive and transmit queues of every veth of the bed (1 to 64); the
-    /// generator's frames arrive on one, the ports read them all.
-    #[arg(long, value_name = "N", default_value_t = 1, requires = "live")]
-    pub queues: u32,
+    /// generator's frames arrive on one, the ports read them all [default: 1].
+    #[arg(long, value_name = "N")]
+    pub queues: Option<u32>,
     /// With --live or --offloads: frame sizes to measure [default: 64,1500].
     #[arg(long, value_name = "BYTES", value_delimiter = ',')]
     pub sizes: Option<Vec<usize>>,
@@ -76,6 +77,10 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
         false => out!("{text}"),
     };
     let live = !args.live.is_empty();
+    // (clap's `requires` does not hold here: checked by hand.)
+    if args.queues.is_some() && !live {
+        return Err(usage("--queues is only for --live (the veths' queues)"));
+    }
     if args.sizes.is_some() && !(live || args.offloads) {
         return Err(usage("--sizes is only for --live or --offloads (a run of the engine takes --size)"));
     }
@@ -118,20 +123,23 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
             secs: seconds,
             rounds: args.runs,
             split: args.split,
-            queues: args.queues,
+            queues: args.queues.unwrap_or(1),
         };
         pathem_lab::testbed::clean_up_on_signals().map_err(crate::lab_error)?;
         let rows = rounds::live(&plan, progress, print).map_err(crate::lab_error)?;
         emit(serde_json::json!({ "rows": rows }), text::live_notes(&args.live, args.runs, args.split));
         return Ok(());
     }
-    crate::within("--packets", args.packets, 1..=1_000_000_000_000, "1 to 10^12")?;
+    let most = if args.offloads { 2_000_000 } else { 1_000_000_000_000 };
+    let packets = args.packets.unwrap_or(most.min(10_000_000));
+    let accepted = if args.offloads { "1 to 2000000 with --offloads" } else { "1 to 10^12" };
+    crate::within("--packets", packets, 1..=most, accepted)?;
     crate::within("--size", args.size, 14..=65_535, "14 to 65535 bytes (the engine's longest frame)")?;
     if args.offloads {
         if let Some(&size) = sizes.iter().find(|s| !(64..=9000).contains(*s)) {
             return Err(usage(format!("--sizes {size}: accepted: 64 to 9000 bytes with --offloads")));
         }
-        let frames = args.packets.min(2_000_000);
+        let frames = packets;
         let rows = rounds::offloads(&sizes, frames, args.runs);
         let value = serde_json::json!({ "frames": frames, "runs": args.runs, "offloads": rows });
         emit(value, text::offloads(frames, args.runs, &rows));
@@ -141,7 +149,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
         pathem_runtime::link::pin(cpu).map_err(crate::runtime_error)?;
     }
     let path = args.path.to_config().map_err(usage)?;
-    let plan = Plan { packets: args.packets, size: args.size, runs: args.runs, seed: args.seed };
+    let plan = Plan { packets, size: args.size, runs: args.runs, seed: args.seed };
     if let Some(n) = args.classes {
         crate::within("--classes", n, 0..=63, "0 to 63")?;
         let r = rounds::classes(&path, n, plan, progress).map_err(crate::lab_error)?;
@@ -154,7 +162,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
             return Err(usage("--disciplines needs a bottleneck: --rate or --rate-trace"));
         }
         let rows = rounds::disciplines(&path, plan, progress).map_err(crate::lab_error)?;
-        let value = serde_json::json!({ "path": rounds::with_one_limit(&path).to_string(), "packets": args.packets, "size": args.size, "disciplines": rows });
+        let value = serde_json::json!({ "path": rounds::with_one_limit(&path).to_string(), "packets": packets, "size": args.size, "disciplines": rows });
         emit(value, text::disciplines(&path, plan, &rows));
     } else {
         let r = rounds::engine(&path, plan, progress).map_err(crate::lab_error)?;

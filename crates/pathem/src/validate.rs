@@ -16,15 +16,15 @@ use std::path::PathBuf;
 
 #[derive(Args, Debug)]
 pub struct ValidateArgs {
-    /// Port type pathem uses: afpacket or afxdp.
-    #[arg(long, default_value = "afpacket")]
+    /// Port type pathem uses: afpacket or afxdp (--target runs both).
+    #[arg(long, default_value = "afpacket", conflicts_with = "target")]
     pub port: String,
     /// A short run of four paths (what CI runs).
     #[arg(long)]
     pub quick: bool,
-    /// Seconds of probe traffic per path.
-    #[arg(long, value_name = "S", default_value_t = 3.0)]
-    pub seconds: f64,
+    /// Seconds of probe traffic per path, 0.1 to 3600 [default: 3, with --quick 1.5].
+    #[arg(long, value_name = "S")]
+    pub seconds: Option<f64>,
     /// Instead of the matrix: the latency benchmark (100 kpps of 64-byte CBR frames through
     /// 10 ms, and bursts at the same mean rate), through both port types and directly, three
     /// times each, with the machine's hiccups that bound it. Prints medians over the runs.
@@ -39,26 +39,28 @@ pub fn main(args: ValidateArgs) -> anyhow::Result<()> {
     if args.port != "afpacket" && args.port != "afxdp" {
         return Err(usage(format!("--port {}: accepted: afpacket, afxdp", args.port)));
     }
-    crate::within("--seconds", args.seconds, 0.1..=3600.0, "0.1 to 3600 (above 0)")?;
+    let seconds = args.seconds.unwrap_or(if args.quick { 1.5 } else { 3.0 });
+    crate::within("--seconds", seconds, 0.1..=3600.0, "0.1 to 3600 (above 0)")?;
+    // Before the namespaces: a folder that cannot be made stops nothing half built.
+    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     pathem_lab::testbed::clean_up_on_signals().map_err(crate::lab_error)?;
     let b = Bed::through(&format!("pv{}", std::process::id())).map_err(crate::lab_error)?;
-    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     if args.target {
         const RUNS: usize = 3;
         let direct = Bed::direct(&format!("pvd{}", std::process::id())).map_err(crate::lab_error)?;
         let cpus = validate::cpus().unwrap_or((0, 0));
         outln!(
             "pathem validate --target: 100 kpps of 64-byte frames, {} s per run, {RUNS} runs; pathem on CPU {}, probe on CPU {}",
-            args.seconds, cpus.1, cpus.0
+            seconds, cpus.1, cpus.0
         );
         let done = |run: usize| errln!("pathem validate: run {} of {RUNS} done", run + 1);
         let (rows, hiccups) =
-            validate::target(&b, &direct, RUNS, args.seconds, &args.out, done).map_err(crate::lab_error)?;
+            validate::target(&b, &direct, RUNS, seconds, &args.out, done).map_err(crate::lab_error)?;
         out!("{}", text::target(&rows, &hiccups, RUNS));
         outln!("  report in {}", args.out.join("target.json").display());
         return Ok(());
     }
-    let secs = if args.quick { args.seconds.min(1.5) } else { args.seconds };
+    let secs = seconds;
     outln!("pathem validate: {} ports, {secs} s per path; figures in {}", args.port, args.out.display());
     let floor_p999 = std::cell::Cell::new(0.0);
     let floor = |s: &pathem_probe::Summary| {

@@ -160,6 +160,8 @@ fn bad_input_is_refused_with_one_line() {
         (vec!["bench", "--hiccups", "--delay", "1ms"], 2, "--hiccups measures the machine: path flags"),
         (vec!["bench", "--packets", "9", "--seconds", "1"], 2, "--seconds is only for --live or --hiccups"),
         (vec!["bench", "--packets", "9", "--sizes", "64"], 2, "--sizes is only for --live or --offloads"),
+        (vec!["bench", "--packets", "9", "--queues", "2"], 2, "--queues is only for --live"),
+        (vec!["bench", "--offloads", "--packets", "3000000"], 2, "accepted: 1 to 2000000 with --offloads"),
         (vec!["bench", "--offloads", "--core", "1"], 2, "'--offloads' cannot be used with '--core <CPU>'"),
         (
             vec!["bench", "--offloads", "--delay", "1ms"],
@@ -167,7 +169,30 @@ fn bad_input_is_refused_with_one_line() {
             "--offloads measures the ports' work on a frame: path",
         ),
         (vec!["bench", "--split", "--core", "1"], 2, "'--split' cannot be used with '--core <CPU>'"),
-        (vec!["bench", "--queues", "4"], 2, "were not provided: --live <KINDS>"),
+        (vec!["bench", "--queues", "4"], 2, "--queues is only for --live"),
+        (
+            vec!["validate", "--target", "--port", "afxdp"],
+            2,
+            "'--target' cannot be used with '--port <PORT>'",
+        ),
+        (
+            vec!["probe", "recv", "--listen", "127.0.0.1:0"],
+            2,
+            "--listen 127.0.0.1:0: accepted: IP:PORT with a port 1",
+        ),
+        (
+            vec!["probe", "send", "--to", "127.0.0.1:9", "--pattern", "burst:4294967295,every=1ns"],
+            2,
+            "--pattern (4.294967295e18 datagrams a second",
+        ),
+        (vec!["probe", "send", "--to", "127.0.0.1:9", "--duration", "-1s"], 2, "`-1s` is negative"),
+        (vec!["probe", "recv", "--listen", "127.0.0.1:9", "--expect-delay", "-1ms"], 2, "`-1ms` is negative"),
+        (vec!["run", "lo", "lo2", "--stats-interval", "-1s"], 2, "`-1s` is negative"),
+        (
+            vec!["probe", "recv", "--listen", "127.0.0.1:9", "--expect-loss", "trace:/x"],
+            2,
+            "which only --loss reads; a model is expected here",
+        ),
         (vec!["run", "lo"], 2, "were not provided: <PORT_B>"),
         (
             vec!["probe", "recv", "--listen", "127.0.0.1:47912", "--idle", "200ms"],
