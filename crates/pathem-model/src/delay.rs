@@ -118,7 +118,10 @@ impl DelayTrace {
             let mut words = line.split_whitespace();
             let (a, b) = (words.next().unwrap_or(""), words.next());
             if words.next().is_some() {
-                return Err(TraceError::line(n, format!("`{line}` has more than two fields (TIME DELAY)")));
+                return Err(TraceError::line(
+                    n,
+                    format!("`{}` has more than two fields (TIME DELAY)", crate::units::shown(line)),
+                ));
             }
             if a == "period" {
                 if period.is_some() {
@@ -134,7 +137,9 @@ impl DelayTrace {
                 period = Some(p);
                 continue;
             }
-            let Some(b) = b else { return Err(TraceError::line(n, format!("`{line}` needs TIME DELAY"))) };
+            let Some(b) = b else {
+                return Err(TraceError::line(n, format!("`{}` needs TIME DELAY", crate::units::shown(line))));
+            };
             let t = parse_duration(a).map_err(at)?;
             let d = parse_duration(b).map_err(at)?;
             if t > crate::limits::MAX_TRACE_SPAN {

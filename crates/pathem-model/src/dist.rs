@@ -156,7 +156,10 @@ impl CustomTable {
             let line = line.split('#').next().unwrap_or("");
             for word in line.split_whitespace() {
                 let v = parse_c_integer(word).filter(|v| i16::try_from(*v).is_ok()).ok_or_else(|| {
-                    TraceError::line(n, format!("`{word}` is not a whole number from -32768 to 32767"))
+                    TraceError::line(
+                        n,
+                        format!("`{}` is not a whole number from -32768 to 32767", crate::units::shown(word)),
+                    )
                 })?;
                 if values.len() == CUSTOM_MAX_VALUES {
                     return Err(TraceError::line(n, format!("holds more than {CUSTOM_MAX_VALUES} values")));

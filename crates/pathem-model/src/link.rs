@@ -45,7 +45,10 @@ impl RateTrace {
                 continue;
             }
             let ms: u64 = line.parse().map_err(|_| {
-                TraceError::line(n, format!("`{line}` is not a whole number of milliseconds"))
+                TraceError::line(
+                    n,
+                    format!("`{}` is not a whole number of milliseconds", crate::units::shown(line)),
+                )
             })?;
             let max_ms = crate::limits::MAX_TRACE_SPAN.as_nanos() / 1_000_000;
             if ms > max_ms {

@@ -11,7 +11,7 @@ use std::str::FromStr;
 
 /// A value that does not parse as the quantity asked for.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{value}` {reason}; accepted: {accepted}")]
+#[error("`{}` {reason}; accepted: {accepted}", shown(.value))]
 pub struct UnitError {
     pub value: String,
     pub reason: String,
@@ -21,6 +21,17 @@ pub struct UnitError {
 impl UnitError {
     fn new(value: &str, reason: impl Into<String>, accepted: &'static str) -> UnitError {
         UnitError { value: value.to_string(), reason: reason.into(), accepted }
+    }
+}
+
+/// A value as a message quotes it: whole up to 64 characters, else its start and its length
+/// (a long line of a file given by mistake, a capture or a minified JSON, would make the one
+/// line of the message megabytes long).
+pub fn shown(value: &str) -> std::borrow::Cow<'_, str> {
+    const MOST: usize = 64;
+    match value.char_indices().nth(MOST) {
+        None => std::borrow::Cow::Borrowed(value),
+        Some((end, _)) => std::borrow::Cow::Owned(format!("{}… ({} bytes)", &value[..end], value.len())),
     }
 }
 
@@ -452,6 +463,19 @@ mod tests {
     }
 
     /// A value above 0 is never taken as 0, and byte and bit spellings are not swapped.
+    #[test]
+    fn long_values_are_quoted_cut() {
+        assert_eq!(shown("10ms"), "10ms");
+        let exactly = "é".repeat(64);
+        assert_eq!(shown(&exactly), exactly);
+        let long = "é".repeat(65);
+        assert_eq!(shown(&long), format!("{}… (130 bytes)", "é".repeat(64)));
+        let e = format!("1{}s", "0".repeat(3_000_000)).parse::<Duration>().unwrap_err().to_string();
+        assert!(e.len() < 300, "{e}");
+        let trace = crate::link::RateTrace::parse(&"x".repeat(3_000_000)).unwrap_err().to_string();
+        assert!(trace.len() < 200, "{trace}");
+    }
+
     #[test]
     fn nothing_rounds_to_zero_and_bytes_are_not_bits() {
         for bad in ["0.4ns", "1e-400s", "0.0000001us"] {

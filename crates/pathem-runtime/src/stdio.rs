@@ -77,6 +77,15 @@ pub fn usage_line(rendered: &str) -> String {
     let first = lines.next().unwrap_or("bad arguments").trim_start_matches("error: ");
     let listed: Vec<&str> = lines.take_while(|l| first.ends_with(':') && !l.is_empty()).collect();
     let whole = "accepted: a whole number within the flag's range (README, \"Ranges\")";
+    // clap quotes the value whole: a long one is cut as pathem's own messages cut it.
+    let clipped;
+    let first = match first.strip_prefix("invalid value '").and_then(|rest| rest.split_once("' for '")) {
+        Some((value, rest)) if matches!(pathem_model::units::shown(value), std::borrow::Cow::Owned(_)) => {
+            clipped = format!("invalid value '{}' for '{rest}", pathem_model::units::shown(value));
+            clipped.as_str()
+        }
+        _ => first,
+    };
     [first, &listed.join(", ")]
         .join(" ")
         .trim_end()
@@ -126,6 +135,12 @@ mod tests {
         assert_eq!(
             usage_line(missing),
             "the following required arguments were not provided: --to <IP:PORT>, --x <N>"
+        );
+        let long =
+            format!("error: invalid value '{}' for '--delay <DUR>': it is long\n\nFor more", "9".repeat(70));
+        assert_eq!(
+            usage_line(&long),
+            format!("invalid value '{}… (70 bytes)' for '--delay <DUR>': it is long", "9".repeat(64))
         );
         let sign = "error: invalid value '-1' for '--packets <N>': invalid digit found in string\n\nFor more";
         assert_eq!(

@@ -38,7 +38,7 @@ pub enum SpecError {
     #[error("schedule {}: {error}", path.display())]
     Schedule { path: PathBuf, error: ScheduleError },
     /// A netem spec (`--netem "..."`) with a bad word.
-    #[error("--netem \"{spec}\": {error}")]
+    #[error("--netem \"{}\": {error}", pathem_model::units::shown(.spec))]
     Netem { spec: String, error: crate::netem::NetemError },
     /// A class (`--class`, `[[class]]`) that cannot be used.
     #[error("{0}")]

@@ -25,7 +25,7 @@ use pathem_model::loss::{LossConfig, LossTrace};
 use pathem_model::police::PolicerConfig;
 use pathem_model::skip::SkipConfig;
 use pathem_model::slot::{SlotConfig, Spacing};
-use pathem_model::units::{Duration, Probability, QueueLimit, Rate, UnitError};
+use pathem_model::units::{shown, Duration, Probability, QueueLimit, Rate, UnitError};
 use pathem_model::PathConfig;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -452,7 +452,7 @@ pub fn split_words(text: &str) -> Result<Vec<String>, String> {
                     match chars.next() {
                         Some('\'') => break,
                         Some(c) => w.push(c),
-                        None => return Err(format!("`{text}` has a ' that is not closed")),
+                        None => return Err(format!("`{}` has a ' that is not closed", shown(text))),
                     }
                 }
             }
@@ -467,10 +467,10 @@ pub fn split_words(text: &str) -> Result<Vec<String>, String> {
                                 w.push('\\');
                                 w.push(c);
                             }
-                            None => return Err(format!("`{text}` has a \" that is not closed")),
+                            None => return Err(format!("`{}` has a \" that is not closed", shown(text))),
                         },
                         Some(c) => w.push(c),
-                        None => return Err(format!("`{text}` has a \" that is not closed")),
+                        None => return Err(format!("`{}` has a \" that is not closed", shown(text))),
                     }
                 }
             }

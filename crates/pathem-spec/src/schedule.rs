@@ -18,7 +18,7 @@
 use crate::error::{ScheduleError, SpecError};
 use crate::path::PathSpec;
 use pathem_model::limits::MAX_TRACE_SPAN;
-use pathem_model::units::parse_duration;
+use pathem_model::units::{parse_duration, shown};
 use pathem_model::Nanos;
 use std::path::Path;
 
@@ -84,7 +84,7 @@ pub fn parse_with_classes(
         last_time = Some(when);
         lines += 1;
         if flags.trim().is_empty() {
-            return Err(at(n, format!("`{line}` needs TIME FLAGS, e.g. 10s --delay 20ms")));
+            return Err(at(n, format!("`{}` needs TIME FLAGS, e.g. 10s --delay 20ms", shown(line))));
         }
         let change = PathSpec::from_flags(flags).map_err(|e| at(n, e.to_string()))?.relative_to(dir);
         let names_a_class = change.has_classes();

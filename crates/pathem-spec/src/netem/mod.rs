@@ -77,7 +77,7 @@ const SLOT_ACCEPTED: &str =
 
 /// A word of a netem spec that cannot be used.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("word {word} \"{text}\" {reason}; accepted: {accepted}")]
+#[error("word {word} \"{}\" {reason}; accepted: {accepted}", pathem_model::units::shown(.text))]
 pub struct NetemError {
     /// Its position, from 1.
     pub word: usize,
