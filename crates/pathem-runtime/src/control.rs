@@ -111,9 +111,17 @@ impl Request {
         }
     }
 
-    /// `set` with the words of `ctl set`, from this process's directory.
-    pub fn set(args: Vec<String>) -> Request {
-        Request::Set { args, cwd: std::env::current_dir().ok() }
+    /// `set` with the words of `ctl set`, from this process's directory (which the protocol
+    /// carries as text: a directory whose name is not UTF-8 cannot be sent, and is refused).
+    pub fn set(args: Vec<String>) -> Result<Request, crate::Error> {
+        let cwd = std::env::current_dir().ok();
+        if let Some(dir) = cwd.as_ref().filter(|d| d.to_str().is_none()) {
+            return Err(crate::Error::Unsendable(format!(
+                "the current directory, {}, is not UTF-8 text, which the control protocol carries: run `pathem ctl` from another",
+                dir.display()
+            )));
+        }
+        Ok(Request::Set { args, cwd })
     }
 }
 
@@ -124,10 +132,34 @@ pub enum Reply {
     State(Box<State>),
     /// The change is in effect.
     Changed,
-    /// Refused, with one line for the user.
+    /// Refused, with one line for the user; `usage` when the request asked what cannot be
+    /// (exit 2), not when the link could not do it (stopped, stuck: exit 1). A reply without
+    /// it (an older pathem of the same protocol) is taken as usage, as all were.
     Refused {
         error: String,
+        #[serde(default = "yes")]
+        usage: bool,
     },
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Refusal {
+    /// True when the request asked what cannot be, false when the running link failed to do
+    /// what could be (it stopped, or has not applied the change).
+    pub fn is_usage(&self) -> bool {
+        match self {
+            Refusal::Spec(e) => e.is_usage(),
+            Refusal::Change(pathem_engine::ChangeError::Stopped) | Refusal::NotApplied => false,
+            Refusal::Change(_)
+            | Refusal::NotAttached(_)
+            | Refusal::NoClass { .. }
+            | Refusal::DefaultClass
+            | Refusal::OneWay => true,
+        }
+    }
 }
 
 /// A message of either kind with the protocol's version.
@@ -324,11 +356,19 @@ impl Served {
 }
 
 /// The version a message says it speaks (0: older than versions, or no message at all).
-fn version_of(line: &str) -> u32 {
-    serde_json::from_str::<serde_json::Value>(line)
-        .ok()
-        .and_then(|v| v.get("version")?.as_u64())
-        .map_or(0, |v| v.min(u64::from(u32::MAX)) as u32)
+/// The protocol version a line says: 0 for an object without one (a client from before
+/// versions), and a line that is no JSON object, or whose version is no whole number, refused
+/// as such rather than taken for another version.
+fn version_of(line: &str) -> Result<u32, BadRequest> {
+    let value = serde_json::from_str::<serde_json::Value>(line).map_err(|_| BadRequest::NotJson)?;
+    let object = value.as_object().ok_or(BadRequest::NotJson)?;
+    match object.get("version") {
+        None => Ok(0),
+        Some(v) => v
+            .as_u64()
+            .map(|v| v.min(u64::from(u32::MAX)) as u32)
+            .ok_or_else(|| BadRequest::Malformed(format!("its version is {v}, not a whole number"))),
+    }
 }
 
 /// Why a request line was refused: the one-line answer the client gets.
@@ -346,9 +386,8 @@ pub enum BadRequest {
 
 /// Parses one request line.
 pub fn parse_request(line: &str) -> Result<Request, BadRequest> {
-    match version_of(line) {
+    match version_of(line)? {
         PROTOCOL => {}
-        0 if serde_json::from_str::<serde_json::Value>(line).is_err() => return Err(BadRequest::NotJson),
         v => return Err(BadRequest::Version(v)),
     }
     serde_json::from_str::<Message<Request>>(line).map(|m| m.body).map_err(|e| {
@@ -407,18 +446,33 @@ impl Drop for Server {
     }
 }
 
+/// The longest request: a client cannot make the server hold more.
+const REQUEST_LIMIT: usize = 64 << 10;
+
+/// The request in what was read (at most [`REQUEST_LIMIT`] bytes): one that is not UTF-8 or
+/// has no end within the limit is refused as such, a connection that failed is an error.
+fn request_of(read: std::io::Result<String>) -> std::io::Result<Result<Request, BadRequest>> {
+    Ok(match read {
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => Err(BadRequest::Malformed(e.to_string())),
+        Err(e) => return Err(e),
+        Ok(line) if line.len() >= REQUEST_LIMIT && !line.ends_with('\n') => {
+            Err(BadRequest::Malformed("it is longer than 64 KiB, the most a request may be".into()))
+        }
+        Ok(line) => parse_request(&line),
+    })
+}
+
 fn answer(stream: UnixStream, served: &Served) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_write_timeout(Some(crate::CLIENT_TIME))?;
-    // One request of at most 64 KiB: a client cannot make the server hold more.
-    let line = crate::read_request(&stream, |t| stream.set_read_timeout(Some(t)), 64 << 10)?;
-    let reply = match parse_request(&line) {
+    let read = crate::read_request(&stream, |t| stream.set_read_timeout(Some(t)), REQUEST_LIMIT);
+    let reply = match request_of(read)? {
         Ok(Request::Show) => Reply::State(Box::new(served.state())),
         Ok(Request::Set { args, cwd }) => match (served.setter)(&args, cwd.as_deref()) {
             Ok(()) => Reply::Changed,
-            Err(e) => Reply::Refused { error: e.to_string() },
+            Err(e) => Reply::Refused { error: e.to_string(), usage: e.is_usage() },
         },
-        Err(e) => Reply::Refused { error: e.to_string() },
+        Err(e) => Reply::Refused { error: e.to_string(), usage: true },
     };
     let mut w = &stream;
     writeln!(w, "{}", reply_line(reply))
@@ -444,7 +498,8 @@ pub fn request(name: &str, req: Request) -> Result<Reply, Error> {
     })?;
     let wait = req.answer_within();
     stream.set_read_timeout(Some(wait)).ok();
-    let req = serde_json::to_string(&Message { version: PROTOCOL, body: req }).unwrap_or_default();
+    let req = serde_json::to_string(&Message { version: PROTOCOL, body: req })
+        .map_err(|e| Error::Unsendable(format!("the request cannot be written as JSON: {e}")))?;
     writeln!(stream, "{req}").map_err(|source| Error::Io { what: path.display().to_string(), source })?;
     let mut line = String::new();
     BufReader::new(&stream)
@@ -459,11 +514,18 @@ pub fn request(name: &str, req: Request) -> Result<Reply, Error> {
             };
             Error::Io { what, source }
         })?;
+    if line.is_empty() {
+        return Err(Error::Unreadable {
+            name: name.into(),
+            reason: "it closed the connection without answering".into(),
+        });
+    }
     match version_of(&line) {
-        PROTOCOL => serde_json::from_str::<Message<Reply>>(&line)
+        Ok(PROTOCOL) => serde_json::from_str::<Message<Reply>>(&line)
             .map(|m| m.body)
             .map_err(|e| Error::Unreadable { name: name.into(), reason: e.to_string() }),
-        theirs => Err(Error::Version { who: name.into(), theirs }),
+        Ok(theirs) => Err(Error::Version { who: name.into(), theirs }),
+        Err(e) => Err(Error::Unreadable { name: name.into(), reason: e.to_string() }),
     }
 }
 
@@ -596,15 +658,19 @@ pub fn serve(
             pathem_engine::delay_line::can_touch_all(all).map_err(pathem_engine::ChangeError::from)?;
         }
         let mut ready = Vec::new();
-        for (d, lane, cfg, steps) in made {
-            if let Some(c) = control(d, lane) {
-                ready.push(c.prepare(cfg, (!steps.is_empty()).then_some(steps))?);
+        for ((d, lane, cfg, steps), (key, spec)) in made.into_iter().zip(plan.iter().cloned()) {
+            let prepared = match control(d, lane) {
+                Some(c) => Some(c.prepare(cfg, (!steps.is_empty()).then_some(steps))?),
+                None => None,
+            };
+            ready.push((key, spec, prepared));
+        }
+        // Each path's layer is kept as its change commits: should a later one fail (its link
+        // stopped), the next `set` still builds on what the earlier ones now run.
+        for (key, spec, prepared) in ready {
+            if let Some(change) = prepared {
+                change.commit()?;
             }
-        }
-        for change in ready {
-            change.commit()?;
-        }
-        for (key, spec) in plan.iter().cloned() {
             held.insert(key, spec);
         }
         // `set` answers once the change is in effect, so a `show` right after sees it.
@@ -647,6 +713,13 @@ mod tests {
         assert_eq!(parse_request(r#"{"version":1,"cmd":"show"}"#), Ok(Request::Show));
         // An older client (no version) and a newer one are told which versions meet.
         assert_eq!(parse_request(r#"{"cmd":"show"}"#), Err(BadRequest::Version(0)));
+        let long = format!(r#"{{"version":1,"cmd":"set","args":["{}"]}}"#, "x".repeat(REQUEST_LIMIT));
+        let read = crate::read_request(long.as_bytes(), |_| Ok(()), REQUEST_LIMIT);
+        let e = request_of(read).unwrap().unwrap_err().to_string();
+        assert!(e.contains("longer than 64 KiB"), "{e}");
+        let read =
+            crate::read_request(&b"{\"version\":1,\"cmd\":\"sh\xffow\"}\n"[..], |_| Ok(()), REQUEST_LIMIT);
+        assert!(request_of(read).unwrap().unwrap_err().to_string().contains("not UTF-8"));
         let e = parse_request(r#"{"cmd":"show"}"#).unwrap_err().to_string();
         assert!(e.contains("control protocol 0") && e.contains("this pathem 1"), "{e}");
         let e = parse_request(r#"{"version":7,"cmd":"show"}"#).unwrap_err().to_string();
@@ -667,12 +740,32 @@ mod tests {
 
     #[test]
     fn replies_round_trip() {
-        let line = reply_line(Reply::Refused { error: "--loss 150%: above 100%".into() });
-        assert_eq!(version_of(&line), PROTOCOL);
+        let line = reply_line(Reply::Refused { error: "--loss 150%: above 100%".into(), usage: true });
+        assert_eq!(version_of(&line), Ok(PROTOCOL));
         match serde_json::from_str::<Message<Reply>>(&line).unwrap().body {
-            Reply::Refused { error } => assert_eq!(error, "--loss 150%: above 100%"),
+            Reply::Refused { error, usage } => {
+                assert_eq!((error.as_str(), usage), ("--loss 150%: above 100%", true))
+            }
             other => panic!("{other:?}"),
         }
+        let stopped = Refusal::Change(pathem_engine::ChangeError::Stopped);
+        assert!(!stopped.is_usage() && !Refusal::NotApplied.is_usage() && Refusal::OneWay.is_usage());
+        // An older pathem's refusal, without `usage`, is a usage refusal, as all were.
+        let old = r#"{"version":1,"reply":"refused","error":"x"}"#;
+        assert!(matches!(
+            serde_json::from_str::<Message<Reply>>(old).unwrap().body,
+            Reply::Refused { usage: true, .. }
+        ));
+        // Versions that are not whole numbers are refused as such, not taken as another one.
+        for (line, says) in [
+            (r#"{"version":"1","cmd":"show"}"#, "its version is \"1\", not a whole number"),
+            (r#"{"version":1.5,"cmd":"show"}"#, "its version is 1.5"),
+            (r#"[1]"#, "a JSON object per line"),
+            ("", "a JSON object per line"),
+        ] {
+            assert!(parse_request(line).unwrap_err().to_string().contains(says), "{line}");
+        }
+        assert_eq!(parse_request(r#"{"cmd":"show"}"#), Err(BadRequest::Version(0)));
         assert!(matches!(
             serde_json::from_str::<Message<Reply>>(&reply_line(Reply::Changed)).unwrap().body,
             Reply::Changed

@@ -156,6 +156,9 @@ pub enum Error {
     /// The other end of the control socket speaks another version of its protocol.
     #[error("{who} speaks control protocol {theirs} and this pathem {}: use the pathem that started the link for `pathem ctl`", control::PROTOCOL)]
     Version { who: String, theirs: u32 },
+    /// A request that cannot be sent as the control protocol carries it.
+    #[error("{0}")]
+    Unsendable(String),
     /// A running link answered what this pathem cannot read.
     #[error("{name} answered what this pathem cannot read: {reason}")]
     Unreadable { name: String, reason: String },
@@ -205,6 +208,7 @@ impl Error {
             | Error::NameTaken(_)
             | Error::NoSuchLink(_)
             | Error::Version { .. }
+            | Error::Unsendable(_)
             | Error::MetricsAddr(_)
             | Error::Listen { .. }
             | Error::Range(_)

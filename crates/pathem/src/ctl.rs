@@ -47,7 +47,9 @@ pub fn main(args: CtlArgs) -> anyhow::Result<()> {
         Some("set") if args.json => {
             return Err(usage(format!("ctl {target} set --json: --json is for show")))
         }
-        Some("set") if !args.flags.is_empty() => (Request::set(args.flags.clone()), "set"),
+        Some("set") if !args.flags.is_empty() => {
+            (Request::set(args.flags.clone()).map_err(crate::runtime_error)?, "set")
+        }
         Some("set") => {
             return Err(usage(format!("ctl {target} set: accepted: impairment flags, e.g. --delay 20ms")))
         }
@@ -58,8 +60,10 @@ pub fn main(args: CtlArgs) -> anyhow::Result<()> {
         Reply::State(s) if args.json => outln!("{}", serde_json::to_string(&s)?),
         Reply::State(s) => out!("{}", s.describe()),
         Reply::Changed => errln!("pathem: {target}: changed"),
-        Reply::Refused { error } if what == "set" => return Err(usage(format!("ctl {target} set: {error}"))),
-        Reply::Refused { error } => anyhow::bail!("ctl {target} {what}: {error}"),
+        Reply::Refused { error, usage: true } if what == "set" => {
+            return Err(usage(format!("ctl {target} set: {error}")))
+        }
+        Reply::Refused { error, .. } => anyhow::bail!("ctl {target} {what}: {error}"),
     }
     Ok(())
 }
