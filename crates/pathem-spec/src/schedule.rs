@@ -100,6 +100,13 @@ pub fn parse_with_classes(
                 if elsewhere.contains(name) {
                     continue;
                 }
+                if name == "default" {
+                    return Err(at(
+                        n,
+                        "--class default: the default path is changed by the flags without --class (`10s --delay 5ms`)"
+                            .into(),
+                    ));
+                }
                 let mut known: Vec<&str> = classes.iter().map(|(c, _)| *c).collect();
                 for e in elsewhere.iter().map(String::as_str) {
                     if !known.contains(&e) {
@@ -278,6 +285,15 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("--class c1 is given twice on one line"), "{e}");
+        let e = parse_with_classes(
+            "0s --class default '--delay 5ms'\n",
+            &base,
+            &[("c1", &class)],
+            &[],
+            Path::new("."),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("the default path is changed by the flags without --class"), "{e}");
     }
 
     /// A `#` starts a comment outside quotes only: a file name may hold one.

@@ -444,6 +444,12 @@ impl NetemSpec {
                     let (mut seen_packets, mut seen_bytes) = (false, false);
                     loop {
                         let next = r.peek().unwrap_or("");
+                        let again = (seen_packets && begins(next, "packets"))
+                            || (seen_bytes && begins(next, "bytes"));
+                        if again {
+                            let (kp, k) = r.take().unwrap_or_default();
+                            return Err(bad(kp, k, "is given twice in slot", "packets and bytes once each"));
+                        }
                         if !seen_packets && begins(next, "packets") {
                             seen_packets = true;
                             let (kp, k) = r.take().unwrap_or_default();

@@ -296,6 +296,8 @@ fn refusals_name_the_word_its_position_and_what_is_accepted() {
         ("slot distribution normal 1ms 0", "word 5 \"0\" is zero"),
         ("slot distribution normal 1ms", "word 4 \"1ms\" needs a JITTER"),
         ("slot 1ms packets", "word 3 \"packets\" needs a number of frames"),
+        ("slot 1ms packets 10 packets 5", "word 5 \"packets\" is given twice in slot"),
+        ("slot 1ms bytes 10 packets 2 bytes 5", "word 7 \"bytes\" is given twice in slot"),
         ("slot 1ms bytes 3gb", "word 4 \"3gb\" is out of range"),
         ("delay 10ms % 5", "word 3 \"%\" is not a netem keyword"),
         ("help", "word 1 \"help\" is not a netem keyword"),
