@@ -7,7 +7,8 @@
 //! is not yet due never leaves early, and frames that are due together leave together.
 //!
 //! Without reordering, release times are made non-decreasing at ingress, so the delay line is
-//! a FIFO in release order. With reordering, egress keeps a min-heap of `(release, arrival
+//! a FIFO in release order; a frame `skip_delay` sends at once is the exception (it overtakes),
+//! so egress then releases by time as with reordering. With reordering, egress keeps a min-heap of `(release, arrival
 //! order)` over the records in the ring, releases each at its own time, and gives ring space
 //! back as soon as the oldest records have all left: O(log n) per frame for any number of
 //! frames in flight.
@@ -64,7 +65,8 @@ struct Fate {
     ecn: bool,
     reorder: bool,
     /// The latest release time written: later frames are never released before it unless
-    /// reordering is on (kept while it is, so that turning it off clamps from there).
+    /// reordering is on or they are sent at once (kept while reordering is on, so that turning
+    /// it off clamps from there; a frame sent at once does not move it).
     last_release: Nanos,
 }
 
@@ -634,10 +636,7 @@ impl Egress {
     /// `now` is the time, against which lateness is counted. Returns how many it took.
     #[inline(always)]
     pub fn hand<T: TxPort>(&mut self, now: Nanos, upto: Nanos, budget: usize, tx: &mut T) -> usize {
-        if self.reorder.is_none() && self.reorder_on.load(Ordering::Acquire) {
-            // Reordering was turned on: release by time from here on, for good.
-            self.reorder = Some(Reorder::new());
-        }
+        self.follow_reorder_on();
         if self.reorder.is_some() {
             return self.release_reordered(now, upto, budget, tx);
         }
@@ -707,9 +706,20 @@ impl Egress {
         n
     }
 
+    /// Reordering or frames sent at once were turned on: release by time from here on, for
+    /// good. Asked wherever egress looks at its next frame, so that a frame sent at once is
+    /// seen at once, not when the delayed frame at the line's head falls due.
+    #[inline(always)]
+    fn follow_reorder_on(&mut self) {
+        if self.reorder.is_none() && self.reorder_on.load(Ordering::Acquire) {
+            self.reorder = Some(Reorder::new());
+        }
+    }
+
     /// Release time of the next frame waiting, if any.
     #[inline]
     pub fn next_release(&mut self) -> Option<Nanos> {
+        self.follow_reorder_on();
         if self.reorder.is_none() {
             return self.line.next_release();
         }

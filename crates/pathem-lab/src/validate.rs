@@ -152,7 +152,12 @@ pub fn run_case(
     } else if delay_cfg > 0.0 {
         // Over the no-impairment case, as the random delays' checks: the veths and the
         // stacks add their own time (a few hundred µs on a busy small machine).
-        checks.push(within("median delay − base (us)", delay_cfg / 1e3, s.delay_us.median - base_median, 0.02));
+        checks.push(within(
+            "median delay − base (us)",
+            delay_cfg / 1e3,
+            s.delay_us.median - base_median,
+            0.02,
+        ));
     }
     if let Some(l) = &path.loss {
         let (p, burst) = (l.loss_rate(), l.mean_burst());

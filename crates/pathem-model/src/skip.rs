@@ -5,8 +5,8 @@
 //! when there is a correlation, [`crate::corr`]), which starts the count again. With P = 100%
 //! every Nth frame skips the delay; with N = 1 (NetEm's default) every frame may. A frame sent
 //! at once still went through the link (its rate and queue) but leaves at its exit time: no
-//! delay and no slot. It overtakes the frames still in delay only when the path lets frames
-//! overtake (`reorder`), as NetEm does.
+//! delay and no slot. It overtakes the frames still in delay (NetEm puts it at the head of
+//! its queue), whether or not the path lets delayed frames overtake each other (`reorder`).
 
 use crate::corr::Chance;
 use crate::rng::Rng;

@@ -1,6 +1,6 @@
 //! Parsing of `name:key=value,...` model specifications, shared by every model's `FromStr`.
 
-use crate::units::UnitError;
+use crate::units::{shown, UnitError};
 use std::str::FromStr;
 
 /// The `key=value` pairs of a spec body, checked against the keys a model accepts.
@@ -16,12 +16,12 @@ impl<'a> KeyValues<'a> {
     pub fn parse(spec: &'a str, body: &'a str, accepted: &'static str) -> Result<KeyValues<'a>, UnitError> {
         let mut pairs = Vec::new();
         for item in body.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let (k, v) = item
-                .split_once('=')
-                .ok_or_else(|| error(spec, format!("has `{item}` where key=value was expected"), accepted))?;
+            let (k, v) = item.split_once('=').ok_or_else(|| {
+                error(spec, format!("has `{}` where key=value was expected", shown(item)), accepted)
+            })?;
             let k = k.trim();
             if pairs.iter().any(|&(seen, _)| seen == k) {
-                return Err(error(spec, format!("gives `{k}` twice"), accepted));
+                return Err(error(spec, format!("gives `{}` twice", shown(k)), accepted));
             }
             pairs.push((k, v.trim()));
         }
@@ -35,7 +35,11 @@ impl<'a> KeyValues<'a> {
         self.used[i] = true;
         let v = self.pairs[i].1;
         v.parse::<T>().map(Some).map_err(|e| {
-            error(self.spec, format!("has {key}={v}: {} {}", e.value_or_empty(), e.reason), self.accepted)
+            error(
+                self.spec,
+                format!("has {key}={}: {} {}", shown(v), e.value_or_empty(), e.reason),
+                self.accepted,
+            )
         })
     }
 
@@ -47,7 +51,9 @@ impl<'a> KeyValues<'a> {
     /// Fails on any key no `get` asked for.
     pub fn finish(self) -> Result<(), UnitError> {
         match self.pairs.iter().zip(&self.used).find(|(_, &u)| !u) {
-            Some(((k, _), _)) => Err(error(self.spec, format!("has unknown key `{k}`"), self.accepted)),
+            Some(((k, _), _)) => {
+                Err(error(self.spec, format!("has unknown key `{}`", shown(k)), self.accepted))
+            }
             None => Ok(()),
         }
     }
@@ -55,7 +61,7 @@ impl<'a> KeyValues<'a> {
 
 impl UnitError {
     fn value_or_empty(&self) -> String {
-        format!("`{}`", self.value)
+        format!("`{}`", shown(&self.value))
     }
 }
 

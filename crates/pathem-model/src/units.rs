@@ -462,7 +462,7 @@ mod tests {
         }
     }
 
-    /// A value above 0 is never taken as 0, and byte and bit spellings are not swapped.
+    /// A long value is quoted as its start and its length, never split inside a character.
     #[test]
     fn long_values_are_quoted_cut() {
         assert_eq!(shown("10ms"), "10ms");
@@ -476,6 +476,7 @@ mod tests {
         assert!(trace.len() < 200, "{trace}");
     }
 
+    /// A value above 0 is never taken as 0, and byte and bit spellings are not swapped.
     #[test]
     fn nothing_rounds_to_zero_and_bytes_are_not_bits() {
         for bad in ["0.4ns", "1e-400s", "0.0000001us"] {

@@ -713,10 +713,13 @@ mod tests {
         assert_eq!(parse_request(r#"{"version":1,"cmd":"show"}"#), Ok(Request::Show));
         // An older client (no version) and a newer one are told which versions meet.
         assert_eq!(parse_request(r#"{"cmd":"show"}"#), Err(BadRequest::Version(0)));
-        let long = format!(r#"{{"version":1,"cmd":"set","args":["{}"]}}"#, "x".repeat(REQUEST_LIMIT));
-        let read = crate::read_request(long.as_bytes(), |_| Ok(()), REQUEST_LIMIT);
-        let e = request_of(read).unwrap().unwrap_err().to_string();
-        assert!(e.contains("longer than 64 KiB"), "{e}");
+        // Too long, also when the cut falls inside a character.
+        for (pad, c) in [("", "x"), ("", "é"), ("x", "é")] {
+            let long = format!(r#"{{"version":1,"cmd":"set","args":["{pad}{}"]}}"#, c.repeat(REQUEST_LIMIT));
+            let read = crate::read_request(long.as_bytes(), |_| Ok(()), REQUEST_LIMIT);
+            let e = request_of(read).unwrap().unwrap_err().to_string();
+            assert!(e.contains("longer than 64 KiB"), "{pad}{c}: {e}");
+        }
         let read =
             crate::read_request(&b"{\"version\":1,\"cmd\":\"sh\xffow\"}\n"[..], |_| Ok(()), REQUEST_LIMIT);
         assert!(request_of(read).unwrap().unwrap_err().to_string().contains("not UTF-8"));

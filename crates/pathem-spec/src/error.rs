@@ -23,7 +23,7 @@ pub enum SpecError {
     #[error("{0}")]
     Flags(String),
     /// One direction's flags (`--a-to-b "..."`) that could not be used.
-    #[error("--{flag} \"{text}\": {reason}")]
+    #[error("--{flag} \"{}\": {reason}", pathem_model::units::shown(.text))]
     Direction { flag: String, text: String, reason: Box<SpecError> },
     /// A config file that could not be read.
     #[error("cannot read config {}: {reason}", path.display())]

@@ -155,8 +155,10 @@ pub fn attach_directions(
     schedule: Option<&Path>,
 ) -> Result<(Direction, Direction, bool, bool), SpecError> {
     let own = direction("egress", egress)?;
-    let out = Direction::resolve(&[&file.a_to_b, &file.common(), common, &own], schedule)?;
-    let into = Direction::resolve(&[&file.b_to_a, &direction("ingress", ingress)?], None)?;
+    let (out, into) = crate::path::reading_each_file_once(|| -> Result<_, SpecError> {
+        let out = Direction::resolve(&[&file.a_to_b, &file.common(), common, &own], schedule)?;
+        Ok((out, Direction::resolve(&[&file.b_to_a, &direction("ingress", ingress)?], None)?))
+    })?;
     let none = PathSpec::default();
     let ingress_asked = ingress.is_some() || file.b_to_a != none;
     let egress_asked = *common != none

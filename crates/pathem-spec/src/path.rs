@@ -382,7 +382,8 @@ std::thread_local! {
     static LOADING: std::cell::RefCell<Option<Loaded>> = const { std::cell::RefCell::new(None) };
 }
 
-/// Runs `load` reading each trace or table file once, however many of its specs name it (a
+/// Runs `load` reading each trace file (and `table:` file) once, however many of its specs
+/// name it (tc's tables, small, are read where named; a
 /// schedule's steps each name the files of the lines before; a 17 MB trace took 66 ms a
 /// step): one load sees one version of each file. Outside such a load, every conversion
 /// reads the file anew. Nested calls share the outermost load.

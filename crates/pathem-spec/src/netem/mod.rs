@@ -670,7 +670,9 @@ impl std::fmt::Display for NetemSpec {
 impl<'de> serde::Deserialize<'de> for NetemSpec {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = String::deserialize(d)?;
-        NetemSpec::parse(&text).map_err(|e| serde::de::Error::custom(format!("netem \"{text}\": {e}")))
+        NetemSpec::parse(&text).map_err(|e| {
+            serde::de::Error::custom(format!("netem \"{}\": {e}", pathem_model::units::shown(&text)))
+        })
     }
 }
 

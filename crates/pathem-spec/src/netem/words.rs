@@ -119,7 +119,14 @@ impl<'a> Reader<'a> {
                     TIME_ACCEPTED,
                 ))
             }
-            _ => return Err(bad(at, word, format!("has unknown unit `{unit}`"), TIME_ACCEPTED)),
+            _ => {
+                return Err(bad(
+                    at,
+                    word,
+                    format!("has unknown unit `{}`", pathem_model::units::shown(unit)),
+                    TIME_ACCEPTED,
+                ))
+            }
         };
         let t = parse_duration(&format!("{num}{canonical}"))
             .map_err(|e| bad(at, word, e.reason, TIME_ACCEPTED))?;
@@ -132,7 +139,12 @@ impl<'a> Reader<'a> {
     pub(super) fn percent(&mut self, at: usize, ctx: &str, word: &str) -> Result<Probability, NetemError> {
         let (v, num, unit) = number(at, word, PERCENT_ACCEPTED)?;
         if !unit.is_empty() && unit != "%" {
-            return Err(bad(at, word, format!("has unknown unit `{unit}`"), PERCENT_ACCEPTED));
+            return Err(bad(
+                at,
+                word,
+                format!("has unknown unit `{}`", pathem_model::units::shown(unit)),
+                PERCENT_ACCEPTED,
+            ));
         }
         if v > 100.0 {
             return Err(bad(at, word, "is above 100%", PERCENT_ACCEPTED));
@@ -176,7 +188,14 @@ impl<'a> Reader<'a> {
             "gbps" => (8e9, true),
             "tibps" => (8.0 * 1024.0 * 1024.0 * 1024.0 * 1024.0, true),
             "tbps" => (8e12, true),
-            _ => return Err(bad(at, word, format!("has unknown unit `{unit}`"), RATE_ACCEPTED)),
+            _ => {
+                return Err(bad(
+                    at,
+                    word,
+                    format!("has unknown unit `{}`", pathem_model::units::shown(unit)),
+                    RATE_ACCEPTED,
+                ))
+            }
         };
         let bits = (v * scale).round();
         if bits > MAX_RATE as f64 {
@@ -211,7 +230,14 @@ impl<'a> Reader<'a> {
             "kbit" => 128.0,
             "mbit" => 1024.0 * 1024.0 / 8.0,
             "gbit" => 1024.0 * 1024.0 * 1024.0 / 8.0,
-            _ => return Err(bad(at, word, format!("has unknown unit `{unit}`"), SIZE_ACCEPTED)),
+            _ => {
+                return Err(bad(
+                    at,
+                    word,
+                    format!("has unknown unit `{}`", pathem_model::units::shown(unit)),
+                    SIZE_ACCEPTED,
+                ))
+            }
         };
         let n = v * scale;
         if n.fract() != 0.0 {
