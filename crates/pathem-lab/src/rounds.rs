@@ -360,6 +360,18 @@ pub fn split(path: &PathConfig, plan: Plan, mut progress: impl FnMut(String)) ->
     })
 }
 
+/// Frames per run of the engine's benchmarks: `given`, or 10^7 (2·10^6 for `--offloads`);
+/// 1 to 10^12 (to 2·10^6 for `--offloads`, whose runs hold their frames).
+pub fn packets(given: Option<u64>, offloads: bool) -> Result<u64, Error> {
+    let (most, accepted) = match offloads {
+        true => (2_000_000, "1 to 2000000 with --offloads"),
+        false => (1_000_000_000_000, "1 to 10^12"),
+    };
+    let packets = given.unwrap_or(most.min(10_000_000));
+    pathem_model::limits::within("packets", packets, 1..=most, accepted)?;
+    Ok(packets)
+}
+
 /// `bench --offloads`: the ports' offload work per frame at each size, medians over rounds.
 pub fn offloads(sizes: &[usize], frames: u64, runs: usize) -> Vec<OffloadCosts> {
     sizes

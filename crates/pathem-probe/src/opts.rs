@@ -51,6 +51,18 @@ pub struct RecvOpts {
     pub idle: Duration,
 }
 
+/// A receiver's `--listen`: a port a sender can name (1 to 65535, not "any").
+pub fn check_listen(listen: SocketAddr) -> Result<(), Error> {
+    match listen.port() {
+        0 => Err(Error::Setting {
+            flag: "--listen",
+            value: listen.to_string(),
+            accepted: "IP:PORT with a port 1 to 65535 (the one the sender's --to names)",
+        }),
+        _ => Ok(()),
+    }
+}
+
 impl RecvOpts {
     /// Checks the receiver's settings: `--expect-delay` 0 to 1 h, `--idle` 1 ms to 1 h.
     pub fn check(&self) -> Result<(), Error> {

@@ -130,10 +130,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
         emit(serde_json::json!({ "rows": rows }), text::live_notes(&args.live, args.runs, args.split));
         return Ok(());
     }
-    let most = if args.offloads { 2_000_000 } else { 1_000_000_000_000 };
-    let packets = args.packets.unwrap_or(most.min(10_000_000));
-    let accepted = if args.offloads { "1 to 2000000 with --offloads" } else { "1 to 10^12" };
-    crate::within("--packets", packets, 1..=most, accepted)?;
+    let packets = rounds::packets(args.packets, args.offloads).map_err(crate::lab_error)?;
     crate::within("--size", args.size, 14..=65_535, "14 to 65535 bytes (the engine's longest frame)")?;
     if args.offloads {
         if let Some(&size) = sizes.iter().find(|s| !(64..=9000).contains(*s)) {

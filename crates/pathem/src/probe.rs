@@ -83,12 +83,7 @@ pub fn main(args: ProbeArgs) -> anyhow::Result<()> {
             errln!("pathem probe: sent {n} datagrams to {to}");
         }
         ProbeCommand::Recv { listen, recv } => {
-            if listen.port() == 0 {
-                // Any free port: no sender could know it.
-                return Err(usage(format!(
-                    "--listen {listen}: accepted: IP:PORT with a port 1 to 65535 (the one the sender's --to names)"
-                )));
-            }
+            pathem_probe::opts::check_listen(listen).map_err(usage)?;
             let sock = TimestampedUdp::bind(listen).map_err(usage)?;
             let idle = std::time::Duration::from_nanos(recv.idle.0.as_nanos());
             let (samples, total) = session::receive(&sock, idle, true).context("receiving")?;
