@@ -1185,6 +1185,52 @@ mod tests {
         }
     }
 
+    /// NetEm's `limit 50` on a 10 ms delay with a frame every 100 µs (100 in flight unbounded):
+    /// never more than 50 held, arrivals beyond are queue drops, and it fills to 50. With a
+    /// rate the frames waiting for it count too; a duplicate is held as a frame.
+    #[test]
+    fn a_limit_bounds_the_frames_held_in_delay_and_queue() {
+        let arrivals: Vec<(Nanos, u32)> =
+            (0..20_000u32).map(|i| (Nanos::from_micros(100 * u64::from(i)), i)).collect();
+        let delay = pathem_model::delay::DelayConfig::constant(Nanos::from_millis(10));
+        for (what, link, duplicate) in [
+            ("delay", None, None),
+            ("rate and delay", Some(pathem_model::link::LinkConfig::rate("4mbit".parse().unwrap())), None),
+            ("delay and duplicates", None, Some("10%".parse().unwrap())),
+        ] {
+            let path = PathConfig {
+                delay: delay.clone(),
+                link,
+                duplicate,
+                limit: Some(50),
+                ..PathConfig::default()
+            };
+            let port = Frames::tagged(arrivals.iter().copied());
+            let mut p = Pipeline::new(port, Sent::default(), &path, 7, &offline()).unwrap();
+            run(&mut [&mut p], &mut crate::VirtualClock::starting_at(Nanos(0)), &AtomicBool::new(false))
+                .unwrap();
+            let s = p.counters().snapshot();
+            let sent = p.into_ports().1 .0;
+            let queue = s.dropped.get(pathem_model::DropReason::Queue);
+            assert!(queue > 5_000 && s.balances(), "{what}: {queue} dropped, {:?}", s.dropped);
+            // Frames held at each arrival: sent ones that arrived before it and leave after it.
+            let mut held_at = vec![0u32; arrivals.len()];
+            let mut sent_by_tag = vec![None; arrivals.len()];
+            for &(release, tag) in &sent {
+                sent_by_tag[tag as usize] = Some(release);
+                for (a, _) in arrivals.iter().skip(tag as usize + 1).take_while(|(a, _)| *a < release) {
+                    held_at[(a.as_nanos() / 100_000) as usize] += 1;
+                }
+            }
+            let most = arrivals.iter().map(|&(_, i)| held_at[i as usize]).max().unwrap();
+            assert!(most == 50 || (duplicate.is_some() && most <= 51), "{what}: {most} held at most");
+            // An arrival dropped found 50 held; one taken found fewer.
+            for (&(_, i), r) in arrivals.iter().zip(&sent_by_tag).skip(1) {
+                assert_eq!(r.is_none(), held_at[i as usize] >= 50, "{what}: frame {i}");
+            }
+        }
+    }
+
     #[test]
     fn virtual_time_runs_a_year_gap_in_a_few_rounds() {
         let year = Nanos::from_secs(365 * 86_400);

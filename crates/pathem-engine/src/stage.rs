@@ -68,6 +68,45 @@ struct Fate {
     /// reordering is on or they are sent at once (kept while reordering is on, so that turning
     /// it off clamps from there; a frame sent at once does not move it).
     last_release: Nanos,
+    /// The frames held, by their release times, when the path bounds them (`limit`).
+    holding: Option<Holding>,
+}
+
+/// NetEm's `limit`: the release times of the frames written and not yet due, to bound how
+/// many are held (waiting for the rate or in their delay) when the next arrives.
+struct Holding {
+    most: u32,
+    releases: BinaryHeap<Reverse<Nanos>>,
+}
+
+impl Holding {
+    /// Whether `most` frames are still held at `now` (a frame due at `now` has left).
+    fn full(&mut self, now: Nanos) -> bool {
+        while self.releases.peek().is_some_and(|r| r.0 <= now) {
+            self.releases.pop();
+        }
+        self.releases.len() >= self.most as usize
+    }
+}
+
+impl Fate {
+    /// A frame written to leave at `release` is held until then.
+    #[inline(always)]
+    fn hold(&mut self, release: Nanos) {
+        if let Some(h) = &mut self.holding {
+            h.releases.push(Reverse(release));
+        }
+    }
+
+    /// The path's `limit` from the next frame: the frames already held count against a new
+    /// bound; turned on, it counts the frames written from then on.
+    fn set_limit(&mut self, limit: Option<u32>) {
+        match (limit, &mut self.holding) {
+            (None, _) => self.holding = None,
+            (Some(most), Some(h)) => h.most = most,
+            (Some(most), None) => self.holding = Some(Holding { most, releases: BinaryHeap::new() }),
+        }
+    }
 }
 
 impl Ingress {
@@ -87,7 +126,16 @@ impl Ingress {
             max_frame,
             reorder_on: Arc::new(AtomicBool::new(false)),
             last_queued: None,
-            fate: Fate { rng, counters, line, held, ecn: false, reorder: false, last_release: Nanos::ZERO },
+            fate: Fate {
+                rng,
+                counters,
+                line,
+                held,
+                ecn: false,
+                reorder: false,
+                last_release: Nanos::ZERO,
+                holding: None,
+            },
         }
     }
 
@@ -98,6 +146,7 @@ impl Ingress {
         self.fate.ecn = config.ecn;
         self.reorder_on = reorder_on;
         self.set_reorder(config);
+        self.fate.set_limit(config.limit);
         self
     }
 
@@ -119,6 +168,7 @@ impl Ingress {
         self.path.reconfigure(config, now);
         self.fate.ecn = config.ecn;
         self.set_reorder(config);
+        self.fate.set_limit(config.limit);
         let pending = self.path.take_pending();
         let mut decided = Decided { fate: &mut self.fate, after: self.path.after() };
         for d in pending {
@@ -226,9 +276,9 @@ impl Ingress {
         };
         // Decided at its arrival: written from the port.
         if let Some((release, extra)) = fate.after_link((entry, start, exit, mark), after) {
-            let Fate { line, counters, last_release, .. } = fate;
+            let Fate { line, counters, last_release, holding, .. } = fate;
             let rec = Rec { release, wire_len: frame.wire_len, data: frame.data };
-            write(line, counters, last_release, rec, extra, mark);
+            write(line, counters, (last_release, holding), rec, extra, mark);
         }
     }
 
@@ -317,6 +367,11 @@ impl Ingress {
         // A frame the line cannot hold is dropped before the path's models see it: had the
         // link scheduled it (or a policer charged it), its time on the wire would delay every
         // frame after it, unsent.
+        // NetEm's limit: as many frames held as it allows, the arrival is a queue drop.
+        if self.fate.holding.as_mut().is_some_and(|h| h.full(frame.arrival)) {
+            c.drop(DropReason::Queue);
+            return self.advance(frame.arrival);
+        }
         if !self.fate.line.make_room(frame.data.len()) {
             c.drop(DropReason::DelayLine);
             return self.advance(frame.arrival);
@@ -340,6 +395,7 @@ impl Ingress {
         if self.fate.line.push(release, frame.wire_len, frame.data, |_| {}) {
             self.fate.last_release = self.fate.last_release.max(release);
             c.written.inc();
+            self.fate.hold(release);
         } else {
             c.drop(DropReason::DelayLine);
         }
@@ -349,8 +405,8 @@ impl Ingress {
     #[cold]
     #[inline(never)]
     fn push_extra(&mut self, rec: Rec<'_>, extra: Extra) {
-        let Fate { line, counters, last_release, .. } = &mut self.fate;
-        write_edited(line, counters, last_release, rec, extra, false)
+        let Fate { line, counters, last_release, holding, .. } = &mut self.fate;
+        write_edited(line, counters, (last_release, holding), rec, extra, false)
     }
 }
 
@@ -371,7 +427,7 @@ struct Rec<'a> {
 fn write(
     line: &mut Writer,
     c: &Counters,
-    last_release: &mut Nanos,
+    (last_release, holding): (&mut Nanos, &mut Option<Holding>),
     rec: Rec<'_>,
     extra: Option<Extra>,
     aqm_mark: bool,
@@ -380,12 +436,15 @@ fn write(
         if line.push(rec.release, rec.wire_len, rec.data, |_| {}) {
             c.written.inc();
             *last_release = (*last_release).max(rec.release);
+            if let Some(h) = holding {
+                h.releases.push(Reverse(rec.release));
+            }
         } else {
             c.drop(DropReason::DelayLine);
         }
         return;
     };
-    write_edited(line, c, last_release, rec, extra, aqm_mark)
+    write_edited(line, c, (last_release, holding), rec, extra, aqm_mark)
 }
 
 /// [`write`] for a frame with edits or a duplicate: rare, so kept off the common path.
@@ -394,7 +453,7 @@ fn write(
 fn write_edited(
     line: &mut Writer,
     c: &Counters,
-    last_release: &mut Nanos,
+    (last_release, holding): (&mut Nanos, &mut Option<Holding>),
     rec: Rec<'_>,
     extra: Extra,
     aqm_mark: bool,
@@ -415,6 +474,9 @@ fn write_edited(
     if !extra.at_once {
         *last_release = (*last_release).max(rec.release);
     }
+    if let Some(h) = holding.as_mut() {
+        h.releases.push(Reverse(rec.release));
+    }
     if extra.mark_ce && !aqm_mark {
         c.ecn_marked.inc();
     }
@@ -433,6 +495,9 @@ fn write_edited(
         c.duplicated.inc();
         if line.push(rec.release, rec.wire_len, rec.data, copy_edit) {
             c.written.inc();
+            if let Some(h) = holding {
+                h.releases.push(Reverse(rec.release));
+            }
         } else {
             c.drop(DropReason::DelayLine);
         }
@@ -450,11 +515,11 @@ struct Decided<'a> {
 impl Decide for Decided<'_> {
     fn send(&mut self, entry: Entry, start: Nanos, exit: Nanos, mark: bool) {
         let out = self.fate.after_link((entry, start, exit, mark), self.after);
-        let Fate { line, counters, held, last_release, .. } = &mut *self.fate;
+        let Fate { line, counters, held, last_release, holding, .. } = &mut *self.fate;
         let data = held.take(entry.seq).expect("a frame the discipline holds is kept");
         if let Some((release, extra)) = out {
             let rec = Rec { release, wire_len: entry.len, data };
-            write(line, counters, last_release, rec, extra, mark);
+            write(line, counters, (last_release, holding), rec, extra, mark);
         }
         counters.held.sub(1);
     }

@@ -167,6 +167,9 @@ pub struct PathConfig {
     /// Release frames at their own times even when that reorders them (frames sent at once
     /// by `skip_delay` overtake without it).
     pub reorder: bool,
+    /// NetEm's `limit`: at most this many frames held at once, waiting for the rate or in
+    /// their delay; an arrival beyond is dropped (a queue drop). Not with a discipline.
+    pub limit: Option<u32>,
 }
 
 impl std::fmt::Display for PathConfig {
@@ -217,6 +220,9 @@ impl std::fmt::Display for PathConfig {
         if self.reorder {
             parts.push("reorder".into());
         }
+        if let Some(n) = self.limit {
+            parts.push(format!("at most {n} frames held"));
+        }
         if parts.is_empty() {
             return f.write_str("transparent (no impairment)");
         }
@@ -230,6 +236,16 @@ impl PathConfig {
     /// tests) goes through this before a pipeline is made.
     pub fn validate(&self) -> Result<(), RangeError> {
         use crate::limits::*;
+        if let Some(n) = self.limit {
+            within("limit", n, 1..=u32::MAX, "1 to 4294967295 frames")?;
+            if self.aqm != crate::aqm::AqmConfig::DropTail {
+                return Err(RangeError {
+                    key: "limit",
+                    value: n.to_string(),
+                    accepted: "no --limit with --aqm (the discipline's limit bounds its queue)".into(),
+                });
+            }
+        }
         if let Some(p) = &self.police {
             // The value shown is the policer's words less its name, which the flag already says.
             let shown = format!("{},burst={}B", p.rate, p.burst.0);
@@ -749,6 +765,8 @@ mod tests {
                 "--slot",
             ),
             (PathConfig { skip_delay: Some("10%".parse().unwrap()), ..Default::default() }, "--skip-delay"),
+            (PathConfig { limit: Some(0), ..Default::default() }, "--limit"),
+            (PathConfig { limit: Some(5), aqm: "codel".parse().unwrap(), ..Default::default() }, "--limit"),
             (
                 PathConfig {
                     duplicate_correlation: Some(p(0.2)),

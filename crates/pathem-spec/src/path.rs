@@ -274,6 +274,12 @@ pub struct PathSpec {
     #[arg(long, value_name = "SIZE", help_heading = "Link", allow_hyphen_values = true)]
     pub queue: Option<QueueLimit>,
 
+    /// At most N frames held at once, waiting for the rate or in their delay, as NetEm's
+    /// limit counts them: an arrival beyond is dropped (a queue drop); 1 to 4294967295, not
+    /// with --aqm [default: unbounded].
+    #[arg(long, value_name = "N", help_heading = "Link")]
+    pub limit: Option<u32>,
+
     /// The bottleneck's queue discipline (the help lists pathem_model::aqm::KINDS).
     #[arg(long, value_name = "KIND", help_heading = "Link", help = pathem_model::aqm::help())]
     pub aqm: Option<AqmConfig>,
@@ -581,6 +587,7 @@ impl PathSpec {
             overhead: pick(&over.overhead, &this.overhead),
             cell: pick(&over.cell, &this.cell),
             queue: pick(&over.queue, &this.queue),
+            limit: pick(&over.limit, &this.limit),
             aqm: pick(&over.aqm, &this.aqm),
             police: pick(&over.police, &this.police),
             slot: pick(&over.slot, &this.slot),
@@ -659,6 +666,7 @@ impl PathSpec {
             ("overhead", self.overhead.is_some()),
             ("cell", self.cell.is_some()),
             ("queue", self.queue.is_some()),
+            ("limit", self.limit.is_some()),
             ("slot", self.slot.is_some()),
             ("duplicate", self.duplicate.is_some()),
             ("duplicate-correlation", self.duplicate_correlation.is_some()),
@@ -855,6 +863,7 @@ impl PathSpec {
             skip_delay: self.skip_delay,
             ecn: self.ecn,
             reorder: self.reorder,
+            limit: self.limit,
         };
         config.validate()?;
         Ok(config)

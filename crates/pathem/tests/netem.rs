@@ -105,6 +105,23 @@ fn rate_200kbit_spaces_back_to_back_1000_byte_frames_40ms_apart() {
     assert_eq!(stats(&d)["dropped"]["queue"], 50);
 }
 
+/// Without a rate, tc's limit bounds the frames held in delay: a frame every millisecond
+/// through 100 ms with limit 10 holds 10, so 10 of each 100 leave (the first ten of them), the
+/// others are queue drops, and `--limit 10` is the same path.
+#[test]
+fn limit_bounds_the_frames_held_in_delay() {
+    let d = Dir::new();
+    write_capture(&d.path("in.pcap"), cbr(1000, 100, Nanos::from_millis(1))).unwrap();
+    let st = d.s("stats.json");
+    for args in [vec!["--netem", "delay 100ms limit 10"], vec!["--delay", "100ms", "--limit", "10"]] {
+        ok(&replay(&d, &[&args[..], &["--stats", &st]].concat()));
+        let out = read_capture(&d.path("out.pcap")).unwrap();
+        let sent: Vec<u64> = out.iter().map(|(_, _, f)| seq(f)).collect();
+        assert_eq!(sent, (0..1000).filter(|i| i % 100 < 10).collect::<Vec<u64>>(), "{args:?}");
+        assert_eq!(stats(&d)["dropped"]["queue"], 900, "{args:?}");
+    }
+}
+
 #[test]
 fn netem_reorder_gap_sends_every_nth_frame_at_once() {
     let d = Dir::new();

@@ -40,6 +40,7 @@ fn flag_values(f: &PathSpec) -> Vec<(&'static str, Option<String>)> {
     put("rate", f.rate.map(|r| r.to_string()));
     put("overhead", f.overhead.map(|o| o.to_string()));
     put("cell", f.cell.map(|c| format!("{},{}", c.size, c.overhead)));
+    put("limit", f.limit.map(|n| n.to_string()));
     put(
         "queue",
         f.queue.map(|q| match q {
@@ -78,8 +79,8 @@ pub fn explain(spec: &str) -> Result<Explained, SpecError> {
     let lines: Vec<String> = values
         .iter()
         .map(|(k, v)| match v {
-            // The overhead is a TOML integer; everything else a string.
-            Some(v) if *k == "overhead" => format!("{k} = {v}"),
+            // The overhead and the limit are TOML integers; everything else a string.
+            Some(v) if *k == "overhead" || *k == "limit" => format!("{k} = {v}"),
             Some(v) => format!("{k} = \"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"")),
             None => format!("{k} = true"),
         })
@@ -162,6 +163,16 @@ pub fn to_netem(spec: &PathSpec) -> Result<String, SpecError> {
         );
     }
     let mut words: Vec<String> = Vec::new();
+    match (cfg.limit, &cfg.link) {
+        (Some(n), None) => words.push(format!("limit {n}")),
+        (Some(n), Some(_)) => {
+            return no(
+                format!("--limit {n} with a rate"),
+                "a netem spec's limit with a rate is read as the rate's queue (--queue Npkt)",
+            )
+        }
+        (None, _) => {}
+    }
     if let Some(link) = &cfg.link {
         let Server::Rate(rate) = &link.server else {
             return no("--rate-trace".into(), "NetEm's rate is fixed");

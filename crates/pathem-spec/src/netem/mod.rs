@@ -602,6 +602,9 @@ impl NetemSpec {
             f.overhead = Some(i64::from(w.overhead.unwrap_or(0)));
             f.cell = w.cell;
             f.queue = Some(QueueLimit::Packets(p.limit.map_or(DEFAULT_LIMIT, |(_, n)| n)));
+        } else if let Some((_, n)) = p.limit {
+            // Without a rate, NetEm's limit bounds the frames held in their delay.
+            f.limit = Some(u32::try_from(n).unwrap_or(u32::MAX));
         }
         if let Some((_, w)) = &p.slot {
             let (spacing, table) = match &w.spacing {

@@ -44,10 +44,7 @@ impl NetemSpec {
             }
         } else {
             if let Some((_, l)) = p.limit {
-                n.push(format!(
-                    "limit {l} has no effect without rate: pathem's delay line does not bound the frames held in \
-                     delay (NetEm drops arrivals beyond {l})"
-                ));
+                n.push(format!("limit {l} bounds the frames held in delay (--limit {l}), as NetEm's does"));
             }
             if jitter > Nanos::ZERO {
                 n.push(

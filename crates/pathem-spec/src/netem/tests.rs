@@ -165,8 +165,10 @@ fn rates_as_tc_reads_them() {
     assert_eq!(path("rate 5kbit 20 0").link.unwrap().cell, None, "cell size 0: no cells");
     assert_eq!(path("limit 1k rate 1mbit").link.unwrap().queue, Some(QueueLimit::Packets(1024)));
     assert!(notes("limit 1k rate 1mbit").contains("powers of 1024"));
-    assert!(notes("limit 20 delay 1ms").contains("limit 20 has no effect without rate"));
-    assert_eq!(path("limit 20 delay 1ms").link, None);
+    // Without a rate, the limit bounds the frames held in delay, as NetEm's does.
+    assert_eq!((path("limit 20 delay 1ms").link, path("limit 20 delay 1ms").limit), (None, Some(20)));
+    assert_eq!(path("limit 20 rate 1mbit").limit, None, "with a rate, the rate's queue");
+    assert!(notes("limit 20 delay 1ms").contains("limit 20 bounds the frames held in delay (--limit 20)"));
 }
 
 #[test]
@@ -368,6 +370,7 @@ fn to_netem_and_back_make_the_same_path() {
         "--delay 20ms --jitter 5ms --skip-delay 25% --reorder",
         "--delay 20ms --jitter 5ms --skip-delay 25% --rate 10mbit --queue 50pkt",
         "--slot 1ms,2ms,packets=8,bytes=3000B --delay 1ms",
+        "--delay 100ms --limit 20",
         "--slot dist=normal,delay=2ms,jitter=300us,packets=2",
         "",
     ] {
@@ -416,6 +419,7 @@ fn to_netem_and_back_make_the_same_path() {
         ("--delay 10ms --jitter 1ms --rate 1mbit --queue 5pkt --reorder", "--reorder with a rate"),
         ("--delay 10ms --jitter 1ms --delay-dist exponential --reorder", "--delay-dist exponential"),
         ("--ecn", "--ecn without --loss"),
+        ("--rate 10mbit --queue 5pkt --limit 5", "--limit 5 with a rate"),
         // tc and pathem's own netem parser refuse `loss random 0% ecn`: never written.
         ("--ecn --loss 0%", "--ecn with a loss of 0%"),
         ("--ecn --loss random:0%,corr=25%", "--ecn with a loss of 0%"),
