@@ -390,13 +390,25 @@ pub fn parse_request(line: &str) -> Result<Request, BadRequest> {
         PROTOCOL => {}
         v => return Err(BadRequest::Version(v)),
     }
-    serde_json::from_str::<Message<Request>>(line).map(|m| m.body).map_err(|e| {
+    let request = serde_json::from_str::<Message<Request>>(line).map(|m| m.body).map_err(|e| {
         let e = e.to_string();
         match e.contains("unknown variant") {
             true => BadRequest::Unknown(e.split(", expected").next().unwrap_or(&e).to_string()),
             false => BadRequest::Malformed(e),
         }
-    })
+    })?;
+    // `show` takes nothing: serde's check for unknown fields does not reach a unit variant
+    // read through a flattened field, so its keys are checked here.
+    if let Request::Show = request {
+        let value: serde_json::Value = serde_json::from_str(line).map_err(|_| BadRequest::NotJson)?;
+        if let Some(key) = value.as_object().and_then(|o| o.keys().find(|k| *k != "version" && *k != "cmd")) {
+            return Err(BadRequest::Malformed(format!(
+                "show takes no `{}`",
+                pathem_model::units::shown(key)
+            )));
+        }
+    }
+    Ok(request)
 }
 
 /// The line of a reply (with the protocol's version).
@@ -713,6 +725,11 @@ mod tests {
         assert_eq!(parse_request(r#"{"version":1,"cmd":"show"}"#), Ok(Request::Show));
         // An older client (no version) and a newer one are told which versions meet.
         assert_eq!(parse_request(r#"{"cmd":"show"}"#), Err(BadRequest::Version(0)));
+        for extra in [r#","args":[]"#, r#","extra":1"#] {
+            let line = format!(r#"{{"version":1,"cmd":"show"{extra}}}"#);
+            assert!(parse_request(&line).unwrap_err().to_string().contains("show takes no"), "{line}");
+        }
+        assert_eq!(parse_request(r#"{"version":1,"cmd":"show"}"#), Ok(Request::Show));
         // Too long, also when the cut falls inside a character.
         for (pad, c) in [("", "x"), ("", "é"), ("x", "é")] {
             let long = format!(r#"{{"version":1,"cmd":"set","args":["{pad}{}"]}}"#, c.repeat(REQUEST_LIMIT));
