@@ -55,6 +55,7 @@ pub fn pcap(data: &[u8]) {
             reorder: true,
             duplicate: Some(Probability::new(0.2).unwrap()),
             corrupt: Some(Probability::new(0.2).unwrap()),
+            limit: Some(8),
             ..PathConfig::default()
         },
     ];

@@ -99,12 +99,22 @@ impl Fate {
     }
 
     /// The path's `limit` from the next frame: the frames already held count against a new
-    /// bound; turned on, it counts the frames written from then on.
+    /// bound; turned on, it counts the frames written from then on. Room for the release
+    /// times of up to 2^20 frames (8 MiB) is taken here, so that the data path does not grow
+    /// the heap below that (a larger limit grows it as frames are held).
     fn set_limit(&mut self, limit: Option<u32>) {
+        const RESERVED: usize = 1 << 20;
         match (limit, &mut self.holding) {
             (None, _) => self.holding = None,
-            (Some(most), Some(h)) => h.most = most,
-            (Some(most), None) => self.holding = Some(Holding { most, releases: BinaryHeap::new() }),
+            (Some(most), Some(h)) => {
+                h.most = most;
+                let want = (most as usize).min(RESERVED);
+                h.releases.reserve(want.saturating_sub(h.releases.len()));
+            }
+            (Some(most), None) => {
+                let releases = BinaryHeap::with_capacity((most as usize).min(RESERVED));
+                self.holding = Some(Holding { most, releases })
+            }
         }
     }
 }
@@ -364,14 +374,15 @@ impl Ingress {
             caplen: frame.data.len() as u32,
             ect: self.fate.ecn && ecn_capable(frame.data),
         };
-        // A frame the line cannot hold is dropped before the path's models see it: had the
-        // link scheduled it (or a policer charged it), its time on the wire would delay every
-        // frame after it, unsent.
-        // NetEm's limit: as many frames held as it allows, the arrival is a queue drop.
+        // NetEm's limit: as many frames held as it allows, the arrival is a queue drop (before
+        // the models, as the line's drop below: README, "Order of application").
         if self.fate.holding.as_mut().is_some_and(|h| h.full(frame.arrival)) {
             c.drop(DropReason::Queue);
             return self.advance(frame.arrival);
         }
+        // A frame the line cannot hold is dropped before the path's models see it: had the
+        // link scheduled it (or a policer charged it), its time on the wire would delay every
+        // frame after it, unsent.
         if !self.fate.line.make_room(frame.data.len()) {
             c.drop(DropReason::DelayLine);
             return self.advance(frame.arrival);
@@ -493,7 +504,10 @@ fn write_edited(
         // Made, then sent or dropped: counted as made either way, so received + duplicated
         // = sent + dropped + in flight holds.
         c.duplicated.inc();
-        if line.push(rec.release, rec.wire_len, rec.data, copy_edit) {
+        // NetEm enqueues the copy as another frame: a limit the original filled drops it.
+        if holding.as_ref().is_some_and(|h| h.releases.len() >= h.most as usize) {
+            c.drop(DropReason::Queue);
+        } else if line.push(rec.release, rec.wire_len, rec.data, copy_edit) {
             c.written.inc();
             if let Some(h) = holding {
                 h.releases.push(Reverse(rec.release));

@@ -277,7 +277,7 @@ pub struct PathSpec {
     /// At most N frames held at once, waiting for the rate or in their delay, as NetEm's
     /// limit counts them: an arrival beyond is dropped (a queue drop); 1 to 4294967295, not
     /// with --aqm [default: unbounded].
-    #[arg(long, value_name = "N", help_heading = "Link")]
+    #[arg(long, value_name = "N", help_heading = "Link", value_parser = clap::value_parser!(u32).range(1..))]
     pub limit: Option<u32>,
 
     /// The bottleneck's queue discipline (the help lists pathem_model::aqm::KINDS).
