@@ -632,6 +632,16 @@ impl NetemSpec {
 
     /// A table that cannot be read, named at its word in the spec.
     pub(crate) fn blame(&self, e: SpecError) -> SpecError {
+        // The spec's `limit` without a rate became --limit, which a discipline refuses.
+        if let (SpecError::Range(r), Some((at, n)), None) = (&e, self.parsed.limit, &self.parsed.rate) {
+            if r.key == "limit" {
+                let reason =
+                    "bounds the frames held (there is no rate), which --aqm's discipline does not take";
+                let error =
+                    bad(at, &format!("limit {n}"), reason, "limit with a rate (its queue), or no --aqm");
+                return SpecError::Netem { spec: self.text.clone(), error };
+            }
+        }
         let SpecError::File { flag, reason, .. } = &e else { return e };
         let table = match *flag {
             "delay-dist tc:" => match &self.parsed.distribution {

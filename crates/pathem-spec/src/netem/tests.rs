@@ -169,6 +169,13 @@ fn rates_as_tc_reads_them() {
     assert_eq!((path("limit 20 delay 1ms").link, path("limit 20 delay 1ms").limit), (None, Some(20)));
     assert_eq!(path("limit 20 rate 1mbit").limit, None, "with a rate, the rate's queue");
     assert!(notes("limit 20 delay 1ms").contains("limit 20 bounds the frames held in delay (--limit 20)"));
+    // That limit and a discipline (on a rate trace) exclude each other: said at the spec's word.
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("rate.trace");
+    std::fs::write(&trace, "1\n").unwrap();
+    let flags = format!("--netem 'delay 10ms limit 20' --rate-trace {} --aqm codel", trace.display());
+    let e = PathSpec::from_flags(&flags).unwrap().to_config().unwrap_err().to_string();
+    assert!(e.contains("word 3 \"limit 20\" bounds the frames held (there is no rate)"), "{e}");
 }
 
 #[test]
