@@ -356,7 +356,8 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
                 true => Held::new(held_size(path, engine)),
                 false => Held::touched(held_size(path, engine)),
             };
-            let reorder_on = Arc::new(AtomicBool::new(path.reorder || path.skip_delay.is_some()));
+            // Set by the ingress's options, which decide it, before the egress reads it below.
+            let reorder_on = Arc::new(AtomicBool::new(false));
             let ingress = Ingress::new(
                 Path::new(path),
                 Rng::seeded(class_seed(seed, i)),

@@ -85,19 +85,24 @@ impl Holding {
         while self.releases.peek().is_some_and(|r| r.0 <= now) {
             self.releases.pop();
         }
+        self.is_full()
+    }
+
+    /// Whether `most` frames are held, as of the last [`full`](Self::full).
+    fn is_full(&self) -> bool {
         self.releases.len() >= self.most as usize
     }
 }
 
-impl Fate {
-    /// A frame written to leave at `release` is held until then.
-    #[inline(always)]
-    fn hold(&mut self, release: Nanos) {
-        if let Some(h) = &mut self.holding {
-            h.releases.push(Reverse(release));
-        }
+/// A frame written to leave at `release` is held until then, when the path has a limit.
+#[inline(always)]
+fn hold(holding: &mut Option<Holding>, release: Nanos) {
+    if let Some(h) = holding {
+        h.releases.push(Reverse(release));
     }
+}
 
+impl Fate {
     /// The path's `limit` from the next frame: the frames already held count against a new
     /// bound; turned on, it counts the frames written from then on. Room for the release
     /// times of up to 2^20 frames (8 MiB) is taken here, so that the data path does not grow
@@ -406,7 +411,7 @@ impl Ingress {
         if self.fate.line.push(release, frame.wire_len, frame.data, |_| {}) {
             self.fate.last_release = self.fate.last_release.max(release);
             c.written.inc();
-            self.fate.hold(release);
+            hold(&mut self.fate.holding, release);
         } else {
             c.drop(DropReason::DelayLine);
         }
@@ -447,9 +452,7 @@ fn write(
         if line.push(rec.release, rec.wire_len, rec.data, |_| {}) {
             c.written.inc();
             *last_release = (*last_release).max(rec.release);
-            if let Some(h) = holding {
-                h.releases.push(Reverse(rec.release));
-            }
+            hold(holding, rec.release);
         } else {
             c.drop(DropReason::DelayLine);
         }
@@ -485,9 +488,7 @@ fn write_edited(
     if !extra.at_once {
         *last_release = (*last_release).max(rec.release);
     }
-    if let Some(h) = holding.as_mut() {
-        h.releases.push(Reverse(rec.release));
-    }
+    hold(holding, rec.release);
     if extra.mark_ce && !aqm_mark {
         c.ecn_marked.inc();
     }
@@ -505,13 +506,11 @@ fn write_edited(
         // = sent + dropped + in flight holds.
         c.duplicated.inc();
         // NetEm enqueues the copy as another frame: a limit the original filled drops it.
-        if holding.as_ref().is_some_and(|h| h.releases.len() >= h.most as usize) {
+        if holding.as_ref().is_some_and(Holding::is_full) {
             c.drop(DropReason::Queue);
         } else if line.push(rec.release, rec.wire_len, rec.data, copy_edit) {
             c.written.inc();
-            if let Some(h) = holding {
-                h.releases.push(Reverse(rec.release));
-            }
+            hold(holding, rec.release);
         } else {
             c.drop(DropReason::DelayLine);
         }
