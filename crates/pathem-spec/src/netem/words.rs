@@ -41,6 +41,11 @@ fn split_number(word: &str) -> Option<(&str, &str)> {
     Some((&word[..i], &word[i..]))
 }
 
+/// A word whose number has a unit the quantity does not take.
+fn unknown_unit(at: usize, word: &str, unit: &str, accepted: &str) -> NetemError {
+    bad(at, word, format!("has unknown unit `{}`", pathem_model::units::shown(unit)), accepted)
+}
+
 /// The number of a word, refused when negative or not finite.
 fn number<'w>(at: usize, word: &'w str, accepted: &str) -> Result<(f64, &'w str, &'w str), NetemError> {
     let (num, unit) =
@@ -119,14 +124,7 @@ impl<'a> Reader<'a> {
                     TIME_ACCEPTED,
                 ))
             }
-            _ => {
-                return Err(bad(
-                    at,
-                    word,
-                    format!("has unknown unit `{}`", pathem_model::units::shown(unit)),
-                    TIME_ACCEPTED,
-                ))
-            }
+            _ => return Err(unknown_unit(at, word, unit, TIME_ACCEPTED)),
         };
         let t = parse_duration(&format!("{num}{canonical}"))
             .map_err(|e| bad(at, word, e.reason, TIME_ACCEPTED))?;
@@ -139,12 +137,7 @@ impl<'a> Reader<'a> {
     pub(super) fn percent(&mut self, at: usize, ctx: &str, word: &str) -> Result<Probability, NetemError> {
         let (v, num, unit) = number(at, word, PERCENT_ACCEPTED)?;
         if !unit.is_empty() && unit != "%" {
-            return Err(bad(
-                at,
-                word,
-                format!("has unknown unit `{}`", pathem_model::units::shown(unit)),
-                PERCENT_ACCEPTED,
-            ));
+            return Err(unknown_unit(at, word, unit, PERCENT_ACCEPTED));
         }
         if v > 100.0 {
             return Err(bad(at, word, "is above 100%", PERCENT_ACCEPTED));
@@ -188,14 +181,7 @@ impl<'a> Reader<'a> {
             "gbps" => (8e9, true),
             "tibps" => (8.0 * 1024.0 * 1024.0 * 1024.0 * 1024.0, true),
             "tbps" => (8e12, true),
-            _ => {
-                return Err(bad(
-                    at,
-                    word,
-                    format!("has unknown unit `{}`", pathem_model::units::shown(unit)),
-                    RATE_ACCEPTED,
-                ))
-            }
+            _ => return Err(unknown_unit(at, word, unit, RATE_ACCEPTED)),
         };
         let bits = (v * scale).round();
         if bits > MAX_RATE as f64 {
@@ -230,14 +216,7 @@ impl<'a> Reader<'a> {
             "kbit" => 128.0,
             "mbit" => 1024.0 * 1024.0 / 8.0,
             "gbit" => 1024.0 * 1024.0 * 1024.0 / 8.0,
-            _ => {
-                return Err(bad(
-                    at,
-                    word,
-                    format!("has unknown unit `{}`", pathem_model::units::shown(unit)),
-                    SIZE_ACCEPTED,
-                ))
-            }
+            _ => return Err(unknown_unit(at, word, unit, SIZE_ACCEPTED)),
         };
         let n = v * scale;
         if n.fract() != 0.0 {
