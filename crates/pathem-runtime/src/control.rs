@@ -360,8 +360,19 @@ impl Served {
 /// versions), and a line that is no JSON object, or whose version is no whole number, refused
 /// as such rather than taken for another version.
 fn version_of(line: &str) -> Result<u32, BadRequest> {
-    let value = serde_json::from_str::<serde_json::Value>(line).map_err(|_| BadRequest::NotJson)?;
-    let object = value.as_object().ok_or(BadRequest::NotJson)?;
+    object_of(line).and_then(|o| version_in(&o))
+}
+
+/// A line as the JSON object it must be.
+fn object_of(line: &str) -> Result<serde_json::Map<String, serde_json::Value>, BadRequest> {
+    match serde_json::from_str::<serde_json::Value>(line) {
+        Ok(serde_json::Value::Object(o)) => Ok(o),
+        _ => Err(BadRequest::NotJson),
+    }
+}
+
+/// [`version_of`] a line already read as an object.
+fn version_in(object: &serde_json::Map<String, serde_json::Value>) -> Result<u32, BadRequest> {
     match object.get("version") {
         None => Ok(0),
         Some(v) => v
@@ -386,7 +397,8 @@ pub enum BadRequest {
 
 /// Parses one request line.
 pub fn parse_request(line: &str) -> Result<Request, BadRequest> {
-    match version_of(line)? {
+    let object = object_of(line)?;
+    match version_in(&object)? {
         PROTOCOL => {}
         v => return Err(BadRequest::Version(v)),
     }
@@ -400,8 +412,7 @@ pub fn parse_request(line: &str) -> Result<Request, BadRequest> {
     // `show` takes nothing: serde's check for unknown fields does not reach a unit variant
     // read through a flattened field, so its keys are checked here.
     if let Request::Show = request {
-        let value: serde_json::Value = serde_json::from_str(line).map_err(|_| BadRequest::NotJson)?;
-        if let Some(key) = value.as_object().and_then(|o| o.keys().find(|k| *k != "version" && *k != "cmd")) {
+        if let Some(key) = object.keys().find(|k| *k != "version" && *k != "cmd") {
             return Err(BadRequest::Malformed(format!(
                 "show takes no `{}`",
                 pathem_model::units::shown(key)
