@@ -112,6 +112,12 @@ fn bad_input_is_refused_with_one_line() {
         (vec!["run", "lo", "lo2", "--duration", "2000days"], 2, "unknown unit"),
         (vec!["run", "lo", "lo2", "--rx-buffer", "1KiB"], 2, "64KiB to 1GiB"),
         (vec!["run", "lo", "lo2", "--max-frame", "70000"], 2, "1 to 65536"),
+        (vec!["run", "lo", "lo2", "--limit", "0"], 2, "'0' for '--limit <N>': 0 is not in 1..=4294967295"),
+        (
+            vec!["run", "lo", "lo2", "--limit", "5", "--rate", "1mbit", "--aqm", "codel"],
+            2,
+            "no --limit with --aqm",
+        ),
         (vec!["run", "lo", "lo2", "--metrics", "nine"], 2, "accepted: PORT"),
         (vec!["run", "lo", "lo2", "--name", "../x"], 2, "accepted: 1 to 64 letters"),
         (vec!["run", "lo", "lo+2"], 2, "give one with --name"),
