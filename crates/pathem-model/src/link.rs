@@ -416,7 +416,9 @@ impl Link {
                 // Without branches on the data: whether the link was idle and whether the
                 // carry passes a nanosecond follow no pattern a predictor learns (at 100
                 // Gbit/s a 64-byte frame's remainder carries over every 2.5 frames).
-                let idle = arrival >= *last_exit;
+                // A frame arriving at the last exit's whole nanosecond finds the link busy:
+                // the last frame's true exit is `carry / rate` of a nanosecond later.
+                let idle = arrival > *last_exit;
                 let start = if idle { arrival } else { *last_exit };
                 // q + (r + carry) / rate with r, carry < rate: at most one extra nanosecond.
                 let sum = if idle { 0 } else { *carry } + slot.2;
@@ -514,6 +516,30 @@ mod tests {
             l.admit(Nanos::from_millis(10), 1000),
             Some(Nanos::from_millis(10) + Nanos::from_micros(1024))
         );
+    }
+
+    /// Frames that arrive at the whole nanosecond the one before left keep its remainder: a
+    /// burst at 10 Tbit/s (0.0992 ns a 100-byte frame with 24 B overhead) leaves over 1984
+    /// ns, not all at once, and a frame arriving exactly at a rounded exit of a 3 Mbit/s link
+    /// leaves no earlier than the exact sum of the transmission times.
+    #[test]
+    fn a_frame_arriving_at_the_last_exit_keeps_the_remainder() {
+        let mut l = link("10tbit", 24, None);
+        let mut last = Nanos::ZERO;
+        for _ in 0..20_000 {
+            last = l.admit(Nanos(1_000), 100).unwrap();
+        }
+        // 20 000 × 124 B × 8 bit / 10^13 bit/s = 1984 ns.
+        assert_eq!(last, Nanos(1_000 + 1_984));
+        let mut l = link("3mbit", 24, None);
+        let (mut t, mut total_bits) = (Nanos::ZERO, 0u128);
+        for _ in 0..20_000 {
+            t = l.admit(t, 100).unwrap();
+            total_bits += 124 * 8;
+        }
+        // Each arrives at the last exit: the link never idles, so the last exit is the exact
+        // sum of the transmission times (3 Mbit/s: 330 666.67 ns a frame), rounded down.
+        assert_eq!(u128::from(t.0), total_bits * 1_000_000_000 / 3_000_000);
     }
 
     /// A link whose moving state is held outside it for bursts of frames (taken, used, given
