@@ -33,7 +33,7 @@ pub const MAX_BUFFER: u64 = 1 << 40;
 /// Longest mean loss burst of a Gilbert-Elliott spec: 10^9 frames.
 pub const MAX_BURST: f64 = 1e9;
 /// Least chance a loss chain leaves a state it must leave (Gilbert-Elliott's r, 4-state's
-/// p31 + p32 and p23 + p31): 10^-9, the mean stay of [`MAX_BURST`] frames. A smaller one
+/// p31 + p32, and p23 once p32 can lead to state 2): 10^-9, the mean stay of [`MAX_BURST`] frames. A smaller one
 /// would draw as never (a probability below 2^-64 is 0 to the generator), so the chain
 /// would stay where it was refused for staying.
 pub const MIN_LEAVE: f64 = 1.0 / MAX_BURST;

@@ -120,8 +120,18 @@ impl LossConfig {
             LossConfig::FourState { p13, p31, p32, p23, p14 } => {
                 let (p13, p31, p32, p23, p14) = (p13.get(), p31.get(), p32.get(), p23.get(), p14.get());
                 // Balance equations: π4 = π1·p14, π3·p31 = π1·p13, π2·p23 = π3·p32.
+                // From state 1 (where the chain starts) without p13, states 2 and 3 are never
+                // reached; without p31, state 1 is left for good and the chain cycles between 3
+                // and 2; without p23 (and with p32), state 2 once reached is never left and
+                // loses nothing.
                 if p13 == 0.0 {
                     return p14 / (1.0 + p14);
+                }
+                if p32 > 0.0 && p23 == 0.0 {
+                    return 0.0;
+                }
+                if p31 == 0.0 {
+                    return p23 / (p23 + p32);
                 }
                 let pi3 = p13 / p31;
                 let pi2 = if p32 == 0.0 { 0.0 } else { pi3 * p32 / p23 };
@@ -265,10 +275,10 @@ impl FromStr for LossConfig {
                         LOSS_ACCEPTED,
                     ));
                 }
-                if p32.get() > 0.0 && p23.get() + p31.get() < MIN_LEAVE {
+                if p13.get() > 0.0 && p32.get() > 0.0 && p23.get() < MIN_LEAVE {
                     return Err(error(
                         s,
-                        "has p23 + p31 below 1e-9: the chain would be stuck in state 2",
+                        "has p32 above 0 and p23 below 1e-9: the chain would be stuck in state 2 (only p23 leaves it)",
                         LOSS_ACCEPTED,
                     ));
                 }
@@ -672,6 +682,9 @@ mod tests {
             ),
             (LossConfig::FourState { p13: p(0.05), p31: p(0.95), p32: p(0.0), p23: p(1.0), p14: p(0.0) }, 2),
             (LossConfig::FourState { p13: p(0.0), p31: p(1.0), p32: p(0.0), p23: p(1.0), p14: p(0.02) }, 3),
+            // Without p31 state 1 is left for good: the chain cycles between 3 and 2.
+            (LossConfig::FourState { p13: p(0.01), p31: p(0.0), p32: p(0.5), p23: p(1.0), p14: p(0.0) }, 4),
+            (LossConfig::FourState { p13: p(0.2), p31: p(0.0), p32: p(0.3), p23: p(0.1), p14: p(0.1) }, 5),
         ] {
             let want = cfg.loss_rate();
             // Cross-check the closed form with the chain's stationary vector by power iteration.
@@ -761,7 +774,8 @@ mod tests {
             ("ge:p=50%,r=0.99e-9", "a burst would never end"),
             ("gi:p13=50%,p31=0,p32=0", "p31 + p32 below 1e-9"),
             ("gi:p13=50%,p31=1e-300", "p31 + p32 below 1e-9"),
-            ("gi:p13=50%,p31=0,p32=5%,p23=1e-20", "p23 + p31 below 1e-9"),
+            ("gi:p13=50%,p31=0,p32=5%,p23=1e-20", "p23 below 1e-9"),
+            ("gi:p13=10%,p31=50%,p32=50%,p23=0", "p23 below 1e-9"),
             ("ge:p=150%,r=1%", "above 100%"),
             ("ge:p=1%,r=1%,q=3", "unknown key `q`"),
             ("ge:p=1%,r", "key=value"),

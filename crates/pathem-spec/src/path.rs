@@ -201,7 +201,7 @@ pub struct PathSpec {
     pub jitter: Option<Duration>,
 
     /// Shape of the variation: uniform (default), normal, pareto, paretonormal, exponential, table:FILE, tc:NAME.
-    #[arg(long, value_name = "DIST", help_heading = "Delay")]
+    #[arg(long, value_name = "DIST", help_heading = "Delay", allow_hyphen_values = true)]
     pub delay_dist: Option<DistSpec>,
 
     /// Correlate delays: frames this far apart have delays correlated 0.5, at any packet rate.
@@ -213,7 +213,7 @@ pub struct PathSpec {
     pub delay_correlation: Option<Probability>,
 
     /// Base delay over time from FILE of `TIME DELAY` lines (step-wise, repeating).
-    #[arg(long, value_name = "FILE", help_heading = "Delay")]
+    #[arg(long, value_name = "FILE", help_heading = "Delay", allow_hyphen_values = true)]
     pub delay_trace: Option<PathBuf>,
 
     /// Let frames overtake each other when their delays say so (default: never reorder; frames --skip-delay sends at once overtake either way).
@@ -257,7 +257,7 @@ pub struct PathSpec {
     pub rate: Option<Rate>,
 
     /// Variable rate from a Mahimahi trace FILE (ms timestamps; each an opportunity for 1504 B).
-    #[arg(long, value_name = "FILE", help_heading = "Link")]
+    #[arg(long, value_name = "FILE", help_heading = "Link", allow_hyphen_values = true)]
     pub rate_trace: Option<PathBuf>,
 
     /// Bytes added to each frame for the rate, -65536 to 65536 [default: 24 = preamble+SFD, FCS, gap].
@@ -265,7 +265,7 @@ pub struct PathSpec {
     pub overhead: Option<i64>,
 
     /// Cell framing SIZE,OVERHEAD for the rate (NetEm cellsize/celloverhead), e.g. 48,5.
-    #[arg(long, value_name = "SIZE,OVERHEAD", help_heading = "Link")]
+    #[arg(long, value_name = "SIZE,OVERHEAD", help_heading = "Link", allow_hyphen_values = true)]
     pub cell: Option<Cell>,
 
     /// Limit of the link queue in bytes (64KB) or frames (100pkt); needs a rate. With --aqm, the
@@ -277,15 +277,15 @@ pub struct PathSpec {
     /// At most N frames held at once, waiting for the rate or in their delay, as NetEm's
     /// limit counts them: an arrival beyond is dropped (a queue drop); 1 to 4294967295, not
     /// with --aqm [default: unbounded].
-    #[arg(long, value_name = "N", help_heading = "Link", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", help_heading = "Link", value_parser = clap::value_parser!(u32).range(1..), allow_hyphen_values = true)]
     pub limit: Option<u32>,
 
     /// The bottleneck's queue discipline (the help lists pathem_model::aqm::KINDS).
-    #[arg(long, value_name = "KIND", help_heading = "Link", help = pathem_model::aqm::help())]
+    #[arg(long, value_name = "KIND", help_heading = "Link", help = pathem_model::aqm::help(), allow_hyphen_values = true)]
     pub aqm: Option<AqmConfig>,
 
     /// Token-bucket policer RATE,burst=SIZE: frames over it are dropped, e.g. 10mbit,burst=15KB.
-    #[arg(long, value_name = "SPEC", help_heading = "Link")]
+    #[arg(long, value_name = "SPEC", help_heading = "Link", allow_hyphen_values = true)]
     pub police: Option<PolicerConfig>,
 
     /// Transmit in slots (NetEm's `slot`); the help text gives the syntax.
@@ -293,6 +293,7 @@ pub struct PathSpec {
         long,
         value_name = "SPEC",
         help_heading = "Link",
+        allow_hyphen_values = true,
         help = "Transmit in slots MIN[,MAX][,packets=N][,bytes=SIZE] (NetEm slot), e.g. 800us,1ms,packets=32, \
                 or dist=DIST,delay=TIME,jitter=TIME[,packets=N][,bytes=SIZE] (NetEm slot distribution)"
     )]
@@ -325,7 +326,7 @@ pub struct PathSpec {
     pub no_ecn: bool,
 
     /// Impairments in tc-netem(8)'s words, e.g. "delay 100ms 10ms 25% loss 1%" (pathem netem explains one).
-    #[arg(long, value_name = "SPEC", help_heading = "NetEm")]
+    #[arg(long, value_name = "SPEC", help_heading = "NetEm", allow_hyphen_values = true)]
     pub netem: Option<NetemSpec>,
 
     /// A class (repeatable): frames a tcpdump FILTER matches follow FLAGS' own path (clap shows

@@ -194,6 +194,18 @@ fn bad_input_is_refused_with_one_line() {
         (vec!["probe", "send", "--to", "127.0.0.1:9", "--duration", "-1s"], 2, "`-1s` is negative"),
         (vec!["probe", "recv", "--listen", "127.0.0.1:9", "--expect-delay", "-1ms"], 2, "`-1ms` is negative"),
         (vec!["run", "lo", "lo2", "--stats-interval", "-1s"], 2, "`-1s` is negative"),
+        // A path flag's value that starts with `-` is the flag's to refuse, by name.
+        (vec!["netem", "--from-flags", "--cell -48,5"], 2, "'-48,5' for '--cell <SIZE,OVERHEAD>'"),
+        (vec!["netem", "--from-flags", "--slot -1ms"], 2, "'-1ms' for '--slot <SPEC>'"),
+        (vec!["netem", "--from-flags", "--police -1mbit,burst=1KB"], 2, "'-1mbit,burst=1KB' for '--police"),
+        (vec!["netem", "--from-flags", "--aqm -codel"], 2, "'-codel' for '--aqm <KIND>'"),
+        (vec!["netem", "--from-flags", "--delay-dist -normal"], 2, "'-normal' for '--delay-dist <DIST>'"),
+        (vec!["netem", "--from-flags", "--limit -5"], 2, "'-5' for '--limit <N>'"),
+        (
+            vec!["netem", "--from-flags", "--loss gi:p13=10%,p31=50%,p32=50%,p23=0"],
+            2,
+            "p32 above 0 and p23 below 1e-9",
+        ),
         (
             vec!["probe", "recv", "--listen", "127.0.0.1:9", "--expect-loss", "trace:/x"],
             2,

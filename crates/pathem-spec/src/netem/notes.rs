@@ -8,12 +8,7 @@ impl NetemSpec {
     pub fn notes(&self) -> Vec<String> {
         let p = &self.parsed;
         let mut n = self.reading.clone();
-        let pct = |x: f64| {
-            format!(
-                "{}%",
-                Probability::new(x).map_or_else(|| x.to_string(), |p| p.spec()).trim_end_matches('%')
-            )
-        };
+        let pct = four_figures;
         let jitter = p.delay.as_ref().and_then(|(_, d)| d.jitter).unwrap_or_default();
         if let Some((_, w)) = &p.rate {
             if w.overhead.is_none() {
@@ -168,6 +163,37 @@ fn dist_note(what: &str, d: &DistName) -> String {
         ),
         DistName::Table(..) => {
             format!("a tc table for the {what} is drawn entry by entry as NetEm does (delay + jitter · value / 8192)")
+        }
+    }
+}
+
+/// A fraction as a percentage to four significant figures (`0.0002513` → `0.02513%`,
+/// `0.6666` → `66.67%`), for what a model works out rather than what the user wrote.
+fn four_figures(x: f64) -> String {
+    let v = x * 100.0;
+    if !(v.is_finite() && v > 0.0) {
+        return format!("{v}%");
+    }
+    let decimals = (3 - v.log10().floor() as i32).clamp(0, 20) as usize;
+    let text = format!("{v:.decimals$}");
+    let text = if text.contains('.') { text.trim_end_matches('0').trim_end_matches('.') } else { &text };
+    format!("{text}%")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn four_figures_are_percentages() {
+        for (x, want) in [
+            (0.0, "0%"),
+            (1.0, "100%"),
+            (0.01, "1%"),
+            (2.0 / 3.0, "66.67%"),
+            (0.000_251_332_527_786, "0.02513%"),
+            (0.064_545_454_545, "6.455%"),
+            (1e-12, "0.0000000001%"),
+        ] {
+            assert_eq!(super::four_figures(x), want, "{x}");
         }
     }
 }
