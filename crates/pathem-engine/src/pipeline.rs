@@ -129,6 +129,15 @@ fn line_sizing(path: &PathConfig, engine: &EngineConfig) -> Sizing {
         let why = buffer_rounding(b, engine.max_frame).unwrap_or_else(|| "--buffer".into());
         return Sizing { bytes: b, why };
     }
+    // Offline a line takes memory only as frames pile up in it, so it may hold what any path
+    // keeps in flight (an unbounded queue, a slot's or a trace's waits, which no estimate
+    // from the rate and the delay covers): the path decides what is dropped, not the line.
+    if engine.offline {
+        return Sizing {
+            bytes: MAX_DELAY_LINE,
+            why: "offline: grows with what is in flight, up to 4 GiB (--buffer sets the bound)".into(),
+        };
+    }
     let rate = path.link.as_ref().map_or(engine.line_rate, |l| l.mean_rate());
     let bytes_per_sec = rate.bits_per_sec() as f64 / 8.0;
     let in_delay = bytes_per_sec * path.delay.max_delay().as_secs_f64() * inflate(path);
@@ -1400,7 +1409,7 @@ mod tests {
         assert!(s.tx_packets.abs_diff(busy / 704) <= 2, "{} frames in {busy} ns", s.tx_packets);
     }
 
-    /// A path that starts transparent (a 4 MiB line at 100 Mbit/s) and is changed to hold
+    /// A path that starts transparent (live, a 4 MiB line at 100 Mbit/s) and is changed to hold
     /// 1 s: 125 000 frames of 64 B, 10 MB of records, arrive within that second.
     fn held_a_second(offline: bool, how: &str) -> (crate::Stats, usize) {
         let engine = EngineConfig { line_rate: Rate(100_000_000), offline, ..EngineConfig::default() };
@@ -1409,7 +1418,8 @@ mod tests {
         let arrivals = Frames::at((1..=n).map(|i| Nanos(i * 8_000)));
         let mut p = Pipeline::new(arrivals, MemSink::default(), &PathConfig::default(), 1, &engine).unwrap();
         let before = p.delay_line_capacity();
-        assert_eq!(before, MIN_DELAY_LINE);
+        // Offline a line takes memory as frames come, up to 4 GiB from the start.
+        assert_eq!(before, if offline { MAX_DELAY_LINE } else { MIN_DELAY_LINE });
         match how {
             "control" => p.control().set(second.clone()).unwrap(),
             _ => p.schedule(Schedule::new(vec![(Nanos::ZERO, second.clone())], None)).unwrap(),

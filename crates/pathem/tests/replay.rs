@@ -475,6 +475,23 @@ fn a_long_delay_takes_memory_for_what_is_in_flight_only() {
     assert!(peak < 100 << 20, "peak memory {peak} B for 400 KB in flight");
 }
 
+/// Drop-tail's queue is unbounded unless `--queue` says otherwise, and offline the line holds
+/// what it queues: 5000 frames of 1514 B offered at ten times a 12 Mbit/s link all leave, at
+/// its rate (they were 42% `delay_line` drops in a line sized from the rate and no delay).
+#[test]
+fn an_unbounded_queue_drops_nothing_offline() {
+    let d = Dir::new();
+    write_capture(&d.path("in.pcap"), cbr(5000, 1514, Nanos::from_micros(100))).unwrap();
+    let st = d.s("s.json");
+    ok(&replay(&d.path("in.pcap"), &d.path("out.pcap"), &["--rate", "12mbit", "--stats", &st]));
+    let s = stats(Path::new(&st));
+    assert_eq!(s["tx_packets"], 5000, "{s}");
+    let out = read_capture(&d.path("out.pcap")).unwrap();
+    // Back to back from the first: 1538 B on the wire at 12 Mbit/s is 1 025 333.3 ns a frame.
+    let first = out[0].0;
+    assert_eq!(out[4999].0 - first, Nanos(4999 * 1538 * 8 * 1_000_000_000 / 12_000_000));
+}
+
 #[test]
 fn absurd_original_lengths_are_refused_with_the_frame_number() {
     let d = Dir::new();
