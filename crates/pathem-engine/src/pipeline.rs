@@ -532,9 +532,17 @@ impl<R: RxPort> Input<R> {
     #[inline]
     fn apply_changes(&mut self, now: Nanos) -> Result<(), Error> {
         // Whole laps of a schedule that pass before the next frame arrives, while the path
-        // holds none, are passed over: where that arrival is known (offline), nothing sees
-        // the path until then. A live path takes every step at its time.
-        if let PollAt::At(until) = self.rx.poll_at() {
+        // holds none undecided, are passed over: where that arrival is known (offline),
+        // nothing sees the path until then (frames in the delay line keep their release
+        // times). Once the source has ended, no frame comes again: every lap is passed over
+        // (a 1 ms schedule under frames held for hours took a step at a time, for minutes).
+        // A live path takes every step at its time.
+        let until = match self.rx.poll_at() {
+            PollAt::At(until) => Some(until),
+            PollAt::Ended => Some(Nanos::MAX),
+            PollAt::Now | PollAt::Unknown => None,
+        };
+        if let Some(until) = until {
             for l in &mut self.lanes {
                 if let Some(t) = l.timeline.as_mut().filter(|_| !l.ingress.holds_frames()) {
                     t.skip_laps(until);

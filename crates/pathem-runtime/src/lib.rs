@@ -145,6 +145,10 @@ pub enum Error {
     /// Both ports are the same interface.
     #[error("both ports are {0}: pathem forwards between two different interfaces")]
     SamePort(String),
+    /// A file to write that is a file the run reads or writes otherwise (a replay's output
+    /// that is its input, a report that is either capture).
+    #[error("{path}: it is {what}; name another file")]
+    SameFile { path: std::path::PathBuf, what: &'static str },
     /// A link's name outside what names can be.
     #[error("--name {0}: accepted: 1 to 64 letters, digits, '-', '_' or '.', not starting with '.'")]
     Name(String),
@@ -207,6 +211,7 @@ impl Error {
             Error::Cores { .. }
             | Error::Down(_)
             | Error::SamePort(_)
+            | Error::SameFile { .. }
             | Error::Name(_)
             | Error::DefaultName(_)
             | Error::NameTaken(_)

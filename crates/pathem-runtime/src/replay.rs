@@ -223,11 +223,14 @@ pub fn replay_file(
     let write_err = |p: &Path, e: &dyn std::fmt::Display| {
         Error::Port(pathem_io::Error::Write { path: p.into(), reason: e.to_string() })
     };
+    // Nothing written may take the place of the capture read, nor the report the capture's.
+    if pathem_io::same_file(output, input) {
+        return Err(Error::SameFile { path: output.into(), what: "the input capture" });
+    }
     // The report's file and the temporary it is written into until the capture is in place.
     let stats = match stats {
-        // The report must not take the place of the capture read or written.
         Some(p) if pathem_io::same_file(p, input) || pathem_io::same_file(p, output) => {
-            return Err(write_err(p, &"it is the input or the output capture"));
+            return Err(Error::SameFile { path: p.into(), what: "the input or the output capture" });
         }
         Some(p) => Some((p, pathem_io::temp_beside(p, ".pathem-stats", "").map_err(|e| write_err(p, &e))?)),
         None => None,

@@ -443,6 +443,29 @@ fn a_repeating_schedule_passes_over_idle_laps() {
     assert_eq!(got, want);
 }
 
+/// Once the capture has ended, the laps of a repeating schedule are passed over while the last
+/// frames wait out a slow link (a 1 bit/s link holds them for 12 and 18 days): a step at a
+/// time, 1 ms apart, took five minutes here.
+#[test]
+fn a_repeating_schedule_ends_with_the_capture() {
+    let d = Dir::new();
+    let t0 = Nanos::from_secs(10);
+    let frames = vec![(t0, udp_frame(65_535, 0)), (t0 + Nanos::from_secs(1), udp_frame(60, 1))];
+    write_capture(&d.path("in.pcap"), frames).unwrap();
+    std::fs::write(d.path("s.txt"), "0s --delay 1ms\n1ms --delay 2ms\nrepeat 2ms\n").unwrap();
+    let args = ["--rate", "1bit", "--overhead", "65536", "--schedule", &d.s("s.txt")];
+    let out = pathem_within(
+        &[&["replay", &d.s("in.pcap"), &d.s("out.pcap")][..], &args[..]].concat(),
+        std::time::Duration::from_secs(60),
+    );
+    ok(&out);
+    let got: Vec<Nanos> = read_capture(&d.path("out.pcap")).unwrap().into_iter().map(|f| f.0).collect();
+    // (65 535 + 65 536) B and (60 + 65 536) B at 1 bit/s, back to back, then the delay each
+    // met on arrival (both at a whole lap: 1 ms).
+    let first = t0 + Nanos::from_secs(131_071 * 8) + Nanos::from_millis(1);
+    assert_eq!(got, vec![first, first + Nanos::from_secs(65_596 * 8)]);
+}
+
 #[test]
 fn frames_a_year_apart_replay_exactly_without_waiting() {
     let d = Dir::new();
@@ -490,6 +513,25 @@ fn an_unbounded_queue_drops_nothing_offline() {
     // Back to back from the first: 1538 B on the wire at 12 Mbit/s is 1 025 333.3 ns a frame.
     let first = out[0].0;
     assert_eq!(out[4999].0 - first, Nanos(4999 * 1538 * 8 * 1_000_000_000 / 12_000_000));
+}
+
+/// The output (or the report) naming the input capture, however spelled, is refused before
+/// anything is written: the capture read is kept byte for byte (it was replaced by the output).
+#[test]
+fn an_output_that_is_the_input_is_refused_and_the_input_kept() {
+    let d = Dir::new();
+    write_capture(&d.path("in.pcap"), cbr(3, 100, Nanos::from_micros(500))).unwrap();
+    let before = std::fs::read(d.path("in.pcap")).unwrap();
+    let dotted = format!("{}/./in.pcap", d.s(""));
+    for args in [
+        vec!["replay", &d.s("in.pcap"), &d.s("in.pcap"), "--loss", "50%"][..].to_vec(),
+        vec!["replay", &d.s("in.pcap"), &dotted],
+        vec!["replay", &d.s("in.pcap"), &d.s("out.pcap"), "--stats", &dotted],
+    ] {
+        let err = refused(&d, &args, 2);
+        assert!(err.contains("in.pcap: it is the input"), "{err}");
+        assert_eq!(std::fs::read(d.path("in.pcap")).unwrap(), before);
+    }
 }
 
 #[test]
