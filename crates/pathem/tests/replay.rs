@@ -870,11 +870,14 @@ fn a_stats_file_that_cannot_be_written_leaves_no_output() {
     let nowhere = d.s("missing/s.json");
     let err = refused(&d, &["replay", &i, &o, "--delay", "1ms", "--stats", &nowhere], 1);
     assert!(err.contains(&nowhere) && err.contains("No such file"), "{err}");
-    // A directory, or one of the captures, is no place for the report either.
-    for (at, says) in
-        [(d.s(""), "directory"), (o.clone(), "input or the output"), (i.clone(), "input or the output")]
-    {
-        let err = refused(&d, &["replay", &i, &o, "--stats", &at], 1);
+    // A directory, or one of the captures (named wrongly: exit 2), is no place for the report
+    // either.
+    for (at, says, code) in [
+        (d.s(""), "directory", 1),
+        (o.clone(), "input or the output", 2),
+        (i.clone(), "input or the output", 2),
+    ] {
+        let err = refused(&d, &["replay", &i, &o, "--stats", &at], code);
         assert!(err.contains(says), "{err}");
     }
     // However they are spelled: the input by another path, or a link to it, was overwritten
@@ -883,7 +886,7 @@ fn a_stats_file_that_cannot_be_written_leaves_no_output() {
     let before = std::fs::read(d.path("in.pcap")).unwrap();
     let name = d.path("").file_name().unwrap().to_str().unwrap().to_string();
     for at in [d.s("./in.pcap"), d.s("link.pcap"), d.s(&format!("../{name}/out.pcap"))] {
-        let err = refused(&d, &["replay", &i, &o, "--stats", &at], 1);
+        let err = refused(&d, &["replay", &i, &o, "--stats", &at], 2);
         assert!(err.contains("input or the output"), "{at}: {err}");
     }
     assert_eq!(std::fs::read(d.path("in.pcap")).unwrap(), before, "the input is untouched");
