@@ -122,8 +122,14 @@ const QERR: Q = Q { p: P::Default, d: D::Default, a: A::Undef };
 
 type R<T> = Result<T, FilterError>;
 
-/// A byte expression's value and the protocol checks its loads need.
-type Arth = (Val, Option<B>);
+/// A byte expression's value, the protocol checks its loads need, and the constant of its
+/// first instruction in libpcap's code when that is one (`ld #k`: its leftmost number, also
+/// inside a load's index), which libpcap's gen_arth checks a divisor and a shift by.
+type Arth = (Val, Option<B>, Option<u32>);
+
+/// libpcap's scratch memory (BPF_MEMWORDS): a byte expression's values wait there until an
+/// operator takes them, and one that needs more at once is refused.
+const REGISTERS: u32 = 16;
 
 /// Named ports as netbase's /etc/services lists them: the number and the protocol when the
 /// name is for only one of tcp and udp.
@@ -357,13 +363,15 @@ pub(crate) struct Parser<'a> {
     /// Parsing steps left: backtracking is bounded whatever the text.
     fuel: u32,
     depth: u32,
+    /// libpcap's registers in use by the byte expression being parsed.
+    regs: u32,
 }
 
-type Saved = (usize, u32, u32);
+type Saved = (usize, u32, u32, u32);
 
 impl<'a> Parser<'a> {
     pub(crate) fn new(text: &'a str, toks: &'a [Tok]) -> Self {
-        Parser { text, toks, i: 0, linktype: 12, linkpl: 14, fuel: 50_000, depth: 0 }
+        Parser { text, toks, i: 0, linktype: 12, linkpl: 14, fuel: 50_000, depth: 0, regs: 0 }
     }
 
     /// The whole filter.
@@ -420,11 +428,21 @@ impl<'a> Parser<'a> {
     }
 
     fn save(&self) -> Saved {
-        (self.i, self.linktype, self.linkpl)
+        (self.i, self.linktype, self.linkpl, self.regs)
     }
 
     fn restore(&mut self, s: Saved) {
-        (self.i, self.linktype, self.linkpl) = s;
+        (self.i, self.linktype, self.linkpl, self.regs) = s;
+    }
+
+    /// A value made (a number, `len`, a load): it takes one of libpcap's registers.
+    fn alloc_reg(&mut self) -> R<()> {
+        if self.regs == REGISTERS {
+            return Err(self
+                .err("an expression that keeps at most 16 values at once (libpcap's registers): nest less"));
+        }
+        self.regs += 1;
+        Ok(())
     }
 
     /// Counts a step and a level of nesting; refuses a text that needs too many of either.
@@ -768,7 +786,7 @@ impl<'a> Parser<'a> {
 
     /// `arth relop arth`.
     fn relation(&mut self) -> R<B> {
-        let (a, apre) = self.arth(0)?;
+        let (a, apre, _) = self.arth(0)?;
         let Some(t) = self.peek().filter(|t| t.kind == Kind::Punct) else {
             return Err(self.err("a comparison (=, !=, <, <=, >, >=) or an arithmetic operator"));
         };
@@ -782,7 +800,9 @@ impl<'a> Parser<'a> {
             _ => return Err(self.err("a comparison (=, !=, <, <=, >, >=) or an arithmetic operator")),
         };
         self.i += 1;
-        let (b, bpre) = self.arth(0)?;
+        let (b, bpre, _) = self.arth(0)?;
+        // The comparison takes both values from their registers.
+        self.regs = self.regs.saturating_sub(2);
         // Two constants compare at compile time, as libpcap's optimizer does: `tcp[100] = 1
         // or 1 = 1` takes every frame, the load it no longer needs never made.
         let t = match (a.constant(), b.constant()) {
@@ -847,18 +867,30 @@ impl<'a> Parser<'a> {
         self.arith(at, op, lhs, rhs)
     }
 
-    fn arith(&self, at: usize, op: Ar, (a, apre): Arth, (b, bpre): Arth) -> R<Arth> {
+    fn arith(&mut self, at: usize, op: Ar, (a, apre, afirst): Arth, (b, bpre, bfirst): Arth) -> R<Arth> {
+        // libpcap refuses a divisor, and a shift, by the first instruction of its code when
+        // that loads a constant (`x / ip[0]` divides "by zero": the index 0 is loaded first),
+        // then its optimizer what it proves constant, but for a shift of a constant, which
+        // it folds (`1 << 32` is 0).
         match op {
-            Ar::Div | Ar::Mod if b.constant() == Some(0) => {
-                return Err(
-                    self.err_at(at, "a divisor that is not zero (libpcap refuses a division by zero)")
-                );
+            Ar::Div | Ar::Mod if bfirst == Some(0) || b.constant() == Some(0) => {
+                return Err(self.err_at(
+                    at,
+                    "a divisor that is not zero and does not start with a 0 (libpcap refuses a division by zero)",
+                ));
             }
-            Ar::Shl | Ar::Shr if b.constant().is_some_and(|k| k > 31) => {
-                return Err(self.err_at(at, "a shift of at most 31 bits"));
+            Ar::Shl | Ar::Shr
+                if bfirst.is_some_and(|k| k > 31)
+                    || (a.constant().is_none() && b.constant().is_some_and(|k| k > 31)) =>
+            {
+                return Err(
+                    self.err_at(at, "a shift of at most 31 bits that does not start with a larger number")
+                );
             }
             _ => {}
         }
+        // The operator takes both values from their registers and leaves its own in one.
+        self.regs = self.regs.saturating_sub(1);
         // libpcap's gen_arth keeps only the left operand's protocol checks: `0 - ip[9]`
         // loads the byte whatever the frame is.
         let _ = bpre;
@@ -876,7 +908,7 @@ impl<'a> Parser<'a> {
             None if zero => Val::K(0),
             None => v,
         };
-        Ok((v, apre))
+        Ok((v, apre, afirst))
     }
 
     fn unary(&mut self) -> R<Arth> {
@@ -889,8 +921,8 @@ impl<'a> Parser<'a> {
                 while let (Ok(_), Some((op, 0))) = (&r, self.binop()) {
                     r = r.and_then(|v| self.unbound(op, v));
                 }
-                let (v, pre) = self.leave(r)?;
-                Ok((Val::Neg(Box::new(v)), pre))
+                let (v, pre, first) = self.leave(r)?;
+                Ok((Val::Neg(Box::new(v)), pre, first))
             }
             (Kind::Punct, "(") => {
                 self.i += 1;
@@ -899,12 +931,15 @@ impl<'a> Parser<'a> {
                 Ok(v)
             }
             (Kind::Num(n), _) => {
+                let n = *n;
+                self.alloc_reg()?;
                 self.i += 1;
-                Ok((Val::K(*n), None))
+                Ok((Val::K(n), None, Some(n)))
             }
             (Kind::Kw, "len") => {
+                self.alloc_reg()?;
                 self.i += 1;
-                Ok((Val::Len, None))
+                Ok((Val::Len, None, None))
             }
             (Kind::Kw, w) if P::from_kw(w).is_some() && self.is_punct_at(1, "[") => {
                 let p = P::from_kw(w).unwrap_or(P::Link);
@@ -921,6 +956,9 @@ impl<'a> Parser<'a> {
                     self.i += 1;
                 }
                 self.expect_punct("]")?;
+                // The loaded value takes a register before the index gives its own back.
+                self.alloc_reg()?;
+                self.regs -= 1;
                 self.load(at, p, idx, size)
             }
             _ => Err(self.err("a number, len, proto[offset] or \"(\"")),
@@ -928,10 +966,10 @@ impl<'a> Parser<'a> {
     }
 
     /// `proto[idx:size]`: where libpcap counts from, and what must hold for the load.
-    fn load(&self, at: usize, p: P, (idx, ipre): Arth, size: u8) -> R<Arth> {
+    fn load(&self, at: usize, p: P, (idx, ipre, first): Arth, size: u8) -> R<Arth> {
         let ld = |base| Val::Ld { base, idx: Box::new(idx), size };
         let pl = self.linkpl;
-        Ok(match p {
+        let (v, pre) = match p {
             P::Link => (ld(Base::Abs(0)), ipre),
             P::Ip | P::Ip6 | P::Arp | P::Rarp => (ld(Base::Abs(pl)), and_opt(ipre, Some(self.abbrev(p)?))),
             P::Tcp | P::Udp | P::Sctp | P::Icmp | P::Igmp | P::Igrp | P::Pim | P::Vrrp | P::Carp => {
@@ -949,7 +987,8 @@ impl<'a> Parser<'a> {
                     self.err_at(at, "a protocol that can be indexed (libpcap has no index operation for it)")
                 )
             }
-        })
+        };
+        Ok((v, pre, first))
     }
 
     // ----- code generation (libpcap's gen_* functions) -----

@@ -116,8 +116,9 @@ impl Val {
                     Base::Abs(k) => (i, *k),
                     Base::Tran(k) => (i.wrapping_add(ihl(p, *k)?), *k),
                 };
-                // Modulo 2^32, as BPF's `ld [x + k]`.
-                load(p, x.wrapping_add(k) as usize, *size)
+                // BPF's `ld [x + k]` refuses a load past the frame, where x + k passes 2^32
+                // too (the index itself is computed modulo 2^32, as the ALU does).
+                load(p, x.checked_add(k)? as usize, *size)
             }
             Val::Neg(a) => Some(a.eval(p, len)?.wrapping_neg()),
             Val::Bin(op, a, b) => {
@@ -159,7 +160,10 @@ impl Off {
     fn at(self, p: &[u8]) -> Option<usize> {
         Some(match self {
             Off::Abs(k) => k as usize,
-            Off::Tran(k, o) => k.wrapping_add(ihl(p, k)?).wrapping_add(o) as usize,
+            // libpcap folds the constant index into the load's offset when compiling
+            // (modulo 2^32), then `ld [x + k]` with the header length in x refuses a sum past
+            // 2^32 as past the frame (`tcp[-20]` matches nothing).
+            Off::Tran(k, o) => ihl(p, k)?.checked_add(k.wrapping_add(o))? as usize,
         })
     }
 }

@@ -470,6 +470,24 @@ const FILTERS: &[&str] = &[
     "ip[4294967282:2] = 0x0800",
     "arp[-2:2] = 0x0806",
     "tcp[-1] = 6",
+    // A load whose offset passes 2^32 at run time rejects the frame (BPF checks x + k without
+    // wrapping); a constant index is folded into k first, modulo 2^32.
+    "tcp[0xffffffe8] = 0",
+    "tcp[-20] = 0x45",
+    "ip[0 - ip[9]] = 0",
+    "ip[1 - ip[0]] = 0",
+    "ip[ip[2:2] - 1] = 0 and ip[2:2] = 0",
+    "udp[0 - udp[0]] = 0 or tcp[4294967295 - tcp[0]] = 0",
+    // libpcap's 16 registers: 16 values at once pass, and a divisor or a shift is judged by
+    // the constant its code starts with, then by what the optimizer proves; a shift of a
+    // constant by 32 or more is folded to 0.
+    "ip[0] ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 = 0x45",
+    "1 << (16 + 16) = 0",
+    "ip[0] & (1 << (30 + 10)) = 0",
+    "ip[1] >> (16 * 2 + ip[0]) = 0",
+    "ip[1] / (2 - 2 + ip[0]) = 1",
+    "ip[1] / ip[1] = 1",
+    "ip[1] / len = 0",
     // netbase: syslog is 514/udp and an alias of 514/tcp (shell).
     "port syslog",
     "tcp port syslog",
@@ -650,6 +668,20 @@ const BAD: &[&str] = &[
     "ip and not 10.0.0.1",
     "host 10.0.0.1 and ((10.0.0.2 or 10.0.0.3))",
     "port 80 or ((443 or 22) or 53)",
+    "ip[0] ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 = 0x45",
+    "1+(1+(1+(1+(1+(1+(1+(1+(1+(1+(1+(1+(1+(1+(1+(1+(1)))))))))))))))) = 17",
+    "ip[0] ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ 0 ^ ip[1] = 0x45",
+    "ip[0] / (0 + ip[1]) = 1",
+    "ip[0] >> (40 - ip[1]) = 0",
+    "ip[1] / ip[0] = 1",
+    "ip[1] >> ip[40] = 1",
+    "ip[1] / -0 = 1",
+    "ip[1] / (-ip[0]) = 1",
+    "ip[1] >> (16 * 2) = 1",
+    "ip[1] / (ip[0] - ip[0]) = 1",
+    "ip[1] % (0 * 5) = 1",
+    "ip[1] / (1 - 1) = 1",
+    "ip[1] >> (32) = 1",
 ];
 
 /// Filters whose words pathem refuses by name: each gives one line naming the word.
