@@ -76,8 +76,16 @@ pub fn pcap(data: &[u8]) {
     };
     let engine = EngineConfig { buffer: Some(1 << 20), ..EngineConfig::default() };
     // The offline runtime `pathem replay` runs, into a counting sink.
-    let Ok(done) = pathem_runtime::replay::replay(src, MemSink::default(), path, &classes, None, 1, &engine)
-    else {
+    let Ok(done) = pathem_runtime::replay::replay(
+        src,
+        MemSink::default(),
+        path,
+        &classes,
+        None,
+        1,
+        &engine,
+        &Default::default(),
+    ) else {
         return;
     };
     let s = done.stats;

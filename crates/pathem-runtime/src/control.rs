@@ -195,8 +195,11 @@ pub struct ClassState {
 impl ClassState {
     /// `class NAME ("FILTER"): PATH`, the line that heads its counters.
     pub fn heading(&self) -> String {
-        let filter = if self.filter.is_empty() {
+        // A class's filter may be empty too (it takes every frame): the name tells them apart.
+        let filter = if self.class == pathem_engine::DEFAULT_CLASS {
             "frames no class takes".into()
+        } else if self.filter.is_empty() {
+            "\"\": every frame".into()
         } else {
             format!("{:?}", self.filter)
         };
@@ -721,6 +724,20 @@ pub fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The default path is named as such, a class with the empty filter as taking every frame.
+    #[test]
+    fn a_heading_tells_the_default_path_from_a_class_of_every_frame() {
+        let state = |class: &str, filter: &str| ClassState {
+            class: class.into(),
+            filter: filter.into(),
+            path: "delay 1ms".into(),
+            stats: pathem_engine::Stats::default(),
+        };
+        assert_eq!(state("default", "").heading(), "class default (frames no class takes): delay 1ms");
+        assert_eq!(state("class1", "").heading(), "class class1 (\"\": every frame): delay 1ms");
+        assert_eq!(state("web", "tcp port 80").heading(), "class web (\"tcp port 80\"): delay 1ms");
+    }
 
     #[test]
     fn requests_are_typed_and_versioned() {

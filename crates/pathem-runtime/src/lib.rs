@@ -185,6 +185,9 @@ pub enum Error {
     /// No free address for a shell's link.
     #[error("no free /30 left in 100.64.0.0/10")]
     NoSubnet,
+    /// A replay stopped by a signal before its end: nothing was written.
+    #[error("stopped by a signal before the end of the capture: no output or report written")]
+    Stopped,
     /// A forwarding thread died.
     #[error("the {0} thread panicked")]
     Panicked(&'static str),

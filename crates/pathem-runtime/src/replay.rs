@@ -16,6 +16,7 @@ use pathem_model::{Nanos, PathConfig};
 use serde::Serialize;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 /// What a replay did.
 pub struct Replayed<T> {
@@ -31,7 +32,9 @@ pub struct Replayed<T> {
 }
 
 /// Replays `src` through `path` and its `classes` (and their schedules, counted from the
-/// first frame's arrival) into `sink`, with the a→b direction's seed of `seed`.
+/// first frame's arrival) into `sink`, with the a→b direction's seed of `seed`, unless `stop`
+/// is set before the end ([`Error::Stopped`]).
+#[allow(clippy::too_many_arguments)]
 pub fn replay<T: TxPort>(
     src: PcapSource,
     sink: T,
@@ -40,6 +43,7 @@ pub fn replay<T: TxPort>(
     schedule: Option<Schedule>,
     seed: u64,
     engine: &EngineConfig,
+    stop: &AtomicBool,
 ) -> Result<Replayed<T>, Error> {
     let engine = EngineConfig { offline: true, ..engine.clone() };
     let start = src.peek_arrival().unwrap_or(Nanos::ZERO);
@@ -49,7 +53,10 @@ pub fn replay<T: TxPort>(
     }
     pipe.follow_schedules(start);
     let mut clock = VirtualClock::starting_at(start);
-    run(&mut [&mut pipe], &mut clock, &AtomicBool::new(false))?;
+    run(&mut [&mut pipe], &mut clock, stop)?;
+    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(Error::Stopped);
+    }
     pipe.read_gauges(pathem_engine::Clock::now(&mut clock));
     let stats = pipe.counters().snapshot();
     let classes = pipe.counters().classes();
@@ -223,6 +230,16 @@ pub fn replay_file(
     let write_err = |p: &Path, e: &dyn std::fmt::Display| {
         Error::Port(pathem_io::Error::Write { path: p.into(), reason: e.to_string() })
     };
+    // Ctrl-C, SIGTERM or a hang-up end the replay without its output, its temporary files
+    // removed as the run returns (killed outright, it left them beside the output): watched
+    // for before any is made. A second one ends the process at once (exit 1), should the run
+    // not reach its next round soon (a long stretch of schedule steps).
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
+        signal_hook::flag::register_conditional_shutdown(sig, 1, stop.clone())
+            .and_then(|_| signal_hook::flag::register(sig, stop.clone()))
+            .map_err(|source| Error::Io { what: "cannot watch for signals".into(), source })?;
+    }
     // Nothing written may take the place of the capture read, nor the report the capture's.
     if pathem_io::same_file(output, input) {
         return Err(Error::SameFile { path: output.into(), what: "the input capture" });
@@ -238,7 +255,7 @@ pub fn replay_file(
     let (changes, repeat) = scheduled_changes(schedule.as_ref(), classes);
     let src = PcapSource::open(input)?;
     let sink = PcapSink::create(output, src.snaplen())?;
-    let r = replay(src, sink, path, classes, schedule, seed, engine)?;
+    let r = replay(src, sink, path, classes, schedule, seed, engine, &stop)?;
     let paths = std::iter::once((String::new(), path.to_string()))
         .chain(classes.iter().map(|c| (c.filter.to_string(), c.path.to_string())));
     let classes = r

@@ -534,6 +534,45 @@ fn an_output_that_is_the_input_is_refused_and_the_input_kept() {
     }
 }
 
+/// SIGTERM (or Ctrl-C) ends a replay without its output: one line, exit 1, and none of its
+/// temporary files left beside the output (killed outright, it left them).
+#[test]
+fn a_replay_stopped_by_a_signal_leaves_nothing() {
+    let d = Dir::new();
+    write_capture(&d.path("in.pcap"), cbr(1_000_000, 60, Nanos(1_000))).unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_pathem"))
+        .args(["replay", &d.s("in.pcap"), &d.s("out.pcap"), "--aqm", "fq-codel", "--rate", "500mbit"])
+        .args(["--delay", "10ms", "--stats", &d.s("s.json")])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once its files are made, it is replaying.
+    let names = || -> Vec<String> {
+        std::fs::read_dir(d.path(""))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect()
+    };
+    let start = std::time::Instant::now();
+    while names().iter().filter(|n| n.starts_with(".pathem")).count() < 2 {
+        assert!(start.elapsed() < std::time::Duration::from_secs(10), "no temporary files: {:?}", names());
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let status =
+        std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    if out.status.success() {
+        println!("SKIPPED: the replay ended before the signal came");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("stopped by a signal") && err.trim_end().lines().count() == 1, "{err}");
+    assert_eq!(names(), vec!["in.pcap".to_string()]);
+}
+
 #[test]
 fn absurd_original_lengths_are_refused_with_the_frame_number() {
     let d = Dir::new();
