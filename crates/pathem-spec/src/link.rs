@@ -83,6 +83,10 @@ impl Direction {
             .filter_map(|l| l.netem.as_ref())
             .chain(class_netem)
             .flat_map(|n| n.notes())
+            .chain(path_notes(&path))
+            .chain(
+                classes.iter().flat_map(|c| c.spec.to_config().map(|p| path_notes(&p)).unwrap_or_default()),
+            )
             .collect();
         notes.dedup();
         Ok(Direction { spec, path, schedule, schedule_specs, notes, classes })
@@ -92,6 +96,29 @@ impl Direction {
     pub fn class_configs(&self) -> Vec<pathem_engine::ClassConfig> {
         self.classes.iter().map(Class::config).collect()
     }
+}
+
+/// What a path does that its flags may not say: a jitter larger than its delay (the draws
+/// below 0 send at once, as NetEm's do, so the delays' mean rises above the delay), a policer
+/// whose bucket is shorter than a full frame (longer frames never pass).
+fn path_notes(path: &pathem_model::PathConfig) -> Vec<String> {
+    let mut notes = Vec::new();
+    let d = &path.delay;
+    let table = matches!(d.dist, pathem_model::dist::Dist::Table(_));
+    if d.trace.is_none() && !table && d.jitter > d.base {
+        notes.push(format!(
+            "jitter {} is larger than the delay {}: draws below 0 send at once, as NetEm's do, so the \
+             delays' mean is above {} and their spread below the distribution's",
+            d.jitter, d.base, d.base
+        ));
+    }
+    if let Some(p) = path.police.as_ref().filter(|p| p.burst.0 < 1514) {
+        notes.push(format!(
+            "police burst {} B holds less than a full 1514-byte frame: frames longer than it never pass",
+            p.burst.0
+        ));
+    }
+    notes
 }
 
 /// The notes of `directions` (see [`Direction::notes`]), each once, as `note: ...` lines.

@@ -573,6 +573,38 @@ fn a_replay_stopped_by_a_signal_leaves_nothing() {
     assert_eq!(names(), vec!["in.pcap".to_string()]);
 }
 
+/// A jitter above the delay and a policer's burst under a full frame are run as asked, with a
+/// note saying what that does: draws below 0 leave at once (the mean delay rises), frames
+/// longer than the burst never pass.
+#[test]
+fn paths_that_do_more_than_their_flags_say_get_a_note() {
+    let d = Dir::new();
+    write_capture(&d.path("in.pcap"), cbr(20_000, 100, Nanos::from_micros(100))).unwrap();
+    let out =
+        replay(&d.path("in.pcap"), &d.path("out.pcap"), &["--delay", "1ms", "--jitter", "5ms", "--reorder"]);
+    ok(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("note: jitter 5ms is larger than the delay 1ms: draws below 0 send at once"),
+        "{err}"
+    );
+    // Uniform on −4..6 ms, below 0 sent at once: the mean is 0.6·3 ms = 1.8 ms, not 1 ms.
+    let (frames, out) =
+        (cbr(20_000, 100, Nanos::from_micros(100)), read_capture(&d.path("out.pcap")).unwrap());
+    let sent: std::collections::HashMap<u64, Nanos> = frames.iter().map(|(t, f)| (seq(f), *t)).collect();
+    let mean =
+        out.iter().map(|(t, _, f)| (*t - sent[&seq(f)]).as_nanos() as f64).sum::<f64>() / out.len() as f64;
+    assert!((mean / 1.8e6 - 1.0).abs() < 0.03, "mean delay {mean} ns");
+    let out = replay(&d.path("in.pcap"), &d.path("out.pcap"), &["--police", "4mbit,burst=99B"]);
+    ok(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("note: police burst 99 B holds less than a full 1514-byte frame"), "{err}");
+    assert!(!replay(&d.path("in.pcap"), &d.path("out.pcap"), &["--delay", "5ms", "--jitter", "5ms"])
+        .stderr
+        .windows(5)
+        .any(|w| w == b"note:"));
+}
+
 #[test]
 fn absurd_original_lengths_are_refused_with_the_frame_number() {
     let d = Dir::new();
