@@ -359,7 +359,7 @@ impl TxPort for PcapSink {
             self.error = Some(Error::OutOfRange {
                 path: self.path.clone(),
                 reason: format!(
-                    "a frame released at {secs} s (its arrival plus its delay) is past what a pcap timestamp holds (up to 4294967295 s, early 2106)"
+                    "a frame released at {secs} s (its arrival plus what the path held it: queue, rate, delay) is past what a pcap timestamp holds (up to 4294967295 s, early 2106)"
                 ),
             });
             return true;

@@ -138,6 +138,16 @@ fn merge(layers: &[&PathSpec]) -> PathSpec {
     layers.iter().fold(PathSpec::default(), |acc, l| acc.overridden_by(l))
 }
 
+/// The notes of a replay's one direction, and that the file's `[b_to_a]` table, if it has
+/// one, is not used (a capture is replayed through a→b).
+pub fn replay_notes(file: &ConfigFile, ab: &Direction) -> Vec<String> {
+    let mut out = notes(&[ab]);
+    if file.b_to_a != PathSpec::default() {
+        out.push("note: the config's [b_to_a] table is not used: replay runs the a→b path".into());
+    }
+    out
+}
+
 /// The config file at `path`, or an empty one.
 pub fn config(path: Option<&Path>) -> Result<ConfigFile, SpecError> {
     path.map_or_else(|| Ok(ConfigFile::default()), file::load)

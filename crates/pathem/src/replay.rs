@@ -47,7 +47,7 @@ pub fn replay(args: &ReplayArgs) -> anyhow::Result<ReplayReport> {
     let file = link::config(args.config.as_deref()).map_err(usage)?;
     let layers = [&file.a_to_b, &file.common(), &args.path];
     let ab = Direction::resolve(&layers, args.schedule.as_deref()).map_err(usage)?;
-    link::notes(&[&ab]).iter().for_each(|n| errln!("pathem: {n}"));
+    link::replay_notes(&file, &ab).iter().for_each(|n| errln!("pathem: {n}"));
     let seed = args.seed.or(file.seed).unwrap_or_else(pathem_runtime::random_seed);
     let engine = EngineConfig {
         buffer: args.buffer.or(file.buffer).map(|s| usize::try_from(s.0).unwrap_or(usize::MAX)),

@@ -599,6 +599,12 @@ fn paths_that_do_more_than_their_flags_say_get_a_note() {
     ok(&out);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("note: police burst 99 B holds less than a full 1514-byte frame"), "{err}");
+    // A config's b→a table is not what a capture goes through: said, not silently passed over.
+    std::fs::write(d.path("c.toml"), "[a_to_b]\ndelay = '1ms'\n[b_to_a]\ndelay = '2ms'\n").unwrap();
+    let out = replay(&d.path("in.pcap"), &d.path("out.pcap"), &["--config", &d.s("c.toml")]);
+    ok(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("note: the config's [b_to_a] table is not used"), "{err}");
     assert!(!replay(&d.path("in.pcap"), &d.path("out.pcap"), &["--delay", "5ms", "--jitter", "5ms"])
         .stderr
         .windows(5)
