@@ -114,7 +114,8 @@ pub fn class_flags(filter: &str, flags: &str) -> Result<PathSpec, SpecError> {
 
 /// The classes `spec` names (its tables, then its `--class` pairs), in order, checked.
 pub fn resolve(spec: &PathSpec) -> Result<Vec<Class>, SpecError> {
-    let mut given: Vec<(Option<String>, String, PathSpec)> = Vec::new();
+    // Each class's name if given, filter, flags, and whether a table gave it.
+    let mut given: Vec<(Option<String>, String, PathSpec, bool)> = Vec::new();
     for t in &spec.classes {
         if t.path.has_classes() {
             return Err(SpecError::Class(format!(
@@ -122,13 +123,13 @@ pub fn resolve(spec: &PathSpec) -> Result<Vec<Class>, SpecError> {
                 t.filter
             )));
         }
-        given.push((t.name.clone(), t.filter.clone(), t.path.clone()));
+        given.push((t.name.clone(), t.filter.clone(), t.path.clone(), true));
     }
     for pair in spec.class.chunks(2) {
         let [filter, flags] = pair else {
             return Err(SpecError::Class("--class needs FILTER and FLAGS".into()));
         };
-        given.push((None, filter.clone(), class_flags(filter, flags)?));
+        given.push((None, filter.clone(), class_flags(filter, flags)?, false));
     }
     if given.len() > MAX_CLASSES {
         return Err(SpecError::Class(format!(
@@ -140,7 +141,7 @@ pub fn resolve(spec: &PathSpec) -> Result<Vec<Class>, SpecError> {
     // A class without a name is named by its place, `class{place}`, or the next such name no
     // class was given by hand (a table named class2 and a flag after it: class3).
     let named: Vec<String> = given.iter().filter_map(|g| g.0.clone()).collect();
-    for (i, (name, filter, spec)) in given.into_iter().enumerate() {
+    for (i, (name, filter, spec, from_table)) in given.into_iter().enumerate() {
         let name = name.unwrap_or_else(|| {
             (i + 1..)
                 .map(|k| format!("class{k}"))
@@ -151,7 +152,13 @@ pub fn resolve(spec: &PathSpec) -> Result<Vec<Class>, SpecError> {
         if out.iter().any(|c| c.name == name) {
             return Err(SpecError::Class(format!("two classes are named {name:?}; each needs its own name")));
         }
-        let compiled = Filter::compile(&filter).map_err(SpecError::Filter)?;
+        // A table's `match` is named by its table, not as the --class flag it is not.
+        let compiled = Filter::compile(&filter).map_err(|e| match from_table {
+            true => {
+                SpecError::Class(format!("class {name} (a config file's [[class]] table), its match: {e}"))
+            }
+            false => SpecError::Filter(e),
+        })?;
         let path =
             spec.to_config().map_err(|e| SpecError::Class(format!("class {name} ({filter:?}): {e}")))?;
         out.push(Class { name, filter: compiled, spec, path, schedule: None, schedule_specs: Vec::new() });

@@ -179,6 +179,19 @@ fn bad_classes_are_refused_with_one_line() {
         let e = refused(&d, &all, 2);
         assert!(e.contains(says), "{e}");
     }
+    // A config file's table is named as such, with or without a name, not as --class.
+    for (table, says) in [
+        ("name = \"web\"\n", "class web (a config file's [[class]] table), its match"),
+        ("", "class class1 (a config file's [[class]] table), its match"),
+    ] {
+        std::fs::write(
+            d.path("c.toml"),
+            format!("[[class]]\n{table}match = \"tcp prot 80\"\ndelay = \"1ms\"\n"),
+        )
+        .unwrap();
+        let e = refused(&d, &["replay", &i, &o, "--config", &d.s("c.toml")], 2);
+        assert!(e.contains(says) && e.contains("at 5") && !e.contains("--class"), "{e}");
+    }
     std::fs::write(d.path("s.txt"), "1s --class nosuch \"--delay 1ms\"\n").unwrap();
     let e = refused(&d, &["replay", &i, &o, "--class", "udp", "--delay 1ms", "--schedule", &d.s("s.txt")], 2);
     assert!(e.contains("line 1") && e.contains("nosuch") && e.contains("class1"), "{e}");
