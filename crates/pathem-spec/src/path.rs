@@ -520,7 +520,8 @@ impl PathSpec {
     /// overtaking, the second is refused with one) until `--reorder` or `--ecn` turns it on.
     /// A netem spec in `over` replaces everything netem has words for, whether an earlier
     /// netem spec or flags said it, the reorder and ECN switches included; an empty one
-    /// (`--netem ""`) clears the netem spec, so flags can follow.
+    /// (`--netem ""`) does too and says nothing, as `tc qdisc change ... netem` without
+    /// words, so flags can follow.
     pub fn overridden_by(&self, over: &PathSpec) -> PathSpec {
         fn pick<T: Clone>(over: &Option<T>, base: &Option<T>) -> Option<T> {
             over.clone().or_else(|| base.clone())
@@ -557,7 +558,7 @@ impl PathSpec {
                     Err(_) => self,
                 }
             }
-            Some(n) if !n.is_empty() => {
+            Some(_) => {
                 cleared = PathSpec {
                     delay_half_life: self.delay_half_life,
                     delay_trace: self.delay_trace.clone(),
@@ -598,11 +599,9 @@ impl PathSpec {
             corrupt_correlation: pick(&over.corrupt_correlation, &this.corrupt_correlation),
             ecn: switch(over.ecn, over.no_ecn, this.ecn),
             no_ecn: switch(over.no_ecn, over.ecn, this.no_ecn),
-            netem: match &over.netem {
-                Some(n) if n.is_empty() => None,
-                Some(n) => Some(n.clone()),
-                None => this.netem.clone(),
-            },
+            // An empty spec stays said: a layer on top of the start (`ctl set`'s) keeps
+            // hiding what the start's flags said with netem's words.
+            netem: over.netem.clone().or_else(|| this.netem.clone()),
             // Classes add up, layer after layer (a file's, the common flags', a direction's).
             class: [&self.class[..], &over.class[..]].concat(),
             classes: [&self.classes[..], &over.classes[..]].concat(),

@@ -486,10 +486,19 @@ fn a_netem_spec_with_flags_that_say_the_same_is_refused() {
     let next = merged.overridden_by(&PathSpec::from_flags("--netem 'loss 2%'").unwrap());
     assert_eq!(next.to_config().unwrap().delay.base, Nanos::ZERO);
     let cleared = next.overridden_by(&PathSpec::from_flags("--netem '' --delay 3ms").unwrap());
-    assert_eq!(
-        (cleared.netem.clone(), cleared.to_config().unwrap().delay.base),
-        (None, Nanos::from_millis(3))
-    );
+    let c = cleared.to_config().unwrap();
+    assert_eq!((c.delay.base, c.loss), (Nanos::from_millis(3), None));
+    // An empty spec replaces what netem has words for as any spec does, and stays said: `ctl
+    // set`'s layers, kept apart from the start's and put on top of it, hide its delay (they
+    // brought the start's 10 ms back).
+    let start = PathSpec::from_flags("--delay 10ms --ber 1e-9").unwrap();
+    let held = ["--delay 20ms", "--netem 'loss 2%'", "--netem ''"]
+        .iter()
+        .fold(PathSpec::default(), |h, f| h.overridden_by(&PathSpec::from_flags(f).unwrap()));
+    let c = start.overridden_by(&held).to_config().unwrap();
+    assert_eq!((c.delay.base, c.loss, c.ber.is_some()), (Nanos::ZERO, None, true));
+    let c = start.overridden_by(&held.overridden_by(&PathSpec::from_flags("--delay 5ms").unwrap()));
+    assert_eq!(c.to_config().unwrap().delay.base, Nanos::from_millis(5));
 }
 
 #[test]
