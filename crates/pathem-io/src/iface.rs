@@ -638,6 +638,8 @@ fn ethtool(ifname: &str, arg: &mut [u8]) -> std::io::Result<()> {
 #[derive(Debug, Clone)]
 pub struct SavedOffloads {
     ifname: String,
+    /// The claim's state file, named where it was made (the claiming thread's namespace).
+    state: PathBuf,
     /// The offloads that were on and that pathem turned off.
     changed: Vec<Offload>,
 }
@@ -645,7 +647,8 @@ pub struct SavedOffloads {
 /// Where pathem notes the offloads it turned off, so that a run killed by SIGKILL is repaired
 /// by the next one: `/run/pathem/offloads/<network namespace>-<interface>`.
 fn state_file(ifname: &str) -> PathBuf {
-    let ns = std::fs::read_link("/proc/self/ns/net")
+    // The calling thread's namespace: a forwarder may have entered another than the process's.
+    let ns = std::fs::read_link("/proc/thread-self/ns/net")
         .map(|l| l.to_string_lossy().trim_start_matches("net:[").trim_end_matches(']').to_string())
         .unwrap_or_else(|_| "net".into());
     PathBuf::from(format!("/run/pathem/offloads/{ns}-{ifname}"))
@@ -697,12 +700,15 @@ pub fn combined_channels(ifname: &str) -> Option<u32> {
     channels(ifname).map(|c| c.combined)
 }
 
-/// Turns off receive aggregation (GRO, LRO) on `ifname`, returning what to restore. An offload
-/// the device cannot change is left as it is.
-pub fn disable_offloads(ifname: &str) -> Result<SavedOffloads, Error> {
+/// Claims `ifname` for this process's run and, with `turn_off`, turns off receive aggregation
+/// (GRO, LRO) on it, returning what to restore. A claim is a note in the state file naming this
+/// process: a second pathem on the interface (whose every frame both would forward) is refused
+/// while this one lives, and a note left by one that was killed is repaired and taken over. An
+/// offload the device cannot change is left as it is.
+pub fn claim(ifname: &str, turn_off: bool) -> Result<SavedOffloads, Error> {
     recover_stale(ifname)?;
     let mut on = Vec::new();
-    for offload in Offload::ALL {
+    for offload in Offload::ALL.into_iter().filter(|_| turn_off) {
         match offload.get(ifname) {
             Ok(true) => on.push(offload),
             Ok(false) => {}
@@ -717,10 +723,6 @@ pub fn disable_offloads(ifname: &str) -> Result<SavedOffloads, Error> {
             }
         }
     }
-    let mut changed = Vec::new();
-    if on.is_empty() {
-        return Ok(SavedOffloads { ifname: ifname.into(), changed });
-    }
     // Note what is about to change first: if this process is killed, the next start repairs it.
     let path = state_file(ifname);
     if let Some(dir) = path.parent() {
@@ -728,6 +730,7 @@ pub fn disable_offloads(ifname: &str) -> Result<SavedOffloads, Error> {
     }
     let words: Vec<&str> = on.iter().map(|o| o.word()).collect();
     let _ = std::fs::write(&path, format!("{}\n{}\n", std::process::id(), words.join(" ")));
+    let mut changed = Vec::new();
     for offload in on {
         match offload.set(ifname, false) {
             Ok(()) => changed.push(offload),
@@ -742,7 +745,7 @@ pub fn disable_offloads(ifname: &str) -> Result<SavedOffloads, Error> {
             }
         }
     }
-    Ok(SavedOffloads { ifname: ifname.into(), changed })
+    Ok(SavedOffloads { ifname: ifname.into(), state: path, changed })
 }
 
 /// Sets every one of `offloads` on or off.
@@ -762,14 +765,12 @@ impl SavedOffloads {
         self.changed.iter().map(|o| o.word()).collect()
     }
 
-    /// Puts the offloads back as they were (best effort: the interface may be gone).
+    /// Puts the offloads back as they were (best effort: the interface may be gone) and gives
+    /// the claim up.
     pub fn restore(&self) -> Result<(), Error> {
-        if self.changed.is_empty() {
-            return Ok(());
-        }
-        set(&self.ifname, &self.changed, true)?;
-        let _ = std::fs::remove_file(state_file(&self.ifname));
-        Ok(())
+        let put_back = set(&self.ifname, &self.changed, true);
+        let _ = std::fs::remove_file(&self.state);
+        put_back
     }
 }
 

@@ -253,7 +253,7 @@ impl Final {
         let in_flight = self.ab.in_flight + self.ba.as_ref().map_or(0, |s| s.in_flight);
         let queued = self.ab.port_tx_queued + self.ba.as_ref().map_or(0, |s| s.port_tx_queued);
         out.push(match (in_flight, queued) {
-            (0, 0) => "stopped; every frame taken was forwarded or dropped as counted".to_string(),
+            (0, 0) => "stopped; every frame taken was forwarded, dropped or refused by a port, as counted".to_string(),
             (f, 0) => format!("stopped; {f} frames still in the delay line were not sent (in-flight above)"),
             (f, q) => format!(
                 "stopped; {f} frames still in the delay line were not sent, {q} handed to a port it never took (in port above)"
@@ -567,14 +567,14 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
             (Vec::new(), a, b, Some(at.steering))
         }
         None => {
-            if !spec.keep_offloads {
-                for name in [spec.a.kernel_iface(), spec.b.kernel_iface()].into_iter().flatten() {
-                    let saved = iface::disable_offloads(name)?;
-                    if !saved.changed().is_empty() {
-                        offloads_off.push((name.to_string(), saved.changed()));
-                    }
-                    offloads.0.push(saved);
+            // Each interface is claimed (a second pathem on it is refused) and, unless kept,
+            // its receive aggregation turned off.
+            for name in [spec.a.kernel_iface(), spec.b.kernel_iface()].into_iter().flatten() {
+                let saved = iface::claim(name, !spec.keep_offloads)?;
+                if !saved.changed().is_empty() {
+                    offloads_off.push((name.to_string(), saved.changed()));
                 }
+                offloads.0.push(saved);
             }
             let eal = live::prepare(&[&spec.a, &spec.b], &spec.ports)?;
             (

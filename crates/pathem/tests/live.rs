@@ -64,6 +64,7 @@ fn main() {
             sigint_stops_cleanly_and_restores_the_interfaces,
         ),
         ("bad_ports_are_refused_with_one_line", bad_ports_are_refused_with_one_line),
+        ("a_second_run_on_a_port_in_use_is_refused", a_second_run_on_a_port_in_use_is_refused),
         ("shell_adds_the_delay_both_ways_and_cleans_up", shell_adds_the_delay_both_ways_and_cleans_up),
         ("an_interface_that_goes_down_and_up_is_resumed", an_interface_that_goes_down_and_up_is_resumed),
         (
@@ -605,6 +606,33 @@ fn bad_ports_are_refused_with_one_line() {
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
     }
+}
+
+/// Two pathems on one interface would each forward every frame (the far end saw each twice):
+/// the second is refused while the first runs, whatever its port kind or --keep-offloads, and
+/// starts once the first has stopped.
+fn a_second_run_on_a_port_in_use_is_refused() {
+    let mut t = Topo::new();
+    t.start(&["--delay", "1ms"]);
+    for args in [
+        vec!["run", "afpacket:pa", "afpacket:pb", "--duration", "1s", "--name", "second"],
+        vec!["run", "pb", "pa", "--duration", "1s", "--keep-offloads", "--name", "second"],
+    ] {
+        let mut cmd = vec!["netns", "exec", t.mid.as_str(), "timeout", "20", PATHEM];
+        cmd.extend_from_slice(&args);
+        let out = Command::new("ip").args(&cmd).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains("is in use by another pathem (pid"), "{args:?}: {err}");
+    }
+    let (min, _) = t.rtt(3);
+    assert!(min >= 2.0, "the first run still forwards, once: rtt {min} ms");
+    assert!(t.stop().unwrap().success());
+    let mid = t.mid.clone();
+    let out =
+        sh(&["ip", "netns", "exec", &mid, "timeout", "20", PATHEM, "run", "pa", "pb", "--duration", "1s"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 fn shell_adds_the_delay_both_ways_and_cleans_up() {
