@@ -533,7 +533,7 @@ pub fn request(name: &str, req: Request) -> Result<Reply, Error> {
         .map_err(|source| {
             let what = match source.kind() {
                 std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => format!(
-                    "{name} did not answer within {} s (a change may still be taking effect; `pathem ctl show {name}` answers once it has)",
+                    "{name} did not answer within {} s (a change may still be taking effect; `pathem ctl {name} show` answers once it has)",
                     wait.as_secs()
                 ),
                 _ => format!("{name} did not answer"),
