@@ -35,36 +35,58 @@ pub fn random_seed() -> u64 {
     h.finish()
 }
 
-/// A thread answering connections on a non-blocking listener until dropped: the control
-/// socket and the metrics endpoint both serve this way. Between connections it waits in
-/// `ppoll` on the listener (at most 100 ms, to see that it is to stop).
+/// A thread taking connections on a non-blocking listener until dropped: the control socket
+/// and the metrics endpoint both serve this way. Each connection is answered on a thread of
+/// its own, at most [`MOST_CLIENTS`] at once (one more is closed unanswered), so a client that
+/// sends nothing holds only its own (five idle connections held a scrape 10 s, one after
+/// another). Between connections it waits in `ppoll` on the listener (at most 100 ms, to see
+/// that it is to stop).
 pub(crate) struct ServerThread {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// Connections answered at once by a [`ServerThread`].
+pub(crate) const MOST_CLIENTS: usize = 16;
+
 impl ServerThread {
     /// Starts thread `name` answering each connection `accept` takes from `listener` with
-    /// `answer`.
+    /// `answer`, on a thread of its own.
     pub(crate) fn spawn<L, S>(
         name: &str,
         listener: L,
         accept: impl Fn(&L) -> std::io::Result<S> + Send + 'static,
-        mut answer: impl FnMut(S) + Send + 'static,
+        answer: impl Fn(S) + Send + Sync + 'static,
     ) -> Result<ServerThread, Error>
     where
         L: std::os::fd::AsRawFd + Send + 'static,
+        S: Send + 'static,
     {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        use std::sync::Arc;
+        let stop = Arc::new(AtomicBool::new(false));
         let stopped = stop.clone();
+        let (answer, busy) = (Arc::new(answer), Arc::new(AtomicUsize::new(0)));
+        let client = format!("{name}-client");
         let thread = std::thread::Builder::new()
             .name(name.into())
             .spawn(move || {
                 let fd = listener.as_raw_fd();
                 while !stopped.load(Ordering::Relaxed) {
                     match accept(&listener) {
-                        Ok(stream) => answer(stream),
+                        // Dropped: the connection is closed unanswered.
+                        Ok(_) if busy.load(Ordering::Acquire) >= MOST_CLIENTS => {}
+                        Ok(stream) => {
+                            busy.fetch_add(1, Ordering::AcqRel);
+                            let (answer, done) = (answer.clone(), busy.clone());
+                            let spawned = std::thread::Builder::new().name(client.clone()).spawn(move || {
+                                answer(stream);
+                                done.fetch_sub(1, Ordering::AcqRel);
+                            });
+                            if spawned.is_err() {
+                                busy.fetch_sub(1, Ordering::AcqRel);
+                            }
+                        }
                         Err(_) => {
                             pathem_io::afpacket::wait_readable(&[fd], pathem_model::Nanos::from_millis(100))
                         }
@@ -77,8 +99,8 @@ impl ServerThread {
 }
 
 /// How long a client of the control socket or the metrics endpoint has to send its request,
-/// and to take the answer: a client that trickles a byte at a time (or never reads) holds the
-/// one serving thread, and the stop of the run, no longer.
+/// and to take the answer: a client that trickles a byte at a time (or never reads) holds its
+/// thread no longer.
 pub(crate) const CLIENT_TIME: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Reads a request's first line (at most `limit` bytes; what follows it is left unread) from

@@ -430,6 +430,36 @@ mod tests {
         }
     }
 
+    /// Connections that send nothing hold only their own threads: a scrape among them is
+    /// answered while they are still open (one at a time, each waited for up to 2 s, five of
+    /// them held it 10 s), and one past [`crate::MOST_CLIENTS`] is closed unanswered.
+    #[test]
+    fn idle_connections_do_not_hold_a_scrape() {
+        use std::io::{Read, Write};
+        let one = || std::sync::Arc::new(pathem_engine::Counters::default());
+        let counters = DirectionCounters::new(one(), vec![("default".into(), one())]);
+        let exported = vec![Exported { direction: "a_to_b", counters, controls: vec![transparent()] }];
+        let m = Metrics::serve("127.0.0.1:0".parse().unwrap(), exported).unwrap();
+        let idle: Vec<_> = (0..5).map(|_| std::net::TcpStream::connect(m.addr).unwrap()).collect();
+        let mut scrape = std::net::TcpStream::connect(m.addr).unwrap();
+        scrape.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        let mut text = String::new();
+        scrape.read_to_string(&mut text).unwrap();
+        assert!(text.starts_with("HTTP/1.1 200 OK") && text.ends_with("# EOF\n"), "{text}");
+        for mut c in idle {
+            c.set_nonblocking(true).unwrap();
+            let e = c.read(&mut [0u8; 1]).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "an idle connection was given up first");
+        }
+        let full: Vec<_> =
+            (0..crate::MOST_CLIENTS).map(|_| std::net::TcpStream::connect(m.addr).unwrap()).collect();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let mut one_more = std::net::TcpStream::connect(m.addr).unwrap();
+        one_more.set_read_timeout(Some(std::time::Duration::from_secs(1))).unwrap();
+        assert_eq!(one_more.read(&mut [0u8; 1]).unwrap(), 0, "closed unanswered");
+        drop(full);
+    }
+
     #[test]
     fn a_scrape_shows_every_counter_per_direction() {
         let counters = std::sync::Arc::new(pathem_engine::Counters::default());
