@@ -111,14 +111,17 @@ impl Val {
             Val::K(k) => Some(*k),
             Val::Len => Some(len),
             Val::Ld { base, idx, size } => {
-                let i = idx.eval(p, len)?;
-                let (x, k) = match base {
-                    Base::Abs(k) => (i, *k),
-                    Base::Tran(k) => (i.wrapping_add(ihl(p, *k)?), *k),
+                // libpcap's optimizer folds a constant index into the load's offset, modulo
+                // 2^32 (`ip[-14:2]` is the Ethernet type); a computed one is added by BPF's
+                // `ld [x + k]`, which refuses a sum past 2^32 as past the frame (the index
+                // and the header length are added modulo 2^32 first, by the ALU).
+                let at = match (idx.constant(), base) {
+                    (Some(c), Base::Abs(k)) => Some(k.wrapping_add(c)),
+                    (Some(c), Base::Tran(k)) => ihl(p, *k)?.checked_add(k.wrapping_add(c)),
+                    (None, Base::Abs(k)) => idx.eval(p, len)?.checked_add(*k),
+                    (None, Base::Tran(k)) => idx.eval(p, len)?.wrapping_add(ihl(p, *k)?).checked_add(*k),
                 };
-                // BPF's `ld [x + k]` refuses a load past the frame, where x + k passes 2^32
-                // too (the index itself is computed modulo 2^32, as the ALU does).
-                load(p, x.checked_add(k)? as usize, *size)
+                load(p, at? as usize, *size)
             }
             Val::Neg(a) => Some(a.eval(p, len)?.wrapping_neg()),
             Val::Bin(op, a, b) => {

@@ -478,6 +478,12 @@ const FILTERS: &[&str] = &[
     "ip[1 - ip[0]] = 0",
     "ip[ip[2:2] - 1] = 0 and ip[2:2] = 0",
     "udp[0 - udp[0]] = 0 or tcp[4294967295 - tcp[0]] = 0",
+    // A constant index inside arithmetic is folded as in a plain field test.
+    "ip[-14:2] >> 8 = 8",
+    "arp[-2:2] + 0 = 0x0806",
+    "tcp[-20] >> 4 = 4",
+    "tcp[-1] + 0 = 6",
+    "ip[-(14):2] + 0 = 0x0800",
     // libpcap's 16 registers: 16 values at once pass, and a divisor or a shift is judged by
     // the constant its code starts with, then by what the optimizer proves; a shift of a
     // constant by 32 or more is folded to 0.
