@@ -654,14 +654,29 @@ fn state_file(ifname: &str) -> PathBuf {
     PathBuf::from(format!("/run/pathem/offloads/{ns}-{ifname}"))
 }
 
+/// When process `pid` started, in clock ticks after boot (`/proc/PID/stat`'s 22nd field): with
+/// the pid, it names one process, where a pid alone is reused.
+fn started(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command's name, in parentheses that may hold anything: field 3 on.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
 /// Puts back the offloads a pathem that died without cleaning up had turned off, and refuses an
 /// interface that a running pathem still uses.
 fn recover_stale(ifname: &str) -> Result<(), Error> {
     let path = state_file(ifname);
     let Ok(text) = std::fs::read_to_string(&path) else { return Ok(()) };
     let mut lines = text.lines();
-    let pid: u32 = lines.next().and_then(|l| l.trim().parse().ok()).unwrap_or(0);
-    if pid != 0 && pid != std::process::id() && std::path::Path::new(&format!("/proc/{pid}")).exists() {
+    // `PID START`: a process of that pid started then (its pid reused by another, the note
+    // is stale).
+    let mut first = lines.next().unwrap_or("").split_whitespace();
+    let pid: u32 = first.next().and_then(|w| w.parse().ok()).unwrap_or(0);
+    let start: Option<u64> = first.next().and_then(|w| w.parse().ok());
+    let alive = std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && start.is_none_or(|s| started(pid) == Some(s));
+    if pid != 0 && pid != std::process::id() && alive {
         return Err(Error::Interface {
             name: ifname.into(),
             reason: format!("is in use by another pathem (pid {pid})"),
@@ -729,7 +744,9 @@ pub fn claim(ifname: &str, turn_off: bool) -> Result<SavedOffloads, Error> {
         let _ = std::fs::create_dir_all(dir);
     }
     let words: Vec<&str> = on.iter().map(|o| o.word()).collect();
-    let _ = std::fs::write(&path, format!("{}\n{}\n", std::process::id(), words.join(" ")));
+    let me = std::process::id();
+    let start = started(me).map_or(String::new(), |s| format!(" {s}"));
+    let _ = std::fs::write(&path, format!("{me}{start}\n{}\n", words.join(" ")));
     let mut changed = Vec::new();
     for offload in on {
         match offload.set(ifname, false) {
@@ -794,6 +811,20 @@ pub(crate) fn failure(ifname: &str, what: &str, err: std::io::Error, capability:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A process's start names it with its pid: the same for this one read twice, another for
+    /// a child started later, none for a pid no process has.
+    #[test]
+    fn a_process_is_named_by_its_pid_and_start() {
+        let me = started(std::process::id()).expect("this process's start");
+        assert_eq!(started(std::process::id()), Some(me));
+        let mut child = std::process::Command::new("sleep").arg("1").spawn().unwrap();
+        let theirs = started(child.id()).expect("the child's start");
+        assert!(theirs >= me);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(started(0), None);
+    }
 
     #[test]
     fn the_loopbacks_facts_come_from_this_namespace() {

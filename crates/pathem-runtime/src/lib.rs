@@ -80,8 +80,15 @@ impl ServerThread {
                             busy.fetch_add(1, Ordering::AcqRel);
                             let (answer, done) = (answer.clone(), busy.clone());
                             let spawned = std::thread::Builder::new().name(client.clone()).spawn(move || {
+                                // Counted out however `answer` ends, a panic included.
+                                struct Out(Arc<AtomicUsize>);
+                                impl Drop for Out {
+                                    fn drop(&mut self) {
+                                        self.0.fetch_sub(1, Ordering::AcqRel);
+                                    }
+                                }
+                                let _out = Out(done);
                                 answer(stream);
-                                done.fetch_sub(1, Ordering::AcqRel);
                             });
                             if spawned.is_err() {
                                 busy.fetch_sub(1, Ordering::AcqRel);

@@ -446,18 +446,26 @@ mod tests {
         let mut text = String::new();
         scrape.read_to_string(&mut text).unwrap();
         assert!(text.starts_with("HTTP/1.1 200 OK") && text.ends_with("# EOF\n"), "{text}");
-        for mut c in idle {
+        for c in &idle {
             c.set_nonblocking(true).unwrap();
-            let e = c.read(&mut [0u8; 1]).unwrap_err();
+            let e = (&*c).read(&mut [0u8; 1]).unwrap_err();
             assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "an idle connection was given up first");
         }
+        // Closed, the idle ones give their threads back at once; then exactly the most are
+        // taken, and one more is closed unanswered.
+        drop(idle);
+        std::thread::sleep(std::time::Duration::from_millis(300));
         let full: Vec<_> =
             (0..crate::MOST_CLIENTS).map(|_| std::net::TcpStream::connect(m.addr).unwrap()).collect();
         std::thread::sleep(std::time::Duration::from_millis(300));
         let mut one_more = std::net::TcpStream::connect(m.addr).unwrap();
         one_more.set_read_timeout(Some(std::time::Duration::from_secs(1))).unwrap();
         assert_eq!(one_more.read(&mut [0u8; 1]).unwrap(), 0, "closed unanswered");
-        drop(full);
+        for c in &full {
+            c.set_nonblocking(true).unwrap();
+            let e = (&*c).read(&mut [0u8; 1]).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "each of the most is being answered");
+        }
     }
 
     #[test]

@@ -212,6 +212,53 @@ fn scheduled_changes(
     (changes, repeat)
 }
 
+/// While one lives, SIGINT and SIGTERM set the flag it gives (and a second one ends the
+/// process, exit 1); with none, they act as by default (signal-hook cannot give the default
+/// action back, so it is emulated). The handlers are the process's, made once.
+struct Watch(&'static (Arc<AtomicBool>, Arc<AtomicBool>, std::sync::atomic::AtomicUsize));
+
+impl Watch {
+    fn signals() -> Result<Watch, Error> {
+        use signal_hook::flag::{register, register_conditional_default, register_conditional_shutdown};
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static HANDLERS: std::sync::OnceLock<(Arc<AtomicBool>, Arc<AtomicBool>, AtomicUsize)> =
+            std::sync::OnceLock::new();
+        static MADE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one = MADE.lock().unwrap_or_else(|e| e.into_inner());
+        let h = match HANDLERS.get() {
+            Some(h) => h,
+            None => {
+                let (stop, idle) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(true)));
+                let fail = |source| Error::Io { what: "cannot watch for signals".into(), source };
+                for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+                    register_conditional_default(sig, idle.clone()).map_err(fail)?;
+                    register_conditional_shutdown(sig, 1, stop.clone()).map_err(fail)?;
+                    register(sig, stop.clone()).map_err(fail)?;
+                }
+                HANDLERS.get_or_init(|| (stop, idle, AtomicUsize::new(0)))
+            }
+        };
+        if h.2.fetch_add(1, Ordering::AcqRel) == 0 {
+            h.0.store(false, Ordering::Relaxed);
+            h.1.store(false, Ordering::Relaxed);
+        }
+        Ok(Watch(h))
+    }
+
+    fn flag(&self) -> &AtomicBool {
+        &self.0 .0
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        use std::sync::atomic::Ordering;
+        if self.0 .2.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0 .1.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Replays capture `input` into capture `output`, and writes the report as JSON into `stats`
 /// if given; the two exist only if this returns `Ok`. A `stats` that cannot be written is
 /// found before the run (a temporary file is made beside it then).
@@ -230,16 +277,11 @@ pub fn replay_file(
     let write_err = |p: &Path, e: &dyn std::fmt::Display| {
         Error::Port(pathem_io::Error::Write { path: p.into(), reason: e.to_string() })
     };
-    // Ctrl-C, SIGTERM or a hang-up end the replay without its output, its temporary files
-    // removed as the run returns (killed outright, it left them beside the output): watched
-    // for before any is made. A second one ends the process at once (exit 1), should the run
-    // not reach its next round soon (a long stretch of schedule steps).
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
-        signal_hook::flag::register_conditional_shutdown(sig, 1, stop.clone())
-            .and_then(|_| signal_hook::flag::register(sig, stop.clone()))
-            .map_err(|source| Error::Io { what: "cannot watch for signals".into(), source })?;
-    }
+    // Ctrl-C or SIGTERM end the replay without its output, its temporary files removed as the
+    // run returns (killed outright, it left them beside the output): watched for before any is
+    // made, and no longer once this returns. A second one ends the process at once (exit 1),
+    // should the run not reach its next round soon (a long stretch of schedule steps).
+    let watch = Watch::signals()?;
     // Nothing written may take the place of the capture read, nor the report the capture's.
     if pathem_io::same_file(output, input) {
         return Err(Error::SameFile { path: output.into(), what: "the input capture" });
@@ -255,7 +297,7 @@ pub fn replay_file(
     let (changes, repeat) = scheduled_changes(schedule.as_ref(), classes);
     let src = PcapSource::open(input)?;
     let sink = PcapSink::create(output, src.snaplen())?;
-    let r = replay(src, sink, path, classes, schedule, seed, engine, &stop)?;
+    let r = replay(src, sink, path, classes, schedule, seed, engine, watch.flag())?;
     let paths = std::iter::once((String::new(), path.to_string()))
         .chain(classes.iter().map(|c| (c.filter.to_string(), c.path.to_string())));
     let classes = r

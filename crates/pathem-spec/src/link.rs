@@ -98,14 +98,18 @@ impl Direction {
     }
 }
 
-/// What a path does that its flags may not say: a jitter larger than its delay (the draws
-/// below 0 send at once, as NetEm's do, so the delays' mean rises above the delay), a policer
+/// What a path does that its flags may not say: a jitter larger than its delay, spread evenly
+/// about it (the draws below 0 send at once, as NetEm's do, so the delays' mean rises above
+/// the delay), a policer
 /// whose bucket is shorter than a full frame (longer frames never pass).
 fn path_notes(path: &pathem_model::PathConfig) -> Vec<String> {
     let mut notes = Vec::new();
     let d = &path.delay;
-    let table = matches!(d.dist, pathem_model::dist::Dist::Table(_));
-    if d.trace.is_none() && !table && d.jitter > d.base {
+    // The distributions spread evenly about the delay; an exponential one adds to it, a
+    // Pareto one reaches less far below it than its jitter, a table what it holds.
+    use pathem_model::dist::Dist;
+    let even = matches!(d.dist, Dist::Uniform | Dist::Normal | Dist::ParetoNormal);
+    if d.trace.is_none() && even && d.jitter > d.base {
         notes.push(format!(
             "jitter {} is larger than the delay {}: draws below 0 send at once, as NetEm's do, so the \
              delays' mean is above {} and their spread below the distribution's",
