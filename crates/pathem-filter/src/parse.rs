@@ -315,14 +315,8 @@ fn simple(a: Val, jmp: Jmp, b: Val) -> Test {
             Val::Bin(Ar::And, l, m) => (&**l, m.constant()?),
             other => (other, u32::MAX),
         };
-        let Val::Ld { base, idx, size } = ld else { return None };
-        let i = idx.constant()?;
-        let off = match *base {
-            // BPF adds offsets modulo 2^32: `ip[-14:2]` is the Ethernet type.
-            Base::Abs(k) => Off::Abs(k.wrapping_add(i)),
-            Base::Tran(k) => Off::Tran(k, i),
-        };
-        Some((off, *size, mask))
+        let Val::At { off, size } = *ld else { return None };
+        Some((off, size, mask))
     };
     match (field(&a), b.constant()) {
         (Some((off, size, mask)), Some(val)) => Test::Cmp { off, size, mask, jmp, val },
@@ -967,7 +961,10 @@ impl<'a> Parser<'a> {
 
     /// `proto[idx:size]`: where libpcap counts from, and what must hold for the load.
     fn load(&self, at: usize, p: P, (idx, ipre, first): Arth, size: u8) -> R<Arth> {
-        let ld = |base| Val::Ld { base, idx: Box::new(idx), size };
+        let ld = |base: Base| match idx.constant() {
+            Some(i) => Val::At { off: base.at(i), size },
+            None => Val::Ld { base, idx: Box::new(idx), size },
+        };
         let pl = self.linkpl;
         let (v, pre) = match p {
             P::Link => (ld(Base::Abs(0)), ipre),

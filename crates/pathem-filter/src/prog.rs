@@ -74,12 +74,29 @@ pub(crate) enum Base {
     Tran(u32),
 }
 
+impl Base {
+    /// Where a load at the constant index `i` reads: libpcap's optimizer folds the index into
+    /// the load's offset, modulo 2^32 (`ip[-14:2]` is the Ethernet type).
+    pub(crate) fn at(self, i: u32) -> Off {
+        match self {
+            Base::Abs(k) => Off::Abs(k.wrapping_add(i)),
+            Base::Tran(k) => Off::Tran(k, i),
+        }
+    }
+}
+
 /// A value of a byte expression.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Val {
     K(u32),
     /// The frame's length on the wire.
     Len,
+    /// A load at a constant index, folded when compiled ([`Base::at`]).
+    At {
+        off: Off,
+        size: u8,
+    },
+    /// A load at an index computed from the frame.
     Ld {
         base: Base,
         idx: Box<Val>,
@@ -110,16 +127,13 @@ impl Val {
         match self {
             Val::K(k) => Some(*k),
             Val::Len => Some(len),
+            Val::At { off, size } => load(p, off.at(p)?, *size),
             Val::Ld { base, idx, size } => {
-                // libpcap's optimizer folds a constant index into the load's offset, modulo
-                // 2^32 (`ip[-14:2]` is the Ethernet type); a computed one is added by BPF's
-                // `ld [x + k]`, which refuses a sum past 2^32 as past the frame (the index
-                // and the header length are added modulo 2^32 first, by the ALU).
-                let at = match (idx.constant(), base) {
-                    (Some(c), Base::Abs(k)) => Some(k.wrapping_add(c)),
-                    (Some(c), Base::Tran(k)) => ihl(p, *k)?.checked_add(k.wrapping_add(c)),
-                    (None, Base::Abs(k)) => idx.eval(p, len)?.checked_add(*k),
-                    (None, Base::Tran(k)) => idx.eval(p, len)?.wrapping_add(ihl(p, *k)?).checked_add(*k),
+                // BPF's `ld [x + k]` refuses a sum past 2^32 as past the frame (the index and
+                // the header length are added modulo 2^32 first, by the ALU).
+                let at = match base {
+                    Base::Abs(k) => idx.eval(p, len)?.checked_add(*k),
+                    Base::Tran(k) => idx.eval(p, len)?.wrapping_add(ihl(p, *k)?).checked_add(*k),
                 };
                 load(p, at? as usize, *size)
             }
@@ -137,7 +151,7 @@ impl Val {
             Val::K(k) => Some(*k),
             Val::Neg(a) => Some(a.constant()?.wrapping_neg()),
             Val::Bin(op, a, b) => op.apply(a.constant()?, b.constant()?),
-            Val::Len | Val::Ld { .. } => None,
+            Val::Len | Val::At { .. } | Val::Ld { .. } => None,
         }
     }
 }
