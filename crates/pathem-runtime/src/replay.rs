@@ -215,14 +215,22 @@ fn scheduled_changes(
 /// While one lives, SIGINT and SIGTERM set the flag it gives (and a second one ends the
 /// process, exit 1); with none, they act as by default (signal-hook cannot give the default
 /// action back, so it is emulated). The handlers are the process's, made once.
-struct Watch(&'static (Arc<AtomicBool>, Arc<AtomicBool>, std::sync::atomic::AtomicUsize));
+struct Watch(&'static Handlers);
+
+struct Handlers {
+    /// Set by a signal while a replay runs.
+    stop: Arc<AtomicBool>,
+    /// Set while no replay runs: a signal then acts as by default.
+    idle: Arc<AtomicBool>,
+    /// Replays running.
+    running: std::sync::atomic::AtomicUsize,
+}
 
 impl Watch {
     fn signals() -> Result<Watch, Error> {
         use signal_hook::flag::{register, register_conditional_default, register_conditional_shutdown};
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        static HANDLERS: std::sync::OnceLock<(Arc<AtomicBool>, Arc<AtomicBool>, AtomicUsize)> =
-            std::sync::OnceLock::new();
+        use std::sync::atomic::Ordering;
+        static HANDLERS: std::sync::OnceLock<Handlers> = std::sync::OnceLock::new();
         static MADE: std::sync::Mutex<()> = std::sync::Mutex::new(());
         let _one = MADE.lock().unwrap_or_else(|e| e.into_inner());
         let h = match HANDLERS.get() {
@@ -235,26 +243,26 @@ impl Watch {
                     register_conditional_shutdown(sig, 1, stop.clone()).map_err(fail)?;
                     register(sig, stop.clone()).map_err(fail)?;
                 }
-                HANDLERS.get_or_init(|| (stop, idle, AtomicUsize::new(0)))
+                HANDLERS.get_or_init(|| Handlers { stop, idle, running: Default::default() })
             }
         };
-        if h.2.fetch_add(1, Ordering::AcqRel) == 0 {
-            h.0.store(false, Ordering::Relaxed);
-            h.1.store(false, Ordering::Relaxed);
+        if h.running.fetch_add(1, Ordering::AcqRel) == 0 {
+            h.stop.store(false, Ordering::Relaxed);
+            h.idle.store(false, Ordering::Relaxed);
         }
         Ok(Watch(h))
     }
 
     fn flag(&self) -> &AtomicBool {
-        &self.0 .0
+        &self.0.stop
     }
 }
 
 impl Drop for Watch {
     fn drop(&mut self) {
         use std::sync::atomic::Ordering;
-        if self.0 .2.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0 .1.store(true, Ordering::Relaxed);
+        if self.0.running.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.idle.store(true, Ordering::Relaxed);
         }
     }
 }

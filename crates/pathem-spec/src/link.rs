@@ -84,9 +84,7 @@ impl Direction {
             .chain(class_netem)
             .flat_map(|n| n.notes())
             .chain(path_notes(&path))
-            .chain(
-                classes.iter().flat_map(|c| c.spec.to_config().map(|p| path_notes(&p)).unwrap_or_default()),
-            )
+            .chain(classes.iter().flat_map(|c| path_notes(&c.path)))
             .collect();
         notes.dedup();
         Ok(Direction { spec, path, schedule, schedule_specs, notes, classes })
@@ -100,8 +98,7 @@ impl Direction {
 
 /// What a path does that its flags may not say: a jitter larger than its delay, spread evenly
 /// about it (the draws below 0 send at once, as NetEm's do, so the delays' mean rises above
-/// the delay), a policer
-/// whose bucket is shorter than a full frame (longer frames never pass).
+/// the delay), a policer whose bucket is shorter than a full frame (longer frames never pass).
 fn path_notes(path: &pathem_model::PathConfig) -> Vec<String> {
     let mut notes = Vec::new();
     let d = &path.delay;

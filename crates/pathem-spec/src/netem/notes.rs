@@ -8,7 +8,6 @@ impl NetemSpec {
     pub fn notes(&self) -> Vec<String> {
         let p = &self.parsed;
         let mut n = self.reading.clone();
-        let pct = four_figures;
         let jitter = p.delay.as_ref().and_then(|(_, d)| d.jitter).unwrap_or_default();
         if let Some((_, w)) = &p.rate {
             if w.overhead.is_none() {
@@ -71,7 +70,7 @@ impl NetemSpec {
                     "{what} {} {corr}: NetEm's correlated draw makes that {} of frames, not {} (its known weakness, \
                      kept as NetEm does it)",
                     c.p,
-                    pct(got),
+                    four_figures(got),
                     c.p
                 )
             })
@@ -93,13 +92,13 @@ impl NetemSpec {
                         "loss gemodel: the third value (1-H, {loss_bad}) is the loss probability in the bad state and \
                          the fourth (1-K, {loss_good}) in the good state, as NetEm uses them (--loss ge:…,loss-bad=…,\
                          loss-good=…); long-run loss {}; pathem starts in the likelier state, NetEm in the good one",
-                        pct(cfg.loss_rate())
+                        four_figures(cfg.loss_rate())
                     ));
                 }
                 (LossKind::State, _) => n.push(format!(
                     "loss state: what is not given defaults as tc sets it (p31 = 1 − p13, p32 = 0, p23 = 100%, \
                      p14 = 0); long-run loss {}",
-                    pct(cfg.loss_rate())
+                    four_figures(cfg.loss_rate())
                 )),
                 _ => {}
             }
@@ -169,15 +168,11 @@ fn dist_note(what: &str, d: &DistName) -> String {
 
 /// A fraction as a percentage to four significant figures (`0.0002513` → `0.02513%`,
 /// `0.6666` → `66.67%`), for what a model works out rather than what the user wrote.
+/// (Rounded through the exponent form, as `Probability`'s display rounds to 12.)
 fn four_figures(x: f64) -> String {
     let v = x * 100.0;
-    if !(v.is_finite() && v > 0.0) {
-        return format!("{v}%");
-    }
-    let decimals = (3 - v.log10().floor() as i32).clamp(0, 20) as usize;
-    let text = format!("{v:.decimals$}");
-    let text = if text.contains('.') { text.trim_end_matches('0').trim_end_matches('.') } else { &text };
-    format!("{text}%")
+    let shown: f64 = format!("{v:.3e}").parse().unwrap_or(v);
+    format!("{shown}%")
 }
 
 #[cfg(test)]
