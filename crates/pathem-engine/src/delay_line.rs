@@ -390,17 +390,6 @@ impl Writer {
         ring_size(bytes, self.max_record).is_ok_and(|want| want <= self.limit())
     }
 
-    /// Lets a growing line hold up to `bytes` (a path changed to one that keeps more in
-    /// flight): its limit rises, and its segments grow as frames come. Never lowers it; a
-    /// fixed line is left alone (it takes a [`Ring`] instead). Refused past the address space.
-    pub fn raise_limit(&mut self, bytes: usize) -> Result<(), AllocError> {
-        let want = ring_size(bytes, self.max_record)?;
-        if self.growth.is_some() {
-            self.limit = self.limit.max(want);
-        }
-        Ok(())
-    }
-
     /// Moves a line on to `ring` when it is larger than the ring being written: records go
     /// there from now on, and the reader follows once it has read every record written
     /// before. A ring no larger, or one too small for two records, is dropped and nothing

@@ -499,8 +499,8 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
     }
 }
 
-/// Makes lane `l`'s delay line large enough for every step of `schedule`: a growing line's
-/// limit rises to the largest step's need, a fixed line moves on to a ring that large.
+/// Makes lane `l`'s delay line large enough for every step of `schedule`: a fixed (live) line
+/// moves on to a ring as large as the largest step needs.
 fn size_for_schedule(l: &mut InLane, schedule: &Schedule, engine: &EngineConfig) -> Result<(), Error> {
     let held = schedule.steps().iter().map(|(_, c)| held_size(c, engine)).max().unwrap_or(0);
     if held > l.ingress.held_capacity() {
@@ -511,17 +511,14 @@ fn size_for_schedule(l: &mut InLane, schedule: &Schedule, engine: &EngineConfig)
             l.control.held_grew(held);
         }
     }
+    // Offline a line's limit is already the most a step can ask (4 GiB, or --buffer).
     let need = schedule.steps().iter().map(|(_, c)| delay_line_size(c, engine)).max().unwrap_or(0);
-    if l.ingress.line_holds(need) {
+    if engine.offline || l.ingress.line_holds(need) {
         return Ok(());
     }
-    if engine.offline {
-        l.ingress.raise_limit(need)?;
-    } else {
-        let ring = crate::delay_line::Ring::new(need, engine.max_frame)?;
-        l.control.line_grew(ring.capacity());
-        l.ingress.take_ring(ring);
-    }
+    let ring = crate::delay_line::Ring::new(need, engine.max_frame)?;
+    l.control.line_grew(ring.capacity());
+    l.ingress.take_ring(ring);
     Ok(())
 }
 

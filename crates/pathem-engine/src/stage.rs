@@ -309,13 +309,6 @@ impl Ingress {
         }
     }
 
-    /// Lets a growing delay line hold up to `bytes`.
-    pub(crate) fn raise_limit(&mut self, bytes: usize) -> Result<(), crate::delay_line::AllocError> {
-        self.fate.line.raise_limit(bytes)?;
-        self.fate.counters.delay_line_capacity.set(self.fate.line.limit() as u64);
-        Ok(())
-    }
-
     /// Bytes the store of frames a queue discipline holds has room for.
     pub(crate) fn held_capacity(&self) -> usize {
         self.fate.held.capacity()
