@@ -5,7 +5,8 @@
 //! stages with the real clock. The live runs go through [`pathem_runtime::Link`], the very link `run`
 //! starts, next to pathem's raw port loop (no engine) and DPDK's own forwarder
 //! (`dpdk-testpmd --forward-mode=io`) on the same veths, as references, fed by the kernel's XDP
-//! generator, which is measured in its own row.
+//! generator (or, where the kernel refuses it, the fastest sender it allows), which is
+//! measured in its own row.
 
 use crate::testbed::{bed_ports, exited_within, rx_packets, Bed, Group};
 use crate::Error;
@@ -498,17 +499,101 @@ pub struct LiveRun {
     pub forwarded: f64,
 }
 
-/// One run of the live benchmark: a generator floods g0 with frames of `size` for `secs`,
+/// What floods g0 in `bench --live` (an attach aside, which forwards what g0's own stack
+/// sends), fastest first: [`choose_sender`] takes the first this kernel allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum Sender {
+    /// The kernel's own generator ([`XdpGenerator`]): an XDP program sending one frame again
+    /// and again from g0, without a socket buffer, socket or system call per frame.
+    #[serde(rename = "xdp-live-frames")]
+    XdpLiveFrames,
+    /// An AF_XDP socket's transmit ring on g0: on a veth (copy mode) the kernel builds a
+    /// socket buffer for each frame, one system call a burst.
+    #[serde(rename = "af_xdp")]
+    AfXdp,
+    /// A packet socket on g0 sending straight to the driver (`PACKET_QDISC_BYPASS`), one
+    /// system call a burst.
+    #[serde(rename = "af_packet")]
+    AfPacket,
+}
+
+impl Sender {
+    /// How the notes of `bench --live` describe it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Sender::XdpLiveFrames => "the kernel's XDP generator on g0 (BPF_PROG_TEST_RUN, live frames)",
+            Sender::AfXdp => "an AF_XDP socket's transmit ring on g0 (copy mode: a socket buffer a frame)",
+            Sender::AfPacket => "a packet socket on g0, past its qdisc (PACKET_QDISC_BYPASS)",
+        }
+    }
+}
+
+/// The sender `bench --live` uses on a bed, and why each faster one was passed over.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SenderChoice {
+    pub sender: Sender,
+    /// One line for each faster sender this kernel refused, with its error.
+    pub passed_over: Vec<String>,
+}
+
+/// Tries each [`Sender`], fastest first, in the bed's generator namespace, and keeps the first
+/// that sends: the XDP generator's live-frames mode is refused by some kernels (EPERM from
+/// `BPF_PROG_TEST_RUN` on some 6.18 builds, where the same call without live frames runs).
+/// The XDP generator sends one frame to try (it reaches `pa` before any run counts it).
+pub fn choose_sender(bed: &Bed) -> Result<SenderChoice, Error> {
+    let g = bed.gen.clone();
+    std::thread::spawn(move || -> Result<SenderChoice, Error> {
+        enter(&g)?;
+        let frame = udp_frame(64, 0);
+        let mut passed_over = Vec::new();
+        let xdp = XdpGenerator::open("g0", &frame)
+            .map_err(|e| e.to_string())
+            .and_then(|mut x| x.send(1).map_err(|e| format!("BPF_PROG_TEST_RUN with live frames: {e}")));
+        match xdp {
+            Ok(()) => return Ok(SenderChoice { sender: Sender::XdpLiveFrames, passed_over }),
+            Err(e) => passed_over.push(format!("the kernel's XDP generator: {e}")),
+        }
+        match pathem_io::afxdp::open("g0") {
+            Ok(_) => return Ok(SenderChoice { sender: Sender::AfXdp, passed_over }),
+            Err(e) => passed_over.push(format!("an AF_XDP socket: {e}")),
+        }
+        match AfPacketTx::open("g0", 2048) {
+            Ok(_) => Ok(SenderChoice { sender: Sender::AfPacket, passed_over }),
+            Err(e) => {
+                passed_over.push(format!("a packet socket: {e}"));
+                Err(Error::Measure(format!("no sender works on g0: {}", passed_over.join("; "))))
+            }
+        }
+    })
+    .join()
+    .map_err(|_| Error::Panicked("sender choice"))?
+}
+
+/// Sends `frame` through `tx` until `end`, in bursts of 64; returns the frames it took.
+fn flood(tx: &mut impl TxPort, frame: &[u8], end: Nanos) -> Result<u64, Error> {
+    let len = frame.len() as u32;
+    let mut taken = 0u64;
+    while monotonic_now() < end {
+        for _ in 0..64 {
+            if !tx.send(Nanos::ZERO, len, frame) {
+                break;
+            }
+            taken += 1;
+        }
+        tx.flush()?;
+    }
+    Ok(taken)
+}
+
+/// One run of the live benchmark: `sender` floods g0 with frames of `size` for `secs`,
 /// pathem forwards pa → pb in `mode` (`generator`: nothing forwards, a program drops every
 /// frame on pa, what the generator offers; `bypass`: pathem's port loop without the engine,
 /// the raw rate of the port type; `engine`/`impaired`: the runtime's link, as `run`; `split`:
 /// one way, its input and output stages on CPUs 0 and 1; `testpmd`: DPDK's own forwarder on
 /// the same veths through DPDK's driver for the same kind of socket).
 ///
-/// The generator is the kernel's ([`XdpGenerator`]): an XDP program sending one frame again
-/// and again from g0, without a socket buffer, socket or system call per frame. An attach
-/// forwards what g0's own stack sends, so for it the sender is a packet socket on g0 going
-/// through g0's queueing discipline and tc programs, where pathem attaches.
+/// An attach forwards what g0's own stack sends, so for it the sender is always a packet
+/// socket on g0 going through g0's queueing discipline and tc programs, where pathem attaches.
 pub fn live_run(
     bed: &Bed,
     kind: &str,
@@ -516,6 +601,7 @@ pub fn live_run(
     mode: &'static str,
     path: &PathConfig,
     secs: f64,
+    sender: Sender,
 ) -> Result<LiveRun, Error> {
     let napi = napi_for(bed, kind, mode)?;
     let fwd = Forwarder::start(bed, kind, mode, path)?;
@@ -530,24 +616,25 @@ pub fn live_run(
         let frame = udp_frame(size, 0);
         let start = monotonic_now();
         let end = start + Nanos((secs * 1e9) as u64);
-        if !attach {
-            let mut xdp = XdpGenerator::open("g0", &frame)?;
-            // A call sets up a page pool (tens of milliseconds here): a million frames each.
-            while monotonic_now() < end {
-                xdp.send(1 << 20).map_err(|e| Error::Measure(format!("the XDP generator: {e}")))?;
-            }
-            return Ok((0, (monotonic_now() - start).as_secs_f64()));
+        let took = || (monotonic_now() - start).as_secs_f64();
+        if attach {
+            // Through g0's qdisc and tc programs, as the stack's frames go, where pathem attaches.
+            let mut tx = AfPacketTx::open_marked("g0", 2048, 0)?;
+            let taken = flood(&mut tx, &frame, end)?;
+            return Ok((taken.saturating_sub(tx.refused(true).total() + tx.queued() as u64), took()));
         }
-        // Through g0's qdisc and tc programs, as the stack's frames go, where pathem attaches.
-        let mut tx = AfPacketTx::open_marked("g0", 2048, 0)?;
-        let mut sent = 0u64;
-        while monotonic_now() < end {
-            for _ in 0..64 {
-                sent += u64::from(tx.send(Nanos::ZERO, size as u32, &frame));
+        match sender {
+            Sender::XdpLiveFrames => {
+                let mut xdp = XdpGenerator::open("g0", &frame)?;
+                // A call sets up a page pool (tens of milliseconds here): a million frames each.
+                while monotonic_now() < end {
+                    xdp.send(1 << 20).map_err(|e| Error::Measure(format!("the XDP generator: {e}")))?;
+                }
             }
-            tx.flush()?;
+            Sender::AfXdp => _ = flood(&mut pathem_io::afxdp::open("g0")?.1, &frame, end)?,
+            Sender::AfPacket => _ = flood(&mut AfPacketTx::open("g0", 2048)?, &frame, end)?,
         }
-        Ok((sent - tx.refused(true).total() - tx.queued() as u64, (monotonic_now() - start).as_secs_f64()))
+        Ok((0, took()))
     });
     let (sent, took) = gen.join().map_err(|_| Error::Panicked("generator"))??;
     std::thread::sleep(std::time::Duration::from_millis(50));

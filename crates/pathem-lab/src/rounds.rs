@@ -5,8 +5,8 @@
 //! with a line per round.
 
 use crate::bench::{
-    engine_alone, engine_fanned, engine_split, engine_with_classes, in_netns, live_run, median,
-    offload_costs, LiveRun, OffloadCosts,
+    choose_sender, engine_alone, engine_fanned, engine_split, engine_with_classes, in_netns, live_run,
+    median, offload_costs, LiveRun, OffloadCosts, Sender, SenderChoice,
 };
 use crate::testbed::Bed;
 use crate::Error;
@@ -488,6 +488,15 @@ fn rate(mode: &str, run: &LiveRun) -> f64 {
     }
 }
 
+/// What `bench --live` measured, as its JSON gives it.
+#[derive(Serialize, Debug)]
+pub struct LiveReport {
+    /// What flooded g0 (`null` when only attach was measured, whose sender is g0's stack),
+    /// and why each faster sender was passed over.
+    pub sender: Option<SenderChoice>,
+    pub rows: Vec<LiveRow>,
+}
+
 /// `bench --live`: each port kind and frame size in every mode (the generator alone, testpmd
 /// where installed, the raw port loop, the engine, the impaired path, and split if asked),
 /// `rounds` times, on a bed made for it (veths with `queues` queues); `row` is called with
@@ -496,7 +505,7 @@ pub fn live(
     plan: &LivePlan,
     mut progress: impl FnMut(String),
     mut row: impl FnMut(&LiveRow),
-) -> Result<Vec<LiveRow>, Error> {
+) -> Result<LiveReport, Error> {
     plan.check()?;
     let &LivePlan { ref kinds, ref sizes, secs, rounds, split, queues } = plan;
     let bed = Bed::through_queues(&format!("pb{}", std::process::id()), queues)?;
@@ -507,6 +516,15 @@ pub fn live(
     if !testpmd {
         progress("no dpdk-testpmd here (apt install dpdk): no testpmd reference rows".into());
     }
+    let choice = if kinds.iter().any(|k| k != "attach") { Some(choose_sender(&bed)?) } else { None };
+    if let Some(c) = choice.as_ref().filter(|c| !c.passed_over.is_empty()) {
+        progress(format!(
+            "{}: the sender is {}, slower; rows near it are marked generator-bound",
+            c.passed_over.join("; "),
+            c.sender.describe()
+        ));
+    }
+    let sender = choice.as_ref().map_or(Sender::AfPacket, |c| c.sender);
     let impaired = live_impairment();
     let mut rows = Vec::new();
     for kind in kinds {
@@ -540,7 +558,7 @@ pub fn live(
                 }
                 for m in order {
                     let (mode, path) = &modes[m];
-                    runs[m].push(live_run(&bed, kind, size, mode, path, secs)?);
+                    runs[m].push(live_run(&bed, kind, size, mode, path, secs, sender)?);
                 }
                 let each: Vec<String> = modes
                     .iter()
@@ -588,7 +606,7 @@ pub fn live(
             }
         }
     }
-    Ok(rows)
+    Ok(LiveReport { sender: choice, rows })
 }
 
 /// The benchmarks' results as `pathem bench` prints them.
@@ -750,18 +768,22 @@ pub mod text {
     }
 
     /// `bench --live`: what the rows mean.
-    pub fn live_notes(kinds: &[String], runs: usize, split: bool) -> String {
+    pub fn live_notes(report: &LiveReport, runs: usize, split: bool) -> String {
+        let kinds: Vec<&str> = report.rows.iter().map(|r| r.port.as_str()).collect();
         let mut out =
             format!("medians of {runs} rounds; ratios are taken within each round, then the median\n");
         out += "impaired = delay 1ms, loss 1% (a loss shows as 1% less forwarded), rate 100gbit\n";
         out += "the generator runs on CPU 0, the forwarder on CPU 1; the sink s0 drops frames in XDP\n";
-        if kinds.iter().any(|k| k != "attach") {
-            out += "generator = the kernel's XDP generator on g0 (BPF_PROG_TEST_RUN, live frames) into pa, where a program drops them\n";
+        if let Some(c) = &report.sender {
+            out += &format!("generator = {} into pa, where a program drops them\n", c.sender.describe());
+            for why in &c.passed_over {
+                out += &format!("  passed over: {why}\n");
+            }
             out += "offered = frames that reached pa; generator-bound = within 10% of the generator or of what was offered: a floor, not the forwarder's rate\n";
             out += "rate-bound = within 10% of what the path's rate link carries at that size: the link's rate, not the forwarder's\n";
             out += "testpmd = dpdk-testpmd --forward-mode=io on the same veths through net_af_xdp (afxdp) or net_af_packet (afpacket, dpdk)\n";
         }
-        if kinds.iter().any(|k| k == "attach") {
+        if kinds.contains(&"attach") {
             out +=
                 "attach: the sender is a packet socket on g0 through its qdisc and tc; plain = no attach\n";
         }

@@ -51,7 +51,7 @@ pub struct BenchArgs {
     /// Measure live forwarding instead, on a veth path in namespaces made for it, through
     /// these port types (afpacket, afxdp, dpdk, attach; comma-separated; dpdk needs --features
     /// dpdk; each next to dpdk-testpmd on the same veths where it is installed, attach against
-    /// the plain interface), fed by the kernel's XDP generator, measured in its own row. Root.
+    /// the plain interface), fed by the fastest sender the kernel allows, in its own row. Root.
     #[arg(long, value_name = "KINDS", value_delimiter = ',')]
     pub live: Vec<String>,
     /// With --live: receive and transmit queues of every veth of the bed (1 to 64); the
@@ -126,8 +126,8 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
             queues: args.queues.unwrap_or(1),
         };
         pathem_lab::testbed::clean_up_on_signals().map_err(crate::lab_error)?;
-        let rows = rounds::live(&plan, progress, print).map_err(crate::lab_error)?;
-        emit(serde_json::json!({ "rows": rows }), text::live_notes(&args.live, args.runs, args.split));
+        let report = rounds::live(&plan, progress, print).map_err(crate::lab_error)?;
+        emit(serde_json::json!(report), text::live_notes(&report, args.runs, args.split));
         return Ok(());
     }
     let packets = rounds::packets(args.packets, args.offloads).map_err(crate::lab_error)?;

@@ -119,6 +119,7 @@ fn main() {
             the_live_bench_stopped_by_a_signal_leaves_nothing,
         ),
         ("the_live_bench_measures_its_generator_apart", the_live_bench_measures_its_generator_apart),
+        ("every_sender_of_the_live_bench_reaches_pa", every_sender_of_the_live_bench_reaches_pa),
         ("every_queue_is_read_as_one_bottleneck", every_queue_is_read_as_one_bottleneck),
         (
             "a_thread_in_a_namespace_sees_its_interfaces_not_the_hosts",
@@ -1112,6 +1113,13 @@ fn the_live_bench_measures_its_generator_apart() {
     ]);
     let json: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     let rows = json["rows"].as_array().expect("rows");
+    // The sender, and why each faster one was passed over (the kernel's error).
+    let sender = &json["sender"];
+    let passed_over = sender["passed_over"].as_array().expect("passed_over");
+    let order = ["xdp-live-frames", "af_xdp", "af_packet"];
+    let rank = order.iter().position(|s| sender["sender"] == *s).unwrap_or_else(|| panic!("{sender}"));
+    assert_eq!(passed_over.len(), rank, "{sender}");
+    eprintln!("sender {sender}");
     // testpmd's rows where it is installed (the test script installs it).
     let mut want = vec!["generator", "testpmd", "bypass", "engine", "impaired"];
     if !pathem_lab::bench::testpmd_installed() {
@@ -1159,6 +1167,34 @@ fn the_live_bench_measures_its_generator_apart() {
                 assert!(r["of_testpmd"].as_f64().unwrap() > 0.0 && r["of_raw"].as_f64().unwrap() > 0.0, "{r}")
             }
         }
+    }
+}
+
+/// Each of `bench --live`'s senders puts frames on pa in the generator's own row, except one
+/// the kernel refuses, which the bench's choice passes over with the kernel's error: some
+/// kernels refuse the XDP generator's live frames (EPERM) and the bench goes on with the
+/// next sender. The choice is the fastest that works.
+fn every_sender_of_the_live_bench_reaches_pa() {
+    use pathem_lab::bench::{choose_sender, live_run, Sender};
+    let bed = Bed::through(&format!("ps{}", std::process::id())).expect("the test bed");
+    let choice = choose_sender(&bed).expect("a sender");
+    eprintln!("chosen {:?}, passed over {:?}", choice.sender, choice.passed_over);
+    let all = [Sender::XdpLiveFrames, Sender::AfXdp, Sender::AfPacket];
+    let chosen = all.iter().position(|&s| s == choice.sender).unwrap();
+    assert_eq!(choice.passed_over.len(), chosen, "{choice:?}");
+    for (i, &sender) in all.iter().enumerate() {
+        let run = live_run(&bed, "afxdp", 64, "generator", &pathem_model::PathConfig::default(), 0.3, sender);
+        if i < chosen {
+            let e = run.expect_err("a sender the choice passed over");
+            eprintln!("{sender:?}: {e} (passed over: {})", choice.passed_over[i]);
+            continue;
+        }
+        let r = run.unwrap_or_else(|e| panic!("{sender:?}: {e}"));
+        eprintln!("{sender:?}: {:.3} Mpps reached pa", r.offered);
+        assert!(r.offered > 0.01, "{sender:?}: {:.4} Mpps reached pa", r.offered);
+        // pa drops every frame in this row: what reaches the sink is pb's own (IPv6 neighbour
+        // discovery), a few frames.
+        assert!(r.forwarded < 0.001, "{sender:?}: {:.4} Mpps reached the sink", r.forwarded);
     }
 }
 
