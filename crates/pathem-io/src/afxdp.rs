@@ -22,7 +22,7 @@
 use crate::bpf::{bpf, insn, owned, put_u32, put_u64, BPF_PROG_TYPE_XDP, BPF_XDP};
 use crate::iface::failure as fail;
 use crate::mmap::Mmap;
-use crate::port::{FallbackStamps, PollAt, RxFrame, RxPort, TxErrorClass, TxPort, TxRefused};
+use crate::port::{wire_time, FallbackStamps, PollAt, RxFrame, RxPort, TxErrorClass, TxPort, TxRefused};
 use crate::Error;
 use pathem_model::Nanos;
 use std::mem::size_of;
@@ -429,8 +429,9 @@ struct RxQueue {
 /// The receiving half: a socket on each of the interface's receive queues.
 pub struct XdpRx {
     queues: Vec<RxQueue>,
-    /// Per queue, while merging one burst: consumer index, frames waiting, frames taken.
-    heads: Vec<(u32, u32, u32)>,
+    /// Per queue, while merging one burst: consumer index, frames waiting, frames taken, and
+    /// (for a software stamp) the wire time of the frames behind the head.
+    heads: Vec<(u32, u32, u32, Option<Nanos>)>,
     line_rate: u64,
     last_arrival: Nanos,
     more: bool,
@@ -522,7 +523,7 @@ pub fn open(ifname: &str) -> Result<(XdpRx, XdpTx, String), Error> {
     let free = (0..TX_FRAMES as u64).map(|i| (RX_FRAMES as u64 + i) * FRAME_SIZE as u64).collect();
     Ok((
         XdpRx {
-            heads: vec![(0, 0, 0); rx_queues.len()],
+            heads: vec![(0, 0, 0, None); rx_queues.len()],
             queues: rx_queues,
             line_rate: crate::iface::line_rate_bps(ifname),
             last_arrival: Nanos::ZERO,
@@ -677,11 +678,11 @@ impl XdpRx {
         }
         let mut dealt = dealt.into_iter();
         self.queues = dealt.next().unwrap_or_default();
-        self.heads = vec![(0, 0, 0); self.queues.len()];
+        self.heads = vec![(0, 0, 0, None); self.queues.len()];
         dealt
             .map(|queues| {
                 (!queues.is_empty()).then(|| XdpRx {
-                    heads: vec![(0, 0, 0); queues.len()],
+                    heads: vec![(0, 0, 0, None); queues.len()],
                     queues,
                     line_rate: self.line_rate,
                     last_arrival: Nanos::ZERO,
@@ -817,7 +818,10 @@ impl XdpRx {
 
     /// Several queues: their frames merged in the order of the XDP program's receive stamps,
     /// so that the path sees one arrival sequence, as from one queue. A frame without a stamp
-    /// (a driver without room for metadata) counts as arriving now, when it is read.
+    /// (a driver without room for metadata, a kernel without the metadata helper) is stamped
+    /// as late as it can have arrived: now, less the wire time of the frames behind it in its
+    /// queue (which came after it). So the queues' unstamped frames interleave, a queue
+    /// holding more going back further, rather than one queue's going first in every burst.
     fn recv_merged<F: FnMut(RxFrame<'_>)>(
         &mut self,
         now: Nanos,
@@ -830,27 +834,45 @@ impl XdpRx {
         let mut total = 0usize;
         for (h, q) in heads.iter_mut().zip(&self.queues) {
             let (cons, avail) = q.waiting();
-            *h = (cons, avail, 0);
+            *h = (cons, avail, 0, None);
             total += avail as usize;
         }
         let n = total.min(want);
         self.more = total > n;
+        let line_rate = self.line_rate;
         for _ in 0..n {
             // The queue whose next frame arrived first.
             let mut best = (Nanos(u64::MAX), 0);
-            for (i, &(cons, avail, taken)) in heads.iter().enumerate() {
-                if taken < avail {
+            for (i, (cons, avail, taken, behind)) in heads.iter_mut().enumerate() {
+                if *taken < *avail {
                     let q = &self.queues[i];
-                    let stamp = q.sock.stamp(q.desc(cons.wrapping_add(taken)).addr, false);
-                    let t = stamp.filter(|&t| t <= now).unwrap_or(now);
+                    let stamp = q.sock.stamp(q.desc(cons.wrapping_add(*taken)).addr, false);
+                    let t = match stamp.filter(|&t| t <= now) {
+                        Some(t) => t,
+                        None => {
+                            // Worked out once a poll, then less each frame taken (below).
+                            let behind = behind.get_or_insert_with(|| {
+                                (*taken + 1..*avail).fold(Nanos::ZERO, |sum, j| {
+                                    let len = u64::from(q.desc(cons.wrapping_add(j)).len);
+                                    sum.saturating_add(wire_time(len, line_rate))
+                                })
+                            });
+                            now.saturating_sub(*behind)
+                        }
+                    };
                     if t < best.0 {
                         best = (t, i);
                     }
                 }
             }
             let i = best.1;
-            let (cons, _, taken) = &mut heads[i];
+            let (cons, avail, taken, behind) = &mut heads[i];
             let q = &self.queues[i];
+            // The next frame's wire time leaves what is behind the new head.
+            if let Some(b) = behind.as_mut().filter(|_| *taken + 1 < *avail) {
+                let len = u64::from(q.desc(cons.wrapping_add(*taken + 1)).len);
+                *b = b.saturating_sub(wire_time(len, line_rate));
+            }
             // SAFETY: taken < waiting: published and not yet released; `data` is dropped before
             // the next frame is taken.
             let (d, data) = unsafe { q.frame(cons.wrapping_add(*taken)) };
@@ -863,7 +885,7 @@ impl XdpRx {
             self.last_arrival = arrival;
             f(RxFrame { arrival, wire_len: data.len() as u32, data: &*data });
         }
-        for (q, &(cons, _, taken)) in self.queues.iter().zip(heads.iter()) {
+        for (q, &(cons, _, taken, _)) in self.queues.iter().zip(heads.iter()) {
             q.release(cons, taken);
             q.wake();
         }

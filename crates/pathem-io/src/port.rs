@@ -300,8 +300,15 @@ pub fn stamp_burst(now: Nanos, line_rate: u64, out: &mut [Nanos], len: impl Fn(u
     let mut behind = Nanos::ZERO;
     for k in (0..out.len()).rev() {
         out[k] = now.saturating_sub(behind);
-        behind += Nanos(len(k).saturating_add(24).saturating_mul(8_000_000_000) / line_rate.max(1));
+        behind = behind.saturating_add(wire_time(len(k), line_rate));
     }
+}
+
+/// How long a frame of `len` bytes takes on a link of `line_rate` bit/s, with the 24 bytes of
+/// Ethernet framing (preamble, FCS, gap): a frame read behind it in the same queue came at
+/// least that much later.
+pub fn wire_time(len: u64, line_rate: u64) -> Nanos {
+    Nanos(len.saturating_add(24).saturating_mul(8_000_000_000) / line_rate.max(1))
 }
 
 /// A burst's software stamps (see [`stamp_burst`]), worked out the first time a frame of the
