@@ -560,6 +560,7 @@ const ETHTOOL_GDRVINFO: u32 = 0x03;
 const ETHTOOL_GCHANNELS: u32 = 0x3c;
 const ETHTOOL_GFLAGS: u32 = 0x25;
 const ETHTOOL_SFLAGS: u32 = 0x26;
+const ETHTOOL_STXCSUM: u32 = 0x17;
 const ETHTOOL_GGRO: u32 = 0x2b;
 const ETHTOOL_SGRO: u32 = 0x2c;
 const ETH_FLAG_LRO: u32 = 1 << 15;
@@ -600,6 +601,12 @@ impl Offload {
     }
 }
 
+/// Turns the transmit checksum offload of `ifname` on or off (`ethtool -K IF tx on|off`):
+/// off, the kernel completes a frame's checksum in software before the driver has it.
+pub fn set_tx_checksum(ifname: &str, on: bool) -> std::io::Result<()> {
+    ethtool_value(ifname, ETHTOOL_STXCSUM, on as u32).map(drop)
+}
+
 /// A `SIOCETHTOOL` command whose argument is a `struct ethtool_value` (`cmd`, `data`): sends
 /// `data`, returns the `data` the kernel left.
 fn ethtool_value(ifname: &str, cmd: u32, data: u32) -> std::io::Result<u32> {
@@ -616,7 +623,7 @@ fn ethtool_value(ifname: &str, cmd: u32, data: u32) -> std::io::Result<u32> {
 fn ethtool(ifname: &str, arg: &mut [u8]) -> std::io::Result<()> {
     let cmd = arg.get(..4).map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]));
     let size = match cmd {
-        Some(ETHTOOL_GFLAGS | ETHTOOL_SFLAGS | ETHTOOL_GGRO | ETHTOOL_SGRO) => 8,
+        Some(ETHTOOL_GFLAGS | ETHTOOL_SFLAGS | ETHTOOL_GGRO | ETHTOOL_SGRO | ETHTOOL_STXCSUM) => 8,
         Some(ETHTOOL_GCHANNELS) => 36,
         Some(ETHTOOL_GSET) => 44,
         Some(ETHTOOL_GDRVINFO) => 196,

@@ -501,12 +501,18 @@ pub struct LiveRun {
 
 /// What floods g0 in `bench --live` (an attach aside, which forwards what g0's own stack
 /// sends), fastest first: [`choose_sender`] takes the first this kernel allows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 pub enum Sender {
     /// The kernel's own generator ([`XdpGenerator`]): an XDP program sending one frame again
     /// and again from g0, without a socket buffer, socket or system call per frame.
     #[serde(rename = "xdp-live-frames")]
     XdpLiveFrames,
+    /// A packet socket on g0 handing the kernel UDP super-frames ([`udp_gso_super_frame`]),
+    /// which it cuts into the frames: a system call and a socket's path per 64 frames, a
+    /// socket buffer per frame. Their checksums are completed on g0 (its transmit checksum
+    /// offload off while it sends), so they reach pa complete, as the XDP generator's do.
+    #[serde(rename = "udp-gso")]
+    UdpGso,
     /// An AF_XDP socket's transmit ring on g0: on a veth (copy mode) the kernel builds a
     /// socket buffer for each frame, one system call a burst.
     #[serde(rename = "af_xdp")]
@@ -522,6 +528,9 @@ impl Sender {
     pub fn describe(self) -> &'static str {
         match self {
             Sender::XdpLiveFrames => "the kernel's XDP generator on g0 (BPF_PROG_TEST_RUN, live frames)",
+            Sender::UdpGso => {
+                "UDP super-frames of 64 frames through a packet socket on g0, cut by the kernel"
+            }
             Sender::AfXdp => "an AF_XDP socket's transmit ring on g0 (copy mode: a socket buffer a frame)",
             Sender::AfPacket => "a packet socket on g0, past its qdisc (PACKET_QDISC_BYPASS)",
         }
@@ -553,6 +562,10 @@ pub fn choose_sender(bed: &Bed) -> Result<SenderChoice, Error> {
             Ok(()) => return Ok(SenderChoice { sender: Sender::XdpLiveFrames, passed_over }),
             Err(e) => passed_over.push(format!("the kernel's XDP generator: {e}")),
         }
+        match send_super_frames("g0", 64, None) {
+            Ok(()) => return Ok(SenderChoice { sender: Sender::UdpGso, passed_over }),
+            Err(e) => passed_over.push(format!("UDP super-frames: {e}")),
+        }
         match pathem_io::afxdp::open("g0") {
             Ok(_) => return Ok(SenderChoice { sender: Sender::AfXdp, passed_over }),
             Err(e) => passed_over.push(format!("an AF_XDP socket: {e}")),
@@ -567,6 +580,46 @@ pub fn choose_sender(bed: &Bed) -> Result<SenderChoice, Error> {
     })
     .join()
     .map_err(|_| Error::Panicked("sender choice"))?
+}
+
+/// Frames in one UDP super-frame: 64, the most every kernel with UDP GSO takes (128 from 6.x).
+const SUPER_FRAME: usize = 64;
+
+/// Sends UDP super-frames of [`SUPER_FRAME`] frames of `size` bytes (fewer where 64 would pass
+/// 65 535 bytes) out of `ifname` until `end`, or one if `end` is `None`, with the interface's
+/// transmit checksum offload off meanwhile (on again after, as the kernel's default is).
+fn send_super_frames(ifname: &str, size: usize, end: Option<Nanos>) -> Result<(), Error> {
+    let payload = size.saturating_sub(42).max(1);
+    let segments = SUPER_FRAME.min(65_000 / payload);
+    let sup = pathem_io::mem::udp_gso_super_frame(size, segments)
+        .ok_or_else(|| Error::Measure(format!("no UDP super-frame of {size}-byte frames")))?;
+    let sock = pathem_io::afpacket::RawSocket::open(ifname, true)?;
+    let offload = |on| {
+        pathem_io::iface::set_tx_checksum(ifname, on)
+            .map_err(|e| Error::Measure(format!("{ifname}: transmit checksum offload: {e}")))
+    };
+    offload(false)?;
+    let sent = (|| loop {
+        use nix::errno::Errno;
+        match sock.send(&sup) {
+            // The socket's send buffer or the device's queue is full: send it again.
+            Err(e)
+                if [Errno::EAGAIN, Errno::ENOBUFS, Errno::EINTR]
+                    .contains(&Errno::from_raw(e.raw_os_error().unwrap_or(0))) =>
+            {
+                if end.is_none() {
+                    continue;
+                }
+            }
+            Err(e) => return Err(Error::Measure(format!("a UDP super-frame on {ifname}: {e}"))),
+            Ok(()) => {}
+        }
+        if end.is_none_or(|end| monotonic_now() >= end) {
+            return Ok(());
+        }
+    })();
+    offload(true)?;
+    sent
 }
 
 /// Sends `frame` through `tx` until `end`, in bursts of 64; returns the frames it took.
@@ -631,6 +684,7 @@ pub fn live_run(
                     xdp.send(1 << 20).map_err(|e| Error::Measure(format!("the XDP generator: {e}")))?;
                 }
             }
+            Sender::UdpGso => send_super_frames("g0", size, Some(end))?,
             Sender::AfXdp => _ = flood(&mut pathem_io::afxdp::open("g0")?.1, &frame, end)?,
             Sender::AfPacket => _ = flood(&mut AfPacketTx::open("g0", 2048)?, &frame, end)?,
         }

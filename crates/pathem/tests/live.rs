@@ -1116,7 +1116,7 @@ fn the_live_bench_measures_its_generator_apart() {
     // The sender, and why each faster one was passed over (the kernel's error).
     let sender = &json["sender"];
     let passed_over = sender["passed_over"].as_array().expect("passed_over");
-    let order = ["xdp-live-frames", "af_xdp", "af_packet"];
+    let order = ["xdp-live-frames", "udp-gso", "af_xdp", "af_packet"];
     let rank = order.iter().position(|s| sender["sender"] == *s).unwrap_or_else(|| panic!("{sender}"));
     assert_eq!(passed_over.len(), rank, "{sender}");
     eprintln!("sender {sender}");
@@ -1179,7 +1179,7 @@ fn every_sender_of_the_live_bench_reaches_pa() {
     let bed = Bed::through(&format!("ps{}", std::process::id())).expect("the test bed");
     let choice = choose_sender(&bed).expect("a sender");
     eprintln!("chosen {:?}, passed over {:?}", choice.sender, choice.passed_over);
-    let all = [Sender::XdpLiveFrames, Sender::AfXdp, Sender::AfPacket];
+    let all = [Sender::XdpLiveFrames, Sender::UdpGso, Sender::AfXdp, Sender::AfPacket];
     let chosen = all.iter().position(|&s| s == choice.sender).unwrap();
     assert_eq!(choice.passed_over.len(), chosen, "{choice:?}");
     for (i, &sender) in all.iter().enumerate() {
@@ -1195,6 +1195,34 @@ fn every_sender_of_the_live_bench_reaches_pa() {
         // pa drops every frame in this row: what reaches the sink is pb's own (IPv6 neighbour
         // discovery), a few frames.
         assert!(r.forwarded < 0.001, "{sender:?}: {:.4} Mpps reached the sink", r.forwarded);
+    }
+    // The super-frames' frames leave g0 whole: forwarded to the sink, each is 64 bytes with a
+    // UDP checksum that verifies; g0's transmit checksum offload is on again after.
+    if choice.sender <= Sender::UdpGso {
+        let sink = bed.sink.clone();
+        let (ready, up) = mpsc::channel();
+        let read = in_ns(&sink, move || {
+            let sock = pathem_io::afpacket::RawSocket::open("s0", false).expect("a socket on s0");
+            ready.send(()).unwrap();
+            let mut frames = Vec::new();
+            while let Some(f) = sock.recv(Duration::from_millis(500)) {
+                if f.len() >= 42 && f[23] == 17 && f[36..38] == 9u16.to_be_bytes() && frames.len() < 1000 {
+                    frames.push(f);
+                }
+            }
+            frames
+        });
+        up.recv().unwrap();
+        let path = pathem_model::PathConfig::default();
+        live_run(&bed, "afpacket", 64, "bypass", &path, 0.2, Sender::UdpGso).expect("a run");
+        let frames = read.join().unwrap();
+        assert!(frames.len() >= 100, "{} frames reached the sink", frames.len());
+        for f in &frames {
+            assert_eq!(f.len(), 64, "{f:?}");
+            assert_eq!(pathem_io::offload::checksum_ok(f), Some(true), "{f:?}");
+        }
+        let k = must(&["ip", "netns", "exec", &bed.gen, "ethtool", "-k", "g0"]);
+        assert!(k.lines().any(|l| l == "tx-checksumming: on"), "{k}");
     }
 }
 
