@@ -507,7 +507,7 @@ pub enum Sender {
     /// and again from g0, without a socket buffer, socket or system call per frame.
     #[serde(rename = "xdp-live-frames")]
     XdpLiveFrames,
-    /// A packet socket on g0 handing the kernel UDP super-frames ([`udp_gso_super_frame`]),
+    /// A packet socket on g0 handing the kernel UDP super-frames ([`pathem_io::mem::udp_gso_super_frame`]),
     /// which it cuts into the frames: a system call and a socket's path per 64 frames, a
     /// socket buffer per frame. Their checksums are completed on g0 (its transmit checksum
     /// offload off while it sends), so they reach pa complete, as the XDP generator's do.
