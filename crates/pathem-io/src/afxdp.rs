@@ -426,12 +426,23 @@ struct RxQueue {
     fill: Ring,
 }
 
+/// One queue's place while several are merged in a burst ([`XdpRx::recv_merged`]).
+#[derive(Clone, Copy, Default)]
+struct Head {
+    /// The consumer index at the burst's start.
+    cons: u32,
+    /// Frames the burst can take from this queue: those waiting, at most the burst's size.
+    reach: u32,
+    taken: u32,
+    /// For a software stamp: the wire time of the frames within reach behind the head.
+    behind: Option<Nanos>,
+}
+
 /// The receiving half: a socket on each of the interface's receive queues.
 pub struct XdpRx {
     queues: Vec<RxQueue>,
-    /// Per queue, while merging one burst: consumer index, frames waiting, frames taken, and
-    /// (for a software stamp) the wire time of the frames behind the head.
-    heads: Vec<(u32, u32, u32, Option<Nanos>)>,
+    /// Per queue, while merging one burst.
+    heads: Vec<Head>,
     line_rate: u64,
     last_arrival: Nanos,
     more: bool,
@@ -523,7 +534,7 @@ pub fn open(ifname: &str) -> Result<(XdpRx, XdpTx, String), Error> {
     let free = (0..TX_FRAMES as u64).map(|i| (RX_FRAMES as u64 + i) * FRAME_SIZE as u64).collect();
     Ok((
         XdpRx {
-            heads: vec![(0, 0, 0, None); rx_queues.len()],
+            heads: vec![Head::default(); rx_queues.len()],
             queues: rx_queues,
             line_rate: crate::iface::line_rate_bps(ifname),
             last_arrival: Nanos::ZERO,
@@ -678,11 +689,11 @@ impl XdpRx {
         }
         let mut dealt = dealt.into_iter();
         self.queues = dealt.next().unwrap_or_default();
-        self.heads = vec![(0, 0, 0, None); self.queues.len()];
+        self.heads = vec![Head::default(); self.queues.len()];
         dealt
             .map(|queues| {
                 (!queues.is_empty()).then(|| XdpRx {
-                    heads: vec![(0, 0, 0, None); queues.len()],
+                    heads: vec![Head::default(); queues.len()],
                     queues,
                     line_rate: self.line_rate,
                     last_arrival: Nanos::ZERO,
@@ -819,9 +830,10 @@ impl XdpRx {
     /// Several queues: their frames merged in the order of the XDP program's receive stamps,
     /// so that the path sees one arrival sequence, as from one queue. A frame without a stamp
     /// (a driver without room for metadata, a kernel without the metadata helper) is stamped
-    /// as late as it can have arrived: now, less the wire time of the frames behind it in its
-    /// queue (which came after it). So the queues' unstamped frames interleave, a queue
-    /// holding more going back further, rather than one queue's going first in every burst.
+    /// no earlier than it can have arrived: now, less the wire time of the frames behind it in
+    /// its queue (which came after it) that this burst can take. So the queues' unstamped
+    /// frames interleave, a queue holding more going back further, rather than one queue's
+    /// going first in every burst; a burst reads at most its own size of descriptors a queue.
     fn recv_merged<F: FnMut(RxFrame<'_>)>(
         &mut self,
         now: Nanos,
@@ -834,7 +846,7 @@ impl XdpRx {
         let mut total = 0usize;
         for (h, q) in heads.iter_mut().zip(&self.queues) {
             let (cons, avail) = q.waiting();
-            *h = (cons, avail, 0, None);
+            *h = Head { cons, reach: avail.min(want as u32), taken: 0, behind: None };
             total += avail as usize;
         }
         let n = total.min(want);
@@ -843,40 +855,35 @@ impl XdpRx {
         for _ in 0..n {
             // The queue whose next frame arrived first.
             let mut best = (Nanos(u64::MAX), 0);
-            for (i, (cons, avail, taken, behind)) in heads.iter_mut().enumerate() {
-                if *taken < *avail {
-                    let q = &self.queues[i];
-                    let stamp = q.sock.stamp(q.desc(cons.wrapping_add(*taken)).addr, false);
-                    let t = match stamp.filter(|&t| t <= now) {
-                        Some(t) => t,
-                        None => {
-                            // Worked out once a poll, then less each frame taken (below).
-                            let behind = behind.get_or_insert_with(|| {
-                                (*taken + 1..*avail).fold(Nanos::ZERO, |sum, j| {
-                                    let len = u64::from(q.desc(cons.wrapping_add(j)).len);
-                                    sum.saturating_add(wire_time(len, line_rate))
-                                })
-                            });
-                            now.saturating_sub(*behind)
-                        }
-                    };
-                    if t < best.0 {
-                        best = (t, i);
-                    }
+            for (i, h) in heads.iter_mut().enumerate().filter(|(_, h)| h.taken < h.reach) {
+                let q = &self.queues[i];
+                let stamp = q.sock.stamp(q.desc(h.cons.wrapping_add(h.taken)).addr, false);
+                let t = stamp.filter(|&t| t <= now).unwrap_or_else(|| {
+                    // Worked out once a burst, then less each frame taken (below).
+                    let behind = h.behind.get_or_insert_with(|| {
+                        (h.taken + 1..h.reach).fold(Nanos::ZERO, |sum, j| {
+                            let len = u64::from(q.desc(h.cons.wrapping_add(j)).len);
+                            sum.saturating_add(wire_time(len, line_rate))
+                        })
+                    });
+                    now.saturating_sub(*behind)
+                });
+                if t < best.0 {
+                    best = (t, i);
                 }
             }
             let i = best.1;
-            let (cons, avail, taken, behind) = &mut heads[i];
+            let h = &mut heads[i];
             let q = &self.queues[i];
             // The next frame's wire time leaves what is behind the new head.
-            if let Some(b) = behind.as_mut().filter(|_| *taken + 1 < *avail) {
-                let len = u64::from(q.desc(cons.wrapping_add(*taken + 1)).len);
+            if let Some(b) = h.behind.as_mut().filter(|_| h.taken + 1 < h.reach) {
+                let len = u64::from(q.desc(h.cons.wrapping_add(h.taken + 1)).len);
                 *b = b.saturating_sub(wire_time(len, line_rate));
             }
             // SAFETY: taken < waiting: published and not yet released; `data` is dropped before
             // the next frame is taken.
-            let (d, data) = unsafe { q.frame(cons.wrapping_add(*taken)) };
-            *taken += 1;
+            let (d, data) = unsafe { q.frame(h.cons.wrapping_add(h.taken)) };
+            h.taken += 1;
             q.sock.stamp(d.addr, true);
             if crate::offload::complete_if_partial(data) {
                 self.offload.csum_completed += 1;
@@ -885,8 +892,8 @@ impl XdpRx {
             self.last_arrival = arrival;
             f(RxFrame { arrival, wire_len: data.len() as u32, data: &*data });
         }
-        for (q, &(cons, _, taken, _)) in self.queues.iter().zip(heads.iter()) {
-            q.release(cons, taken);
+        for (q, h) in self.queues.iter().zip(heads.iter()) {
+            q.release(h.cons, h.taken);
             q.wake();
         }
         Ok(n)
