@@ -529,7 +529,7 @@ impl Sender {
         match self {
             Sender::XdpLiveFrames => "the kernel's XDP generator on g0 (BPF_PROG_TEST_RUN, live frames)",
             Sender::UdpGso => {
-                "UDP super-frames of 64 frames through a packet socket on g0, cut by the kernel"
+                "UDP super-frames of up to 64 frames through a packet socket on g0, cut by the kernel"
             }
             Sender::AfXdp => "an AF_XDP socket's transmit ring on g0 (copy mode: a socket buffer a frame)",
             Sender::AfPacket => "a packet socket on g0, past its qdisc (PACKET_QDISC_BYPASS)",
@@ -548,7 +548,8 @@ pub struct SenderChoice {
 /// Tries each [`Sender`], fastest first, in the bed's generator namespace, and keeps the first
 /// that sends: the XDP generator's live-frames mode is refused by some kernels (EPERM from
 /// `BPF_PROG_TEST_RUN` on some 6.18 builds, where the same call without live frames runs).
-/// The XDP generator sends one frame to try (it reaches `pa` before any run counts it).
+/// To try, the XDP generator sends one frame and the super-frames one super-frame (they reach
+/// `pa` before any run counts what arrives there).
 pub fn choose_sender(bed: &Bed) -> Result<SenderChoice, Error> {
     let g = bed.gen.clone();
     std::thread::spawn(move || -> Result<SenderChoice, Error> {
@@ -601,18 +602,11 @@ fn send_super_frames(ifname: &str, size: usize, end: Option<Nanos>) -> Result<()
     offload(false)?;
     let sent = (|| loop {
         use nix::errno::Errno;
-        match sock.send(&sup) {
-            // The socket's send buffer or the device's queue is full: send it again.
-            Err(e)
-                if [Errno::EAGAIN, Errno::ENOBUFS, Errno::EINTR]
-                    .contains(&Errno::from_raw(e.raw_os_error().unwrap_or(0))) =>
-            {
-                if end.is_none() {
-                    continue;
-                }
-            }
+        match sock.send(&sup).map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0))) {
+            // The socket's send buffer or the device's queue is full: the socket works and the
+            // flood goes on (a try sends once, so a queue that stays full cannot hold it).
+            Ok(()) | Err(Errno::EAGAIN | Errno::ENOBUFS | Errno::EINTR) => {}
             Err(e) => return Err(Error::Measure(format!("a UDP super-frame on {ifname}: {e}"))),
-            Ok(()) => {}
         }
         if end.is_none_or(|end| monotonic_now() >= end) {
             return Ok(());
