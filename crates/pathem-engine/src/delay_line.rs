@@ -384,8 +384,8 @@ impl Writer {
         self.limit
     }
 
-    /// True when the line can hold `bytes` (what a path keeps in flight) as it is: a fixed
-    /// line's ring is that large, or a growing line's limit allows it.
+    /// True when the line can hold `bytes` (what a path keeps in flight) as it is: its ring
+    /// (a live line's, fixed) is that large.
     pub fn holds(&self, bytes: usize) -> bool {
         ring_size(bytes, self.max_record).is_ok_and(|want| want <= self.limit())
     }
@@ -398,9 +398,8 @@ impl Writer {
         if ring.shared.cap <= self.shared.cap || ring.shared.cap < 2 * self.max_record {
             return false;
         }
-        if let Some(g) = &self.growth {
-            g.alive.fetch_add(ring.shared.cap, Ordering::AcqRel);
-        }
+        // Only a live line is handed rings; an offline one grows by itself up to its limit.
+        debug_assert!(self.growth.is_none(), "a growing line is never handed a ring");
         self.limit = self.limit.max(ring.shared.cap);
         self.move_to(ring.shared);
         true

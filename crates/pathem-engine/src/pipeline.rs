@@ -512,8 +512,11 @@ fn size_for_schedule(l: &mut InLane, schedule: &Schedule, engine: &EngineConfig)
         }
     }
     // Offline a line's limit is already the most a step can ask (4 GiB, or --buffer).
+    if engine.offline {
+        return Ok(());
+    }
     let need = schedule.steps().iter().map(|(_, c)| delay_line_size(c, engine)).max().unwrap_or(0);
-    if engine.offline || l.ingress.line_holds(need) {
+    if l.ingress.line_holds(need) {
         return Ok(());
     }
     let ring = crate::delay_line::Ring::new(need, engine.max_frame)?;
