@@ -353,10 +353,16 @@ impl fmt::Display for Probability {
     /// As a percentage to 12 significant digits, so the float's last bits do not show
     /// (`0.001%`, not `0.000999999999999999…%`); never 0 for a probability above 0.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let percent = self.0 * 100.0;
-        let shown: f64 = format!("{percent:.11e}").parse().unwrap_or(percent);
-        write!(f, "{shown}%")
+        f.write_str(&percent(self.0, 12))
     }
+}
+
+/// A fraction as a percentage to `digits` significant digits (1 to 17), rounded through the
+/// exponent form and shown without trailing zeros: `percent(0.6666, 4)` is `66.67%`.
+pub fn percent(x: f64, digits: usize) -> String {
+    let v = x * 100.0;
+    let shown: f64 = format!("{v:.*e}", digits.clamp(1, 17) - 1).parse().unwrap_or(v);
+    format!("{shown}%")
 }
 
 /// Deserializes any `FromStr` type from a TOML string, or from a number written without quotes

@@ -168,11 +168,8 @@ fn dist_note(what: &str, d: &DistName) -> String {
 
 /// A fraction as a percentage to four significant figures (`0.0002513` → `0.02513%`,
 /// `0.6666` → `66.67%`), for what a model works out rather than what the user wrote.
-/// (Rounded through the exponent form, as `Probability`'s display rounds to 12.)
 fn four_figures(x: f64) -> String {
-    let v = x * 100.0;
-    let shown: f64 = format!("{v:.3e}").parse().unwrap_or(v);
-    format!("{shown}%")
+    pathem_model::units::percent(x, 4)
 }
 
 #[cfg(test)]
