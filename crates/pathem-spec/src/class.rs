@@ -114,8 +114,8 @@ pub fn class_flags(filter: &str, flags: &str) -> Result<PathSpec, SpecError> {
 
 /// The classes `spec` names (its tables, then its `--class` pairs), in order, checked.
 pub fn resolve(spec: &PathSpec) -> Result<Vec<Class>, SpecError> {
-    // Each class's name if given, filter, flags, and whether a table gave it.
-    let mut given: Vec<(Option<String>, String, PathSpec, bool)> = Vec::new();
+    // Each class's name if given, filter and flags: the tables' first.
+    let mut given: Vec<(Option<String>, String, PathSpec)> = Vec::new();
     for t in &spec.classes {
         if t.path.has_classes() {
             return Err(SpecError::Class(format!(
@@ -123,13 +123,13 @@ pub fn resolve(spec: &PathSpec) -> Result<Vec<Class>, SpecError> {
                 t.filter
             )));
         }
-        given.push((t.name.clone(), t.filter.clone(), t.path.clone(), true));
+        given.push((t.name.clone(), t.filter.clone(), t.path.clone()));
     }
     for pair in spec.class.chunks(2) {
         let [filter, flags] = pair else {
             return Err(SpecError::Class("--class needs FILTER and FLAGS".into()));
         };
-        given.push((None, filter.clone(), class_flags(filter, flags)?, false));
+        given.push((None, filter.clone(), class_flags(filter, flags)?));
     }
     if given.len() > MAX_CLASSES {
         return Err(SpecError::Class(format!(
@@ -141,7 +141,9 @@ pub fn resolve(spec: &PathSpec) -> Result<Vec<Class>, SpecError> {
     // A class without a name is named by its place, `class{place}`, or the next such name no
     // class was given by hand (a table named class2 and a flag after it: class3).
     let named: Vec<String> = given.iter().filter_map(|g| g.0.clone()).collect();
-    for (i, (name, filter, spec, from_table)) in given.into_iter().enumerate() {
+    let tables = spec.classes.len();
+    for (i, (name, filter, spec)) in given.into_iter().enumerate() {
+        let from_table = i < tables;
         let name = name.unwrap_or_else(|| {
             (i + 1..)
                 .map(|k| format!("class{k}"))

@@ -113,9 +113,10 @@ fn path_notes(path: &pathem_model::PathConfig) -> Vec<String> {
             d.jitter, d.base, d.base
         ));
     }
-    if let Some(p) = path.police.as_ref().filter(|p| p.burst.0 < 1514) {
+    let full = pathem_model::aqm::MTU;
+    if let Some(p) = path.police.as_ref().filter(|p| p.burst.0 < u64::from(full)) {
         notes.push(format!(
-            "police burst {} B holds less than a full 1514-byte frame: frames longer than it never pass",
+            "police burst {} B holds less than a full {full}-byte frame: frames longer than it never pass",
             p.burst.0
         ));
     }

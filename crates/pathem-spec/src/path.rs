@@ -601,7 +601,7 @@ impl PathSpec {
             no_ecn: switch(over.no_ecn, over.ecn, this.no_ecn),
             // An empty spec stays said: a layer on top of the start (`ctl set`'s) keeps
             // hiding what the start's flags said with netem's words.
-            netem: over.netem.clone().or_else(|| this.netem.clone()),
+            netem: pick(&over.netem, &this.netem),
             // Classes add up, layer after layer (a file's, the common flags', a direction's).
             class: [&self.class[..], &over.class[..]].concat(),
             classes: [&self.classes[..], &over.classes[..]].concat(),
@@ -874,6 +874,19 @@ impl PathSpec {
 mod tests {
     use super::*;
     use pathem_model::Nanos;
+
+    /// Every path flag that takes a value takes one starting with `-` (`--cell -48,5`,
+    /// `--limit -5`), so that the flag refuses it by name rather than clap taking it for a
+    /// flag: a flag added without `allow_hyphen_values` fails here.
+    #[test]
+    fn every_path_flag_with_a_value_takes_a_leading_hyphen() {
+        let cmd = <FlagWords as clap::CommandFactory>::command();
+        let valued: Vec<_> = cmd.get_arguments().filter(|a| a.get_action().takes_values()).collect();
+        assert!(valued.len() >= 20, "{} flags with values", valued.len());
+        for a in valued {
+            assert!(a.is_allow_hyphen_values_set(), "--{} refuses values starting with '-'", a.get_id());
+        }
+    }
 
     #[test]
     fn flags_override_file_key_by_key() {

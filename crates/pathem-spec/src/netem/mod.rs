@@ -538,7 +538,8 @@ impl NetemSpec {
         &self.text
     }
 
-    /// True when the spec says nothing (`--netem ""`: no netem spec).
+    /// True when the spec says nothing (`--netem ""`: it still replaces every setting netem has
+    /// words for, leaving none of them on).
     pub fn is_empty(&self) -> bool {
         self.text.trim().is_empty()
     }
