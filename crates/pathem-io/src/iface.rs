@@ -670,17 +670,21 @@ fn started(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// The process a claim's first line names, `PID START`: its pid (0 where none can be read)
+/// and its start time where given (a note from before start times had the pid alone).
+fn holder(line: &str) -> (u32, Option<u64>) {
+    let mut words = line.split_whitespace();
+    let pid = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
+    (pid, words.next().and_then(|w| w.parse().ok()))
+}
+
 /// Puts back the offloads a pathem that died without cleaning up had turned off, and refuses an
-/// interface that a running pathem still uses.
-fn recover_stale(ifname: &str) -> Result<(), Error> {
-    let path = state_file(ifname);
-    let Ok(text) = std::fs::read_to_string(&path) else { return Ok(()) };
+/// interface that a running pathem still uses; `path` is the interface's claim.
+fn recover_stale(ifname: &str, path: &std::path::Path) -> Result<(), Error> {
+    let Ok(text) = std::fs::read_to_string(path) else { return Ok(()) };
     let mut lines = text.lines();
-    // `PID START`: a process of that pid started then (its pid reused by another, the note
-    // is stale).
-    let mut first = lines.next().unwrap_or("").split_whitespace();
-    let pid: u32 = first.next().and_then(|w| w.parse().ok()).unwrap_or(0);
-    let start: Option<u64> = first.next().and_then(|w| w.parse().ok());
+    // A process of that pid started then (its pid reused by another, the note is stale).
+    let (pid, start) = holder(lines.next().unwrap_or(""));
     let alive = std::path::Path::new(&format!("/proc/{pid}")).exists()
         && start.is_none_or(|s| started(pid) == Some(s));
     if pid != 0 && pid != std::process::id() && alive {
@@ -728,25 +732,27 @@ pub fn combined_channels(ifname: &str) -> Option<u32> {
 /// while this one lives, and a note left by one that was killed is repaired and taken over. An
 /// offload the device cannot change is left as it is.
 pub fn claim(ifname: &str, turn_off: bool) -> Result<SavedOffloads, Error> {
-    recover_stale(ifname)?;
+    let path = state_file(ifname);
+    recover_stale(ifname, &path)?;
     let mut on = Vec::new();
-    for offload in Offload::ALL.into_iter().filter(|_| turn_off) {
-        match offload.get(ifname) {
-            Ok(true) => on.push(offload),
-            Ok(false) => {}
-            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
-            Err(e) => {
-                return Err(failure(
-                    ifname,
-                    &format!("cannot read its {} setting", offload.word()),
-                    e,
-                    "CAP_NET_ADMIN",
-                ))
+    if turn_off {
+        for offload in Offload::ALL {
+            match offload.get(ifname) {
+                Ok(true) => on.push(offload),
+                Ok(false) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
+                Err(e) => {
+                    return Err(failure(
+                        ifname,
+                        &format!("cannot read its {} setting", offload.word()),
+                        e,
+                        "CAP_NET_ADMIN",
+                    ))
+                }
             }
         }
     }
     // Note what is about to change first: if this process is killed, the next start repairs it.
-    let path = state_file(ifname);
     if let Some(dir) = path.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
@@ -821,6 +827,18 @@ mod tests {
 
     /// A process's start names it with its pid: the same for this one read twice, another for
     /// a child started later, none for a pid no process has.
+    /// A claim's first line: pid and start time; a note with the pid alone (from before
+    /// start times), or with words that are not numbers, names what can be read of it.
+    #[test]
+    fn a_claim_names_its_holder() {
+        assert_eq!(holder("123 456"), (123, Some(456)));
+        assert_eq!(holder("123"), (123, None));
+        assert_eq!(holder("123 soon"), (123, None));
+        assert_eq!(holder("x 456"), (0, Some(456)));
+        assert_eq!(holder(""), (0, None));
+        assert_eq!(holder("-1 5"), (0, Some(5)));
+    }
+
     #[test]
     fn a_process_is_named_by_its_pid_and_start() {
         let me = started(std::process::id()).expect("this process's start");
