@@ -641,12 +641,16 @@ fn ethtool(ifname: &str, arg: &mut [u8]) -> std::io::Result<()> {
     unsafe { ifreq_ioctl(ifname, libc::SIOCETHTOOL, union) }.map(drop)
 }
 
-/// What pathem changed on an interface, to put back on exit.
-#[derive(Debug, Clone)]
+/// What pathem changed on an interface, to put back on exit, and its claim on it: the state
+/// file, open and locked for as long as this lives.
+#[derive(Debug)]
 pub struct SavedOffloads {
     ifname: String,
     /// The claim's state file, named where it was made (the claiming thread's namespace).
     state: PathBuf,
+    /// That file, locked (`flock`): the kernel lets the lock go when this process ends, however
+    /// it ends, so a claim is never held by a process that is gone.
+    _lock: nix::fcntl::Flock<std::fs::File>,
     /// The offloads that were on and that pathem turned off.
     changed: Vec<Offload>,
 }
@@ -678,20 +682,72 @@ fn holder(line: &str) -> (u32, Option<u64>) {
     (pid, words.next().and_then(|w| w.parse().ok()))
 }
 
-/// Puts back the offloads a pathem that died without cleaning up had turned off, and refuses an
-/// interface that a running pathem still uses; `path` is the interface's claim.
-fn recover_stale(ifname: &str, path: &std::path::Path) -> Result<(), Error> {
-    let Ok(text) = std::fs::read_to_string(path) else { return Ok(()) };
+/// The refusal of an interface another pathem holds, naming it as its note does.
+fn in_use(ifname: &str, note: &str) -> Error {
+    let (pid, _) = holder(note.lines().next().unwrap_or(""));
+    let who = match pid {
+        0 => "another pathem".to_string(),
+        p if p == std::process::id() => format!("another link of this pathem (pid {p})"),
+        p => format!("another pathem (pid {p})"),
+    };
+    Error::Interface { name: ifname.into(), reason: format!("is in use by {who}") }
+}
+
+/// Takes the claim file at `path` for `ifname`: made if missing, locked exclusively without
+/// waiting. Another holder's lock is a refusal naming it. A file its holder removed between
+/// our open and our lock (it gave the claim up) is not the claim any more: opened again.
+fn lock(ifname: &str, path: &std::path::Path) -> Result<nix::fcntl::Flock<std::fs::File>, Error> {
+    use nix::fcntl::{Flock, FlockArg};
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let fail = |what: &str, e: std::io::Error| failure(ifname, what, e, "CAP_DAC_OVERRIDE");
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| fail(&format!("cannot make {}", dir.display()), e))?;
+    }
+    let what = format!("cannot claim it through {}", path.display());
+    for _ in 0..16 {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| fail(&what, e))?;
+        let locked = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(locked) => locked,
+            Err((file, nix::errno::Errno::EWOULDBLOCK)) => {
+                return Err(in_use(ifname, &std::io::read_to_string(&file).unwrap_or_default()))
+            }
+            Err((_, e)) => return Err(fail(&what, std::io::Error::from(e))),
+        };
+        let (held, named) = (locked.metadata(), std::fs::metadata(path));
+        if let (Ok(h), Ok(n)) = (held, named) {
+            if (h.dev(), h.ino()) == (n.dev(), n.ino()) {
+                return Ok(locked);
+            }
+        }
+    }
+    Err(fail(&what, std::io::Error::from_raw_os_error(libc::EAGAIN)))
+}
+
+/// Reads the note in a claim just taken: one naming a process that still runs (a pathem from
+/// before claims were locked) refuses the interface; offloads a pathem that was killed left off
+/// are put back on.
+fn recover_stale(ifname: &str, file: &mut std::fs::File) -> Result<(), Error> {
+    use std::io::{Read, Seek};
+    let mut text = String::new();
+    let read = file.seek(std::io::SeekFrom::Start(0)).and_then(|_| file.read_to_string(&mut text));
+    if read.is_err() {
+        return Ok(());
+    }
     let mut lines = text.lines();
     // A process of that pid started then (its pid reused by another, the note is stale).
     let (pid, start) = holder(lines.next().unwrap_or(""));
     let alive = std::path::Path::new(&format!("/proc/{pid}")).exists()
         && start.is_none_or(|s| started(pid) == Some(s));
     if pid != 0 && pid != std::process::id() && alive {
-        return Err(Error::Interface {
-            name: ifname.into(),
-            reason: format!("is in use by another pathem (pid {pid})"),
-        });
+        return Err(in_use(ifname, &text));
     }
     let left_off: Vec<Offload> =
         lines.next().unwrap_or("").split_whitespace().filter_map(Offload::from_word).collect();
@@ -705,7 +761,6 @@ fn recover_stale(ifname: &str, path: &std::path::Path) -> Result<(), Error> {
             words.join(", ")
         );
     }
-    let _ = std::fs::remove_file(path);
     Ok(())
 }
 
@@ -727,13 +782,15 @@ pub fn combined_channels(ifname: &str) -> Option<u32> {
 }
 
 /// Claims `ifname` for this process's run and, with `turn_off`, turns off receive aggregation
-/// (GRO, LRO) on it, returning what to restore. A claim is a note in the state file naming this
-/// process: a second pathem on the interface (whose every frame both would forward) is refused
-/// while this one lives, and a note left by one that was killed is repaired and taken over. An
-/// offload the device cannot change is left as it is.
+/// (GRO, LRO) on it, returning what to restore. A claim is a locked state file naming this
+/// process and what it turned off: a second pathem on the interface (whose every frame both
+/// would forward) is refused while this one lives, even one started at the same moment, and a
+/// note left by one that was killed is repaired and taken over. An offload the device cannot
+/// change is left as it is.
 pub fn claim(ifname: &str, turn_off: bool) -> Result<SavedOffloads, Error> {
     let path = state_file(ifname);
-    recover_stale(ifname, &path)?;
+    let mut lock = lock(ifname, &path)?;
+    recover_stale(ifname, &mut lock)?;
     let mut on = Vec::new();
     if turn_off {
         for offload in Offload::ALL {
@@ -742,24 +799,24 @@ pub fn claim(ifname: &str, turn_off: bool) -> Result<SavedOffloads, Error> {
                 Ok(false) => {}
                 Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
                 Err(e) => {
+                    let _ = std::fs::remove_file(&path);
                     return Err(failure(
                         ifname,
                         &format!("cannot read its {} setting", offload.word()),
                         e,
                         "CAP_NET_ADMIN",
-                    ))
+                    ));
                 }
             }
         }
     }
     // Note what is about to change first: if this process is killed, the next start repairs it.
-    if let Some(dir) = path.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
     let words: Vec<&str> = on.iter().map(|o| o.word()).collect();
     let me = std::process::id();
     let start = started(me).map_or(String::new(), |s| format!(" {s}"));
-    let _ = std::fs::write(&path, format!("{me}{start}\n{}\n", words.join(" ")));
+    let note = format!("{me}{start}\n{}\n", words.join(" "));
+    let _ =
+        lock.set_len(0).and_then(|_| std::os::unix::fs::FileExt::write_all_at(&*lock, note.as_bytes(), 0));
     let mut changed = Vec::new();
     for offload in on {
         match offload.set(ifname, false) {
@@ -775,7 +832,7 @@ pub fn claim(ifname: &str, turn_off: bool) -> Result<SavedOffloads, Error> {
             }
         }
     }
-    Ok(SavedOffloads { ifname: ifname.into(), state: path, changed })
+    Ok(SavedOffloads { ifname: ifname.into(), state: path, _lock: lock, changed })
 }
 
 /// Sets every one of `offloads` on or off.
@@ -795,8 +852,8 @@ impl SavedOffloads {
         self.changed.iter().map(|o| o.word()).collect()
     }
 
-    /// Puts the offloads back as they were (best effort: the interface may be gone) and gives
-    /// the claim up.
+    /// Puts the offloads back as they were (best effort: the interface may be gone) and removes
+    /// the claim's note (the lock goes with this value).
     pub fn restore(&self) -> Result<(), Error> {
         let put_back = set(&self.ifname, &self.changed, true);
         let _ = std::fs::remove_file(&self.state);
@@ -837,6 +894,53 @@ mod tests {
         assert_eq!(holder("x 456"), (0, Some(456)));
         assert_eq!(holder(""), (0, None));
         assert_eq!(holder("-1 5"), (0, Some(5)));
+    }
+
+    /// A claim is a lock: a second taker is refused while the first holds it, with the
+    /// holder its note names; a claim given up (its file removed) does not hold a taker that
+    /// opened the old file back, and one dropped lets the next take it.
+    #[test]
+    fn a_claim_is_held_until_given_up() {
+        let dir = std::env::temp_dir().join(format!("pathem-claim-{}", std::process::id()));
+        let path = dir.join("net-eth9");
+        let first = lock("eth9", &path).expect("a free claim");
+        std::fs::write(&path, format!("{} 1\n\n", std::process::id())).unwrap();
+        let e = lock("eth9", &path).unwrap_err().to_string();
+        assert!(e.contains("eth9") && e.contains("another link of this pathem (pid"), "{e}");
+        std::fs::write(&path, "4194305 1\n\n").unwrap();
+        let e = lock("eth9", &path).unwrap_err().to_string();
+        assert!(e.contains("is in use by another pathem (pid 4194305)"), "{e}");
+        // Given up: the note removed while the lock is still held, as `restore` does.
+        std::fs::remove_file(&path).unwrap();
+        let second = lock("eth9", &path).expect("the claim given up is free");
+        drop(first);
+        assert!(lock("eth9", &path).is_err(), "the second holds it");
+        drop(second);
+        assert!(lock("eth9", &path).is_ok(), "dropped, it is free");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Takers that come at the same moment: exactly one holds the claim.
+    #[test]
+    fn one_of_takers_at_once_holds_the_claim() {
+        let dir = std::env::temp_dir().join(format!("pathem-race-{}", std::process::id()));
+        let path = dir.join("net-eth8");
+        for _ in 0..20 {
+            let start = std::sync::Barrier::new(8);
+            let held: Vec<_> = std::thread::scope(|s| {
+                let takers: Vec<_> = (0..8)
+                    .map(|_| {
+                        s.spawn(|| {
+                            start.wait();
+                            lock("eth8", &path).ok()
+                        })
+                    })
+                    .collect();
+                takers.into_iter().filter_map(|t| t.join().unwrap()).collect()
+            });
+            assert_eq!(held.len(), 1);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -2966,6 +2966,21 @@ fn attach_leaves_nothing_after_sigkill_and_refuses_what_it_cannot_do() {
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
         assert!(err.contains(&says), "{args:?}: {err}");
     }
+    // A run on the attached interface is refused while the attach lives, naming it.
+    for cmd in [
+        vec!["ip", "link", "add", "x0", "type", "veth", "peer", "name", "x1"],
+        vec!["ip", "link", "set", "x0", "up"],
+    ] {
+        let out = Command::new("ip").args(["netns", "exec", &gen]).args(&cmd).output().unwrap();
+        assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let out = Command::new("ip")
+        .args(["netns", "exec", &gen, "timeout", "20", PATHEM, "run", "g0", "x0", "--duration", "1s"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("is in use by another pathem (pid {})", child.id())), "{err}");
     // `--buffer` past its range, on an interface no one attached: one line, exit 2.
     let out = Command::new("ip")
         .args(["netns", "exec", &sink, PATHEM, "attach", "s0", "--delay", "1ms", "--buffer", "2TiB"])
