@@ -583,8 +583,9 @@ pub fn serve(
     let filters = |d: &DirectionSpecs| d.classes.iter().map(|c| c.1.clone()).collect::<Vec<_>>();
     let filters = (filters(&specs[0]), filters(&specs[1]));
     // What every `set` so far changed, path by path (direction, lane): the top layer, over
-    // the start's flags and the schedule's steps alike.
-    let held = std::sync::Mutex::new(std::collections::HashMap::<(usize, usize), PathSpec>::new());
+    // the start's flags and the schedule's steps alike, or in their place once a `set --reset`
+    // dropped them (the flag).
+    let held = std::sync::Mutex::new(std::collections::HashMap::<(usize, usize), (bool, PathSpec)>::new());
     let attached = link.started.attached;
     let to = controls.clone();
     let setter: Setter = Box::new(move |words: &[String], cwd: Option<&Path>| {
@@ -598,7 +599,8 @@ pub fn serve(
             (here(change.both), here(change.a_to_b), here(change.b_to_a));
         let mut held = held.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((egress, ingress)) = attached {
-            let asks_egress = change.both != PathSpec::default() || change.a_to_b != PathSpec::default();
+            let asks_egress =
+                change.reset || change.both != PathSpec::default() || change.a_to_b != PathSpec::default();
             if !ingress && change.b_to_a != PathSpec::default() {
                 return Err(Refusal::NotAttached("ingress"));
             }
@@ -610,17 +612,19 @@ pub fn serve(
         if to.1.is_none() && change.b_to_a != PathSpec::default() {
             return Err(Refusal::OneWay);
         }
-        let over = |d: usize, lane: usize| held.get(&(d, lane)).cloned().unwrap_or_default();
+        let over = |d: usize, lane: usize| held.get(&(d, lane)).map(|h| h.1.clone()).unwrap_or_default();
+        let reset_before = |d: usize, lane: usize| held.get(&(d, lane)).is_some_and(|h| h.0);
         let (ab, ba) = change.apply(&(over(0, 0), over(1, 0)), attached.is_some());
         // Every path that changes, with what all changes so far hold for it. A default path
         // the words leave alone (they name only classes) is not set again; a class named
         // twice takes both.
         let asks = |s: &PathSpec| s.without_classes() != PathSpec::default();
-        let both = asks(&change.both);
-        let mut plan: Vec<((usize, usize), PathSpec)> = Vec::new();
+        let both = change.reset || asks(&change.both);
+        let mut plan: Vec<((usize, usize), (bool, PathSpec))> = Vec::new();
         for (d, spec, own) in [(0, ab, &change.a_to_b), (1, ba, &change.b_to_a)] {
             if asks(own) || (both && (d == 0 || attached.is_none())) {
-                plan.push(((d, 0), spec));
+                let reset = change.resets(d, attached.is_some()) || reset_before(d, 0);
+                plan.push(((d, 0), (reset, spec)));
             }
         }
         for (name, flags, dirs) in change.classes(attached.is_some())? {
@@ -630,8 +634,10 @@ pub fn serve(
                 if let Some(i) = specs[d].classes.iter().position(|c| c.0 == name) {
                     let key = (d, i + 1);
                     match plan.iter_mut().find(|p| p.0 == key) {
-                        Some(p) => p.1 = p.1.overridden_by(&flags),
-                        None => plan.push((key, over(d, i + 1).overridden_by(&flags))),
+                        Some(p) => p.1 .1 = p.1 .1.overridden_by(&flags),
+                        None => {
+                            plan.push((key, (reset_before(d, i + 1), over(d, i + 1).overridden_by(&flags))))
+                        }
                     }
                     found = true;
                 }
@@ -659,11 +665,16 @@ pub fn serve(
         // (Each trace file read once for all of them: a schedule's steps name the same ones.)
         let made = pathem_spec::path::reading_each_file_once(|| -> Result<Vec<_>, Refusal> {
             let mut made = Vec::new();
-            for ((d, lane), held) in &plan {
+            for ((d, lane), (reset, held)) in &plan {
                 let (start, steps) = specs[*d].lane(*lane);
-                let config = start.overridden_by(held).to_config()?;
-                let steps =
-                    steps.iter().map(|s| s.overridden_by(held).to_config()).collect::<Result<Vec<_>, _>>()?;
+                // After a reset, the held layer is the whole path, at every step too.
+                let under = |s: &PathSpec| if *reset { PathSpec::default() } else { s.clone() };
+                let config = under(start).overridden_by(held).to_config()?;
+                let steps = steps.iter().map(|s| under(s).overridden_by(held).to_config()).collect::<Result<
+                    Vec<_>,
+                    _,
+                >>(
+                )?;
                 made.push((*d, *lane, config, steps));
             }
             Ok(made)

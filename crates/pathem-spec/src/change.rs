@@ -11,6 +11,8 @@ use crate::path::PathSpec;
 struct SetWords {
     #[command(flatten)]
     path: PathSpec,
+    #[arg(long)]
+    reset: bool,
     #[arg(long, alias = "egress", allow_hyphen_values = true)]
     a_to_b: Option<String>,
     #[arg(long, alias = "ingress", allow_hyphen_values = true)]
@@ -27,6 +29,9 @@ pub struct Change {
     pub both: PathSpec,
     pub a_to_b: PathSpec,
     pub b_to_a: PathSpec,
+    /// `--reset`: both directions (egress alone on an attached interface) start from no
+    /// impairment before the flags apply, rather than from what they run; classes keep theirs.
+    pub reset: bool,
 }
 
 impl Change {
@@ -38,19 +43,34 @@ impl Change {
             both: set.path,
             a_to_b: direction("a-to-b", set.a_to_b.as_deref())?,
             b_to_a: direction("b-to-a", set.b_to_a.as_deref())?,
+            reset: set.reset,
         })
     }
 
-    /// The two directions after the change: each one's current spec with the common flags on
-    /// top, then its own. On an attached interface (`attach`), the common flags are egress's
-    /// (a→b) alone, as they are at its start.
+    /// Whether the change starts direction `d` (0: a→b, 1: b→a) from no impairment: with
+    /// `--reset`, both, or on an attached interface egress alone (the common words' direction).
+    pub fn resets(&self, d: usize, attached: bool) -> bool {
+        self.reset && (d == 0 || !attached)
+    }
+
+    /// The two directions after the change: each one's current spec (none where it
+    /// [resets](Change::resets)) with the common flags on top, then its own. On an attached
+    /// interface (`attach`), the common flags are egress's (a→b) alone, as they are at its
+    /// start.
     pub fn apply(&self, current: &(PathSpec, PathSpec), attached: bool) -> (PathSpec, PathSpec) {
         let none = PathSpec::default();
         let both_ba = if attached { &none } else { &self.both };
         let (both, both_ba) = (self.both.without_classes(), both_ba.without_classes());
+        let base = |d: usize, current: &PathSpec| {
+            if self.resets(d, attached) {
+                none.clone()
+            } else {
+                current.clone()
+            }
+        };
         (
-            current.0.overridden_by(&both).overridden_by(&self.a_to_b.without_classes()),
-            current.1.overridden_by(&both_ba).overridden_by(&self.b_to_a.without_classes()),
+            base(0, &current.0).overridden_by(&both).overridden_by(&self.a_to_b.without_classes()),
+            base(1, &current.1).overridden_by(&both_ba).overridden_by(&self.b_to_a.without_classes()),
         )
     }
 
@@ -106,6 +126,26 @@ mod tests {
         let mut w = words("--a-to-b");
         w.push("--delay 1x".into());
         assert!(Change::parse(&w).unwrap_err().to_string().starts_with("--a-to-b \"--delay 1x\""));
+    }
+
+    /// `--reset` drops what each direction ran (egress alone when attached) before the flags.
+    #[test]
+    fn a_reset_starts_from_no_impairment() {
+        let current = (
+            PathSpec::from_flags("--delay 5ms --rate 1mbit").unwrap(),
+            PathSpec::from_flags("--loss 1%").unwrap(),
+        );
+        let change = Change::parse(&words("--reset --delay 10ms")).unwrap();
+        let (ab, ba) = change.apply(&current, false);
+        assert_eq!(ab, PathSpec::from_flags("--delay 10ms").unwrap());
+        assert_eq!(ba, ab);
+        let (ab, ba) = change.apply(&current, true);
+        assert_eq!(ab, PathSpec::from_flags("--delay 10ms").unwrap());
+        assert_eq!(ba, current.1, "attached: the common words are egress's");
+        let (ab, ba) = Change::parse(&words("--reset")).unwrap().apply(&current, false);
+        assert_eq!((ab, ba), (PathSpec::default(), PathSpec::default()));
+        assert!(!Change::parse(&words("--delay 1ms")).unwrap().reset);
+        assert!(Change::parse(&words("--reset=yes")).is_err());
     }
 
     #[test]

@@ -23,7 +23,7 @@ pub struct CtlArgs {
     /// With show: the state as one JSON object.
     #[arg(long)]
     pub json: bool,
-    /// With set: impairment flags, as for `run` (`--delay 20ms --loss 1%`, `--a-to-b "..."`).
+    /// With set: impairment flags, as for `run` (`--delay 20ms --loss 1%`, `--a-to-b "..."`), on top of what runs, or with `--reset` first instead of it.
     #[arg(value_name = "FLAGS", trailing_var_arg = true, allow_hyphen_values = true)]
     pub flags: Vec<String>,
 }

@@ -1522,6 +1522,18 @@ fn ctl_set_holds_over_a_schedule() {
     std::thread::sleep(Duration::from_millis(2300));
     let ab = path("a_to_b");
     assert!(ab.contains("delay 20ms") && ab.contains("100mbit") && ab.contains("loss"), "{ab}");
+    // A reset drops the start's flags, the steps' and the sets' alike: only its own remain.
+    let out = ctl(&[&name, "set", "--reset", "--delay", "5ms"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for dir in ["a_to_b", "b_to_a"] {
+        let p = path(dir);
+        assert!(p.contains("delay 5ms") && !p.contains("mbit") && !p.contains("loss"), "{dir}: {p}");
+    }
+    let (min, _) = t.rtt(5);
+    assert!((10.0..13.0).contains(&min), "rtt {min} for 2 × 5 ms");
+    let out = ctl(&[&name, "set", "--reset"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(path("a_to_b").contains("no impairment"), "{}", path("a_to_b"));
     t.stop();
 }
 
