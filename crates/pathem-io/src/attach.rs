@@ -19,7 +19,8 @@
 //!
 //! A second pathem on the same interface and direction finds the TAP device's name taken
 //! (`pthme<ifindex>` for egress, `pthmi<ifindex>` for ingress) and is refused with a line
-//! naming the process that holds it. Kernels before 6.6 have no tcx: refused with a line
+//! naming the process that holds it; the interface's claim ([`crate::iface::claim_attached`],
+//! shared by attachments) refuses a run's port on it, and it while one runs. Kernels before 6.6 have no tcx: refused with a line
 //! saying so.
 
 use crate::afpacket::AfPacketTx;

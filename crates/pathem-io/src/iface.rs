@@ -650,7 +650,7 @@ pub struct SavedOffloads {
     state: PathBuf,
     /// That file, locked (`flock`): the kernel lets the lock go when this process ends, however
     /// it ends, so a claim is never held by a process that is gone.
-    _lock: nix::fcntl::Flock<std::fs::File>,
+    lock: nix::fcntl::Flock<std::fs::File>,
     /// The offloads that were on and that pathem turned off.
     changed: Vec<Offload>,
 }
@@ -693,17 +693,33 @@ fn in_use(ifname: &str, note: &str) -> Error {
     Error::Interface { name: ifname.into(), reason: format!("is in use by {who}") }
 }
 
-/// Takes the claim file at `path` for `ifname`: made if missing, locked exclusively without
-/// waiting. Another holder's lock is a refusal naming it. A file its holder removed between
-/// our open and our lock (it gave the claim up) is not the claim any more: opened again.
-fn lock(ifname: &str, path: &std::path::Path) -> Result<nix::fcntl::Flock<std::fs::File>, Error> {
+/// Whether `path` still names the file `file` has open (not removed, not replaced).
+fn still_names(path: &std::path::Path, file: &std::fs::File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(f), Ok(p)) => (f.dev(), f.ino()) == (p.dev(), p.ino()),
+        _ => false,
+    }
+}
+
+/// Takes the claim file at `path` for `ifname`: made if missing, locked without waiting,
+/// exclusively for a run's port, shared for an attachment (two attach each a direction of one
+/// interface; a run and an attachment exclude each other). Another holder's lock is a refusal
+/// naming it. A file removed between our open and our lock (its holder gave the claim up) is
+/// not the claim any more: opened again.
+fn lock(
+    ifname: &str,
+    path: &std::path::Path,
+    exclusive: bool,
+) -> Result<nix::fcntl::Flock<std::fs::File>, Error> {
     use nix::fcntl::{Flock, FlockArg};
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    use std::os::unix::fs::OpenOptionsExt;
     let fail = |what: &str, e: std::io::Error| failure(ifname, what, e, "CAP_DAC_OVERRIDE");
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| fail(&format!("cannot make {}", dir.display()), e))?;
     }
     let what = format!("cannot claim it through {}", path.display());
+    let how = if exclusive { FlockArg::LockExclusiveNonblock } else { FlockArg::LockSharedNonblock };
     for _ in 0..16 {
         let file = std::fs::OpenOptions::new()
             .read(true)
@@ -714,43 +730,43 @@ fn lock(ifname: &str, path: &std::path::Path) -> Result<nix::fcntl::Flock<std::f
             .custom_flags(libc::O_CLOEXEC)
             .open(path)
             .map_err(|e| fail(&what, e))?;
-        let locked = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(locked) => locked,
-            Err((file, nix::errno::Errno::EWOULDBLOCK)) => {
-                return Err(in_use(ifname, &std::io::read_to_string(&file).unwrap_or_default()))
+        match Flock::lock(file, how) {
+            Ok(locked) if still_names(path, &locked) => return Ok(locked),
+            Ok(_) => {}
+            // Held, and still the claim: refused. Given up meanwhile: opened again.
+            Err((file, nix::errno::Errno::EWOULDBLOCK)) if still_names(path, &file) => {
+                return Err(in_use(
+                    ifname,
+                    &String::from_utf8_lossy(&std::fs::read(path).unwrap_or_default()),
+                ))
             }
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {}
             Err((_, e)) => return Err(fail(&what, std::io::Error::from(e))),
-        };
-        let (held, named) = (locked.metadata(), std::fs::metadata(path));
-        if let (Ok(h), Ok(n)) = (held, named) {
-            if (h.dev(), h.ino()) == (n.dev(), n.ino()) {
-                return Ok(locked);
-            }
         }
     }
     Err(fail(&what, std::io::Error::from_raw_os_error(libc::EAGAIN)))
 }
 
-/// Reads the note in a claim just taken: one naming a process that still runs (a pathem from
-/// before claims were locked) refuses the interface; offloads a pathem that was killed left off
-/// are put back on.
+/// Gives a claim up: its file removed where this is its last holder and the path still names
+/// it; left for the others (or for whoever replaced it) otherwise. The lock goes when `lock`
+/// is dropped.
+fn release(lock: &nix::fcntl::Flock<std::fs::File>, path: &std::path::Path) {
+    if lock.relock(nix::fcntl::FlockArg::LockExclusiveNonblock).is_ok() && still_names(path, lock) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Reads the note in a claim just taken and puts back on the offloads it says a pathem left
+/// off: its holder is gone (it would hold the lock otherwise), killed before it could.
 fn recover_stale(ifname: &str, file: &mut std::fs::File) -> Result<(), Error> {
     use std::io::{Read, Seek};
-    let mut text = String::new();
-    let read = file.seek(std::io::SeekFrom::Start(0)).and_then(|_| file.read_to_string(&mut text));
-    if read.is_err() {
+    let mut bytes = Vec::new();
+    if file.seek(std::io::SeekFrom::Start(0)).and_then(|_| file.read_to_end(&mut bytes)).is_err() {
         return Ok(());
     }
-    let mut lines = text.lines();
-    // A process of that pid started then (its pid reused by another, the note is stale).
-    let (pid, start) = holder(lines.next().unwrap_or(""));
-    let alive = std::path::Path::new(&format!("/proc/{pid}")).exists()
-        && start.is_none_or(|s| started(pid) == Some(s));
-    if pid != 0 && pid != std::process::id() && alive {
-        return Err(in_use(ifname, &text));
-    }
+    let text = String::from_utf8_lossy(&bytes);
     let left_off: Vec<Offload> =
-        lines.next().unwrap_or("").split_whitespace().filter_map(Offload::from_word).collect();
+        text.lines().nth(1).unwrap_or("").split_whitespace().filter_map(Offload::from_word).collect();
     if !left_off.is_empty() {
         set(ifname, &left_off, true)?;
         let words: Vec<&str> = left_off.iter().map(|o| o.word()).collect();
@@ -788,8 +804,19 @@ pub fn combined_channels(ifname: &str) -> Option<u32> {
 /// note left by one that was killed is repaired and taken over. An offload the device cannot
 /// change is left as it is.
 pub fn claim(ifname: &str, turn_off: bool) -> Result<SavedOffloads, Error> {
+    take(ifname, true, turn_off)
+}
+
+/// Claims `ifname` for an attachment ([`crate::attach`]): shared with other attachments
+/// (each of a direction, which the TAP device's name decides), refused while a run's port
+/// holds it, and a run refused on it meanwhile. No offload changes.
+pub fn claim_attached(ifname: &str) -> Result<SavedOffloads, Error> {
+    take(ifname, false, false)
+}
+
+fn take(ifname: &str, exclusive: bool, turn_off: bool) -> Result<SavedOffloads, Error> {
     let path = state_file(ifname);
-    let mut lock = lock(ifname, &path)?;
+    let mut lock = lock(ifname, &path, exclusive)?;
     recover_stale(ifname, &mut lock)?;
     let mut on = Vec::new();
     if turn_off {
@@ -799,7 +826,7 @@ pub fn claim(ifname: &str, turn_off: bool) -> Result<SavedOffloads, Error> {
                 Ok(false) => {}
                 Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
                 Err(e) => {
-                    let _ = std::fs::remove_file(&path);
+                    release(&lock, &path);
                     return Err(failure(
                         ifname,
                         &format!("cannot read its {} setting", offload.word()),
@@ -810,13 +837,14 @@ pub fn claim(ifname: &str, turn_off: bool) -> Result<SavedOffloads, Error> {
             }
         }
     }
-    // Note what is about to change first: if this process is killed, the next start repairs it.
+    // Note what is about to change first: if this process is killed, the next start repairs
+    // it. Written over the old note, then cut to its length: the file is never empty.
     let words: Vec<&str> = on.iter().map(|o| o.word()).collect();
     let me = std::process::id();
     let start = started(me).map_or(String::new(), |s| format!(" {s}"));
     let note = format!("{me}{start}\n{}\n", words.join(" "));
-    let _ =
-        lock.set_len(0).and_then(|_| std::os::unix::fs::FileExt::write_all_at(&*lock, note.as_bytes(), 0));
+    let _ = std::os::unix::fs::FileExt::write_all_at(&*lock, note.as_bytes(), 0)
+        .and_then(|_| lock.set_len(note.len() as u64));
     let mut changed = Vec::new();
     for offload in on {
         match offload.set(ifname, false) {
@@ -825,14 +853,14 @@ pub fn claim(ifname: &str, turn_off: bool) -> Result<SavedOffloads, Error> {
             Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
             Err(e) => {
                 let _ = set(ifname, &changed, true);
-                let _ = std::fs::remove_file(&path);
+                release(&lock, &path);
                 let what =
                     format!("cannot turn {} off for the run (or pass --keep-offloads)", offload.word());
                 return Err(failure(ifname, &what, e, "CAP_NET_ADMIN"));
             }
         }
     }
-    Ok(SavedOffloads { ifname: ifname.into(), state: path, _lock: lock, changed })
+    Ok(SavedOffloads { ifname: ifname.into(), state: path, lock, changed })
 }
 
 /// Sets every one of `offloads` on or off.
@@ -852,11 +880,11 @@ impl SavedOffloads {
         self.changed.iter().map(|o| o.word()).collect()
     }
 
-    /// Puts the offloads back as they were (best effort: the interface may be gone) and removes
-    /// the claim's note (the lock goes with this value).
+    /// Puts the offloads back as they were (best effort: the interface may be gone) and gives
+    /// the claim up (the lock goes with this value).
     pub fn restore(&self) -> Result<(), Error> {
         let put_back = set(&self.ifname, &self.changed, true);
-        let _ = std::fs::remove_file(&self.state);
+        release(&self.lock, &self.state);
         put_back
     }
 }
@@ -903,20 +931,43 @@ mod tests {
     fn a_claim_is_held_until_given_up() {
         let dir = std::env::temp_dir().join(format!("pathem-claim-{}", std::process::id()));
         let path = dir.join("net-eth9");
-        let first = lock("eth9", &path).expect("a free claim");
+        let first = lock("eth9", &path, true).expect("a free claim");
         std::fs::write(&path, format!("{} 1\n\n", std::process::id())).unwrap();
-        let e = lock("eth9", &path).unwrap_err().to_string();
+        let e = lock("eth9", &path, true).unwrap_err().to_string();
         assert!(e.contains("eth9") && e.contains("another link of this pathem (pid"), "{e}");
         std::fs::write(&path, "4194305 1\n\n").unwrap();
-        let e = lock("eth9", &path).unwrap_err().to_string();
+        let e = lock("eth9", &path, true).unwrap_err().to_string();
         assert!(e.contains("is in use by another pathem (pid 4194305)"), "{e}");
         // Given up: the note removed while the lock is still held, as `restore` does.
         std::fs::remove_file(&path).unwrap();
-        let second = lock("eth9", &path).expect("the claim given up is free");
+        let second = lock("eth9", &path, true).expect("the claim given up is free");
         drop(first);
-        assert!(lock("eth9", &path).is_err(), "the second holds it");
+        assert!(lock("eth9", &path, true).is_err(), "the second holds it");
         drop(second);
-        assert!(lock("eth9", &path).is_ok(), "dropped, it is free");
+        assert!(lock("eth9", &path, true).is_ok(), "dropped, it is free");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Attachments share a claim; a run's port and an attachment refuse each other; a holder
+    /// giving it up removes the file only as its last holder.
+    #[test]
+    fn attachments_share_a_claim_that_excludes_a_run() {
+        let dir = std::env::temp_dir().join(format!("pathem-shared-{}", std::process::id()));
+        let path = dir.join("net-eth7");
+        let egress = lock("eth7", &path, false).expect("a free claim");
+        let ingress = lock("eth7", &path, false).expect("shared with another attachment");
+        assert!(lock("eth7", &path, true).is_err(), "a run refused while attachments hold it");
+        release(&egress, &path);
+        drop(egress);
+        assert!(path.exists(), "the other attachment still holds it");
+        assert!(lock("eth7", &path, true).is_err());
+        release(&ingress, &path);
+        drop(ingress);
+        assert!(!path.exists(), "the last holder removed it");
+        let run = lock("eth7", &path, true).expect("free again");
+        assert!(lock("eth7", &path, false).is_err(), "an attachment refused while a run holds it");
+        release(&run, &path);
+        drop(run);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -932,7 +983,7 @@ mod tests {
                     .map(|_| {
                         s.spawn(|| {
                             start.wait();
-                            lock("eth8", &path).ok()
+                            lock("eth8", &path, true).ok()
                         })
                     })
                     .collect();

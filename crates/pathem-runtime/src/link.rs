@@ -551,9 +551,9 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
     let mut offloads_off = Vec::new();
     let (eal, port_a, port_b, mut steering) = match &spec.attach {
         Some(attach) => {
-            // Claimed as a port's interface is: a `run` on it meanwhile is refused, and it is
-            // refused while one runs. Its offloads stay as they are (the host's own traffic).
-            offloads.0.push(iface::claim(&attach.iface, false)?);
+            // Claimed beside any other attachment (each of a direction): a `run` on it meanwhile
+            // is refused, and it is refused while one runs. Its offloads stay as they are.
+            offloads.0.push(iface::claim_attached(&attach.iface)?);
             let at = pathem_io::attach::open(attach, spec.ports.max_frame)?;
             let a = live::Opened {
                 rx: at.egress.0,

@@ -3017,6 +3017,13 @@ fn attach_leaves_nothing_after_sigkill_and_refuses_what_it_cannot_do() {
     }
     assert_eq!(left, (String::new(), (0, 0)), "nothing left after SIGKILL");
     remove_stale_socket("g0");
+    // Two pathems may attach a direction each: they share the interface's claim.
+    let (egr, ing) = (format!("{id}e"), format!("{id}i"));
+    let (egress, _) = attach(Some(&gen), "g0", &["--delay", "40ms", "--name", &egr]);
+    let (ingress, _) = attach(Some(&gen), "g0", &["--ingress", "--delay 10ms", "--name", &ing]);
+    let (min, _) = ping_in(&gen, SINK_IP, 3);
+    assert!(min >= 50.0, "40 ms out, 10 ms back: {min} ms");
+    drop((egress, ingress));
     // Without privileges: one line, and nothing made.
     let out = Command::new("ip")
         .args(["netns", "exec", &gen, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
