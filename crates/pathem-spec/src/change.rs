@@ -32,6 +32,9 @@ pub struct Change {
     /// `--reset`: both directions (egress alone on an attached interface) start from no
     /// impairment before the flags apply, rather than from what they run; classes keep theirs.
     pub reset: bool,
+    /// `--reset` among a direction's own words (`--a-to-b "--reset --delay 5ms"`): that
+    /// direction (0: a→b, 1: b→a) starts from no impairment.
+    pub reset_own: [bool; 2],
 }
 
 impl Change {
@@ -39,18 +42,22 @@ impl Change {
     pub fn parse(words: &[String]) -> Result<Change, SpecError> {
         let set = <SetWords as clap::Parser>::try_parse_from(words)
             .map_err(|e| SpecError::Flags(first_line(&e)))?;
-        Ok(Change {
-            both: set.path,
-            a_to_b: direction("a-to-b", set.a_to_b.as_deref())?,
-            b_to_a: direction("b-to-a", set.b_to_a.as_deref())?,
-            reset: set.reset,
-        })
+        let (a_to_b, reset_ab) = changed_direction("a-to-b", set.a_to_b.as_deref())?;
+        let (b_to_a, reset_ba) = changed_direction("b-to-a", set.b_to_a.as_deref())?;
+        Ok(Change { both: set.path, a_to_b, b_to_a, reset: set.reset, reset_own: [reset_ab, reset_ba] })
     }
 
-    /// Whether the change starts direction `d` (0: a→b, 1: b→a) from no impairment: with
-    /// `--reset`, both, or on an attached interface egress alone (the common words' direction).
+    /// Whether the change starts direction `d` (0: a→b, 1: b→a) from no impairment: its own
+    /// `--reset`, or the common one, which is both directions' (on an attached interface
+    /// egress's alone, as the common words are).
     pub fn resets(&self, d: usize, attached: bool) -> bool {
-        self.reset && (d == 0 || !attached)
+        self.reset_own[d] || (self.reset && (d == 0 || !attached))
+    }
+
+    /// Whether the change asks anything of direction `d` by its own words.
+    pub fn asks_own(&self, d: usize) -> bool {
+        let own = if d == 0 { &self.a_to_b } else { &self.b_to_a };
+        self.reset_own[d] || *own != PathSpec::default()
     }
 
     /// The two directions after the change: each one's current spec (none where it
@@ -90,6 +97,18 @@ impl Change {
         }
         Ok(out)
     }
+}
+
+/// One direction's words in `ctl set`: [`direction`]'s flags, and whether `--reset` is among
+/// them (`--b-to-a "--reset --delay 5ms"`: that direction from no impairment).
+fn changed_direction(flag: &str, text: Option<&str>) -> Result<(PathSpec, bool), SpecError> {
+    let Some(text) = text else { return Ok((PathSpec::default(), false)) };
+    let refused = |e| SpecError::Direction { flag: flag.into(), text: text.into(), reason: Box::new(e) };
+    let words = crate::path::split_words(text).map_err(|e| refused(SpecError::Flags(e)))?;
+    let rest: Vec<String> = words.iter().filter(|w| *w != "--reset").cloned().collect();
+    let reset = rest.len() != words.len();
+    let rest = rest.iter().map(|w| crate::path::quote_word(w)).collect::<Vec<_>>().join(" ");
+    Ok((PathSpec::from_flags(&rest).map_err(refused)?, reset))
 }
 
 /// One direction's flags given as a string (`--a-to-b "--delay 10ms --loss 1%"`): nothing
@@ -146,6 +165,21 @@ mod tests {
         assert_eq!((ab, ba), (PathSpec::default(), PathSpec::default()));
         assert!(!Change::parse(&words("--delay 1ms")).unwrap().reset);
         assert!(Change::parse(&words("--reset=yes")).is_err());
+        // A direction's own: that direction alone, on an attach's ingress too.
+        let mut w = words("--b-to-a");
+        w.push("--reset --loss 2%".into());
+        let change = Change::parse(&w).unwrap();
+        assert_eq!((change.resets(0, false), change.resets(1, true)), (false, true));
+        let (ab, ba) = change.apply(&current, true);
+        assert_eq!((ab, ba), (current.0.clone(), PathSpec::from_flags("--loss 2%").unwrap()));
+        assert!(change.asks_own(1) && !change.asks_own(0));
+        let mut w = words("--a-to-b");
+        w.push("--reset".into());
+        assert!(Change::parse(&w).unwrap().asks_own(0), "a reset alone asks");
+        let mut w = words("--a-to-b");
+        w.push("--reset --delay 1x".into());
+        let e = Change::parse(&w).unwrap_err().to_string();
+        assert!(e.starts_with("--a-to-b \"--reset --delay 1x\""), "the words as given: {e}");
     }
 
     #[test]

@@ -1531,6 +1531,10 @@ fn ctl_set_holds_over_a_schedule() {
     }
     let (min, _) = t.rtt(5);
     assert!((10.0..13.0).contains(&min), "rtt {min} for 2 × 5 ms");
+    // One direction's own reset: that direction alone.
+    let out = ctl(&[&name, "set", "--b-to-a", "--reset"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(path("b_to_a").contains("no impairment") && path("a_to_b").contains("delay 5ms"));
     let out = ctl(&[&name, "set", "--reset"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(path("a_to_b").contains("no impairment"), "{}", path("a_to_b"));
