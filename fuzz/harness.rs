@@ -515,15 +515,24 @@ pub fn probe(data: &[u8]) {
         samples.push(Sample { seq: h.seq, sent: h.sent, received, len });
     }
     let expect = Nanos(data.len() as u64 * 1_000);
-    match session::conclude(&samples, sent, expect, Nanos::from_secs(1), session::Outputs::default()) {
-        Err(_) => assert!(samples.is_empty(), "an analysis refused {} samples", samples.len()),
+    let n = samples.len();
+    let got = pathem_probe::Arrivals { samples, total: sent, socket_drops: None };
+    match session::conclude(&got, expect, Nanos::from_secs(1), session::Outputs::default()) {
+        Err(_) => assert!(n == 0, "an analysis refused {n} samples"),
         Ok((s, _)) => {
-            assert_eq!(s.received + s.duplicates + s.strays, samples.len() as u64);
+            assert_eq!(s.received + s.duplicates + s.strays, n as u64);
             assert!(s.lost <= s.sent && s.reordered <= s.received, "{s:?}");
             assert!(
                 (0.0..=1.0).contains(&s.loss_rate) && (0.0..=1.0).contains(&s.gaps_kept_within_2us),
                 "{s:?}"
             );
+            // Delays are known exactly when no datagram arrived before its stamp, never cut.
+            let mut seen = std::collections::HashSet::new();
+            let firsts = got.samples.iter().filter(|x| x.seq < s.sent && seen.insert(x.seq));
+            let early = firsts.filter(|x| x.received < x.sent).count() > 0;
+            assert_eq!(s.one_clock, !early, "{s:?}");
+            assert_eq!(s.delay_us.min.is_nan(), early && s.received > 0, "{s:?}");
+            assert_eq!(s.sent_known, sent.is_some());
         }
     }
 }

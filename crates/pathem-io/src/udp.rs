@@ -43,12 +43,25 @@ impl TimestampedUdp {
         &self.sock
     }
 
-    /// Receives one datagram into `buf` if one is waiting (`WouldBlock` otherwise).
     /// The address it is bound to.
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.sock.local_addr()
     }
 
+    /// Datagrams the kernel dropped at this socket since it was made, its receive buffer
+    /// full (`SO_MEMINFO`'s drop count): they crossed the path and were lost here. `None`
+    /// where the kernel does not say.
+    pub fn drops(&self) -> Option<u64> {
+        const SO_MEMINFO: i32 = 55;
+        const SK_MEMINFO_DROPS: usize = 8;
+        // SAFETY: an array of u32, which every bit pattern is; the kernel fills at most its
+        // size (SK_MEMINFO_VARS is 9 on every kernel with the option).
+        let info: [u32; 9] =
+            unsafe { crate::afpacket::get_opt(self.sock.as_raw_fd(), libc::SOL_SOCKET, SO_MEMINFO) }.ok()?;
+        Some(u64::from(info[SK_MEMINFO_DROPS]))
+    }
+
+    /// Receives one datagram into `buf` if one is waiting (`WouldBlock` otherwise).
     pub fn recv_nowait(&self, buf: &mut [u8]) -> std::io::Result<Received> {
         let (len, rt) = recv_stamped(self.sock.as_raw_fd(), buf, libc::MSG_DONTWAIT, libc::SO_TIMESTAMPNS)?;
         let now = monotonic_now();

@@ -83,9 +83,9 @@ pub fn probe(
     let to = format!("{SINK_IP}:47001").parse().expect("a socket address");
     let (g, s) = (Some(bed.gen.clone()), Some(bed.sink.clone()));
     let idle = std::time::Duration::from_secs(3);
-    let (samples, sent) = session::pair(to, g, s, cpus().map(|c| c.0), &plan, idle)?;
+    let got = session::pair(to, g, s, cpus().map(|c| c.0), &plan, idle)?;
     let outputs = session::Outputs { expect_loss, json: None, figures: Some(figures) };
-    Ok(session::conclude(&samples, Some(sent), expect_delay, Nanos::from_secs(3), outputs)?.0)
+    Ok(session::conclude(&got, expect_delay, Nanos::from_secs(3), outputs)?.0)
 }
 
 /// The machine's own noise floor: the same probe over a direct veth pair, no pathem.

@@ -33,6 +33,12 @@ pub struct Percentiles {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Summary {
     pub sent: u64,
+    /// The sender's end marker arrived with the count. Otherwise `sent` is the highest number
+    /// received plus one: datagrams lost after the last that arrived are not counted.
+    pub sent_known: bool,
+    /// Datagrams this host's socket dropped, its buffer full (among `lost`, not the path's),
+    /// where the kernel says.
+    pub socket_drops: Option<u64>,
     pub received: u64,
     /// Datagrams numbered past what the sender announced (not this run's); in nothing else.
     pub strays: u64,
@@ -45,6 +51,12 @@ pub struct Summary {
     /// One-way delay, µs, and its standard deviation.
     pub delay_us: Percentiles,
     pub delay_std_us: f64,
+    /// Every datagram arrived after its send stamp. Otherwise the sender's clock is not this
+    /// host's (`send` and `recv` on two hosts): one-way delays and their deviation are not
+    /// known (null in JSON; their spread, `delay_std_us`, is), and `before_send_us` says by
+    /// how much the earliest arrival preceded its stamp.
+    pub one_clock: bool,
+    pub before_send_us: Option<f64>,
     /// |delay − expected delay|, µs.
     pub deviation_us: Percentiles,
     pub expected_delay_us: f64,
@@ -62,13 +74,24 @@ pub struct Summary {
 impl Summary {
     /// The receiver's screen; `expected_loss` is the rate the path should lose at, if known.
     pub fn describe(&self, expected_loss: Option<f64>) -> String {
+        let at_least = if self.sent_known { "" } else { "at least " };
         let mut out = format!(
-            "pathem probe: {} sent, {} received, {} lost ({:.4}%)\n",
+            "pathem probe: {at_least}{} sent, {} received, {at_least}{} lost ({at_least}{:.4}%)\n",
             self.sent,
             self.received,
             self.lost,
             100.0 * self.loss_rate
         );
+        if !self.sent_known {
+            out += "  sent       no end marker arrived: the count is the highest number received, so \
+                    datagrams lost after it are not counted\n";
+        }
+        if let Some(n) = self.socket_drops.filter(|&n| n > 0) {
+            out += &format!(
+                "  socket     {n} datagrams dropped by this host's socket, its buffer full: among \
+                 the lost, not the path's\n"
+            );
+        }
         if self.strays > 0 {
             out += &format!(
                 "  strays     {} datagrams numbered past the {} sent (not counted)\n",
@@ -82,14 +105,26 @@ impl Summary {
             None => {}
         }
         let (d, v) = (&self.delay_us, &self.deviation_us);
-        out += &format!(
-            "  delay      min {:.1} median {:.1} mean {:.1} p99 {:.1} max {:.1} us\n",
-            d.min, d.median, d.mean, d.p99, d.max
-        );
-        out += &format!(
-            "  deviation  from {:.1} us: median {:.1} p99 {:.1} p99.9 {:.1} p99.99 {:.1} max {:.1} us\n",
-            self.expected_delay_us, v.median, v.p99, v.p99_9, v.p99_99, v.max
-        );
+        match self.before_send_us {
+            Some(before) if !self.one_clock => {
+                out += &format!(
+                    "  delay      unknown: a datagram arrived {before:.1} us before its send stamp, so \
+                     the sender's clock is not this host's (run `probe pair`, or both ends on one \
+                     host); std {:.1} us\n",
+                    self.delay_std_us
+                );
+            }
+            _ => {
+                out += &format!(
+                    "  delay      min {:.1} median {:.1} mean {:.1} p99 {:.1} max {:.1} us\n",
+                    d.min, d.median, d.mean, d.p99, d.max
+                );
+                out += &format!(
+                    "  deviation  from {:.1} us: median {:.1} p99 {:.1} p99.9 {:.1} p99.99 {:.1} max {:.1} us\n",
+                    self.expected_delay_us, v.median, v.p99, v.p99_9, v.p99_99, v.max
+                );
+            }
+        }
         out += &format!(
             "  gaps       sent median {:.1} us, received median {:.1} us; {:.2}% kept within ±2 us\n",
             self.sender_gap_us.median,
@@ -137,14 +172,22 @@ fn percentiles(v: &mut [u64]) -> Percentiles {
     }
 }
 
-/// The standard deviation of `v` (ns) in µs.
-fn std_us(v: &[u64]) -> f64 {
+/// The standard deviation of `v` (ns, signed: a clock offset moves every value alike) in µs.
+fn std_us(v: &[i128]) -> f64 {
     if v.len() < 2 {
         return 0.0;
     }
     let n = v.len() as f64;
     let mean = v.iter().map(|&x| x as f64).sum::<f64>() / n;
     (v.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n).sqrt() / 1e3
+}
+
+impl Percentiles {
+    /// Not known: every value NaN (null in JSON).
+    fn unknown() -> Percentiles {
+        let n = f64::NAN;
+        Percentiles { min: n, median: n, mean: n, p99: n, p99_9: n, p99_99: n, max: n }
+    }
 }
 
 /// Analyses `samples` (in arrival order) of a run that sent `sent` datagrams.
@@ -173,12 +216,15 @@ pub fn analyse(samples: &[Sample], sent: u64, expected_delay: Nanos) -> (Summary
             reordered += 1;
         }
         max_seq = Some(max_seq.map_or(s.seq, |m| m.max(s.seq)));
-        let d = s.received.saturating_sub(s.sent).as_nanos();
-        delay.push(d);
-        series.deviation_ns.push(d.abs_diff(expected_delay.as_nanos()));
+        delay.push(i128::from(s.received.as_nanos()) - i128::from(s.sent.as_nanos()));
     }
     let delay_std_us = std_us(&delay);
-    let deviation_us = percentiles(&mut series.deviation_ns);
+    // A datagram that arrived before it was sent: the ends read two clocks.
+    let earliest = delay.iter().copied().min().unwrap_or(0);
+    let one_clock = earliest >= 0;
+    let mut delay: Vec<u64> = if one_clock { delay.iter().map(|&d| d as u64).collect() } else { Vec::new() };
+    series.deviation_ns = delay.iter().map(|d| d.abs_diff(expected_delay.as_nanos())).collect();
+    let deviation_us = if one_clock { percentiles(&mut series.deviation_ns) } else { Percentiles::unknown() };
     // Gaps: sender side in sequence order (among received datagrams), receiver side in arrival
     // order; a pair of consecutive sequence numbers that both arrived compares the two.
     let mut by_seq: Vec<&Sample> = samples.iter().collect();
@@ -220,6 +266,8 @@ pub fn analyse(samples: &[Sample], sent: u64, expected_delay: Nanos) -> (Summary
     let bits = (samples.iter().map(|s| s.len as u64).sum::<u64>() - first_len as u64) as f64 * 8.0;
     let summary = Summary {
         sent,
+        sent_known: true,
+        socket_drops: None,
         received,
         strays,
         lost,
@@ -232,8 +280,10 @@ pub fn analyse(samples: &[Sample], sent: u64, expected_delay: Nanos) -> (Summary
         } else {
             series.loss_bursts.iter().sum::<u64>() as f64 / series.loss_bursts.len() as f64
         },
-        delay_us: percentiles(&mut delay),
+        delay_us: if one_clock { percentiles(&mut delay) } else { Percentiles::unknown() },
         delay_std_us,
+        one_clock,
+        before_send_us: (!one_clock).then(|| -(earliest as f64) / 1e3),
         deviation_us,
         expected_delay_us: expected_delay.as_nanos() as f64 / 1e3,
         sender_gap_us: percentiles(&mut series.sender_gaps_ns),
@@ -251,6 +301,55 @@ mod tests {
 
     fn s(seq: u64, sent_us: u64, recv_us: u64) -> Sample {
         Sample { seq, sent: Nanos::from_micros(sent_us), received: Nanos::from_micros(recv_us), len: 100 }
+    }
+
+    /// Two hosts' clocks: one datagram "arrived" 3 ms before it was sent. The delays and their
+    /// deviation are unknown (null in JSON, not zeros), their spread is kept, the screen says
+    /// why; gaps and losses stand.
+    #[test]
+    fn delays_from_two_clocks_are_unknown_not_zero() {
+        // Sent every 100 us, received every 100 us, 5 ms early by the receiver's clock, but one
+        // datagram held 2 ms more (its delay a full 2 ms above the others').
+        let samples = vec![
+            Sample { seq: 0, sent: Nanos::from_millis(10), received: Nanos::from_millis(5), len: 100 },
+            Sample {
+                seq: 1,
+                sent: Nanos::from_micros(10_100),
+                received: Nanos::from_micros(7_100),
+                len: 100,
+            },
+        ];
+        let (sum, series) = analyse(&samples, 2, Nanos::from_millis(1));
+        assert!(!sum.one_clock);
+        assert_eq!(sum.before_send_us, Some(5000.0));
+        assert!(sum.delay_us.median.is_nan() && sum.deviation_us.p99.is_nan());
+        assert!((sum.delay_std_us - 1000.0).abs() < 1e-6, "{}", sum.delay_std_us);
+        assert!(series.deviation_ns.is_empty(), "no deviation figure");
+        assert_eq!((sum.received, sum.lost), (2, 0));
+        let json = serde_json::to_value(&sum).unwrap();
+        assert!(json["delay_us"]["median"].is_null() && json["deviation_us"]["max"].is_null(), "{json}");
+        let text = sum.describe(None);
+        assert!(text.contains("delay      unknown: a datagram arrived 5000.0 us before"), "{text}");
+        assert!(!text.contains("deviation  from"), "{text}");
+        // One clock: every datagram after its stamp.
+        let (sum, _) = analyse(&[s(0, 0, 10)], 1, Nanos::ZERO);
+        assert!(sum.one_clock && sum.before_send_us.is_none() && sum.delay_us.median == 10.0);
+    }
+
+    /// A count guessed (no end marker) and drops at this host's socket are said, not hidden.
+    #[test]
+    fn a_guessed_count_and_socket_drops_are_said() {
+        let (mut sum, _) = analyse(&[s(0, 0, 10), s(2, 20, 30)], 3, Nanos::ZERO);
+        assert!(sum.sent_known && !sum.describe(None).contains("at least"));
+        (sum.sent_known, sum.socket_drops) = (false, Some(4));
+        let text = sum.describe(None);
+        assert!(text.starts_with("pathem probe: at least 3 sent, 2 received, at least 1 lost"), "{text}");
+        assert!(
+            text.contains("no end marker arrived")
+                && text.contains("4 datagrams dropped by this host's socket")
+        );
+        sum.socket_drops = Some(0);
+        assert!(!sum.describe(None).contains("socket "), "none dropped: no line");
     }
 
     #[test]

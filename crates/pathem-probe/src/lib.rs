@@ -13,4 +13,5 @@ pub mod session;
 
 pub use analysis::{analyse, Sample, Series, Summary};
 pub use error::Error;
+pub use net::Arrivals;
 pub use pattern::{Pattern, Schedule};

@@ -147,7 +147,7 @@ pub fn receive(
     idle: Duration,
     sending: Option<&std::sync::atomic::AtomicBool>,
     progress: bool,
-) -> std::io::Result<(Vec<Sample>, Option<u64>)> {
+) -> std::io::Result<Arrivals> {
     use std::sync::atomic::Ordering;
     let mut last_report = Instant::now();
     let mut last_arrival = Instant::now();
@@ -197,7 +197,19 @@ pub fn receive(
         }
         std::thread::sleep(READ_EVERY);
     }
-    Ok((samples, total))
+    Ok(Arrivals { samples, total, socket_drops: sock.drops() })
+}
+
+/// What a receiver took in.
+#[derive(Clone, Debug, Default)]
+pub struct Arrivals {
+    /// This run's datagrams (and any stray), in arrival order.
+    pub samples: Vec<Sample>,
+    /// The count the sender's end marker announced, if one arrived.
+    pub total: Option<u64>,
+    /// Datagrams this host's socket dropped, its buffer full, where the kernel says: they are
+    /// among the lost, but the path did not lose them.
+    pub socket_drops: Option<u64>,
 }
 
 #[cfg(test)]

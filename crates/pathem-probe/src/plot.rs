@@ -137,15 +137,20 @@ pub fn all(
         reason: e.to_string(),
     };
     std::fs::create_dir_all(dir).map_err(|e| failed(dir, &e))?;
-    let files = [
-        dir.join(format!("{prefix}delay-deviation.svg")),
-        dir.join(format!("{prefix}gaps.svg")),
-        dir.join(format!("{prefix}loss-bursts.svg")),
-    ];
-    deviation(series, &files[0], "delay deviation by percentile").map_err(|e| failed(&files[0], &e))?;
-    gaps(series, &files[1], "inter-packet gaps, sent and received").map_err(|e| failed(&files[1], &e))?;
-    loss_bursts(series, theory, &files[2], "loss-burst lengths").map_err(|e| failed(&files[2], &e))?;
-    Ok(files.to_vec())
+    let mut files = Vec::new();
+    // No deviation without one clock at both ends (`Summary::one_clock`): no figure of it.
+    if !series.deviation_ns.is_empty() {
+        let f = dir.join(format!("{prefix}delay-deviation.svg"));
+        deviation(series, &f, "delay deviation by percentile").map_err(|e| failed(&f, &e))?;
+        files.push(f);
+    }
+    let f = dir.join(format!("{prefix}gaps.svg"));
+    gaps(series, &f, "inter-packet gaps, sent and received").map_err(|e| failed(&f, &e))?;
+    files.push(f);
+    let f = dir.join(format!("{prefix}loss-bursts.svg"));
+    loss_bursts(series, theory, &f, "loss-burst lengths").map_err(|e| failed(&f, &e))?;
+    files.push(f);
+    Ok(files)
 }
 
 #[cfg(test)]

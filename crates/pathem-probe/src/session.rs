@@ -3,8 +3,8 @@
 
 use crate::analysis::{analyse, Sample, Summary};
 use crate::error::Error;
-use crate::net;
 pub use crate::net::sender_for;
+use crate::net::{self, Arrivals};
 use crate::pattern::{Pattern, Schedule};
 use crate::plot;
 use pathem_io::udp::TimestampedUdp;
@@ -167,12 +167,8 @@ pub fn send(sock: &UdpSocket, to: SocketAddr, plan: &Plan) -> std::io::Result<Ve
 }
 
 /// Receives until the sender's end marker (and a moment for stragglers) or `idle` without a
-/// datagram; the samples and the count the sender announced.
-pub fn receive(
-    sock: &TimestampedUdp,
-    idle: Duration,
-    progress: bool,
-) -> std::io::Result<(Vec<Sample>, Option<u64>)> {
+/// datagram; the samples, the count the sender announced, what the socket dropped.
+pub fn receive(sock: &TimestampedUdp, idle: Duration, progress: bool) -> std::io::Result<Arrivals> {
     net::receive(sock, LINGER, idle, None, progress)
 }
 
@@ -187,7 +183,8 @@ pub fn with_tx_stamps(mut samples: Vec<Sample>, tx: &[Option<Nanos>]) -> Vec<Sam
 }
 
 /// Runs a sender and a receiver on this host (each in its namespace if given, both pinned to
-/// `cpu` if given); returns the samples, stamped on both ends by the kernel, and the count.
+/// `cpu` if given); returns the samples, stamped on both ends by the kernel, and the count
+/// (the sender's own where its end marker was lost).
 pub fn pair(
     to: SocketAddr,
     send_ns: Option<String>,
@@ -195,7 +192,7 @@ pub fn pair(
     cpu: Option<usize>,
     plan: &Plan,
     idle: Duration,
-) -> Result<(Vec<Sample>, u64), Error> {
+) -> Result<Arrivals, Error> {
     plan.check_to(to)?;
     let place = move |ns: &Option<String>| -> Result<(), Error> {
         if let Some(n) = ns {
@@ -208,7 +205,7 @@ pub fn pair(
     // a path holding frames) does not end the receiver.
     let sending = Arc::new(AtomicBool::new(true));
     let busy = sending.clone();
-    let receiver = std::thread::spawn(move || -> Result<(Vec<Sample>, Option<u64>), Error> {
+    let receiver = std::thread::spawn(move || -> Result<Arrivals, Error> {
         place(&recv_ns)?;
         let sock = TimestampedUdp::bind(to)?;
         let _ = ready_tx.send(());
@@ -232,8 +229,9 @@ pub fn pair(
         send(&sock, to, &plan).map_err(Error::io("sending"))
     });
     let tx = sender.join().map_err(|_| Error::Stopped("sender"))??;
-    let (samples, total) = receiver.join().map_err(|_| Error::Stopped("receiver"))??;
-    Ok((with_tx_stamps(samples, &tx), total.unwrap_or(plan.count)))
+    let got = receiver.join().map_err(|_| Error::Stopped("receiver"))??;
+    let samples = with_tx_stamps(got.samples, &tx);
+    Ok(Arrivals { samples, total: Some(got.total.unwrap_or(plan.count)), ..got })
 }
 
 /// What a receiver does with what arrived, besides returning its summary.
@@ -248,20 +246,23 @@ pub struct Outputs<'a> {
     pub figures: Option<&'a Path>,
 }
 
-/// Analyses `samples` of `sent` datagrams against `expect_delay` and writes `outputs`; returns
-/// the summary and the figures written. Nothing arrived: [`Error::Silence`] after `idle`.
+/// Analyses what arrived against `expect_delay` and writes `outputs`; returns the summary and
+/// the figures written. Nothing arrived: [`Error::Silence`] after `idle`. Without the
+/// sender's end marker, the count sent is the highest number seen, and the summary says so.
 pub fn conclude(
-    samples: &[Sample],
-    sent: Option<u64>,
+    got: &Arrivals,
     expect_delay: Nanos,
     idle: Nanos,
     outputs: Outputs,
 ) -> Result<(Summary, Vec<PathBuf>), Error> {
+    let samples = &got.samples[..];
     if samples.is_empty() {
         return Err(Error::Silence(idle));
     }
-    let sent = sent.unwrap_or_else(|| samples.iter().map(|s| s.seq.saturating_add(1)).max().unwrap_or(0));
-    let (summary, series) = analyse(samples, sent, expect_delay);
+    let sent =
+        got.total.unwrap_or_else(|| samples.iter().map(|s| s.seq.saturating_add(1)).max().unwrap_or(0));
+    let (mut summary, series) = analyse(samples, sent, expect_delay);
+    (summary.sent_known, summary.socket_drops) = (got.total.is_some(), got.socket_drops);
     if let Some(p) = outputs.json {
         let rate = outputs.expect_loss.map(|l| l.loss_rate());
         let json = serde_json::json!({ "summary": summary, "expected_loss_rate": rate });

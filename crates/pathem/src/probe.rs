@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use pathem_io::udp::TimestampedUdp;
 use pathem_probe::opts::{RecvOpts, SendOpts};
 use pathem_probe::session::{self, Outputs};
-use pathem_probe::{Sample, Summary};
+use pathem_probe::{Arrivals, Summary};
 use std::net::SocketAddr;
 
 #[derive(Subcommand, Debug)]
@@ -59,13 +59,13 @@ pub struct ProbeArgs {
 }
 
 /// Analyses what arrived, prints it and writes what `o` asks for; returns the summary.
-fn conclude(samples: &[Sample], sent: Option<u64>, o: &RecvOpts) -> anyhow::Result<Summary> {
+fn conclude(got: &Arrivals, o: &RecvOpts) -> anyhow::Result<Summary> {
     let outputs = Outputs {
         expect_loss: o.expect_loss.as_ref(),
         json: o.json.as_deref(),
         figures: o.figures.as_deref(),
     };
-    let (summary, figures) = session::conclude(samples, sent, o.expect_delay.0, o.idle.0, outputs)?;
+    let (summary, figures) = session::conclude(got, o.expect_delay.0, o.idle.0, outputs)?;
     out!("{}", summary.describe(o.expect_loss.as_ref().map(|l| l.loss_rate())));
     figures.iter().for_each(|f| outln!("  figure     {}", f.display()));
     Ok(summary)
@@ -86,15 +86,14 @@ pub fn main(args: ProbeArgs) -> anyhow::Result<()> {
             pathem_probe::opts::check_listen(listen).map_err(usage)?;
             let sock = TimestampedUdp::bind(listen).map_err(usage)?;
             let idle = std::time::Duration::from_nanos(recv.idle.0.as_nanos());
-            let (samples, total) = session::receive(&sock, idle, true).context("receiving")?;
-            conclude(&samples, total, &recv)?;
+            let got = session::receive(&sock, idle, true).context("receiving")?;
+            conclude(&got, &recv)?;
         }
         ProbeCommand::Pair { to, send_netns, recv_netns, cpu, send, recv } => {
             let idle = std::time::Duration::from_nanos(recv.idle.0.as_nanos());
             let plan = send.plan(to).map_err(usage)?;
-            let (samples, total) = session::pair(to, send_netns, recv_netns, cpu, &plan, idle)
-                .map_err(|e| if e.is_usage() { usage(e) } else { e.into() })?;
-            conclude(&samples, Some(total), &recv)?;
+            let paired = session::pair(to, send_netns, recv_netns, cpu, &plan, idle);
+            conclude(&paired.map_err(|e| if e.is_usage() { usage(e) } else { e.into() })?, &recv)?;
         }
     }
     Ok(())
