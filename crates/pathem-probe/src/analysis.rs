@@ -126,19 +126,29 @@ impl Summary {
             }
         }
         out += &format!(
-            "  gaps       sent median {:.1} us, received median {:.1} us; {:.2}% kept within ±2 us\n",
-            self.sender_gap_us.median,
-            self.receiver_gap_us.median,
-            100.0 * self.gaps_kept_within_2us
+            "  gaps       sent median {} us, received median {} us; {}% kept within ±2 us\n",
+            figure(self.sender_gap_us.median, 1),
+            figure(self.receiver_gap_us.median, 1),
+            figure(100.0 * self.gaps_kept_within_2us, 2)
         );
         out += &format!(
-            "  reordered  {}, duplicates {}, throughput {:.3} Mbit/s {:.0} pps\n",
+            "  reordered  {}, duplicates {}, throughput {} Mbit/s {} pps\n",
             self.reordered,
             self.duplicates,
-            self.throughput_bps / 1e6,
-            self.throughput_pps
+            figure(self.throughput_bps / 1e6, 3),
+            figure(self.throughput_pps, 0)
         );
         out
+    }
+}
+
+/// A figure on the screen with `digits` decimals, or `n/a` where no sample made it (NaN, null
+/// in JSON): no gap without two consecutive numbers arrived, no rate from one arrival.
+fn figure(x: f64, digits: usize) -> String {
+    if x.is_nan() {
+        "n/a".into()
+    } else {
+        format!("{x:.digits$}")
     }
 }
 
@@ -157,7 +167,7 @@ pub struct Series {
 /// so nothing is rounded to a histogram's buckets or capped at its bound.
 fn percentiles(v: &mut [u64]) -> Percentiles {
     v.sort_unstable();
-    let (Some(&min), Some(&max)) = (v.first(), v.last()) else { return Percentiles::default() };
+    let (Some(&min), Some(&max)) = (v.first(), v.last()) else { return Percentiles::unknown() };
     let us = |v: u64| v as f64 / 1e3;
     let at = |q: f64| us(v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1]);
     let sum: u128 = v.iter().map(|&x| u128::from(x)).sum();
@@ -288,9 +298,9 @@ pub fn analyse(samples: &[Sample], sent: u64, expected_delay: Nanos) -> (Summary
         expected_delay_us: expected_delay.as_nanos() as f64 / 1e3,
         sender_gap_us: percentiles(&mut series.sender_gaps_ns),
         receiver_gap_us: percentiles(&mut series.receiver_gaps_ns),
-        gaps_kept_within_2us: if pairs == 0 { 0.0 } else { kept as f64 / pairs as f64 },
-        throughput_bps: if span > 0.0 { bits / span } else { 0.0 },
-        throughput_pps: if span > 0.0 { (samples.len() as f64 - 1.0) / span } else { 0.0 },
+        gaps_kept_within_2us: if pairs == 0 { f64::NAN } else { kept as f64 / pairs as f64 },
+        throughput_bps: if span > 0.0 { bits / span } else { f64::NAN },
+        throughput_pps: if span > 0.0 { (samples.len() as f64 - 1.0) / span } else { f64::NAN },
     };
     (summary, series)
 }
@@ -334,6 +344,22 @@ mod tests {
         // One clock: every datagram after its stamp.
         let (sum, _) = analyse(&[s(0, 0, 10)], 1, Nanos::ZERO);
         assert!(sum.one_clock && sum.before_send_us.is_none() && sum.delay_us.median == 10.0);
+    }
+
+    /// What no sample made is unknown, not zero: one datagram has no gap and no rate.
+    #[test]
+    fn figures_no_sample_made_are_unknown() {
+        let (sum, _) = analyse(&[s(0, 0, 10)], 1, Nanos::ZERO);
+        assert!(sum.gaps_kept_within_2us.is_nan() && sum.sender_gap_us.median.is_nan());
+        assert!(sum.throughput_pps.is_nan() && sum.throughput_bps.is_nan());
+        let json = serde_json::to_value(&sum).unwrap();
+        assert!(json["gaps_kept_within_2us"].is_null() && json["throughput_pps"].is_null(), "{json}");
+        let text = sum.describe(None);
+        assert!(text.contains("sent median n/a us") && text.contains("n/a% kept"), "{text}");
+        assert!(text.contains("throughput n/a Mbit/s n/a pps"), "{text}");
+        // Only strays arrived: no delay either.
+        let (sum, _) = analyse(&[s(5, 0, 10)], 1, Nanos::ZERO);
+        assert!(sum.received == 0 && sum.delay_us.median.is_nan());
     }
 
     /// A count guessed (no end marker) and drops at this host's socket are said, not hidden.
