@@ -73,7 +73,7 @@ pub fn send(
             }
         }
         tx_stamps.push(None);
-        encode(&mut buf, seq, now(), false);
+        encode(&mut buf, seq, now(), false, to.is_ipv6());
         sent(sock.send_to(&buf, to), to)?;
         waiting += 1;
         if progress && now() - last_report > Nanos::from_secs(2) {
@@ -86,7 +86,7 @@ pub fn send(
         while stamped.is_some() && waiting > 0 {
             collect_one(&mut tx_stamps, &mut waiting);
         }
-        encode(&mut buf, count, now(), true);
+        encode(&mut buf, count, now(), true, to.is_ipv6());
         sent(sock.send_to(&buf, to), to)?;
         waiting += 1;
     }
@@ -175,6 +175,12 @@ pub fn receive(
             } else {
                 let d = r.at.as_nanos().wrapping_sub(h.sent.as_nanos()) as i64;
                 (least, most) = (least.min(d), most.max(d));
+                // The sender's family where it says (a dual-stack socket takes both).
+                let headers = match h.ipv6 {
+                    Some(true) => IPV6_HEADERS,
+                    Some(false) => IPV4_HEADERS,
+                    None => headers,
+                };
                 samples.push(Sample { seq: h.seq, sent: h.sent, received: r.at, len: r.len + headers });
             }
         }
@@ -222,7 +228,7 @@ mod tests {
     fn a_looped_copy_is_read_behind_its_link_header() {
         for headers in [42, 62, 28, 48, 0] {
             let mut copy = vec![0u8; headers + 64];
-            encode(&mut copy[headers..], 7, Nanos(1), false);
+            encode(&mut copy[headers..], 7, Nanos(1), false, false);
             assert_eq!(looped_seq(&copy), Some(7), "{headers} bytes of headers");
         }
     }

@@ -65,6 +65,30 @@ fn pair_over_ipv6_and_sparse_sends_lose_nothing() {
     assert!(out.status.code() == Some(2) && err.contains("82 to 1514 to an IPv6 one"), "{err}");
 }
 
+/// A dual-stack receiver (`[::]`) and a sender over IPv4: each frame is counted with the
+/// sender's headers (64 bytes as `--size` says), not the receiving socket's IPv6 ones.
+#[test]
+fn a_dual_stack_receiver_counts_an_ipv4_senders_frames() {
+    let d = Dir::new();
+    let json = d.s("recv.json");
+    let recv = std::process::Command::new(env!("CARGO_BIN_EXE_pathem"))
+        .args(["probe", "recv", "--listen", "[::]:47914", "--idle", "3s", "--json", &json])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("pathem starts");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let sent = pathem(&["probe", "send", "--to", "127.0.0.1:47914", "--rate", "10kpps", "--count", "2000"]);
+    assert!(sent.status.success(), "{}", String::from_utf8_lossy(&sent.stderr));
+    let out = recv.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let s = &v["summary"];
+    let bits_per_frame = s["throughput_bps"].as_f64().unwrap() / s["throughput_pps"].as_f64().unwrap();
+    assert!((bits_per_frame - 64.0 * 8.0).abs() < 1.0, "{bits_per_frame} bits a frame: {s}");
+    assert_eq!((s["sent"].as_u64(), s["sent_known"].as_bool()), (Some(2000), Some(true)), "{s}");
+}
+
 #[test]
 fn bad_input_is_refused_with_one_line() {
     for (args, code, says) in [
