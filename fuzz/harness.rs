@@ -516,7 +516,7 @@ pub fn probe(data: &[u8]) {
     }
     let expect = Nanos(data.len() as u64 * 1_000);
     let n = samples.len();
-    let got = pathem_probe::Arrivals { samples, total: sent, socket_drops: None };
+    let got = pathem_probe::Arrivals { samples, total: sent, socket_drops: None, kernel_send_stamps: None };
     match session::conclude(&got, expect, Nanos::from_secs(1), session::Outputs::default()) {
         Err(_) => assert!(n == 0, "an analysis refused {n} samples"),
         Ok((s, _)) => {

@@ -85,10 +85,16 @@ pub struct TxStamps {
 impl TxStamps {
     /// Asks the kernel for software transmit timestamps on `sock` (taken as the driver queues
     /// each datagram); they come back on the socket's error queue with a copy of the
-    /// datagram. `None` where the kernel refuses.
+    /// datagram. `None` where the kernel refuses. The error queue counts against the socket's
+    /// receive buffer: raised (as `bind` does a receiver's) so that a burst's stamps wait
+    /// there rather than being dropped while the sender is busy sending it.
     pub fn enable(sock: &UdpSocket) -> Option<TxStamps> {
         let flags: u32 = SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
-        set_opt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPING, &flags).ok()?;
+        let fd = sock.as_raw_fd();
+        set_opt(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, &flags).ok()?;
+        if set_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &(64i32 << 20)).is_err() {
+            let _ = set_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &(64i32 << 20));
+        }
         Some(TxStamps { stamps: RealtimeStamps::new() })
     }
 

@@ -39,6 +39,9 @@ pub struct Summary {
     /// Datagrams this host's socket dropped, its buffer full (among `lost`, not the path's),
     /// where the kernel says.
     pub socket_drops: Option<u64>,
+    /// With both ends on one host (`pair`): the samples sent at the kernel's transmit stamp;
+    /// the rest at the sender's own, read before its send call (a few µs earlier).
+    pub kernel_send_stamps: Option<u64>,
     pub received: u64,
     /// Datagrams numbered past what the sender announced (not this run's); in nothing else.
     pub strays: u64,
@@ -85,6 +88,13 @@ impl Summary {
         if !self.sent_known {
             out += "  sent       no end marker arrived: the count is the highest number received, so \
                     datagrams lost after it are not counted\n";
+        }
+        let samples = self.received + self.duplicates;
+        if let Some(n) = self.kernel_send_stamps.filter(|&n| n < samples) {
+            out += &format!(
+                "  stamps     {n} of {samples} sent at the kernel's transmit stamp, the rest at the \
+                 sender's own (read before its send call, a few us earlier)\n"
+            );
         }
         if let Some(n) = self.socket_drops.filter(|&n| n > 0) {
             out += &format!(
@@ -278,6 +288,7 @@ pub fn analyse(samples: &[Sample], sent: u64, expected_delay: Nanos) -> (Summary
         sent,
         sent_known: true,
         socket_drops: None,
+        kernel_send_stamps: None,
         received,
         strays,
         lost,
@@ -376,6 +387,11 @@ mod tests {
         );
         sum.socket_drops = Some(0);
         assert!(!sum.describe(None).contains("socket "), "none dropped: no line");
+        // Of two samples, one sent at the kernel's stamp: said; both: nothing to say.
+        sum.kernel_send_stamps = Some(1);
+        assert!(sum.describe(None).contains("1 of 2 sent at the kernel's transmit stamp"));
+        sum.kernel_send_stamps = Some(2);
+        assert!(!sum.describe(None).contains("stamps "));
     }
 
     #[test]

@@ -203,7 +203,7 @@ pub fn receive(
         }
         std::thread::sleep(READ_EVERY);
     }
-    Ok(Arrivals { samples, total, socket_drops: sock.drops() })
+    Ok(Arrivals { samples, total, socket_drops: sock.drops(), kernel_send_stamps: None })
 }
 
 /// What a receiver took in.
@@ -216,6 +216,9 @@ pub struct Arrivals {
     /// Datagrams this host's socket dropped, its buffer full, where the kernel says: they are
     /// among the lost, but the path did not lose them.
     pub socket_drops: Option<u64>,
+    /// With both ends on this host (`pair`): the samples whose send time is the kernel's
+    /// transmit stamp; the others keep the sender's own, read before its send call.
+    pub kernel_send_stamps: Option<u64>,
 }
 
 #[cfg(test)]

@@ -172,14 +172,17 @@ pub fn receive(sock: &TimestampedUdp, idle: Duration, progress: bool) -> std::io
     net::receive(sock, LINGER, idle, None, progress)
 }
 
-/// With both ends on one host: the kernel's transmit timestamps replace the sender's own.
-pub fn with_tx_stamps(mut samples: Vec<Sample>, tx: &[Option<Nanos>]) -> Vec<Sample> {
-    for s in &mut samples {
+/// With both ends on one host: the kernel's transmit timestamps replace the sender's own;
+/// returns how many samples took one.
+pub fn with_tx_stamps(samples: &mut [Sample], tx: &[Option<Nanos>]) -> u64 {
+    let mut stamped = 0;
+    for s in samples {
         if let Some(Some(t)) = tx.get(s.seq as usize) {
             s.sent = *t;
+            stamped += 1;
         }
     }
-    samples
+    stamped
 }
 
 /// Runs a sender and a receiver on this host (each in its namespace if given, both pinned to
@@ -229,9 +232,9 @@ pub fn pair(
         send(&sock, to, &plan).map_err(Error::io("sending"))
     });
     let tx = sender.join().map_err(|_| Error::Stopped("sender"))??;
-    let got = receiver.join().map_err(|_| Error::Stopped("receiver"))??;
-    let samples = with_tx_stamps(got.samples, &tx);
-    Ok(Arrivals { samples, total: Some(got.total.unwrap_or(plan.count)), ..got })
+    let mut got = receiver.join().map_err(|_| Error::Stopped("receiver"))??;
+    let stamped = with_tx_stamps(&mut got.samples, &tx);
+    Ok(Arrivals { total: Some(got.total.unwrap_or(plan.count)), kernel_send_stamps: Some(stamped), ..got })
 }
 
 /// What a receiver does with what arrived, besides returning its summary.
@@ -263,6 +266,7 @@ pub fn conclude(
         got.total.unwrap_or_else(|| samples.iter().map(|s| s.seq.saturating_add(1)).max().unwrap_or(0));
     let (mut summary, series) = analyse(samples, sent, expect_delay);
     (summary.sent_known, summary.socket_drops) = (got.total.is_some(), got.socket_drops);
+    summary.kernel_send_stamps = got.kernel_send_stamps;
     if let Some(p) = outputs.json {
         let rate = outputs.expect_loss.map(|l| l.loss_rate());
         let json = serde_json::json!({ "summary": summary, "expected_loss_rate": rate });
