@@ -74,7 +74,7 @@ pub fn send(
         }
         tx_stamps.push(None);
         encode(&mut buf, seq, now(), false, to.is_ipv6());
-        sent(sock.send_to(&buf, to), to)?;
+        sent(send_to(sock, &buf, to), to)?;
         waiting += 1;
         if progress && now() - last_report > Nanos::from_secs(2) {
             last_report = now();
@@ -87,10 +87,20 @@ pub fn send(
             collect_one(&mut tx_stamps, &mut waiting);
         }
         encode(&mut buf, count, now(), true, to.is_ipv6());
-        sent(sock.send_to(&buf, to), to)?;
+        sent(send_to(sock, &buf, to), to)?;
         waiting += 1;
     }
     Ok(tx_stamps)
+}
+
+/// One datagram sent, again if a signal interrupted the call (it did not leave then).
+fn send_to(sock: &UdpSocket, buf: &[u8], to: SocketAddr) -> std::io::Result<usize> {
+    loop {
+        match sock.send_to(buf, to) {
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
 }
 
 /// A send's outcome: a full socket buffer is the path's business (and shows as loss), not the
@@ -99,7 +109,7 @@ pub fn send(
 fn sent(r: std::io::Result<usize>, to: SocketAddr) -> std::io::Result<()> {
     match r {
         Ok(_) => Ok(()),
-        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(()),
         Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => Ok(()),
         Err(e) => Err(std::io::Error::new(e.kind(), format!("cannot send to {to}: {e}"))),
     }
