@@ -257,8 +257,10 @@ pub fn analyse(samples: &[Sample], sent: u64, expected_delay: Nanos) -> (Summary
         }
         let sg = w[1].sent.saturating_sub(w[0].sent).as_nanos();
         let rg = w[1].received.as_nanos() as i128 - w[0].received.as_nanos() as i128;
-        series.sender_gaps_ns.push(sg);
+        // Both sides' gaps over the same pairs: a pair that arrived reversed has no receiver
+        // gap, and its sender gap would pull the two medians apart (it counts as not kept).
         if rg >= 0 {
+            series.sender_gaps_ns.push(sg);
             series.receiver_gaps_ns.push(rg as u64);
         }
         pairs += 1;
@@ -355,6 +357,17 @@ mod tests {
         // One clock: every datagram after its stamp.
         let (sum, _) = analyse(&[s(0, 0, 10)], 1, Nanos::ZERO);
         assert!(sum.one_clock && sum.before_send_us.is_none() && sum.delay_us.median == 10.0);
+    }
+
+    /// A pair that arrived reversed adds a gap to neither side (it is counted as not kept):
+    /// the two medians compare the same pairs.
+    #[test]
+    fn reversed_pairs_leave_both_gap_series() {
+        // Sent 0, 1, 2 every 10 us; 1 arrives 50 us late, after 2.
+        let (sum, series) = analyse(&[s(0, 0, 100), s(2, 20, 120), s(1, 10, 160)], 3, Nanos::ZERO);
+        assert_eq!(series.sender_gaps_ns, vec![10_000]);
+        assert_eq!(series.receiver_gaps_ns, vec![60_000]);
+        assert_eq!(sum.gaps_kept_within_2us, 0.0);
     }
 
     /// What no sample made is unknown, not zero: one datagram has no gap and no rate.
