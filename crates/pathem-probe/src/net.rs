@@ -10,15 +10,21 @@ use std::io::Write as _;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-/// Finds the probe header in a datagram the kernel looped back with its transmit timestamp:
-/// the copy starts at the frame's link header, so after Ethernet, IPv4 and UDP (42 bytes) or
-/// Ethernet, IPv6 and UDP (62); on a device without a link header after IPv4 and UDP (28) or
-/// IPv6 and UDP (48); or at the start.
-fn looped_seq(bytes: &[u8]) -> Option<u64> {
-    [IPV4_HEADERS, IPV6_HEADERS, IPV4_HEADERS - ETHERNET, IPV6_HEADERS - ETHERNET, 0]
+/// Finds the probe header in a datagram the kernel looped back with its transmit timestamp,
+/// sent over IPv6 (`ipv6`) or IPv4: the copy starts at the frame's link header, so after
+/// Ethernet, IP and UDP (42 bytes for IPv4, 62 for IPv6); on a device without a link header
+/// after IP and UDP (28, 48); or at the start. Only the family's own offsets are tried, and a
+/// header must say that family: an IPv6 address can hold the probe's magic at offset 42.
+fn looped_seq(bytes: &[u8], ipv6: bool) -> Option<u64> {
+    let offsets = if ipv6 {
+        [IPV6_HEADERS, IPV6_HEADERS - ETHERNET, 0]
+    } else {
+        [IPV4_HEADERS, IPV4_HEADERS - ETHERNET, 0]
+    };
+    offsets
         .into_iter()
         .filter_map(|at| bytes.get(at..).and_then(decode))
-        .find(|h| !h.end)
+        .find(|h| !h.end && h.ipv6 == Some(ipv6))
         .map(|h| h.seq)
 }
 
@@ -42,7 +48,7 @@ pub fn send(
     let collect_one = |stamps: &mut Vec<Option<Nanos>>, waiting: &mut u64| {
         let Some(tx) = &stamped else { return };
         let got = tx.read_one(sock, |bytes, at| {
-            if let Some(seq) = looped_seq(bytes) {
+            if let Some(seq) = looped_seq(bytes, to.is_ipv6()) {
                 if let Some(slot) = stamps.get_mut(seq as usize) {
                     *slot = Some(at);
                 }
@@ -239,10 +245,16 @@ mod tests {
     /// Ethernet, IP and UDP headers, then the datagram.
     #[test]
     fn a_looped_copy_is_read_behind_its_link_header() {
-        for headers in [42, 62, 28, 48, 0] {
+        for (headers, ipv6) in [(42, false), (62, true), (28, false), (48, true), (0, false), (0, true)] {
             let mut copy = vec![0u8; headers + 64];
-            encode(&mut copy[headers..], 7, Nanos(1), false, false);
-            assert_eq!(looped_seq(&copy), Some(7), "{headers} bytes of headers");
+            encode(&mut copy[headers..], 7, Nanos(1), false, ipv6);
+            assert_eq!(looped_seq(&copy, ipv6), Some(7), "{headers} bytes of headers");
         }
+        // An IPv6 destination holding the magic where an IPv4 copy's header would start
+        // (2001:db8:7074::2 puts 0x7074 at byte 42 of the frame): the header at 62 is read.
+        let mut copy = vec![0u8; 62 + 64];
+        encode(&mut copy[42..], 2, Nanos(1), false, false);
+        encode(&mut copy[62..], 7, Nanos(1), false, true);
+        assert_eq!(looped_seq(&copy, true), Some(7));
     }
 }
