@@ -567,6 +567,10 @@ pub fn list() -> Vec<String> {
     names
 }
 
+/// A path's layer of `set`s: whether one reset it (the layer is then the whole path), and the
+/// flags they hold.
+type Layer = (bool, PathSpec);
+
 /// Serves `link`'s control socket as `name`: `show` reads its counters; `set` parses the words
 /// of `ctl set` ([`pathem_spec::change::Change`]) on top of each direction's current spec
 /// (`specs`, what the link started with) and each named class's, checks every path it
@@ -585,137 +589,140 @@ pub fn serve(
     // What every `set` so far changed, path by path (direction, lane): the top layer, over
     // the start's flags and the schedule's steps alike, or in their place once a `set --reset`
     // dropped them (the flag).
-    let held = std::sync::Mutex::new(std::collections::HashMap::<(usize, usize), (bool, PathSpec)>::new());
+    let held = std::sync::Mutex::new(std::collections::HashMap::<(usize, usize), Layer>::new());
     let attached = link.started.attached;
     let to = controls.clone();
-    let setter: Setter =
-        Box::new(move |words: &[String], cwd: Option<&Path>| {
-            // File names are the client's: relative ones are taken from its directory.
-            let here = |s: PathSpec| match cwd {
-                Some(d) => s.relative_to(d),
-                None => s,
-            };
-            let mut change = pathem_spec::change::Change::parse(words)?;
-            (change.both, change.a_to_b, change.b_to_a) =
-                (here(change.both), here(change.a_to_b), here(change.b_to_a));
-            let mut held = held.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((egress, ingress)) = attached {
-                let asks_egress = change.reset || change.both != PathSpec::default() || change.asks_own(0);
-                if !ingress && change.asks_own(1) {
-                    return Err(Refusal::NotAttached("ingress"));
-                }
-                if !egress && asks_egress {
-                    return Err(Refusal::NotAttached("egress"));
-                }
+    let setter: Setter = Box::new(move |words: &[String], cwd: Option<&Path>| {
+        // File names are the client's: relative ones are taken from its directory.
+        let here = |s: PathSpec| match cwd {
+            Some(d) => s.relative_to(d),
+            None => s,
+        };
+        let mut change = pathem_spec::change::Change::parse(words)?;
+        (change.both, change.a_to_b, change.b_to_a) =
+            (here(change.both), here(change.a_to_b), here(change.b_to_a));
+        let mut held = held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((egress, ingress)) = attached {
+            let asks_egress =
+                change.resets(0, true) || change.both != PathSpec::default() || change.asks_own(0);
+            if !ingress && change.asks_own(1) {
+                return Err(Refusal::NotAttached("ingress"));
             }
-            // A one-way link has no b -> a path: words for it alone would change nothing.
-            if to.1.is_none() && change.asks_own(1) {
-                return Err(Refusal::OneWay);
+            if !egress && asks_egress {
+                return Err(Refusal::NotAttached("egress"));
             }
-            let over = |d: usize, lane: usize| held.get(&(d, lane)).map(|h| h.1.clone()).unwrap_or_default();
-            let reset_before = |d: usize, lane: usize| held.get(&(d, lane)).is_some_and(|h| h.0);
-            let (ab, ba) = change.apply(&(over(0, 0), over(1, 0)), attached.is_some());
-            // Every path that changes, with what all changes so far hold for it. A default path
-            // the words leave alone (they name only classes) is not set again; a class named
-            // twice takes both.
-            let asks = |s: &PathSpec| s.without_classes() != PathSpec::default();
-            let both = change.reset || asks(&change.both);
-            let mut plan: Vec<((usize, usize), (bool, PathSpec))> = Vec::new();
-            for (d, spec, own) in [(0, ab, &change.a_to_b), (1, ba, &change.b_to_a)] {
-                if asks(own) || change.reset_own[d] || (both && (d == 0 || attached.is_none())) {
-                    let reset = change.resets(d, attached.is_some()) || reset_before(d, 0);
-                    plan.push(((d, 0), (reset, spec)));
-                }
+        }
+        // A one-way link has no b -> a path: words for it alone would change nothing.
+        if to.1.is_none() && change.asks_own(1) {
+            return Err(Refusal::OneWay);
+        }
+        let over = |d: usize, lane: usize| held.get(&(d, lane)).map(|h| h.1.clone()).unwrap_or_default();
+        let reset_before = |d: usize, lane: usize| held.get(&(d, lane)).is_some_and(|h| h.0);
+        let (ab, ba) = change.apply(&(over(0, 0), over(1, 0)), attached.is_some());
+        // Every path that changes, with what all changes so far hold for it. A default path
+        // the words leave alone (they name only classes) is not set again; a class named
+        // twice takes both.
+        let asks = |s: &PathSpec| s.without_classes() != PathSpec::default();
+        let both = change.reset || asks(&change.both);
+        let mut plan: Vec<((usize, usize), Layer)> = Vec::new();
+        for (d, spec, own) in [(0, ab, &change.a_to_b), (1, ba, &change.b_to_a)] {
+            if asks(own) || change.reset_own[d] || (both && (d == 0 || attached.is_none())) {
+                let reset = change.resets(d, attached.is_some()) || reset_before(d, 0);
+                plan.push(((d, 0), (reset, spec)));
             }
-            for (name, flags, dirs) in change.classes(attached.is_some())? {
-                let flags = here(flags);
-                let mut found = false;
-                for &d in dirs {
-                    if let Some(i) = specs[d].classes.iter().position(|c| c.0 == name) {
-                        let key = (d, i + 1);
-                        match plan.iter_mut().find(|p| p.0 == key) {
-                            Some(p) => p.1 .1 = p.1 .1.overridden_by(&flags),
-                            None => plan
-                                .push((key, (reset_before(d, i + 1), over(d, i + 1).overridden_by(&flags)))),
-                        }
-                        found = true;
-                    }
-                }
-                if !found {
-                    if name == pathem_engine::DEFAULT_CLASS {
-                        return Err(Refusal::DefaultClass);
-                    }
-                    // The classes of the directions asked, each once.
-                    let mut known: Vec<&str> = Vec::new();
-                    for c in dirs.iter().flat_map(|&d| specs[d].classes.iter()) {
-                        if !known.contains(&c.0.as_str()) {
-                            known.push(&c.0);
+        }
+        for (name, flags, dirs) in change.classes(attached.is_some())? {
+            let flags = here(flags);
+            let mut found = false;
+            for &d in dirs {
+                if let Some(i) = specs[d].classes.iter().position(|c| c.0 == name) {
+                    let key = (d, i + 1);
+                    match plan.iter_mut().find(|p| p.0 == key) {
+                        Some(p) => p.1 .1 = p.1 .1.overridden_by(&flags),
+                        None => {
+                            let layer = over(d, i + 1).overridden_by(&flags);
+                            plan.push((key, (reset_before(d, i + 1), layer)))
                         }
                     }
-                    let mut known = if known.is_empty() { "none".into() } else { known.join(", ") };
-                    if (0..2).any(|d| !dirs.contains(&d) && specs[d].classes.iter().any(|c| c.0 == name)) {
-                        known.push_str(&format!("; {name} is a class of the other direction"));
+                    found = true;
+                }
+            }
+            if !found {
+                if name == pathem_engine::DEFAULT_CLASS {
+                    return Err(Refusal::DefaultClass);
+                }
+                // The classes of the directions asked, each once.
+                let mut known: Vec<&str> = Vec::new();
+                for c in dirs.iter().flat_map(|&d| specs[d].classes.iter()) {
+                    if !known.contains(&c.0.as_str()) {
+                        known.push(&c.0);
                     }
-                    return Err(Refusal::NoClass { name, known });
                 }
+                let mut known = if known.is_empty() { "none".into() } else { known.join(", ") };
+                if (0..2).any(|d| !dirs.contains(&d) && specs[d].classes.iter().any(|c| c.0 == name)) {
+                    known.push_str(&format!("; {name} is a class of the other direction"));
+                }
+                return Err(Refusal::NoClass { name, known });
             }
-            // Each path as the change leaves it: the start's flags with what is held on top, and
-            // each schedule step the same way, so the change holds when later steps fall due.
-            // (Each trace file read once for all of them: a schedule's steps name the same ones.)
-            let made = pathem_spec::path::reading_each_file_once(|| -> Result<Vec<_>, Refusal> {
-                let mut made = Vec::new();
-                for ((d, lane), (reset, held)) in &plan {
-                    let (start, steps) = specs[*d].lane(*lane);
-                    // After a reset, the held layer is the whole path, at every step too.
-                    let under = |s: &PathSpec| if *reset { PathSpec::default() } else { s.clone() };
-                    let config = under(start).overridden_by(held).to_config()?;
-                    let steps = steps
-                        .iter()
-                        .map(|s| under(s).overridden_by(held).to_config())
-                        .collect::<Result<Vec<_>, _>>()?;
-                    made.push((*d, *lane, config, steps));
-                }
-                Ok(made)
-            })?;
-            let control = |d: usize, lane: usize| match d {
-                0 => to.0.get(lane),
-                _ => to.1.as_ref().and_then(|c| c.get(lane)),
+        }
+        // Each path as the change leaves it: the start's flags with what is held on top, and
+        // each schedule step the same way, so the change holds when later steps fall due.
+        // (Each trace file read once for all of them: a schedule's steps name the same ones.)
+        let made = pathem_spec::path::reading_each_file_once(|| -> Result<Vec<_>, Refusal> {
+            let mut made = Vec::new();
+            for ((d, lane), (reset, held)) in &plan {
+                let (start, steps) = specs[*d].lane(*lane);
+                // After a reset, the held layer is the whole path, at every step too.
+                let under = |s: &PathSpec| if *reset { PathSpec::default() } else { s.clone() };
+                let config = under(start).overridden_by(held).to_config()?;
+                let steps = steps.iter().map(|s| under(s).overridden_by(held).to_config()).collect::<Result<
+                    Vec<_>,
+                    _,
+                >>(
+                )?;
+                made.push((*d, *lane, config, steps));
+            }
+            Ok(made)
+        })?;
+        let control = |d: usize, lane: usize| match d {
+            0 => to.0.get(lane),
+            _ => to.1.as_ref().and_then(|c| c.get(lane)),
+        };
+        // All or nothing: every path's change checked and its delay line made before any is
+        // sent (a line that cannot be made leaves every path as it was). The new lines are
+        // made while the old ones still hold their frames: all of them must fit at once.
+        let held_now = to.0.iter().chain(to.1.iter().flatten()).map(Control::line_bytes);
+        let new = made
+            .iter()
+            .map(|(d, lane, cfg, steps)| control(*d, *lane).map_or(0, |c| c.new_line_bytes(cfg, steps)));
+        if new.clone().any(|b| b > 0) {
+            let all = held_now.chain(new).fold(0usize, usize::saturating_add);
+            pathem_engine::delay_line::can_touch_all(all).map_err(pathem_engine::ChangeError::from)?;
+        }
+        let mut ready = Vec::new();
+        for ((d, lane, cfg, steps), (key, spec)) in made.into_iter().zip(plan.iter().cloned()) {
+            let prepared = match control(d, lane) {
+                Some(c) => Some(c.prepare(cfg, (!steps.is_empty()).then_some(steps))?),
+                None => None,
             };
-            // All or nothing: every path's change checked and its delay line made before any is
-            // sent (a line that cannot be made leaves every path as it was). The new lines are
-            // made while the old ones still hold their frames: all of them must fit at once.
-            let held_now = to.0.iter().chain(to.1.iter().flatten()).map(Control::line_bytes);
-            let new = made
-                .iter()
-                .map(|(d, lane, cfg, steps)| control(*d, *lane).map_or(0, |c| c.new_line_bytes(cfg, steps)));
-            if new.clone().any(|b| b > 0) {
-                let all = held_now.chain(new).fold(0usize, usize::saturating_add);
-                pathem_engine::delay_line::can_touch_all(all).map_err(pathem_engine::ChangeError::from)?;
+            ready.push((key, spec, prepared));
+        }
+        // Each path's layer is kept as its change commits: should a later one fail (its link
+        // stopped), the next `set` still builds on what the earlier ones now run.
+        for (key, spec, prepared) in ready {
+            if let Some(change) = prepared {
+                change.commit()?;
             }
-            let mut ready = Vec::new();
-            for ((d, lane, cfg, steps), (key, spec)) in made.into_iter().zip(plan.iter().cloned()) {
-                let prepared = match control(d, lane) {
-                    Some(c) => Some(c.prepare(cfg, (!steps.is_empty()).then_some(steps))?),
-                    None => None,
-                };
-                ready.push((key, spec, prepared));
-            }
-            // Each path's layer is kept as its change commits: should a later one fail (its link
-            // stopped), the next `set` still builds on what the earlier ones now run.
-            for (key, spec, prepared) in ready {
-                if let Some(change) = prepared {
-                    change.commit()?;
-                }
-                held.insert(key, spec);
-            }
-            // `set` answers once the change is in effect, so a `show` right after sees it.
-            let limit = std::time::Duration::from_secs(1);
-            let done = plan.iter().all(|((d, lane), _)| control(*d, *lane).is_none_or(|c| c.taken(limit)));
-            if !done {
-                return Err(Refusal::NotApplied);
-            }
-            Ok(())
-        });
+            held.insert(key, spec);
+        }
+        // `set` answers once the change is in effect, so a `show` right after sees it.
+        let limit = std::time::Duration::from_secs(1);
+        let done = plan.iter().all(|((d, lane), _)| control(*d, *lane).is_none_or(|c| c.taken(limit)));
+        if !done {
+            return Err(Refusal::NotApplied);
+        }
+        Ok(())
+    });
     Server::start(Served {
         name,
         seed,
