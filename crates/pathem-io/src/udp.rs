@@ -29,12 +29,8 @@ impl TimestampedUdp {
             reason: format!("cannot bind a UDP socket: {e}"),
         })?;
         let _ = set_opt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &1i32);
-        // Room for a second of 100 kpps: the receiver reads in batches. FORCE passes the
-        // system's rmem_max where the caller may (root); otherwise the plain request is capped.
-        let fd = sock.as_raw_fd();
-        if set_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &(64i32 << 20)).is_err() {
-            let _ = set_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &(64i32 << 20));
-        }
+        // Room for a second of 100 kpps: the receiver reads in batches.
+        large_receive_buffer(sock.as_raw_fd());
         Ok(TimestampedUdp { sock, stamps: RealtimeStamps::new() })
     }
 
@@ -52,12 +48,12 @@ impl TimestampedUdp {
     /// full (`SO_MEMINFO`'s drop count): they crossed the path and were lost here. `None`
     /// where the kernel does not say.
     pub fn drops(&self) -> Option<u64> {
-        const SO_MEMINFO: i32 = 55;
         const SK_MEMINFO_DROPS: usize = 8;
         // SAFETY: an array of u32, which every bit pattern is; the kernel fills at most its
         // size (SK_MEMINFO_VARS is 9 on every kernel with the option).
         let info: [u32; 9] =
-            unsafe { crate::afpacket::get_opt(self.sock.as_raw_fd(), libc::SOL_SOCKET, SO_MEMINFO) }.ok()?;
+            unsafe { crate::afpacket::get_opt(self.sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_MEMINFO) }
+                .ok()?;
         Some(u64::from(info[SK_MEMINFO_DROPS]))
     }
 
@@ -67,6 +63,14 @@ impl TimestampedUdp {
         let now = monotonic_now();
         let at = rt.map_or(now, |t| self.stamps.monotonic(t, now).min(now));
         Ok(Received { len, at })
+    }
+}
+
+/// Asks for a 64 MiB receive buffer on `fd`: FORCE passes the system's `rmem_max` where the
+/// caller may (root); otherwise the plain request, which the kernel caps.
+fn large_receive_buffer(fd: std::os::fd::RawFd) {
+    if set_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &(64i32 << 20)).is_err() {
+        let _ = set_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &(64i32 << 20));
     }
 }
 
@@ -90,11 +94,8 @@ impl TxStamps {
     /// there rather than being dropped while the sender is busy sending it.
     pub fn enable(sock: &UdpSocket) -> Option<TxStamps> {
         let flags: u32 = SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
-        let fd = sock.as_raw_fd();
-        set_opt(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, &flags).ok()?;
-        if set_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &(64i32 << 20)).is_err() {
-            let _ = set_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &(64i32 << 20));
-        }
+        set_opt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPING, &flags).ok()?;
+        large_receive_buffer(sock.as_raw_fd());
         Some(TxStamps { stamps: RealtimeStamps::new() })
     }
 
