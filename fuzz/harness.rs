@@ -498,29 +498,31 @@ pub fn filter(data: &[u8]) {
 
 /// Datagrams as the probe's receiver takes them off the wire, 30 bytes each: 20 of datagram
 /// (decoded as the receiver does: not the probe's, a sample, or the end marker with the count
-/// sent), 8 of receive stamp, 2 of length. Whatever numbers and stamps they carry, the
-/// analysis accounts for every sample once (received, duplicate, or a stray numbered past the
-/// count sent), never counts more lost than sent, and gives rates from 0 to 1.
+/// sent, of any run), 8 of receive stamp, 2 of length, collected as the receiver does (one
+/// run measured, the others foreign). Whatever runs, numbers and stamps they carry, the
+/// analysis accounts for every sample once (received, duplicate, a stray numbered past the
+/// count sent, or another run's), never counts more lost than sent, and gives rates from 0
+/// to 1.
 pub fn probe(data: &[u8]) {
-    use pathem_probe::{packet::decode, session, Sample};
-    let (mut samples, mut sent) = (Vec::new(), None);
+    use pathem_probe::{net::Collector, packet::decode, session};
+    let mut collector = Collector::new(None, 42);
+    let mut n = 0usize;
     for c in data.chunks_exact(30) {
         let Some(h) = decode(&c[..20]) else { continue };
-        if h.end {
-            sent = Some(h.seq);
-            continue;
-        }
         let received = Nanos(u64::from_le_bytes(c[20..28].try_into().expect("eight bytes")));
         let len = usize::from(u16::from_le_bytes([c[28], c[29]]));
-        samples.push(Sample { seq: h.seq, sent: h.sent, received, len });
+        n += usize::from(!h.end);
+        collector.take(h, received, len);
     }
     let expect = Nanos(data.len() as u64 * 1_000);
-    let n = samples.len();
-    let got = pathem_probe::Arrivals { samples, total: sent, socket_drops: None, kernel_send_stamps: None };
+    let got = collector.finish();
+    let sent = got.total;
     match session::conclude(&got, expect, Nanos::from_secs(1), session::Outputs::default()) {
-        Err(_) => assert!(n == 0, "an analysis refused {n} samples"),
+        Err(_) => {
+            assert!(got.samples.is_empty() && got.foreign == n as u64, "an analysis refused {n} samples")
+        }
         Ok((s, _)) => {
-            assert_eq!(s.received + s.duplicates + s.strays, n as u64);
+            assert_eq!(s.received + s.duplicates + s.strays + s.foreign, n as u64);
             assert!(s.lost <= s.sent && s.reordered <= s.received, "{s:?}");
             // A share of gaps kept where there was a pair of consecutive numbers, else unknown.
             let kept = s.gaps_kept_within_2us;

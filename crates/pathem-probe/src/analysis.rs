@@ -42,6 +42,11 @@ pub struct Summary {
     /// With both ends on one host (`pair`): the samples sent at the kernel's transmit stamp;
     /// the rest at the sender's own, read before its send call (a few µs earlier).
     pub kernel_send_stamps: Option<u64>,
+    /// The sender's run measured (null from a sender from before runs).
+    pub run: Option<u16>,
+    /// Datagrams of other runs (another sender to this port, or a run from before this one):
+    /// in nothing else.
+    pub foreign: u64,
     pub received: u64,
     /// Datagrams numbered past what the sender announced (not this run's); in nothing else.
     pub strays: u64,
@@ -100,6 +105,14 @@ impl Summary {
             out += &format!(
                 "  socket     {n} datagrams dropped by this host's socket, its buffer full: among \
                  the lost, not the path's\n"
+            );
+        }
+        if self.foreign > 0 {
+            let run = self.run.map_or("a sender from before runs".into(), |r| format!("run {r:04x}"));
+            out += &format!(
+                "  foreign    {} datagrams of other runs (another sender to this port, or a run \
+                 from before), not counted; measured: {run}\n",
+                self.foreign
             );
         }
         if self.strays > 0 {
@@ -291,6 +304,8 @@ pub fn analyse(samples: &[Sample], sent: u64, expected_delay: Nanos) -> (Summary
         sent_known: true,
         socket_drops: None,
         kernel_send_stamps: None,
+        run: None,
+        foreign: 0,
         received,
         strays,
         lost,

@@ -21,9 +21,13 @@ pub enum Error {
     /// The receiving socket could not be bound.
     #[error(transparent)]
     Bind(#[from] pathem_io::Error),
-    /// Nothing arrived.
-    #[error("no probe datagram arrived within {0} (is the sender running, and the path up?)")]
-    Silence(Nanos),
+    /// Nothing of the run arrived (`foreign`: datagrams of other runs did).
+    #[error(
+        "no probe datagram {}arrived within {idle} (is the sender running, and the path up?){}",
+        if *foreign > 0 { "of this run " } else { "" },
+        if *foreign > 0 { format!("; {foreign} of another run did (another sender to this port?)") } else { String::new() }
+    )]
+    Silence { idle: Nanos, foreign: u64 },
     /// One end of a pair stopped (it panicked, or the receiver failed before the sender began).
     #[error("the {0} stopped before the run ended")]
     Stopped(&'static str),

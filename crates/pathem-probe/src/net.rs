@@ -1,7 +1,7 @@
 //! Sending and receiving the probe's datagrams.
 
 use crate::analysis::Sample;
-use crate::packet::{decode, encode, HEADER};
+use crate::packet::{decode, Header, Run, HEADER};
 use crate::pattern::Schedule;
 use pathem_io::udp::{now, TimestampedUdp};
 use pathem_model::Nanos;
@@ -10,12 +10,12 @@ use std::io::Write as _;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-/// Finds the probe header in a datagram the kernel looped back with its transmit timestamp,
-/// sent over IPv6 (`ipv6`) or IPv4: the copy starts at the frame's link header, so after
+/// Finds the probe header in a datagram of `run` the kernel looped back with its transmit
+/// timestamp, sent over IPv6 (`ipv6`) or IPv4: the copy starts at the frame's link header, so after
 /// Ethernet, IP and UDP (42 bytes for IPv4, 62 for IPv6); on a device without a link header
 /// after IP and UDP (28, 48); or at the start. Only the family's own offsets are tried, and a
 /// header must say that family: an IPv6 address can hold the probe's magic at offset 42.
-fn looped_seq(bytes: &[u8], ipv6: bool) -> Option<u64> {
+fn looped_seq(bytes: &[u8], run: Run, ipv6: bool) -> Option<u64> {
     let offsets = if ipv6 {
         [IPV6_HEADERS, IPV6_HEADERS - ETHERNET, 0]
     } else {
@@ -24,17 +24,18 @@ fn looped_seq(bytes: &[u8], ipv6: bool) -> Option<u64> {
     offsets
         .into_iter()
         .filter_map(|at| bytes.get(at..).and_then(decode))
-        .find(|h| !h.end && h.ipv6 == Some(ipv6))
+        .find(|h| !h.end && h.ipv6 == Some(ipv6) && h.run == Some(run))
         .map(|h| h.seq)
 }
 
-/// Sends `count` datagrams of `payload` bytes (at least [`HEADER`]) to `to` on `schedule`,
-/// then three end markers carrying the count. Returns the kernel's transmit timestamp of each
+/// Sends `count` datagrams (below [`crate::packet::SEQ_LIMIT`]) of `payload` bytes (at least
+/// [`HEADER`]) of `run` to `to` on `schedule`, then three end markers carrying the count. Returns the kernel's transmit timestamp of each
 /// datagram (indexed by sequence number) where the kernel gives them. Memory grows with what
 /// was sent, not with `count`.
 pub fn send(
     sock: &UdpSocket,
     to: SocketAddr,
+    run: Run,
     payload: usize,
     count: u64,
     mut schedule: Schedule,
@@ -48,7 +49,7 @@ pub fn send(
     let collect_one = |stamps: &mut Vec<Option<Nanos>>, waiting: &mut u64| {
         let Some(tx) = &stamped else { return };
         let got = tx.read_one(sock, |bytes, at| {
-            if let Some(seq) = looped_seq(bytes, to.is_ipv6()) {
+            if let Some(seq) = looped_seq(bytes, run, to.is_ipv6()) {
                 if let Some(slot) = stamps.get_mut(seq as usize) {
                     *slot = Some(at);
                 }
@@ -57,6 +58,15 @@ pub fn send(
         *waiting = if got { waiting.saturating_sub(1) } else { 0 };
     };
     let mut buf = vec![0u8; payload.max(HEADER)];
+    let mut header =
+        Header { run: Some(run), seq: 0, sent: Nanos::ZERO, end: false, ipv6: Some(to.is_ipv6()) };
+    let write = |buf: &mut [u8], header: &Header| {
+        header.encode(buf).ok_or_else(|| {
+            let what =
+                format!("datagram {} does not fit the probe's header (runs count below 2^48)", header.seq);
+            std::io::Error::new(ErrorKind::InvalidInput, what)
+        })
+    };
     // Sleep rather than spin wherever the gap allows: on a small machine the sender shares
     // the CPUs with the path it measures. Minimum timer slack makes short sleeps precise.
     pathem_io::set_min_timer_slack();
@@ -79,7 +89,8 @@ pub fn send(
             }
         }
         tx_stamps.push(None);
-        encode(&mut buf, seq, now(), false, to.is_ipv6());
+        (header.seq, header.sent) = (seq, now());
+        write(&mut buf, &header)?;
         sent(send_to(sock, &buf, to), to)?;
         waiting += 1;
         if progress && now() - last_report > Nanos::from_secs(2) {
@@ -92,7 +103,8 @@ pub fn send(
         while stamped.is_some() && waiting > 0 {
             collect_one(&mut tx_stamps, &mut waiting);
         }
-        encode(&mut buf, count, now(), true, to.is_ipv6());
+        (header.seq, header.sent, header.end) = (count, now(), true);
+        write(&mut buf, &header)?;
         sent(send_to(sock, &buf, to), to)?;
         waiting += 1;
     }
@@ -153,12 +165,14 @@ const COLLECT_TIME: Nanos = Nanos::from_micros(4);
 /// reading later loses nothing, and on a small machine the CPU time goes to the path instead.
 const READ_EVERY: Duration = Duration::from_millis(1);
 
-/// Receives until an end marker arrives (then waits for stragglers: `linger`, or the spread of
-/// the delays seen so far if longer, up to `idle`) or until nothing has arrived for `idle`
-/// while `sending` (the sender of a pair, if given) is not still at work. Returns the samples
-/// and the count the sender announced.
+/// Receives until the end marker of the run measured arrives (then waits for stragglers:
+/// `linger`, or the spread of the delays seen so far if longer, up to `idle`) or until nothing
+/// has arrived for `idle` while `sending` (the sender of a pair, if given) is not still at
+/// work. The run measured is `want`, or without it the one [`Collector`] picks. Returns its
+/// samples, the count its sender announced, and what else arrived.
 pub fn receive(
     sock: &TimestampedUdp,
+    want: Option<Run>,
     linger: Duration,
     idle: Duration,
     sending: Option<&std::sync::atomic::AtomicBool>,
@@ -173,8 +187,7 @@ pub fn receive(
     let (mut least, mut most) = (i64::MAX, i64::MIN);
     let mut buf = vec![0u8; 65_536];
     let headers = frame_headers(sock.local_addr()?);
-    let mut samples = Vec::new();
-    let mut total = None;
+    let mut got = Collector::new(want, headers);
     let mut ended: Option<Instant> = None;
     loop {
         loop {
@@ -185,24 +198,17 @@ pub fn receive(
             };
             last_arrival = Instant::now();
             let Some(h) = decode(&buf[..r.len]) else { continue };
-            if h.end {
-                total = Some(h.seq);
-                ended.get_or_insert_with(Instant::now);
-            } else {
+            if !h.end {
                 let d = r.at.as_nanos().wrapping_sub(h.sent.as_nanos()) as i64;
                 (least, most) = (least.min(d), most.max(d));
-                // The sender's family where it says (a dual-stack socket takes both).
-                let headers = match h.ipv6 {
-                    Some(true) => IPV6_HEADERS,
-                    Some(false) => IPV4_HEADERS,
-                    None => headers,
-                };
-                samples.push(Sample { seq: h.seq, sent: h.sent, received: r.at, len: r.len + headers });
+            }
+            if got.take(h, r.at, r.len) {
+                ended.get_or_insert_with(Instant::now);
             }
         }
         if progress && last_report.elapsed() > Duration::from_secs(2) {
             last_report = Instant::now();
-            let _ = writeln!(std::io::stderr(), "pathem probe: received {} datagrams", samples.len());
+            let _ = writeln!(std::io::stderr(), "pathem probe: received {} datagrams", got.samples.len());
         }
         let done = match ended {
             Some(at) => {
@@ -219,16 +225,105 @@ pub fn receive(
         }
         std::thread::sleep(READ_EVERY);
     }
-    Ok(Arrivals { samples, total, socket_drops: sock.drops(), kernel_send_stamps: None })
+    Ok(Arrivals { socket_drops: sock.drops(), ..got.finish() })
+}
+
+/// What a receiver keeps of the datagrams it reads: each sample under its run, and the runs'
+/// end markers as they came. Datagrams of several runs can reach one port (two senders, or a
+/// sender from before the receiver started); [`Collector::finish`] keeps one run's and counts
+/// the others' as foreign. Pure, so it is tested and fuzzed without a socket.
+#[derive(Clone, Debug)]
+pub struct Collector {
+    want: Option<Run>,
+    /// Bytes of headers around a datagram where its sender does not say its family.
+    headers: usize,
+    samples: Vec<(Option<Run>, Sample)>,
+    /// The first end marker of each run that sent one, in the order they came.
+    ends: Vec<(Option<Run>, u64)>,
+}
+
+impl Collector {
+    /// Keeps run `want`'s datagrams (`None`: the run [`finish`](Collector::finish) picks);
+    /// `headers` is the receiver's own family's.
+    pub fn new(want: Option<Run>, headers: usize) -> Collector {
+        Collector { want, headers, samples: Vec::new(), ends: Vec::new() }
+    }
+
+    /// Takes a datagram of `len` bytes that arrived at `at`; true when it is the first end
+    /// marker of the run measured (with no run wanted, the first of any run).
+    pub fn take(&mut self, h: Header, at: Nanos, len: usize) -> bool {
+        if h.end {
+            if self.ends.iter().any(|&(r, _)| r == h.run) {
+                return false;
+            }
+            self.ends.push((h.run, h.seq));
+            return match self.want {
+                Some(w) => h.run == Some(w),
+                None => self.ends.len() == 1,
+            };
+        }
+        // The sender's family where it says (a dual-stack socket takes both).
+        let headers = match h.ipv6 {
+            Some(true) => IPV6_HEADERS,
+            Some(false) => IPV4_HEADERS,
+            None => self.headers,
+        };
+        let sample = Sample { seq: h.seq, sent: h.sent, received: at, len: len.saturating_add(headers) };
+        self.samples.push((h.run, sample));
+        false
+    }
+
+    /// The run measured: the one wanted; or the first whose end marker came; or, with none,
+    /// the one most datagrams came from (the earliest to arrive of those tied). `None` in
+    /// the outer option: nothing came.
+    fn measured(&self) -> Option<Option<Run>> {
+        if let Some(w) = self.want {
+            return Some(Some(w));
+        }
+        if let Some(&(run, _)) = self.ends.first() {
+            return Some(run);
+        }
+        let mut counts: Vec<(Option<Run>, u64)> = Vec::new();
+        for &(run, _) in &self.samples {
+            match counts.iter_mut().find(|(r, _)| *r == run) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((run, 1)),
+            }
+        }
+        // `max_by_key` keeps the last of equals: look from the back.
+        counts.iter().rev().max_by_key(|&&(_, n)| n).map(|&(r, _)| r)
+    }
+
+    /// The run measured, its samples in arrival order and the count its sender announced;
+    /// every other datagram counted as foreign.
+    pub fn finish(self) -> Arrivals {
+        let run = self.measured();
+        let total = self.ends.iter().find(|&&(r, _)| Some(r) == run).map(|&(_, n)| n);
+        let all = self.samples.len() as u64;
+        let samples: Vec<Sample> =
+            self.samples.into_iter().filter(|&(r, _)| Some(r) == run).map(|(_, s)| s).collect();
+        Arrivals {
+            foreign: all - samples.len() as u64,
+            run: run.flatten(),
+            samples,
+            total,
+            ..Arrivals::default()
+        }
+    }
 }
 
 /// What a receiver took in.
 #[derive(Clone, Debug, Default)]
 pub struct Arrivals {
-    /// This run's datagrams (and any stray), in arrival order.
+    /// The run measured's datagrams (and any stray numbered past its count), in arrival order.
     pub samples: Vec<Sample>,
-    /// The count the sender's end marker announced, if one arrived.
+    /// The count the run's end marker announced, if one arrived.
     pub total: Option<u64>,
+    /// The run measured; `None` for a sender from before runs.
+    pub run: Option<Run>,
+    /// Datagrams of other runs (another sender to the same port, or a run from before this
+    /// one): in nothing else.
+    pub foreign: u64,
     /// Datagrams this host's socket dropped, its buffer full, where the kernel says: they are
     /// among the lost, but the path did not lose them.
     pub socket_drops: Option<u64>,
@@ -241,20 +336,88 @@ pub struct Arrivals {
 mod tests {
     use super::*;
 
+    fn header(run: Option<Run>, seq: u64, ipv6: bool) -> Header {
+        Header { run, seq, sent: Nanos(1), end: false, ipv6: Some(ipv6) }
+    }
+
     /// The copy the kernel loops back on the error queue, as a veth or `lo` gives it: the
     /// Ethernet, IP and UDP headers, then the datagram.
     #[test]
     fn a_looped_copy_is_read_behind_its_link_header() {
         for (headers, ipv6) in [(42, false), (62, true), (28, false), (48, true), (0, false), (0, true)] {
             let mut copy = vec![0u8; headers + 64];
-            encode(&mut copy[headers..], 7, Nanos(1), false, ipv6);
-            assert_eq!(looped_seq(&copy, ipv6), Some(7), "{headers} bytes of headers");
+            header(Some(3), 7, ipv6).encode(&mut copy[headers..]).unwrap();
+            assert_eq!(looped_seq(&copy, 3, ipv6), Some(7), "{headers} bytes of headers");
+            assert_eq!(looped_seq(&copy, 4, ipv6), None, "another run's");
         }
         // An IPv6 destination holding the magic where an IPv4 copy's header would start
         // (2001:db8:7074::2 puts 0x7074 at byte 42 of the frame): the header at 62 is read.
         let mut copy = vec![0u8; 62 + 64];
-        encode(&mut copy[42..], 2, Nanos(1), false, false);
-        encode(&mut copy[62..], 7, Nanos(1), false, true);
-        assert_eq!(looped_seq(&copy, true), Some(7));
+        header(Some(3), 2, false).encode(&mut copy[42..]).unwrap();
+        header(Some(3), 7, true).encode(&mut copy[62..]).unwrap();
+        assert_eq!(looped_seq(&copy, 3, true), Some(7));
+    }
+
+    fn end(run: Option<Run>, count: u64) -> Header {
+        Header { end: true, ..header(run, count, false) }
+    }
+
+    #[test]
+    fn a_receiver_measures_the_run_that_ends_and_counts_the_others_as_foreign() {
+        let mut c = Collector::new(None, IPV4_HEADERS);
+        // A run from before this one still arriving, then this one, which ends.
+        assert!(!c.take(header(Some(1), 50, false), Nanos(10), 22));
+        for seq in 0..3 {
+            assert!(!c.take(header(Some(2), seq, false), Nanos(20 + seq), 22));
+        }
+        assert!(!c.take(header(Some(1), 51, false), Nanos(30), 22));
+        assert!(c.take(end(Some(2), 4), Nanos(40), 22));
+        assert!(!c.take(end(Some(2), 4), Nanos(41), 22), "a run's second end marker");
+        assert!(!c.take(end(Some(1), 60), Nanos(42), 22), "another run's, once one ended");
+        let got = c.finish();
+        assert_eq!((got.run, got.total, got.foreign), (Some(2), Some(4), 2));
+        assert_eq!(got.samples.iter().map(|s| s.seq).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(got.samples[0].len, 22 + IPV4_HEADERS);
+    }
+
+    #[test]
+    fn without_an_end_marker_the_run_most_datagrams_came_from_is_measured() {
+        let mut c = Collector::new(None, IPV6_HEADERS);
+        c.take(header(Some(1), 0, false), Nanos(1), 22);
+        for seq in 0..2 {
+            c.take(header(Some(2), seq, true), Nanos(2), 22);
+        }
+        // A sender from before runs, and its family unsaid: the receiver's own headers.
+        c.take(Header { ipv6: None, ..header(None, 0, false) }, Nanos(3), 22);
+        let got = c.clone().finish();
+        assert_eq!((got.run, got.total, got.foreign, got.samples.len()), (Some(2), None, 2, 2));
+        assert_eq!(got.samples[0].len, 22 + IPV6_HEADERS);
+        // Tied: the run that came first.
+        c.take(header(Some(1), 1, false), Nanos(4), 22);
+        assert_eq!(c.finish().run, Some(1));
+        let old = Collector::new(None, IPV4_HEADERS);
+        let mut old2 = old.clone();
+        old2.take(Header { ipv6: None, ..header(None, 5, false) }, Nanos(3), 22);
+        let got = old2.finish();
+        assert_eq!((got.run, got.foreign, got.samples[0].len), (None, 0, 22 + IPV4_HEADERS));
+        let got = old.finish();
+        assert!(got.samples.is_empty() && got.foreign == 0 && got.total.is_none());
+    }
+
+    #[test]
+    fn a_pair_wants_its_own_run_whatever_else_comes() {
+        let mut c = Collector::new(Some(7), IPV4_HEADERS);
+        c.take(header(Some(8), 0, false), Nanos(1), 22);
+        c.take(header(None, 0, false), Nanos(1), 22);
+        assert!(!c.take(end(Some(8), 1), Nanos(2), 22), "another run's end does not stop it");
+        c.take(header(Some(7), 0, false), Nanos(3), 22);
+        assert!(c.take(end(Some(7), 1), Nanos(4), 22));
+        let got = c.finish();
+        assert_eq!((got.run, got.total, got.foreign, got.samples.len()), (Some(7), Some(1), 2, 1));
+        // Nothing of its own came: no samples, and what came is foreign.
+        let mut c = Collector::new(Some(7), IPV4_HEADERS);
+        c.take(header(Some(8), 0, false), Nanos(1), 22);
+        let got = c.finish();
+        assert_eq!((got.run, got.total, got.foreign, got.samples.len()), (Some(7), None, 1, 0));
     }
 }

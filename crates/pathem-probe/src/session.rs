@@ -5,6 +5,7 @@ use crate::analysis::{analyse, Sample, Summary};
 use crate::error::Error;
 pub use crate::net::sender_for;
 use crate::net::{self, Arrivals};
+use crate::packet::Run;
 use crate::pattern::{Pattern, Schedule};
 use crate::plot;
 use pathem_io::udp::TimestampedUdp;
@@ -157,19 +158,21 @@ impl Plan {
     }
 }
 
-/// Sends `plan` to `to`; returns the kernel transmit timestamps by sequence number.
-pub fn send(sock: &UdpSocket, to: SocketAddr, plan: &Plan) -> std::io::Result<Vec<Option<Nanos>>> {
+/// Sends `plan` to `to` as `run` (a fresh [`crate::packet::new_run`]); returns the kernel
+/// transmit timestamps by sequence number.
+pub fn send(sock: &UdpSocket, to: SocketAddr, plan: &Plan, run: Run) -> std::io::Result<Vec<Option<Nanos>>> {
     let schedule = Schedule::new(plan.pattern, plan.pps, plan.seed);
     let progress = plan.count as f64 / plan.pps > 3.0;
     // `--size` is the frame: an IPv6 header takes 20 bytes more of it than IPv4's.
     plan.check_to(to).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
-    net::send(sock, to, plan.size - net::frame_headers(to), plan.count, schedule, progress)
+    net::send(sock, to, run, plan.size - net::frame_headers(to), plan.count, schedule, progress)
 }
 
-/// Receives until the sender's end marker (and a moment for stragglers) or `idle` without a
-/// datagram; the samples, the count the sender announced, what the socket dropped.
+/// Receives until a sender's end marker (and a moment for stragglers) or `idle` without a
+/// datagram; the samples of the run that ended (without an end marker, of the run most
+/// came from), the count its sender announced, what else came and what the socket dropped.
 pub fn receive(sock: &TimestampedUdp, idle: Duration, progress: bool) -> std::io::Result<Arrivals> {
-    net::receive(sock, LINGER, idle, None, progress)
+    net::receive(sock, None, LINGER, idle, None, progress)
 }
 
 /// With both ends on one host: the kernel's transmit timestamps replace the sender's own;
@@ -208,11 +211,13 @@ pub fn pair(
     // a path holding frames) does not end the receiver.
     let sending = Arc::new(AtomicBool::new(true));
     let busy = sending.clone();
+    // The receiver takes this run's datagrams only: another sender's to the same port are foreign.
+    let run = crate::packet::new_run();
     let receiver = std::thread::spawn(move || -> Result<Arrivals, Error> {
         place(&recv_ns)?;
         let sock = TimestampedUdp::bind(to)?;
         let _ = ready_tx.send(());
-        net::receive(&sock, LINGER, idle, Some(&busy), false).map_err(Error::io("receiving"))
+        net::receive(&sock, Some(run), LINGER, idle, Some(&busy), false).map_err(Error::io("receiving"))
     });
     if ready_rx.recv().is_err() {
         receiver.join().map_err(|_| Error::Stopped("receiver"))??;
@@ -229,7 +234,7 @@ pub fn pair(
         let _done = Done(sending);
         place(&send_ns)?;
         let sock = net::sender_for(to).map_err(Error::io("cannot bind the sender"))?;
-        send(&sock, to, &plan).map_err(Error::io("sending"))
+        send(&sock, to, &plan, run).map_err(Error::io("sending"))
     });
     let tx = sender.join().map_err(|_| Error::Stopped("sender"))??;
     let mut got = receiver.join().map_err(|_| Error::Stopped("receiver"))??;
@@ -250,7 +255,7 @@ pub struct Outputs<'a> {
 }
 
 /// Analyses what arrived against `expect_delay` and writes `outputs`; returns the summary and
-/// the figures written. Nothing arrived: [`Error::Silence`] after `idle`. Without the
+/// the figures written. Nothing of the run arrived: [`Error::Silence`] after `idle`. Without the
 /// sender's end marker, the count sent is the highest number seen, and the summary says so.
 pub fn conclude(
     got: &Arrivals,
@@ -260,13 +265,14 @@ pub fn conclude(
 ) -> Result<(Summary, Vec<PathBuf>), Error> {
     let samples = &got.samples[..];
     if samples.is_empty() {
-        return Err(Error::Silence(idle));
+        return Err(Error::Silence { idle, foreign: got.foreign });
     }
     let sent =
         got.total.unwrap_or_else(|| samples.iter().map(|s| s.seq.saturating_add(1)).max().unwrap_or(0));
     let (mut summary, series) = analyse(samples, sent, expect_delay);
     (summary.sent_known, summary.socket_drops) = (got.total.is_some(), got.socket_drops);
-    summary.kernel_send_stamps = got.kernel_send_stamps;
+    (summary.kernel_send_stamps, summary.run, summary.foreign) =
+        (got.kernel_send_stamps, got.run, got.foreign);
     if let Some(p) = outputs.json {
         let rate = outputs.expect_loss.map(|l| l.loss_rate());
         let json = serde_json::json!({ "summary": summary, "expected_loss_rate": rate });

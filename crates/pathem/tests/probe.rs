@@ -89,6 +89,58 @@ fn a_dual_stack_receiver_counts_an_ipv4_senders_frames() {
     assert_eq!((s["sent"].as_u64(), s["sent_known"].as_bool()), (Some(2000), Some(true)), "{s}");
 }
 
+/// Two senders to one receiver at once: it measures the run that ends first, whole, and counts
+/// the other's datagrams as foreign rather than as its own (duplicates, losses, delays).
+#[test]
+fn a_receiver_keeps_one_senders_run_apart_from_anothers() {
+    let d = Dir::new();
+    let json = d.s("recv.json");
+    let recv = std::process::Command::new(env!("CARGO_BIN_EXE_pathem"))
+        .args(["probe", "recv", "--listen", "127.0.0.1:47915", "--idle", "3s", "--json", &json])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("pathem starts");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let sender = |count: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_pathem"))
+            .args(["probe", "send", "--to", "127.0.0.1:47915", "--rate", "10kpps", "--count", count])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("pathem starts")
+    };
+    // The longer run starts first and is still sending when the shorter one ends.
+    let long = sender("6000");
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let short = sender("1000");
+    let run_of = |child: std::process::Child| {
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{err}");
+        let hex = err.split("(run ").nth(1).and_then(|t| t.split(')').next()).expect("the run is named");
+        u16::from_str_radix(hex, 16).unwrap_or_else(|_| panic!("{err}"))
+    };
+    let (short_run, long_run) = (run_of(short), run_of(long));
+    let out = recv.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    if short_run == long_run {
+        eprintln!("skipped: both senders drew run {short_run:04x} (1 in 65536)");
+        return;
+    }
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let s = &v["summary"];
+    assert_eq!(s["run"].as_u64(), Some(u64::from(short_run)), "{s}");
+    assert_eq!((s["sent"].as_u64(), s["received"].as_u64()), (Some(1000), Some(1000)), "{s}");
+    assert_eq!(
+        (s["lost"].as_u64(), s["duplicates"].as_u64(), s["strays"].as_u64()),
+        (Some(0), Some(0), Some(0))
+    );
+    let foreign = s["foreign"].as_u64().unwrap();
+    assert!((500..=6000).contains(&foreign), "{foreign} foreign: {s}");
+    assert!(text.contains(&format!("{foreign} datagrams of other runs")), "{text}");
+}
+
 #[test]
 fn bad_input_is_refused_with_one_line() {
     for (args, code, says) in [
