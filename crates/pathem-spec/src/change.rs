@@ -104,11 +104,17 @@ impl Change {
 fn changed_direction(flag: &str, text: Option<&str>) -> Result<(PathSpec, bool), SpecError> {
     let Some(text) = text else { return Ok((PathSpec::default(), false)) };
     let refused = |e| SpecError::Direction { flag: flag.into(), text: text.into(), reason: Box::new(e) };
-    let words = crate::path::split_words(text).map_err(|e| refused(SpecError::Flags(e)))?;
+    flags_after_reset(text).map_err(refused)
+}
+
+/// Flags that may hold `--reset` among them (a direction's words in `ctl set`, a schedule's
+/// line): the path they name, and whether `--reset` was there.
+pub(crate) fn flags_after_reset(text: &str) -> Result<(PathSpec, bool), SpecError> {
+    let words = crate::path::split_words(text).map_err(SpecError::Flags)?;
     let rest: Vec<String> = words.iter().filter(|w| *w != "--reset").cloned().collect();
     let reset = rest.len() != words.len();
     let rest = rest.iter().map(|w| crate::path::quote_word(w)).collect::<Vec<_>>().join(" ");
-    Ok((PathSpec::from_flags(&rest).map_err(refused)?, reset))
+    Ok((PathSpec::from_flags(&rest)?, reset))
 }
 
 /// One direction's flags given as a string (`--a-to-b "--delay 10ms --loss 1%"`): nothing

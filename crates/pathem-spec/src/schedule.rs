@@ -8,7 +8,8 @@
 //! repeat 30s
 //! ```
 //! Each line's flags apply on top of the path as it was just before (the run's own flags for
-//! the first line), key by key, as `pathem ctl NAME set` does. Times count from the start (the
+//! the first line), key by key, as `pathem ctl NAME set` does; a line with `--reset` starts
+//! from no impairment instead (`40s --reset --delay 5ms`; its classes keep theirs). Times count from the start (the
 //! first frame's arrival for `replay`), increase from line to line and stay within a day;
 //! `repeat T` starts the schedule again every T. Every line is checked before anything runs:
 //! a bad one is refused with its line number. A line may change a class as `ctl set` does,
@@ -86,7 +87,8 @@ pub fn parse_with_classes(
         if flags.trim().is_empty() {
             return Err(at(n, format!("`{}` needs TIME FLAGS, e.g. 10s --delay 20ms", shown(line))));
         }
-        let change = PathSpec::from_flags(flags).map_err(|e| at(n, e.to_string()))?.relative_to(dir);
+        let (change, reset) = crate::change::flags_after_reset(flags).map_err(|e| at(n, e.to_string()))?;
+        let change = change.relative_to(dir);
         let names_a_class = change.has_classes();
         for (k, pair) in change.class.chunks(2).enumerate() {
             let [name, flags] = pair else { continue };
@@ -124,7 +126,10 @@ pub fn parse_with_classes(
             class_steps[i].push((when, n, class_current[i].clone()));
         }
         let change = change.without_classes();
-        if change != PathSpec::default() || !names_a_class {
+        if change != PathSpec::default() || !names_a_class || reset {
+            if reset {
+                current = PathSpec::default();
+            }
             current = current.overridden_by(&change);
             steps.push((when, n, current.clone()));
         }
@@ -240,6 +245,25 @@ mod tests {
         assert!(last.rate.is_some() && last.queue.is_some());
         let sched = to_schedule(&s, Path::new("s")).unwrap();
         assert_eq!(sched.steps().len(), 3);
+    }
+
+    /// `--reset` on a line starts it from no impairment (the run's own flags and earlier lines
+    /// gone), and the next line builds on it; a class on that line keeps its own flags.
+    #[test]
+    fn a_reset_line_starts_from_no_impairment() {
+        let base = PathSpec::from_flags("--delay 5ms --rate 10mbit").unwrap();
+        let class = PathSpec::from_flags("--class c1 'tcp' --delay 1ms").unwrap();
+        let text =
+            "0s --loss 1%\n10s --reset --delay 7ms --class c1 '--loss 2%'\n20s --loss 3%\n30s --reset\n";
+        let s = parse_with_classes(text, &base, &[("c1", &class)], &[], Path::new(".")).unwrap();
+        let steps: Vec<&PathSpec> = s.steps.iter().map(|s| &s.2).collect();
+        assert_eq!(steps[0].rate, base.rate, "line 1 builds on the run's flags");
+        assert_eq!(steps[1], &PathSpec::from_flags("--delay 7ms").unwrap());
+        assert_eq!(steps[2], &PathSpec::from_flags("--delay 7ms --loss 3%").unwrap());
+        assert_eq!(steps[3], &PathSpec::default());
+        assert_eq!(s.class_steps[0][0].2.delay, class.delay, "the class keeps its own");
+        let e = parse("0s --reset=yes\n", &base, Path::new(".")).unwrap_err().to_string();
+        assert!(e.contains("line 1:"), "{e}");
     }
 
     #[test]

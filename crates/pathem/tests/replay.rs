@@ -887,6 +887,39 @@ fn a_schedule_changes_the_path_exactly_at_its_times() {
     assert!(err.contains("line 2") && err.contains("150%"), "{err}");
 }
 
+/// A schedule line with `--reset` starts from no impairment: the run's loss is gone with it, and
+/// the line's delay alone applies from its time on.
+#[test]
+fn a_reset_line_drops_what_the_path_had() {
+    let d = Dir::new();
+    let frames = cbr(200, 100, Nanos::from_micros(100));
+    write_capture(&d.path("in.pcap"), frames.clone()).unwrap();
+    std::fs::write(d.path("s.txt"), "0s --delay 10ms\n5ms --reset --delay 3ms\n").unwrap();
+    let st = d.path("s.json");
+    let args =
+        ["--loss", "50%", "--delay", "1ms", "--schedule", &d.s("s.txt"), "--stats", st.to_str().unwrap()];
+    ok(&replay(&d.path("in.pcap"), &d.path("out.pcap"), &args));
+    let out = read_capture(&d.path("out.pcap")).unwrap();
+    let start = Nanos::from_secs(1);
+    let late: Vec<_> = frames.iter().filter(|(t, _)| *t - start >= Nanos::from_millis(5)).collect();
+    let early = frames.len() - late.len();
+    // Half of the first 50 lost, give or take (seeded); none of the 150 after the reset.
+    assert!((10..=40).contains(&(early + late.len() - out.len())), "{} of {} out", out.len(), frames.len());
+    let (kept_early, kept_late) = out.split_at(out.len() - late.len());
+    // The last frame before the reset leaves 10 ms after it came.
+    let mut last = kept_early.last().unwrap().0;
+    for ((t_in, f_in), (t_out, _, f_out)) in late.iter().zip(kept_late) {
+        assert_eq!(f_in, f_out, "every frame after the reset, in order");
+        // 10 ms → 3 ms: frames are held back behind the earlier ones, as always.
+        last = (*t_in + Nanos::from_millis(3)).max(last);
+        assert_eq!(*t_out, last);
+    }
+    let s = stats(&st);
+    let changes: Vec<_> =
+        s["schedule"].as_array().unwrap().iter().map(|c| c["path"].as_str().unwrap()).collect();
+    assert_eq!(changes, ["loss random 50%, delay 10ms", "delay 3ms"], "{s}");
+}
+
 /// A file without end given for a trace, a config or a schedule is one line past its limit,
 /// not memory read until the machine runs out.
 #[test]
