@@ -108,13 +108,21 @@ fn changed_direction(flag: &str, text: Option<&str>) -> Result<(PathSpec, bool),
 }
 
 /// Flags that may hold `--reset` among them (a direction's words in `ctl set`, a schedule's
-/// line): the path they name, and whether `--reset` was there.
+/// line): the path they name, and whether `--reset` was there. Parsed as flags, so a
+/// `--reset` that is another flag's value (`--class c1 "--reset"`) stays that flag's.
 pub(crate) fn flags_after_reset(text: &str) -> Result<(PathSpec, bool), SpecError> {
+    #[derive(clap::Parser, Debug)]
+    #[command(no_binary_name = true, disable_help_flag = true, disable_version_flag = true)]
+    struct ResetWords {
+        #[command(flatten)]
+        path: PathSpec,
+        #[arg(long)]
+        reset: bool,
+    }
     let words = crate::path::split_words(text).map_err(SpecError::Flags)?;
-    let rest: Vec<String> = words.iter().filter(|w| *w != "--reset").cloned().collect();
-    let reset = rest.len() != words.len();
-    let rest = rest.iter().map(|w| crate::path::quote_word(w)).collect::<Vec<_>>().join(" ");
-    Ok((PathSpec::from_flags(&rest)?, reset))
+    let w =
+        <ResetWords as clap::Parser>::try_parse_from(&words).map_err(|e| SpecError::Flags(first_line(&e)))?;
+    Ok((w.path, w.reset))
 }
 
 /// One direction's flags given as a string (`--a-to-b "--delay 10ms --loss 1%"`): nothing

@@ -264,6 +264,17 @@ mod tests {
         assert_eq!(s.class_steps[0][0].2.delay, class.delay, "the class keeps its own");
         let e = parse("0s --reset=yes\n", &base, Path::new(".")).unwrap_err().to_string();
         assert!(e.contains("line 1:"), "{e}");
+        // A `--reset` that is a class's flags is the class's (which refuses it), never the line's.
+        let e = parse_with_classes(
+            "0s --class c1 '--reset' --ecn\n",
+            &base,
+            &[("c1", &class)],
+            &[],
+            Path::new("."),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("line 1:") && e.contains("--reset"), "{e}");
     }
 
     #[test]
