@@ -498,31 +498,64 @@ pub fn filter(data: &[u8]) {
 
 /// Datagrams as the probe's receiver takes them off the wire, 30 bytes each: 20 of datagram
 /// (decoded as the receiver does: not the probe's, a sample, or the end marker with the count
-/// sent, of any run), 8 of receive stamp, 2 of length, collected as the receiver does (one
-/// run measured, the others foreign). Whatever runs, numbers and stamps they carry, the
-/// analysis accounts for every sample once (received, duplicate, a stray numbered past the
-/// count sent, or another run's), never counts more lost than sent, and gives rates from 0
-/// to 1.
+/// sent, of any run), 8 of receive stamp, 2 of length; two bytes left over name a run wanted
+/// (`recv --run`). Collected as the receiver does, the run measured is the one the rules
+/// name (checked against a plain model of them here), its samples and count kept, the others'
+/// foreign. Whatever runs, numbers and stamps they carry, the analysis accounts for every
+/// sample once (received, duplicate, a stray numbered past the count sent, or another run's),
+/// never counts more lost than sent, and gives rates from 0 to 1.
 pub fn probe(data: &[u8]) {
     use pathem_probe::{net::Collector, packet::decode, session};
-    let mut collector = Collector::new(None, 42);
-    let mut n = 0usize;
+    let rest = data.chunks_exact(30).remainder();
+    let want = (rest.len() >= 2).then(|| u16::from_be_bytes([rest[0], rest[1]]));
+    let mut collector = Collector::new(want, 42);
+    // The model: each run as (run, datagrams, number 0 seen, first end marker's count and place).
+    type Model = (Option<u16>, u64, bool, Option<(u64, usize)>);
+    let mut runs: Vec<Model> = Vec::new();
+    let (mut n, mut ends) = (0u64, 0usize);
     for c in data.chunks_exact(30) {
         let Some(h) = decode(&c[..20]) else { continue };
         let received = Nanos(u64::from_le_bytes(c[20..28].try_into().expect("eight bytes")));
         let len = usize::from(u16::from_le_bytes([c[28], c[29]]));
-        n += usize::from(!h.end);
         collector.take(h, received, len);
+        let i = runs.iter().position(|r| r.0 == h.run).unwrap_or_else(|| {
+            runs.push((h.run, 0, false, None));
+            runs.len() - 1
+        });
+        if h.end {
+            if runs[i].3.is_none() {
+                runs[i].3 = Some((h.seq, ends));
+                ends += 1;
+            }
+        } else {
+            n += 1;
+            runs[i].1 += 1;
+            runs[i].2 |= h.seq == 0;
+        }
     }
-    let expect = Nanos(data.len() as u64 * 1_000);
+    let first_end = |began: bool| {
+        runs.iter().filter(|r| r.3.is_some() && (r.2 || !began)).min_by_key(|r| r.3.map(|e| e.1)).map(|r| r.0)
+    };
+    // Most datagrams; of those tied, the first seen (`max_by_key` keeps the last of equals).
+    let most = runs.iter().rev().max_by_key(|r| r.1).map(|r| r.0);
+    let measured = match want {
+        Some(w) => Some(Some(w)),
+        None => first_end(true).or_else(|| first_end(false)).or(most),
+    };
+    let model = measured.and_then(|m| runs.iter().find(|r| r.0 == m));
     let got = collector.finish();
+    assert_eq!(got.run, measured.flatten());
+    assert_eq!(got.samples.len() as u64, model.map_or(0, |r| r.1));
+    assert_eq!(got.total, model.and_then(|r| r.3).map(|e| e.0));
+    assert_eq!(got.foreign, n - got.samples.len() as u64);
     let sent = got.total;
+    let expect = Nanos(data.len() as u64 * 1_000);
     match session::conclude(&got, expect, Nanos::from_secs(1), session::Outputs::default()) {
         Err(_) => {
-            assert!(got.samples.is_empty() && got.foreign == n as u64, "an analysis refused {n} samples")
+            assert!(got.samples.is_empty(), "an analysis refused {} samples", got.samples.len())
         }
         Ok((s, _)) => {
-            assert_eq!(s.received + s.duplicates + s.strays + s.foreign, n as u64);
+            assert_eq!(s.received + s.duplicates + s.strays + s.foreign, n);
             assert!(s.lost <= s.sent && s.reordered <= s.received, "{s:?}");
             // A share of gaps kept where there was a pair of consecutive numbers, else unknown.
             let kept = s.gaps_kept_within_2us;

@@ -48,7 +48,7 @@ pub struct Summary {
     /// in nothing else.
     pub foreign: u64,
     pub received: u64,
-    /// Datagrams numbered past what the sender announced (not this run's); in nothing else.
+    /// Datagrams of the run numbered at or past the count its sender announced; in nothing else.
     pub strays: u64,
     pub lost: u64,
     pub loss_rate: f64,

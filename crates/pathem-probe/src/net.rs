@@ -165,11 +165,12 @@ const COLLECT_TIME: Nanos = Nanos::from_micros(4);
 /// reading later loses nothing, and on a small machine the CPU time goes to the path instead.
 const READ_EVERY: Duration = Duration::from_millis(1);
 
-/// Receives until the end marker of the run measured arrives (then waits for stragglers:
-/// `linger`, or the spread of the delays seen so far if longer, up to `idle`) or until nothing
-/// has arrived for `idle` while `sending` (the sender of a pair, if given) is not still at
-/// work. The run measured is `want`, or without it the one [`Collector`] picks. Returns its
-/// samples, the count its sender announced, and what else arrived.
+/// Receives until a run the receiver saw begin has ended (its end marker, then a wait for
+/// stragglers: `linger`, or the spread of its delays seen so far if longer, up to `idle`), or
+/// `idle` after the end of a run it joined late, or `idle` without a datagram of interest
+/// while `sending` (the sender of a pair, if given) is not still at work. The run measured is
+/// `want`, or without it the one [`Collector`] picks. Returns its samples, the count its sender
+/// announced, and what else arrived.
 pub fn receive(
     sock: &TimestampedUdp,
     want: Option<Run>,
@@ -181,14 +182,11 @@ pub fn receive(
     use std::sync::atomic::Ordering;
     let mut last_report = Instant::now();
     let mut last_arrival = Instant::now();
-    // The spread of one-way delays (the largest less the smallest, which no clock offset
-    // between the ends changes): a datagram sent just before the end marker may come that
-    // much after it.
-    let (mut least, mut most) = (i64::MAX, i64::MIN);
     let mut buf = vec![0u8; 65_536];
     let headers = frame_headers(sock.local_addr()?);
     let mut got = Collector::new(want, headers);
-    let mut ended: Option<Instant> = None;
+    // When a run first ended, and when one the receiver saw begin did.
+    let (mut ended, mut began_ended): (Option<Instant>, Option<Instant>) = (None, None);
     loop {
         loop {
             let r = match sock.recv_nowait(&mut buf) {
@@ -196,26 +194,29 @@ pub fn receive(
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => break,
                 Err(e) => return Err(e),
             };
-            last_arrival = Instant::now();
             let Some(h) = decode(&buf[..r.len]) else { continue };
-            if !h.end {
-                let d = r.at.as_nanos().wrapping_sub(h.sent.as_nanos()) as i64;
-                (least, most) = (least.min(d), most.max(d));
-            }
             if got.take(h, r.at, r.len) {
-                ended.get_or_insert_with(Instant::now);
+                last_arrival = Instant::now();
             }
         }
         if progress && last_report.elapsed() > Duration::from_secs(2) {
             last_report = Instant::now();
             let _ = writeln!(std::io::stderr(), "pathem probe: received {} datagrams", got.samples.len());
         }
-        let done = match ended {
-            Some(at) => {
-                let spread = Duration::from_nanos(most.saturating_sub(least).max(0) as u64);
+        let state = got.ended();
+        if state != Ended::No {
+            ended.get_or_insert_with(Instant::now);
+        }
+        let done = match state {
+            Ended::Began { spread } => {
+                let at = *began_ended.get_or_insert_with(Instant::now);
+                let spread = Duration::from_nanos(spread.as_nanos());
                 at.elapsed() >= linger.max(spread).min(idle.max(linger))
             }
-            None => {
+            // Only runs under way before the receiver started (or whose number 0 was lost)
+            // have ended: another may still begin and end, for as long as `idle`.
+            Ended::Joined => ended.is_some_and(|at| at.elapsed() >= idle),
+            Ended::No => {
                 let still = sending.is_some_and(|s| s.load(Ordering::Acquire));
                 !still && last_arrival.elapsed() >= idle
             }
@@ -228,77 +229,134 @@ pub fn receive(
     Ok(Arrivals { socket_drops: sock.drops(), ..got.finish() })
 }
 
-/// What a receiver keeps of the datagrams it reads: each sample under its run, and the runs'
-/// end markers as they came. Datagrams of several runs can reach one port (two senders, or a
-/// sender from before the receiver started); [`Collector::finish`] keeps one run's and counts
-/// the others' as foreign. Pure, so it is tested and fuzzed without a socket.
+/// Whether the run a receiver measures has ended, as [`Collector::ended`] says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    No,
+    /// Only runs the receiver did not see begin (their number 0 did not arrive).
+    Joined,
+    /// A run it saw begin (or the one wanted); `spread` of its one-way delays (the largest
+    /// less the smallest, which no clock offset between the ends changes): a datagram sent
+    /// just before the end marker may come that much after it.
+    Began {
+        spread: Nanos,
+    },
+}
+
+/// What a receiver knows of one run.
+#[derive(Clone, Copy, Debug)]
+struct RunState {
+    /// Datagrams (not end markers).
+    count: u64,
+    /// Its number 0 arrived: the receiver saw it begin.
+    began: bool,
+    /// The count its first end marker announced, and that marker's place among the runs' ends.
+    end: Option<(u64, usize)>,
+    /// Where its first datagram came among the runs: the earlier wins a tie.
+    first: usize,
+    /// Least and most one-way delay, ns (the receiver's clock less the sender's).
+    least: i64,
+    most: i64,
+}
+
+/// What a receiver keeps of the datagrams it reads: each sample under its run, and what it
+/// knows of each run. Datagrams of several runs can reach one port (two senders, or a sender
+/// still going from before the receiver started); [`Collector::finish`] keeps one run's and
+/// counts the others' as foreign. Pure, so it is tested and fuzzed without a socket.
 #[derive(Clone, Debug)]
 pub struct Collector {
     want: Option<Run>,
     /// Bytes of headers around a datagram where its sender does not say its family.
     headers: usize,
     samples: Vec<(Option<Run>, Sample)>,
-    /// The first end marker of each run that sent one, in the order they came.
-    ends: Vec<(Option<Run>, u64)>,
+    runs: std::collections::HashMap<Option<Run>, RunState>,
+    /// Runs whose end marker came.
+    ends: usize,
 }
 
 impl Collector {
     /// Keeps run `want`'s datagrams (`None`: the run [`finish`](Collector::finish) picks);
     /// `headers` is the receiver's own family's.
     pub fn new(want: Option<Run>, headers: usize) -> Collector {
-        Collector { want, headers, samples: Vec::new(), ends: Vec::new() }
+        Collector { want, headers, samples: Vec::new(), runs: Default::default(), ends: 0 }
     }
 
-    /// Takes a datagram of `len` bytes that arrived at `at`; true when it is the first end
-    /// marker of the run measured (with no run wanted, the first of any run).
+    /// Takes a datagram of `len` bytes that arrived at `at`; true if it is of the run wanted
+    /// (or any, with none wanted): what keeps a receiver waiting.
     pub fn take(&mut self, h: Header, at: Nanos, len: usize) -> bool {
+        let first = self.runs.len();
+        let run = self.runs.entry(h.run).or_insert(RunState {
+            count: 0,
+            began: false,
+            end: None,
+            first,
+            least: i64::MAX,
+            most: i64::MIN,
+        });
         if h.end {
-            if self.ends.iter().any(|&(r, _)| r == h.run) {
-                return false;
+            if run.end.is_none() {
+                run.end = Some((h.seq, self.ends));
+                self.ends += 1;
             }
-            self.ends.push((h.run, h.seq));
-            return match self.want {
-                Some(w) => h.run == Some(w),
-                None => self.ends.len() == 1,
+        } else {
+            let d = at.as_nanos().wrapping_sub(h.sent.as_nanos()) as i64;
+            (run.least, run.most) = (run.least.min(d), run.most.max(d));
+            run.count += 1;
+            run.began |= h.seq == 0;
+            // The sender's family where it says (a dual-stack socket takes both).
+            let headers = match h.ipv6 {
+                Some(true) => IPV6_HEADERS,
+                Some(false) => IPV4_HEADERS,
+                None => self.headers,
             };
+            let sample = Sample { seq: h.seq, sent: h.sent, received: at, len: len.saturating_add(headers) };
+            self.samples.push((h.run, sample));
         }
-        // The sender's family where it says (a dual-stack socket takes both).
-        let headers = match h.ipv6 {
-            Some(true) => IPV6_HEADERS,
-            Some(false) => IPV4_HEADERS,
-            None => self.headers,
-        };
-        let sample = Sample { seq: h.seq, sent: h.sent, received: at, len: len.saturating_add(headers) };
-        self.samples.push((h.run, sample));
-        false
+        self.want.is_none_or(|w| h.run == Some(w))
     }
 
-    /// The run measured: the one wanted; or the first whose end marker came; or, with none,
-    /// the one most datagrams came from (the earliest to arrive of those tied). `None` in
-    /// the outer option: nothing came.
+    /// The first run to end among those `keep` takes, by its end marker's arrival.
+    fn first_ended(&self, keep: impl Fn(&RunState) -> bool) -> Option<(Option<Run>, &RunState)> {
+        let ended = self.runs.iter().filter(|(_, s)| s.end.is_some() && keep(s));
+        ended.min_by_key(|(_, s)| s.end.map(|(_, at)| at)).map(|(r, s)| (*r, s))
+    }
+
+    /// Whether the run measured has ended: with a run wanted, its end marker came; otherwise
+    /// a run the receiver saw begin ended ([`Ended::Began`]), or only runs it joined late.
+    pub fn ended(&self) -> Ended {
+        let spread = |s: &RunState| Nanos(s.most.saturating_sub(s.least).max(0) as u64);
+        let done = match self.want {
+            Some(w) => self.runs.get(&Some(w)).filter(|s| s.end.is_some()),
+            None => self.first_ended(|s| s.began).map(|(_, s)| s),
+        };
+        match done {
+            Some(s) => Ended::Began { spread: spread(s) },
+            None if self.want.is_none() && self.ends > 0 => Ended::Joined,
+            None => Ended::No,
+        }
+    }
+
+    /// The run measured: the one wanted; or the first to end of those the receiver saw begin;
+    /// or the first to end; or, with no end marker, the one most datagrams came from (the
+    /// earliest to arrive of those tied). `None` in the outer option: nothing came.
     fn measured(&self) -> Option<Option<Run>> {
         if let Some(w) = self.want {
             return Some(Some(w));
         }
-        if let Some(&(run, _)) = self.ends.first() {
+        let ended = self.first_ended(|s| s.began).or_else(|| self.first_ended(|_| true));
+        if let Some((run, _)) = ended {
             return Some(run);
         }
-        let mut counts: Vec<(Option<Run>, u64)> = Vec::new();
-        for &(run, _) in &self.samples {
-            match counts.iter_mut().find(|(r, _)| *r == run) {
-                Some((_, n)) => *n += 1,
-                None => counts.push((run, 1)),
-            }
-        }
-        // `max_by_key` keeps the last of equals: look from the back.
-        counts.iter().rev().max_by_key(|&&(_, n)| n).map(|&(r, _)| r)
+        let most = self.runs.iter().max_by_key(|(_, s)| (s.count, std::cmp::Reverse(s.first)));
+        most.map(|(r, _)| *r)
     }
 
     /// The run measured, its samples in arrival order and the count its sender announced;
     /// every other datagram counted as foreign.
     pub fn finish(self) -> Arrivals {
         let run = self.measured();
-        let total = self.ends.iter().find(|&&(r, _)| Some(r) == run).map(|&(_, n)| n);
+        let state = run.and_then(|r| self.runs.get(&r));
+        let total = state.and_then(|s| s.end).map(|(n, _)| n);
         let all = self.samples.len() as u64;
         let samples: Vec<Sample> =
             self.samples.into_iter().filter(|&(r, _)| Some(r) == run).map(|(_, s)| s).collect();
@@ -363,21 +421,38 @@ mod tests {
     }
 
     #[test]
-    fn a_receiver_measures_the_run_that_ends_and_counts_the_others_as_foreign() {
+    fn a_receiver_measures_the_run_it_saw_begin_and_counts_the_others_as_foreign() {
         let mut c = Collector::new(None, IPV4_HEADERS);
-        // A run from before this one still arriving, then this one, which ends.
-        assert!(!c.take(header(Some(1), 50, false), Nanos(10), 22));
+        // A run from before the receiver still arriving, then this one from its number 0.
+        c.take(header(Some(1), 50, false), Nanos(10), 22);
         for seq in 0..3 {
-            assert!(!c.take(header(Some(2), seq, false), Nanos(20 + seq), 22));
+            c.take(header(Some(2), seq, false), Nanos(20 + seq), 22);
         }
-        assert!(!c.take(header(Some(1), 51, false), Nanos(30), 22));
-        assert!(c.take(end(Some(2), 4), Nanos(40), 22));
-        assert!(!c.take(end(Some(2), 4), Nanos(41), 22), "a run's second end marker");
-        assert!(!c.take(end(Some(1), 60), Nanos(42), 22), "another run's, once one ended");
+        c.take(header(Some(1), 51, false), Nanos(30), 22);
+        assert_eq!(c.ended(), Ended::No);
+        // The run joined late ends first: the receiver waits on for one it saw begin.
+        c.take(end(Some(1), 60), Nanos(35), 22);
+        assert_eq!(c.ended(), Ended::Joined);
+        c.take(end(Some(2), 4), Nanos(40), 22);
+        c.take(end(Some(2), 9), Nanos(41), 22);
+        // Delays 10 (sent at 1, arrived at 20 + seq): the spread is 2 ns.
+        assert_eq!(c.ended(), Ended::Began { spread: Nanos(2) });
         let got = c.finish();
-        assert_eq!((got.run, got.total, got.foreign), (Some(2), Some(4), 2));
+        assert_eq!((got.run, got.total), (Some(2), Some(4)), "the first end marker's count");
+        assert_eq!(got.foreign, 2);
         assert_eq!(got.samples.iter().map(|s| s.seq).collect::<Vec<_>>(), [0, 1, 2]);
         assert_eq!(got.samples[0].len, 22 + IPV4_HEADERS);
+    }
+
+    #[test]
+    fn a_run_joined_late_is_measured_when_no_other_ends() {
+        let mut c = Collector::new(None, IPV4_HEADERS);
+        c.take(header(Some(1), 5, false), Nanos(10), 22);
+        c.take(header(Some(2), 7, false), Nanos(11), 22);
+        c.take(end(Some(2), 9), Nanos(12), 22);
+        assert_eq!(c.ended(), Ended::Joined);
+        let got = c.finish();
+        assert_eq!((got.run, got.total, got.foreign, got.samples.len()), (Some(2), Some(9), 1, 1));
     }
 
     #[test]
@@ -401,19 +476,22 @@ mod tests {
         let got = old2.finish();
         assert_eq!((got.run, got.foreign, got.samples[0].len), (None, 0, 22 + IPV4_HEADERS));
         let got = old.finish();
-        assert!(got.samples.is_empty() && got.foreign == 0 && got.total.is_none());
+        assert!(got.samples.is_empty() && got.foreign == 0 && got.total.is_none() && got.run.is_none());
     }
 
     #[test]
-    fn a_pair_wants_its_own_run_whatever_else_comes() {
+    fn a_wanted_run_is_measured_whatever_else_comes() {
         let mut c = Collector::new(Some(7), IPV4_HEADERS);
-        c.take(header(Some(8), 0, false), Nanos(1), 22);
-        c.take(header(None, 0, false), Nanos(1), 22);
-        assert!(!c.take(end(Some(8), 1), Nanos(2), 22), "another run's end does not stop it");
-        c.take(header(Some(7), 0, false), Nanos(3), 22);
-        assert!(c.take(end(Some(7), 1), Nanos(4), 22));
+        assert!(!c.take(header(Some(8), 0, false), Nanos(1), 22), "another run's keeps no one waiting");
+        assert!(!c.take(header(None, 0, false), Nanos(1), 22));
+        assert!(!c.take(end(Some(8), 1), Nanos(2), 22));
+        assert_eq!(c.ended(), Ended::No, "another run's end does not stop it");
+        // Its own, joined late (number 0 lost) still ends it: it is the one wanted.
+        assert!(c.take(header(Some(7), 1, false), Nanos(3), 22));
+        assert!(c.take(end(Some(7), 2), Nanos(4), 22));
+        assert_eq!(c.ended(), Ended::Began { spread: Nanos(0) });
         let got = c.finish();
-        assert_eq!((got.run, got.total, got.foreign, got.samples.len()), (Some(7), Some(1), 2, 1));
+        assert_eq!((got.run, got.total, got.foreign, got.samples.len()), (Some(7), Some(2), 2, 1));
         // Nothing of its own came: no samples, and what came is foreign.
         let mut c = Collector::new(Some(7), IPV4_HEADERS);
         c.take(header(Some(8), 0, false), Nanos(1), 22);

@@ -1,5 +1,6 @@
 //! The flags of `pathem probe`'s two ends (clap reads them; the CLI only dispatches).
 
+use crate::packet::Run;
 use crate::session::{Plan, ProbeRate};
 use crate::{Error, Pattern};
 use clap::Args;
@@ -51,15 +52,38 @@ pub struct RecvOpts {
     pub idle: Duration,
 }
 
-/// A receiver's `--listen`: a port a sender can name (1 to 65535, not "any").
-pub fn check_listen(listen: SocketAddr) -> Result<(), Error> {
-    match listen.port() {
-        0 => Err(Error::Setting {
-            flag: "--listen",
-            value: listen.to_string(),
-            accepted: "IP:PORT with a port 1 to 65535 (the one the sender's --to names)",
-        }),
-        _ => Ok(()),
+/// Where a lone receiver listens, and which run it measures.
+#[derive(Args, Debug, Clone)]
+pub struct ListenOpts {
+    /// Address to listen on, IP:PORT.
+    #[arg(long, value_name = "IP:PORT")]
+    pub listen: SocketAddr,
+    /// Measure this sender's run only (as it prints it, e.g. a38d), every other datagram
+    /// foreign [default: the first run seen from its start to end].
+    #[arg(long, value_name = "HEX", value_parser = parse_run)]
+    pub run: Option<Run>,
+}
+
+/// A run as a sender prints it: 1 to 4 hexadecimal digits.
+fn parse_run(s: &str) -> Result<Run, String> {
+    let ok = (1..=4).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit());
+    match ok.then(|| Run::from_str_radix(s, 16)) {
+        Some(Ok(r)) => Ok(r),
+        _ => Err("accepted: a sender's run as it prints it, 1 to 4 hexadecimal digits (a38d)".into()),
+    }
+}
+
+impl ListenOpts {
+    /// Checks `--listen`: a port a sender can name (1 to 65535, not "any").
+    pub fn check(&self) -> Result<(), Error> {
+        match self.listen.port() {
+            0 => Err(Error::Setting {
+                flag: "--listen",
+                value: self.listen.to_string(),
+                accepted: "IP:PORT with a port 1 to 65535 (the one the sender's --to names)",
+            }),
+            _ => Ok(()),
+        }
     }
 }
 

@@ -3,16 +3,23 @@
 //!
 //! | bytes | field |
 //! | --- | --- |
-//! | 0–1 | magic, `0x7074` ("pt") |
-//! | 2–3 | flags: [`FLAG_END`], [`FLAG_IPV4`] or [`FLAG_IPV6`], [`FLAG_RUN`] |
-//! | 4–11 | with [`FLAG_RUN`]: the run (16 bits), then the sequence number (48 bits); without it (a sender from before runs), the sequence number (64 bits) |
+//! | 0–1 | magic, [`MAGIC`] |
+//! | 2–3 | flags: [`FLAG_END`], [`FLAG_IPV4`] or [`FLAG_IPV6`] |
+//! | 4–5 | the sender's run |
+//! | 6–11 | the sequence number (48 bits); an end marker's, the count its run sent |
 //! | 12–19 | the send time, ns on `CLOCK_MONOTONIC` |
 //!
-//! All big-endian. An end marker's sequence number is the count its run sent.
+//! All big-endian. A sender from before runs wrote [`MAGIC_BEFORE_RUNS`] and a 64-bit
+//! sequence number in bytes 4–11: read as a run of its own. The magic changed with the
+//! layout so that a receiver from before runs ignores these datagrams (and says none came)
+//! rather than read a run as the top of a sequence number.
 
 use pathem_model::Nanos;
 
-pub const MAGIC: u16 = 0x7074; // "pt"
+/// "pu".
+pub const MAGIC: u16 = 0x7075;
+/// "pt": a sender from before runs.
+pub const MAGIC_BEFORE_RUNS: u16 = 0x7074;
 /// Bytes of header at the start of every probe datagram.
 pub const HEADER: usize = 20;
 /// Set on the datagrams that close a run; their `seq` field holds the number sent.
@@ -22,10 +29,7 @@ pub const FLAG_END: u16 = 1;
 /// Neither: a sender from before them.
 pub const FLAG_IPV4: u16 = 2;
 pub const FLAG_IPV6: u16 = 4;
-/// Bytes 4–5 name the sender's run: a receiver tells its datagrams from another sender's, or
-/// from a run before, that reach the same port.
-pub const FLAG_RUN: u16 = 8;
-/// Sequence numbers a run can carry beside its run number: 2^48, past [`crate::session::MAX_COUNT`].
+/// Sequence numbers a run can carry: 2^48, past [`crate::session::MAX_COUNT`].
 pub const SEQ_LIMIT: u64 = 1 << 48;
 
 /// A sender's run: drawn at random when it starts, so two runs share one with odds of 1 in 65 536.
@@ -61,13 +65,13 @@ impl Header {
             Some(false) => FLAG_IPV4,
             None => 0,
         };
-        let (run, word) = match self.run {
-            Some(r) if self.seq < SEQ_LIMIT => (FLAG_RUN, u64::from(r) << 48 | self.seq),
+        let (magic, word) = match self.run {
+            Some(r) if self.seq < SEQ_LIMIT => (MAGIC, u64::from(r) << 48 | self.seq),
             Some(_) => return None,
-            None => (0, self.seq),
+            None => (MAGIC_BEFORE_RUNS, self.seq),
         };
-        let flags = if self.end { FLAG_END } else { 0 } | family | run;
-        buf[0..2].copy_from_slice(&MAGIC.to_be_bytes());
+        let flags = if self.end { FLAG_END } else { 0 } | family;
+        buf[0..2].copy_from_slice(&magic.to_be_bytes());
         buf[2..4].copy_from_slice(&flags.to_be_bytes());
         buf[4..12].copy_from_slice(&word.to_be_bytes());
         buf[12..20].copy_from_slice(&self.sent.as_nanos().to_be_bytes());
@@ -77,14 +81,15 @@ impl Header {
 
 /// Reads a header; `None` for datagrams that are not the probe's.
 pub fn decode(buf: &[u8]) -> Option<Header> {
-    if buf.len() < HEADER || buf[0..2] != MAGIC.to_be_bytes() {
+    let magic = u16::from_be_bytes(buf.get(0..2)?.try_into().ok()?);
+    if buf.len() < HEADER || (magic != MAGIC && magic != MAGIC_BEFORE_RUNS) {
         return None;
     }
     let flags = u16::from_be_bytes(buf[2..4].try_into().ok()?);
     let word = u64::from_be_bytes(buf[4..12].try_into().ok()?);
-    let (run, seq) = match flags & FLAG_RUN {
-        0 => (None, word),
-        _ => (Some((word >> 48) as Run), word & (SEQ_LIMIT - 1)),
+    let (run, seq) = match magic {
+        MAGIC => (Some((word >> 48) as Run), word & (SEQ_LIMIT - 1)),
+        _ => (None, word),
     };
     Some(Header {
         run,
@@ -126,8 +131,12 @@ mod tests {
         let old = Header { run: None, seq: u64::MAX - 3, sent: Nanos(9), end: false, ipv6: None };
         let mut b = [0u8; 20];
         old.encode(&mut b).unwrap();
-        assert_eq!(b[3] & super::FLAG_RUN as u8, 0);
+        assert_eq!(b[0..2], super::MAGIC_BEFORE_RUNS.to_be_bytes());
         assert_eq!(decode(&b), Some(old));
+        // What a receiver from before runs checks first: the datagrams of a run are not its.
+        let new = Header { run: Some(9), seq: 5, ..old };
+        new.encode(&mut b).unwrap();
+        assert_ne!(b[0..2], super::MAGIC_BEFORE_RUNS.to_be_bytes());
     }
 
     #[test]

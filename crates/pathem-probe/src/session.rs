@@ -168,11 +168,17 @@ pub fn send(sock: &UdpSocket, to: SocketAddr, plan: &Plan, run: Run) -> std::io:
     net::send(sock, to, run, plan.size - net::frame_headers(to), plan.count, schedule, progress)
 }
 
-/// Receives until a sender's end marker (and a moment for stragglers) or `idle` without a
-/// datagram; the samples of the run that ended (without an end marker, of the run most
-/// came from), the count its sender announced, what else came and what the socket dropped.
-pub fn receive(sock: &TimestampedUdp, idle: Duration, progress: bool) -> std::io::Result<Arrivals> {
-    net::receive(sock, None, LINGER, idle, None, progress)
+/// Receives until the end marker of run `want` (without it, of a run seen from its start; a
+/// moment for stragglers after) or `idle` without a datagram; the samples of that run (without
+/// an end marker, of the run most came from), the count its sender announced, what else came
+/// and what the socket dropped.
+pub fn receive(
+    sock: &TimestampedUdp,
+    want: Option<Run>,
+    idle: Duration,
+    progress: bool,
+) -> std::io::Result<Arrivals> {
+    net::receive(sock, want, LINGER, idle, None, progress)
 }
 
 /// With both ends on one host: the kernel's transmit timestamps replace the sender's own;

@@ -8,7 +8,7 @@ use crate::usage;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use pathem_io::udp::TimestampedUdp;
-use pathem_probe::opts::{RecvOpts, SendOpts};
+use pathem_probe::opts::{ListenOpts, RecvOpts, SendOpts};
 use pathem_probe::session::{self, Outputs};
 use pathem_probe::{Arrivals, Summary};
 use std::net::SocketAddr;
@@ -25,9 +25,8 @@ pub enum ProbeCommand {
     },
     /// Receive datagrams and report what the path did.
     Recv {
-        /// Address to listen on, IP:PORT.
-        #[arg(long, value_name = "IP:PORT")]
-        listen: SocketAddr,
+        #[command(flatten)]
+        at: ListenOpts,
         #[command(flatten)]
         recv: RecvOpts,
     },
@@ -83,11 +82,11 @@ pub fn main(args: ProbeArgs) -> anyhow::Result<()> {
             let n = session::send(&sock, to, &plan, run).context("sending")?.len();
             errln!("pathem probe: sent {n} datagrams to {to} (run {run:04x})");
         }
-        ProbeCommand::Recv { listen, recv } => {
-            pathem_probe::opts::check_listen(listen).map_err(usage)?;
-            let sock = TimestampedUdp::bind(listen).map_err(usage)?;
+        ProbeCommand::Recv { at, recv } => {
+            at.check().map_err(usage)?;
+            let sock = TimestampedUdp::bind(at.listen).map_err(usage)?;
             let idle = std::time::Duration::from_nanos(recv.idle.0.as_nanos());
-            let got = session::receive(&sock, idle, true).context("receiving")?;
+            let got = session::receive(&sock, at.run, idle, true).context("receiving")?;
             conclude(&got, &recv)?;
         }
         ProbeCommand::Pair { to, send_netns, recv_netns, cpu, send, recv } => {

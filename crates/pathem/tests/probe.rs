@@ -89,19 +89,13 @@ fn a_dual_stack_receiver_counts_an_ipv4_senders_frames() {
     assert_eq!((s["sent"].as_u64(), s["sent_known"].as_bool()), (Some(2000), Some(true)), "{s}");
 }
 
-/// Two senders to one receiver at once: it measures the run that ends first, whole, and counts
-/// the other's datagrams as foreign rather than as its own (duplicates, losses, delays).
+/// A receiver started while another sender is still going: it measures the run it saw begin,
+/// whole, though the other ends first, and counts the other's datagrams as foreign rather than
+/// as its own (duplicates, losses, delays).
 #[test]
 fn a_receiver_keeps_one_senders_run_apart_from_anothers() {
     let d = Dir::new();
     let json = d.s("recv.json");
-    let recv = std::process::Command::new(env!("CARGO_BIN_EXE_pathem"))
-        .args(["probe", "recv", "--listen", "127.0.0.1:47915", "--idle", "3s", "--json", &json])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("pathem starts");
-    std::thread::sleep(std::time::Duration::from_millis(300));
     let sender = |count: &str| {
         std::process::Command::new(env!("CARGO_BIN_EXE_pathem"))
             .args(["probe", "send", "--to", "127.0.0.1:47915", "--rate", "10kpps", "--count", count])
@@ -109,10 +103,18 @@ fn a_receiver_keeps_one_senders_run_apart_from_anothers() {
             .spawn()
             .expect("pathem starts")
     };
-    // The longer run starts first and is still sending when the shorter one ends.
-    let long = sender("6000");
-    std::thread::sleep(std::time::Duration::from_millis(50));
-    let short = sender("1000");
+    let pause = |ms| std::thread::sleep(std::time::Duration::from_millis(ms));
+    // 0.4 s of datagrams, under way when the receiver starts and ended before the next run.
+    let early = sender("4000");
+    pause(150);
+    let recv = std::process::Command::new(env!("CARGO_BIN_EXE_pathem"))
+        .args(["probe", "recv", "--listen", "127.0.0.1:47915", "--idle", "3s", "--json", &json])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("pathem starts");
+    pause(150);
+    let later = sender("3000");
     let run_of = |child: std::process::Child| {
         let out = child.wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -120,25 +122,58 @@ fn a_receiver_keeps_one_senders_run_apart_from_anothers() {
         let hex = err.split("(run ").nth(1).and_then(|t| t.split(')').next()).expect("the run is named");
         u16::from_str_radix(hex, 16).unwrap_or_else(|_| panic!("{err}"))
     };
-    let (short_run, long_run) = (run_of(short), run_of(long));
+    let (later_run, early_run) = (run_of(later), run_of(early));
     let out = recv.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    if short_run == long_run {
-        eprintln!("skipped: both senders drew run {short_run:04x} (1 in 65536)");
+    if later_run == early_run {
+        eprintln!("skipped: both senders drew run {later_run:04x} (1 in 65536)");
         return;
     }
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let s = &v["summary"];
-    assert_eq!(s["run"].as_u64(), Some(u64::from(short_run)), "{s}");
-    assert_eq!((s["sent"].as_u64(), s["received"].as_u64()), (Some(1000), Some(1000)), "{s}");
+    assert_eq!(s["run"].as_u64(), Some(u64::from(later_run)), "{s}");
+    assert_eq!((s["sent"].as_u64(), s["received"].as_u64()), (Some(3000), Some(3000)), "{s}");
     assert_eq!(
         (s["lost"].as_u64(), s["duplicates"].as_u64(), s["strays"].as_u64()),
         (Some(0), Some(0), Some(0))
     );
     let foreign = s["foreign"].as_u64().unwrap();
-    assert!((500..=6000).contains(&foreign), "{foreign} foreign: {s}");
+    assert!((500..4000).contains(&foreign), "{foreign} foreign: {s}");
     assert!(text.contains(&format!("{foreign} datagrams of other runs")), "{text}");
+}
+
+/// `recv --run HEX` measures that run alone: another's datagrams keep it waiting for nothing,
+/// and it says what came instead.
+#[test]
+fn a_receiver_told_a_run_takes_no_other() {
+    let recv = std::process::Command::new(env!("CARGO_BIN_EXE_pathem"))
+        .args(["probe", "recv", "--listen", "127.0.0.1:47916", "--idle", "1s", "--run", "ffff"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("pathem starts");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let sent = pathem(&["probe", "send", "--to", "127.0.0.1:47916", "--rate", "1000pps", "--count", "100"]);
+    let said = String::from_utf8_lossy(&sent.stderr);
+    assert!(sent.status.success(), "{said}");
+    let out = recv.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if said.contains("(run ffff)") {
+        eprintln!("skipped: the sender drew run ffff (1 in 65536)");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no probe datagram of this run arrived within 1s")
+            && err.contains("100 of another run did"),
+        "{err}"
+    );
+    for bad in ["xyz", "12345", ""] {
+        let out = pathem(&["probe", "recv", "--listen", "127.0.0.1:47917", "--run", bad]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.code() == Some(2) && err.contains("1 to 4 hexadecimal digits"), "{bad:?}: {err}");
+    }
 }
 
 #[test]
