@@ -31,6 +31,10 @@ pub struct SendOpts {
     /// Seed of the Poisson pattern.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub seed: u64,
+    /// The run number the datagrams carry, 1 to 4 hexadecimal digits, for a receiver's --run
+    /// [default: drawn at random].
+    #[arg(long, value_name = "HEX", value_parser = parse_run)]
+    pub run: Option<Run>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -112,7 +116,9 @@ impl SendOpts {
             (_, r) => r.unwrap_or(ProbeRate::Pps(1000.0)),
         };
         let size = self.size.unwrap_or(if to.is_ipv6() { 84 } else { 64 });
-        let plan = Plan::new(self.pattern, rate, size, self.count, self.duration.map(|d| d.0), self.seed)?;
+        let mut plan =
+            Plan::new(self.pattern, rate, size, self.count, self.duration.map(|d| d.0), self.seed)?;
+        plan.run = self.run.unwrap_or(plan.run);
         plan.check_to(to).map(|()| plan)
     }
 }

@@ -71,6 +71,8 @@ pub struct Plan {
     pub size: usize,
     pub count: u64,
     pub seed: u64,
+    /// The run its datagrams carry: drawn at random unless the sender names one (`--run`).
+    pub run: Run,
 }
 
 impl Plan {
@@ -132,7 +134,7 @@ impl Plan {
                 (n as u64).max(1)
             }
         };
-        Ok(Plan { pattern, pps, size, count, seed })
+        Ok(Plan { pattern, pps, size, count, seed, run: crate::packet::new_run() })
     }
 
     /// Checks the plan against its receiver: a port (1 to 65535), and a frame that holds
@@ -158,14 +160,13 @@ impl Plan {
     }
 }
 
-/// Sends `plan` to `to` as `run` (a fresh [`crate::packet::new_run`]); returns the kernel
-/// transmit timestamps by sequence number.
-pub fn send(sock: &UdpSocket, to: SocketAddr, plan: &Plan, run: Run) -> std::io::Result<Vec<Option<Nanos>>> {
+/// Sends `plan` to `to`; returns the kernel transmit timestamps by sequence number.
+pub fn send(sock: &UdpSocket, to: SocketAddr, plan: &Plan) -> std::io::Result<Vec<Option<Nanos>>> {
     let schedule = Schedule::new(plan.pattern, plan.pps, plan.seed);
     let progress = plan.count as f64 / plan.pps > 3.0;
     // `--size` is the frame: an IPv6 header takes 20 bytes more of it than IPv4's.
     plan.check_to(to).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
-    net::send(sock, to, run, plan.size - net::frame_headers(to), plan.count, schedule, progress)
+    net::send(sock, to, plan.run, plan.size - net::frame_headers(to), plan.count, schedule, progress)
 }
 
 /// Receives until the end marker of run `want` (without it, of a run seen from its start; a
@@ -218,7 +219,7 @@ pub fn pair(
     let sending = Arc::new(AtomicBool::new(true));
     let busy = sending.clone();
     // The receiver takes this run's datagrams only: another sender's to the same port are foreign.
-    let run = crate::packet::new_run();
+    let run = plan.run;
     let receiver = std::thread::spawn(move || -> Result<Arrivals, Error> {
         place(&recv_ns)?;
         let sock = TimestampedUdp::bind(to)?;
@@ -240,7 +241,7 @@ pub fn pair(
         let _done = Done(sending);
         place(&send_ns)?;
         let sock = net::sender_for(to).map_err(Error::io("cannot bind the sender"))?;
-        send(&sock, to, &plan, run).map_err(Error::io("sending"))
+        send(&sock, to, &plan).map_err(Error::io("sending"))
     });
     let tx = sender.join().map_err(|_| Error::Stopped("sender"))??;
     let mut got = receiver.join().map_err(|_| Error::Stopped("receiver"))??;

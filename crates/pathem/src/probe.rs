@@ -78,9 +78,8 @@ pub fn main(args: ProbeArgs) -> anyhow::Result<()> {
         ProbeCommand::Send { to, send } => {
             let plan = send.plan(to).map_err(usage)?;
             let sock = session::sender_for(to).context("cannot bind the sender")?;
-            let run = pathem_probe::packet::new_run();
-            let n = session::send(&sock, to, &plan, run).context("sending")?.len();
-            errln!("pathem probe: sent {n} datagrams to {to} (run {run:04x})");
+            let n = session::send(&sock, to, &plan).context("sending")?.len();
+            errln!("pathem probe: sent {n} datagrams to {to} (run {:04x})", plan.run);
         }
         ProbeCommand::Recv { at, recv } => {
             at.check().map_err(usage)?;

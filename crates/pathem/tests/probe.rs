@@ -89,6 +89,28 @@ fn a_dual_stack_receiver_counts_an_ipv4_senders_frames() {
     assert_eq!((s["sent"].as_u64(), s["sent_known"].as_bool()), (Some(2000), Some(true)), "{s}");
 }
 
+/// Starts `pathem probe ARGS` with its output captured.
+fn spawn(args: &[&str]) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_pathem"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("pathem starts")
+}
+
+fn pause(ms: u64) {
+    std::thread::sleep(std::time::Duration::from_millis(ms));
+}
+
+/// A sender's run as it prints it at its end.
+fn run_of(child: std::process::Child) -> String {
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    err.split("(run ").nth(1).and_then(|t| t.split(')').next()).expect("the run is named").to_string()
+}
+
 /// A receiver started while another sender is still going: it measures the run it saw begin,
 /// whole, though the other ends first, and counts the other's datagrams as foreign rather than
 /// as its own (duplicates, losses, delays).
@@ -96,43 +118,26 @@ fn a_dual_stack_receiver_counts_an_ipv4_senders_frames() {
 fn a_receiver_keeps_one_senders_run_apart_from_anothers() {
     let d = Dir::new();
     let json = d.s("recv.json");
-    let sender = |count: &str| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_pathem"))
-            .args(["probe", "send", "--to", "127.0.0.1:47915", "--rate", "10kpps", "--count", count])
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("pathem starts")
-    };
-    let pause = |ms| std::thread::sleep(std::time::Duration::from_millis(ms));
+    let send = ["probe", "send", "--to", "127.0.0.1:47915", "--rate", "10kpps", "--count"];
     // 0.4 s of datagrams, under way when the receiver starts and ended before the next run.
-    let early = sender("4000");
+    let early = spawn(&[&send[..], &["4000", "--run", "e1"]].concat());
     pause(150);
-    let recv = std::process::Command::new(env!("CARGO_BIN_EXE_pathem"))
-        .args(["probe", "recv", "--listen", "127.0.0.1:47915", "--idle", "3s", "--json", &json])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("pathem starts");
+    let recv = spawn(&["probe", "recv", "--listen", "127.0.0.1:47915", "--idle", "3s", "--json", &json]);
     pause(150);
-    let later = sender("3000");
-    let run_of = |child: std::process::Child| {
-        let out = child.wait_with_output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "{err}");
-        let hex = err.split("(run ").nth(1).and_then(|t| t.split(')').next()).expect("the run is named");
-        u16::from_str_radix(hex, 16).unwrap_or_else(|_| panic!("{err}"))
-    };
-    let (later_run, early_run) = (run_of(later), run_of(early));
+    // A run drawn at random (not 00e1 but once in 65 536).
+    let later = spawn(&[&send[..], &["3000"]].concat());
+    let (later, early) = (run_of(later), run_of(early));
+    assert_eq!(early, "00e1", "the run given");
     let out = recv.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    if later_run == early_run {
-        eprintln!("skipped: both senders drew run {later_run:04x} (1 in 65536)");
+    if later == early {
+        eprintln!("skipped: the second sender drew run {later}, the first's (1 in 65536)");
         return;
     }
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let s = &v["summary"];
-    assert_eq!(s["run"].as_u64(), Some(u64::from(later_run)), "{s}");
+    assert_eq!(s["run"].as_u64(), u64::from_str_radix(&later, 16).ok(), "{s}");
     assert_eq!((s["sent"].as_u64(), s["received"].as_u64()), (Some(3000), Some(3000)), "{s}");
     assert_eq!(
         (s["lost"].as_u64(), s["duplicates"].as_u64(), s["strays"].as_u64()),
@@ -143,36 +148,46 @@ fn a_receiver_keeps_one_senders_run_apart_from_anothers() {
     assert!(text.contains(&format!("{foreign} datagrams of other runs")), "{text}");
 }
 
-/// `recv --run HEX` measures that run alone: another's datagrams keep it waiting for nothing,
-/// and it says what came instead.
+/// `send --run HEX` and `recv --run HEX`: the receiver measures that run alone, every datagram
+/// of another foreign; another's keep it waiting for nothing, and where none of its own came
+/// it says what came instead.
 #[test]
 fn a_receiver_told_a_run_takes_no_other() {
-    let recv = std::process::Command::new(env!("CARGO_BIN_EXE_pathem"))
-        .args(["probe", "recv", "--listen", "127.0.0.1:47916", "--idle", "1s", "--run", "ffff"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("pathem starts");
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let sent = pathem(&["probe", "send", "--to", "127.0.0.1:47916", "--rate", "1000pps", "--count", "100"]);
-    let said = String::from_utf8_lossy(&sent.stderr);
-    assert!(sent.status.success(), "{said}");
+    let recv = spawn(&["probe", "recv", "--listen", "127.0.0.1:47916", "--idle", "1s", "--run", "AB"]);
+    pause(300);
+    let send = ["probe", "send", "--to", "127.0.0.1:47916", "--rate", "1000pps", "--count"];
+    let other = spawn(&[&send[..], &["150", "--run", "ac"]].concat());
+    pause(20);
+    let own = spawn(&[&send[..], &["100", "--run", "00ab"]].concat());
+    assert_eq!((run_of(own), run_of(other)), ("00ab".to_string(), "00ac".to_string()));
+    let out = recv.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("100 sent, 100 received, 0 lost"), "{text}");
+    assert!(text.contains("150 datagrams of other runs") && text.contains("measured: run 00ab"), "{text}");
+    // None of its own: it waits `--idle` and says what came.
+    let recv = spawn(&["probe", "recv", "--listen", "127.0.0.1:47916", "--idle", "1s", "--run", "ffff"]);
+    pause(300);
+    run_of(spawn(&[&send[..], &["100", "--run", "1"]].concat()));
     let out = recv.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    if said.contains("(run ffff)") {
-        eprintln!("skipped: the sender drew run ffff (1 in 65536)");
-        return;
-    }
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
         err.contains("no probe datagram of this run arrived within 1s")
             && err.contains("100 of another run did"),
         "{err}"
     );
-    for bad in ["xyz", "12345", ""] {
-        let out = pathem(&["probe", "recv", "--listen", "127.0.0.1:47917", "--run", bad]);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.code() == Some(2) && err.contains("1 to 4 hexadecimal digits"), "{bad:?}: {err}");
+    for bad in ["xyz", "12345", "", "-1"] {
+        for args in
+            [&["probe", "recv", "--listen", "127.0.0.1:47917"][..], &["probe", "send", "--to", "127.0.0.1:9"]]
+        {
+            let out = pathem(&[args, &["--run", bad]].concat());
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                out.status.code() == Some(2) && err.contains("1 to 4 hexadecimal digits"),
+                "{bad:?}: {err}"
+            );
+        }
     }
 }
 
