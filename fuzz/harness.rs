@@ -498,30 +498,39 @@ pub fn filter(data: &[u8]) {
 
 /// Datagrams as the probe's receiver takes them off the wire, 30 bytes each: 20 of datagram
 /// (decoded as the receiver does: not the probe's, a sample, or the end marker with the count
-/// sent, of any run), 8 of receive stamp, 2 of length; two bytes left over name a run wanted
-/// (`recv --run`). Collected as the receiver does, the run measured is the one the rules
-/// name (checked against a plain model of them here), its samples and count kept, the others'
-/// foreign. Whatever runs, numbers and stamps they carry, the analysis accounts for every
-/// sample once (received, duplicate, a stray numbered past the count sent, or another run's),
-/// never counts more lost than sent, and gives rates from 0 to 1.
+/// sent, of any run), 8 of receive stamp, 2 of length; a chunk that is not the probe's and
+/// ends in 0xff is the socket read empty; two bytes left over name a run wanted (`recv
+/// --run`). Collected as the receiver does, what keeps it waiting, when the run measured has
+/// ended and which run that is are the rules' (checked against a plain model of them here),
+/// its samples and count kept, the others' foreign. Whatever runs, numbers and stamps they
+/// carry, the analysis accounts for every sample once (received, duplicate, a stray numbered
+/// past the count sent, or another run's), never counts more lost than sent, and gives rates
+/// from 0 to 1.
 pub fn probe(data: &[u8]) {
-    use pathem_probe::{net::Collector, packet::decode, session};
+    use pathem_probe::{net::Collector, net::BEGAN_BELOW, packet::decode, session};
     let rest = data.chunks_exact(30).remainder();
     let want = (rest.len() >= 2).then(|| u16::from_be_bytes([rest[0], rest[1]]));
     let mut collector = Collector::new(want, 42);
-    // The model: each run as (run, datagrams, number 0 seen, first end marker's count and place).
+    // The model: each run as (run, datagrams, seen begin, first end marker's count and place).
     type Model = (Option<u16>, u64, bool, Option<(u64, usize)>);
     let mut runs: Vec<Model> = Vec::new();
-    let (mut n, mut ends) = (0u64, 0usize);
+    let (mut n, mut ends, mut settled) = (0u64, 0usize, false);
     for c in data.chunks_exact(30) {
-        let Some(h) = decode(&c[..20]) else { continue };
+        let Some(h) = decode(&c[..20]) else {
+            if c[29] == 0xff {
+                collector.read_empty();
+                settled = true;
+            }
+            continue;
+        };
         let received = Nanos(u64::from_le_bytes(c[20..28].try_into().expect("eight bytes")));
         let len = usize::from(u16::from_le_bytes([c[28], c[29]]));
-        collector.take(h, received, len);
+        let waits = collector.take(h, received, len);
         let i = runs.iter().position(|r| r.0 == h.run).unwrap_or_else(|| {
-            runs.push((h.run, 0, false, None));
+            runs.push((h.run, 0, settled, None));
             runs.len() - 1
         });
+        assert_eq!(waits, want.map_or(runs[i].3.is_none(), |w| h.run == Some(w)), "{h:?}");
         if h.end {
             if runs[i].3.is_none() {
                 runs[i].3 = Some((h.seq, ends));
@@ -530,12 +539,17 @@ pub fn probe(data: &[u8]) {
         } else {
             n += 1;
             runs[i].1 += 1;
-            runs[i].2 |= h.seq == 0;
+            runs[i].2 |= h.seq < BEGAN_BELOW;
         }
     }
     let first_end = |began: bool| {
         runs.iter().filter(|r| r.3.is_some() && (r.2 || !began)).min_by_key(|r| r.3.map(|e| e.1)).map(|r| r.0)
     };
+    let ended = match want {
+        Some(w) => runs.iter().any(|r| r.0 == Some(w) && r.3.is_some()),
+        None => first_end(true).is_some(),
+    };
+    assert_eq!(collector.ended().is_some(), ended);
     // Most datagrams; of those tied, the first seen (`max_by_key` keeps the last of equals).
     let most = runs.iter().rev().max_by_key(|r| r.1).map(|r| r.0);
     let measured = match want {
@@ -548,8 +562,7 @@ pub fn probe(data: &[u8]) {
     assert_eq!(got.samples.len() as u64, model.map_or(0, |r| r.1));
     assert_eq!(got.total, model.and_then(|r| r.3).map(|e| e.0));
     assert_eq!(got.foreign, n - got.samples.len() as u64);
-    let sent = got.total;
-    let expect = Nanos(data.len() as u64 * 1_000);
+    let (sent, expect) = (got.total, Nanos(data.len() as u64 * 1_000));
     match session::conclude(&got, expect, Nanos::from_secs(1), session::Outputs::default()) {
         Err(_) => {
             assert!(got.samples.is_empty(), "an analysis refused {} samples", got.samples.len())

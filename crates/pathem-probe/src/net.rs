@@ -165,12 +165,12 @@ const COLLECT_TIME: Nanos = Nanos::from_micros(4);
 /// reading later loses nothing, and on a small machine the CPU time goes to the path instead.
 const READ_EVERY: Duration = Duration::from_millis(1);
 
-/// Receives until a run the receiver saw begin has ended (its end marker, then a wait for
-/// stragglers: `linger`, or the spread of its delays seen so far if longer, up to `idle`), or
-/// `idle` after the end of a run it joined late, or `idle` without a datagram of interest
-/// while `sending` (the sender of a pair, if given) is not still at work. The run measured is
-/// `want`, or without it the one [`Collector`] picks. Returns its samples, the count its sender
-/// announced, and what else arrived.
+/// Receives until the run measured has ended (its end marker, then a wait for stragglers:
+/// `linger`, or the spread of its delays seen so far if longer, up to `idle`) or until nothing
+/// that keeps it waiting (see [`Collector::take`]) has arrived for `idle` while `sending` (the
+/// sender of a pair, if given) is not still at work. The run measured is `want`, or without
+/// it the one [`Collector`] picks. Returns its samples, the count its sender announced, and
+/// what else arrived.
 pub fn receive(
     sock: &TimestampedUdp,
     want: Option<Run>,
@@ -185,13 +185,16 @@ pub fn receive(
     let mut buf = vec![0u8; 65_536];
     let headers = frame_headers(sock.local_addr()?);
     let mut got = Collector::new(want, headers);
-    // When a run first ended, and when one the receiver saw begin did.
-    let (mut ended, mut began_ended): (Option<Instant>, Option<Instant>) = (None, None);
+    let mut ended: Option<Instant> = None;
     loop {
         loop {
             let r = match sock.recv_nowait(&mut buf) {
                 Ok(r) => r,
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => break,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    got.read_empty();
+                    break;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => break,
                 Err(e) => return Err(e),
             };
             let Some(h) = decode(&buf[..r.len]) else { continue };
@@ -203,20 +206,13 @@ pub fn receive(
             last_report = Instant::now();
             let _ = writeln!(std::io::stderr(), "pathem probe: received {} datagrams", got.samples.len());
         }
-        let state = got.ended();
-        if state != Ended::No {
-            ended.get_or_insert_with(Instant::now);
-        }
-        let done = match state {
-            Ended::Began { spread } => {
-                let at = *began_ended.get_or_insert_with(Instant::now);
+        let done = match got.ended() {
+            Some(spread) => {
+                let at = *ended.get_or_insert_with(Instant::now);
                 let spread = Duration::from_nanos(spread.as_nanos());
                 at.elapsed() >= linger.max(spread).min(idle.max(linger))
             }
-            // Only runs under way before the receiver started (or whose number 0 was lost)
-            // have ended: another may still begin and end, for as long as `idle`.
-            Ended::Joined => ended.is_some_and(|at| at.elapsed() >= idle),
-            Ended::No => {
+            None => {
                 let still = sending.is_some_and(|s| s.load(Ordering::Acquire));
                 !still && last_arrival.elapsed() >= idle
             }
@@ -229,26 +225,18 @@ pub fn receive(
     Ok(Arrivals { socket_drops: sock.drops(), ..got.finish() })
 }
 
-/// Whether the run a receiver measures has ended, as [`Collector::ended`] says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ended {
-    No,
-    /// Only runs the receiver did not see begin (their number 0 did not arrive).
-    Joined,
-    /// A run it saw begin (or the one wanted); `spread` of its one-way delays (the largest
-    /// less the smallest, which no clock offset between the ends changes): a datagram sent
-    /// just before the end marker may come that much after it.
-    Began {
-        spread: Nanos,
-    },
-}
+/// A run whose first datagram to arrive is numbered below this began while the receiver
+/// listened, whatever came before it (its first numbers may be lost on the path).
+pub const BEGAN_BELOW: u64 = 8;
 
 /// What a receiver knows of one run.
 #[derive(Clone, Copy, Debug)]
 struct RunState {
     /// Datagrams (not end markers).
     count: u64,
-    /// Its number 0 arrived: the receiver saw it begin.
+    /// The receiver saw it begin: it was first seen after the socket had been read empty once,
+    /// or a datagram numbered below [`BEGAN_BELOW`] arrived. Otherwise it was under way when
+    /// the receiver started (a sender from before), and its end does not end the receiver.
     began: bool,
     /// The count its first end marker announced, and that marker's place among the runs' ends.
     end: Option<(u64, usize)>,
@@ -272,29 +260,38 @@ pub struct Collector {
     runs: std::collections::HashMap<Option<Run>, RunState>,
     /// Runs whose end marker came.
     ends: usize,
+    /// The socket has been read empty: what was under way before the receiver is behind it.
+    settled: bool,
 }
 
 impl Collector {
     /// Keeps run `want`'s datagrams (`None`: the run [`finish`](Collector::finish) picks);
     /// `headers` is the receiver's own family's.
     pub fn new(want: Option<Run>, headers: usize) -> Collector {
-        Collector { want, headers, samples: Vec::new(), runs: Default::default(), ends: 0 }
+        Collector { want, headers, samples: Vec::new(), runs: Default::default(), ends: 0, settled: false }
     }
 
-    /// Takes a datagram of `len` bytes that arrived at `at`; true if it is of the run wanted
-    /// (or any, with none wanted): what keeps a receiver waiting.
+    /// The socket had nothing more to read: a run first seen from now on began under the
+    /// receiver.
+    pub fn read_empty(&mut self) {
+        self.settled = true;
+    }
+
+    /// Takes a datagram of `len` bytes that arrived at `at`; true if it keeps a receiver
+    /// waiting: of the run wanted, or with none wanted of a run not ended before it.
     pub fn take(&mut self, h: Header, at: Nanos, len: usize) -> bool {
         let first = self.runs.len();
         let run = self.runs.entry(h.run).or_insert(RunState {
             count: 0,
-            began: false,
+            began: self.settled,
             end: None,
             first,
             least: i64::MAX,
             most: i64::MIN,
         });
+        let unended = run.end.is_none();
         if h.end {
-            if run.end.is_none() {
+            if unended {
                 run.end = Some((h.seq, self.ends));
                 self.ends += 1;
             }
@@ -302,7 +299,7 @@ impl Collector {
             let d = at.as_nanos().wrapping_sub(h.sent.as_nanos()) as i64;
             (run.least, run.most) = (run.least.min(d), run.most.max(d));
             run.count += 1;
-            run.began |= h.seq == 0;
+            run.began |= h.seq < BEGAN_BELOW;
             // The sender's family where it says (a dual-stack socket takes both).
             let headers = match h.ipv6 {
                 Some(true) => IPV6_HEADERS,
@@ -312,7 +309,10 @@ impl Collector {
             let sample = Sample { seq: h.seq, sent: h.sent, received: at, len: len.saturating_add(headers) };
             self.samples.push((h.run, sample));
         }
-        self.want.is_none_or(|w| h.run == Some(w))
+        match self.want {
+            Some(w) => h.run == Some(w),
+            None => unended,
+        }
     }
 
     /// The first run to end among those `keep` takes, by its end marker's arrival.
@@ -322,22 +322,19 @@ impl Collector {
     }
 
     /// Whether the run measured has ended: with a run wanted, its end marker came; otherwise
-    /// a run the receiver saw begin ended ([`Ended::Began`]), or only runs it joined late.
-    pub fn ended(&self) -> Ended {
-        let spread = |s: &RunState| Nanos(s.most.saturating_sub(s.least).max(0) as u64);
+    /// one the receiver saw begin ended. If so, the spread of its one-way delays (the largest
+    /// less the smallest, which no clock offset between the ends changes): a datagram sent
+    /// just before the end marker may come that much after it.
+    pub fn ended(&self) -> Option<Nanos> {
         let done = match self.want {
             Some(w) => self.runs.get(&Some(w)).filter(|s| s.end.is_some()),
             None => self.first_ended(|s| s.began).map(|(_, s)| s),
         };
-        match done {
-            Some(s) => Ended::Began { spread: spread(s) },
-            None if self.want.is_none() && self.ends > 0 => Ended::Joined,
-            None => Ended::No,
-        }
+        done.map(|s| Nanos(s.most.saturating_sub(s.least).max(0) as u64))
     }
 
     /// The run measured: the one wanted; or the first to end of those the receiver saw begin;
-    /// or the first to end; or, with no end marker, the one most datagrams came from (the
+    /// or the first to end (all under way when the receiver started); or, with no end marker, the one most datagrams came from (the
     /// earliest to arrive of those tied). `None` in the outer option: nothing came.
     fn measured(&self) -> Option<Option<Run>> {
         if let Some(w) = self.want {
@@ -423,36 +420,54 @@ mod tests {
     #[test]
     fn a_receiver_measures_the_run_it_saw_begin_and_counts_the_others_as_foreign() {
         let mut c = Collector::new(None, IPV4_HEADERS);
-        // A run from before the receiver still arriving, then this one from its number 0.
-        c.take(header(Some(1), 50, false), Nanos(10), 22);
-        for seq in 0..3 {
-            c.take(header(Some(2), seq, false), Nanos(20 + seq), 22);
+        // A run under way when the receiver started: its first read holds number 50.
+        assert!(c.take(header(Some(1), 50, false), Nanos(10), 22));
+        c.read_empty();
+        // This one, seen after the socket was read empty, its number 0 lost on the path.
+        for seq in 1..4 {
+            assert!(c.take(header(Some(2), seq, false), Nanos(20 + seq), 22));
         }
         c.take(header(Some(1), 51, false), Nanos(30), 22);
-        assert_eq!(c.ended(), Ended::No);
-        // The run joined late ends first: the receiver waits on for one it saw begin.
-        c.take(end(Some(1), 60), Nanos(35), 22);
-        assert_eq!(c.ended(), Ended::Joined);
-        c.take(end(Some(2), 4), Nanos(40), 22);
-        c.take(end(Some(2), 9), Nanos(41), 22);
-        // Delays 10 (sent at 1, arrived at 20 + seq): the spread is 2 ns.
-        assert_eq!(c.ended(), Ended::Began { spread: Nanos(2) });
+        assert_eq!(c.ended(), None);
+        // The run joined late ends first: that does not end the receiver, and its stragglers
+        // keep no one waiting, where this run's datagrams do.
+        assert!(c.take(end(Some(1), 60), Nanos(35), 22));
+        assert_eq!(c.ended(), None);
+        assert!(!c.take(header(Some(1), 52, false), Nanos(36), 22));
+        assert!(c.take(header(Some(2), 4, false), Nanos(37), 22));
+        assert!(c.take(end(Some(2), 5), Nanos(40), 22));
+        assert!(!c.take(end(Some(2), 9), Nanos(41), 22));
+        // Delays 19 to 22 (sent at 1, arrived at 20 + seq, the last at 37): the spread is 16 ns.
+        assert_eq!(c.ended(), Some(Nanos(16)));
         let got = c.finish();
-        assert_eq!((got.run, got.total), (Some(2), Some(4)), "the first end marker's count");
-        assert_eq!(got.foreign, 2);
-        assert_eq!(got.samples.iter().map(|s| s.seq).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!((got.run, got.total), (Some(2), Some(5)), "the first end marker's count");
+        assert_eq!(got.foreign, 3);
+        assert_eq!(got.samples.iter().map(|s| s.seq).collect::<Vec<_>>(), [1, 2, 3, 4]);
         assert_eq!(got.samples[0].len, 22 + IPV4_HEADERS);
+    }
+
+    #[test]
+    fn a_run_seen_from_its_first_numbers_began_though_others_came_first() {
+        let mut c = Collector::new(None, IPV4_HEADERS);
+        // Both in the first read; run 2 from its number 3 (its first three lost).
+        c.take(header(Some(1), 500, false), Nanos(10), 22);
+        c.take(header(Some(2), 3, false), Nanos(11), 22);
+        c.take(end(Some(1), 900), Nanos(12), 22);
+        assert_eq!(c.ended(), None);
+        c.take(end(Some(2), 4), Nanos(13), 22);
+        assert!(c.ended().is_some());
+        assert_eq!(c.finish().run, Some(2));
     }
 
     #[test]
     fn a_run_joined_late_is_measured_when_no_other_ends() {
         let mut c = Collector::new(None, IPV4_HEADERS);
-        c.take(header(Some(1), 5, false), Nanos(10), 22);
-        c.take(header(Some(2), 7, false), Nanos(11), 22);
-        c.take(end(Some(2), 9), Nanos(12), 22);
-        assert_eq!(c.ended(), Ended::Joined);
+        c.take(header(Some(1), 15, false), Nanos(10), 22);
+        c.take(header(Some(2), 17, false), Nanos(11), 22);
+        c.take(end(Some(2), 19), Nanos(12), 22);
+        assert_eq!(c.ended(), None, "the receiver waits for a run it sees begin");
         let got = c.finish();
-        assert_eq!((got.run, got.total, got.foreign, got.samples.len()), (Some(2), Some(9), 1, 1));
+        assert_eq!((got.run, got.total, got.foreign, got.samples.len()), (Some(2), Some(19), 1, 1));
     }
 
     #[test]
@@ -485,13 +500,13 @@ mod tests {
         assert!(!c.take(header(Some(8), 0, false), Nanos(1), 22), "another run's keeps no one waiting");
         assert!(!c.take(header(None, 0, false), Nanos(1), 22));
         assert!(!c.take(end(Some(8), 1), Nanos(2), 22));
-        assert_eq!(c.ended(), Ended::No, "another run's end does not stop it");
-        // Its own, joined late (number 0 lost) still ends it: it is the one wanted.
-        assert!(c.take(header(Some(7), 1, false), Nanos(3), 22));
-        assert!(c.take(end(Some(7), 2), Nanos(4), 22));
-        assert_eq!(c.ended(), Ended::Began { spread: Nanos(0) });
+        assert_eq!(c.ended(), None, "another run's end does not stop it");
+        // Its own, joined late (its first numbers lost) still ends it: it is the one wanted.
+        assert!(c.take(header(Some(7), 10, false), Nanos(3), 22));
+        assert!(c.take(end(Some(7), 11), Nanos(4), 22));
+        assert_eq!(c.ended(), Some(Nanos(0)));
         let got = c.finish();
-        assert_eq!((got.run, got.total, got.foreign, got.samples.len()), (Some(7), Some(2), 2, 1));
+        assert_eq!((got.run, got.total, got.foreign, got.samples.len()), (Some(7), Some(11), 2, 1));
         // Nothing of its own came: no samples, and what came is foreign.
         let mut c = Collector::new(Some(7), IPV4_HEADERS);
         c.take(header(Some(8), 0, false), Nanos(1), 22);

@@ -63,7 +63,8 @@ pub struct ListenOpts {
     #[arg(long, value_name = "IP:PORT")]
     pub listen: SocketAddr,
     /// Measure this sender's run only (as it prints it, e.g. a38d), every other datagram
-    /// foreign [default: the first run seen from its start to end].
+    /// foreign [default: the first to end of the runs seen begin; failing that, the first to
+    /// end; without an end marker, the one most datagrams came from].
     #[arg(long, value_name = "HEX", value_parser = parse_run)]
     pub run: Option<Run>,
 }

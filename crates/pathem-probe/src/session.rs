@@ -169,10 +169,10 @@ pub fn send(sock: &UdpSocket, to: SocketAddr, plan: &Plan) -> std::io::Result<Ve
     net::send(sock, to, plan.run, plan.size - net::frame_headers(to), plan.count, schedule, progress)
 }
 
-/// Receives until the end marker of run `want` (without it, of a run seen from its start; a
-/// moment for stragglers after) or `idle` without a datagram; the samples of that run (without
-/// an end marker, of the run most came from), the count its sender announced, what else came
-/// and what the socket dropped.
+/// Receives until the end marker of run `want` (without it, of a run it saw begin; a moment
+/// for stragglers after) or `idle` without a datagram of a run not yet ended; the samples of
+/// the run measured ([`net::Collector`] says which), the count its sender announced, what
+/// else came and what the socket dropped.
 pub fn receive(
     sock: &TimestampedUdp,
     want: Option<Run>,

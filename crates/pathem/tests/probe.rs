@@ -112,8 +112,9 @@ fn run_of(child: std::process::Child) -> String {
 }
 
 /// A receiver started while another sender is still going: it measures the run it saw begin,
-/// whole, though the other ends first, and counts the other's datagrams as foreign rather than
-/// as its own (duplicates, losses, delays).
+/// whole, though the other ended first and this one sends for longer than `--idle` after that,
+/// and counts the other's datagrams as foreign rather than as its own (duplicates, losses,
+/// delays).
 #[test]
 fn a_receiver_keeps_one_senders_run_apart_from_anothers() {
     let d = Dir::new();
@@ -122,10 +123,11 @@ fn a_receiver_keeps_one_senders_run_apart_from_anothers() {
     // 0.4 s of datagrams, under way when the receiver starts and ended before the next run.
     let early = spawn(&[&send[..], &["4000", "--run", "e1"]].concat());
     pause(150);
-    let recv = spawn(&["probe", "recv", "--listen", "127.0.0.1:47915", "--idle", "3s", "--json", &json]);
-    pause(150);
-    // A run drawn at random (not 00e1 but once in 65 536).
-    let later = spawn(&[&send[..], &["3000"]].concat());
+    let recv = spawn(&["probe", "recv", "--listen", "127.0.0.1:47915", "--idle", "1s", "--json", &json]);
+    pause(450);
+    // 1.5 s, ending more than `--idle` after the first run's end; its run drawn at random (not
+    // 00e1 but once in 65 536).
+    let later = spawn(&[&send[..], &["15000"]].concat());
     let (later, early) = (run_of(later), run_of(early));
     assert_eq!(early, "00e1", "the run given");
     let out = recv.wait_with_output().unwrap();
@@ -138,7 +140,7 @@ fn a_receiver_keeps_one_senders_run_apart_from_anothers() {
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let s = &v["summary"];
     assert_eq!(s["run"].as_u64(), u64::from_str_radix(&later, 16).ok(), "{s}");
-    assert_eq!((s["sent"].as_u64(), s["received"].as_u64()), (Some(3000), Some(3000)), "{s}");
+    assert_eq!((s["sent"].as_u64(), s["received"].as_u64()), (Some(15000), Some(15000)), "{s}");
     assert_eq!(
         (s["lost"].as_u64(), s["duplicates"].as_u64(), s["strays"].as_u64()),
         (Some(0), Some(0), Some(0))
