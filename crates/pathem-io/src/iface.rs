@@ -665,26 +665,16 @@ fn state_file(ifname: &str) -> PathBuf {
     PathBuf::from(format!("/run/pathem/offloads/{ns}-{ifname}"))
 }
 
-/// When process `pid` started, in clock ticks after boot (`/proc/PID/stat`'s 22nd field): with
-/// the pid, it names one process, where a pid alone is reused.
-fn started(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // After the command's name, in parentheses that may hold anything: field 3 on.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
-
-/// The process a claim's first line names, `PID START`: its pid (0 where none can be read)
-/// and its start time where given (a note from before start times had the pid alone).
-fn holder(line: &str) -> (u32, Option<u64>) {
-    let mut words = line.split_whitespace();
-    let pid = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
-    (pid, words.next().and_then(|w| w.parse().ok()))
+/// The process a claim's first line names: its pid (0 where none can be read). The lock, not
+/// the note, says whether it lives: a note from before the locks also gave the process's
+/// start time after the pid.
+fn holder(line: &str) -> u32 {
+    line.split_whitespace().next().and_then(|w| w.parse().ok()).unwrap_or(0)
 }
 
 /// The refusal of an interface another pathem holds, naming it as its note does.
 fn in_use(ifname: &str, note: &str) -> Error {
-    let (pid, _) = holder(note.lines().next().unwrap_or(""));
+    let pid = holder(note.lines().next().unwrap_or(""));
     let who = match pid {
         0 => "another pathem".to_string(),
         p if p == std::process::id() => format!("another link of this pathem (pid {p})"),
@@ -840,9 +830,7 @@ fn take(ifname: &str, exclusive: bool, turn_off: bool) -> Result<SavedOffloads, 
     // Note what is about to change first: if this process is killed, the next start repairs
     // it. Written over the old note, then cut to its length: the file is never empty.
     let words: Vec<&str> = on.iter().map(|o| o.word()).collect();
-    let me = std::process::id();
-    let start = started(me).map_or(String::new(), |s| format!(" {s}"));
-    let note = format!("{me}{start}\n{}\n", words.join(" "));
+    let note = format!("{}\n{}\n", std::process::id(), words.join(" "));
     let _ = std::os::unix::fs::FileExt::write_all_at(&*lock, note.as_bytes(), 0)
         .and_then(|_| lock.set_len(note.len() as u64));
     let mut changed = Vec::new();
@@ -910,18 +898,15 @@ pub(crate) fn failure(ifname: &str, what: &str, err: std::io::Error, capability:
 mod tests {
     use super::*;
 
-    /// A process's start names it with its pid: the same for this one read twice, another for
-    /// a child started later, none for a pid no process has.
-    /// A claim's first line: pid and start time; a note with the pid alone (from before
-    /// start times), or with words that are not numbers, names what can be read of it.
+    /// A claim's first line: the pid (a note from before the locks gave a start time after
+    /// it); words that are not a pid name none.
     #[test]
     fn a_claim_names_its_holder() {
-        assert_eq!(holder("123 456"), (123, Some(456)));
-        assert_eq!(holder("123"), (123, None));
-        assert_eq!(holder("123 soon"), (123, None));
-        assert_eq!(holder("x 456"), (0, Some(456)));
-        assert_eq!(holder(""), (0, None));
-        assert_eq!(holder("-1 5"), (0, Some(5)));
+        assert_eq!(holder("123 456"), 123);
+        assert_eq!(holder("123"), 123);
+        assert_eq!(holder("x 456"), 0);
+        assert_eq!(holder(""), 0);
+        assert_eq!(holder("-1 5"), 0);
     }
 
     /// A claim is a lock: a second taker is refused while the first holds it, with the
@@ -992,18 +977,6 @@ mod tests {
             assert_eq!(held.len(), 1);
         }
         std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn a_process_is_named_by_its_pid_and_start() {
-        let me = started(std::process::id()).expect("this process's start");
-        assert_eq!(started(std::process::id()), Some(me));
-        let mut child = std::process::Command::new("sleep").arg("1").spawn().unwrap();
-        let theirs = started(child.id()).expect("the child's start");
-        assert!(theirs >= me);
-        let _ = child.kill();
-        let _ = child.wait();
-        assert_eq!(started(0), None);
     }
 
     #[test]
