@@ -498,9 +498,8 @@ pub fn filter(data: &[u8]) {
 
 /// Datagrams as the probe's receiver takes them off the wire, 30 bytes each: 20 of datagram
 /// (decoded as the receiver does: not the probe's, a sample, or the end marker with the count
-/// sent, of any run), 8 of receive stamp, 2 of length; a chunk that is not the probe's and
-/// ends in 0xff is the socket read empty; two bytes left over name a run wanted (`recv
-/// --run`). Collected as the receiver does, what keeps it waiting, when the run measured has
+/// sent, of any run), 8 of receive stamp, 2 of length; two bytes left over name a run wanted
+/// (`recv --run`). Collected as the receiver does, what keeps it waiting, when the run measured has
 /// ended and which run that is are the rules' (checked against a plain model of them here),
 /// its samples and count kept, the others' foreign. Whatever runs, numbers and stamps they
 /// carry, the analysis accounts for every sample once (received, duplicate, a stray numbered
@@ -514,20 +513,14 @@ pub fn probe(data: &[u8]) {
     // The model: each run as (run, datagrams, seen begin, first end marker's count and place).
     type Model = (Option<u16>, u64, bool, Option<(u64, usize)>);
     let mut runs: Vec<Model> = Vec::new();
-    let (mut n, mut ends, mut settled) = (0u64, 0usize, false);
+    let (mut n, mut ends) = (0u64, 0usize);
     for c in data.chunks_exact(30) {
-        let Some(h) = decode(&c[..20]) else {
-            if c[29] == 0xff {
-                collector.read_empty();
-                settled = true;
-            }
-            continue;
-        };
+        let Some(h) = decode(&c[..20]) else { continue };
         let received = Nanos(u64::from_le_bytes(c[20..28].try_into().expect("eight bytes")));
         let len = usize::from(u16::from_le_bytes([c[28], c[29]]));
         let waits = collector.take(h, received, len);
         let i = runs.iter().position(|r| r.0 == h.run).unwrap_or_else(|| {
-            runs.push((h.run, 0, settled, None));
+            runs.push((h.run, 0, false, None));
             runs.len() - 1
         });
         assert_eq!(waits, want.map_or(runs[i].3.is_none(), |w| h.run == Some(w)), "{h:?}");

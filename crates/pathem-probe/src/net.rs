@@ -190,11 +190,7 @@ pub fn receive(
         loop {
             let r = match sock.recv_nowait(&mut buf) {
                 Ok(r) => r,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    got.read_empty();
-                    break;
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => break,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => break,
                 Err(e) => return Err(e),
             };
             let Some(h) = decode(&buf[..r.len]) else { continue };
@@ -225,18 +221,20 @@ pub fn receive(
     Ok(Arrivals { socket_drops: sock.drops(), ..got.finish() })
 }
 
-/// A run whose first datagram to arrive is numbered below this began while the receiver
-/// listened, whatever came before it (its first numbers may be lost on the path).
-pub const BEGAN_BELOW: u64 = 8;
+/// A run a datagram numbered below this arrived of began while the receiver listened (its
+/// first numbers may be lost on the path); one whose numbers all start above was under way
+/// before the receiver started. Time cannot tell them apart: a stale sender's next datagram
+/// may come well after the receiver's first read of an empty socket.
+pub const BEGAN_BELOW: u64 = 64;
 
 /// What a receiver knows of one run.
 #[derive(Clone, Copy, Debug)]
 struct RunState {
     /// Datagrams (not end markers).
     count: u64,
-    /// The receiver saw it begin: it was first seen after the socket had been read empty once,
-    /// or a datagram numbered below [`BEGAN_BELOW`] arrived. Otherwise it was under way when
-    /// the receiver started (a sender from before), and its end does not end the receiver.
+    /// The receiver saw it begin: a datagram numbered below [`BEGAN_BELOW`] arrived. Otherwise
+    /// it was under way when the receiver started (a sender from before), and its end does not
+    /// end the receiver.
     began: bool,
     /// The count its first end marker announced, and that marker's place among the runs' ends.
     end: Option<(u64, usize)>,
@@ -260,21 +258,13 @@ pub struct Collector {
     runs: std::collections::HashMap<Option<Run>, RunState>,
     /// Runs whose end marker came.
     ends: usize,
-    /// The socket has been read empty: what was under way before the receiver is behind it.
-    settled: bool,
 }
 
 impl Collector {
     /// Keeps run `want`'s datagrams (`None`: the run [`finish`](Collector::finish) picks);
     /// `headers` is the receiver's own family's.
     pub fn new(want: Option<Run>, headers: usize) -> Collector {
-        Collector { want, headers, samples: Vec::new(), runs: Default::default(), ends: 0, settled: false }
-    }
-
-    /// The socket had nothing more to read: a run first seen from now on began under the
-    /// receiver.
-    pub fn read_empty(&mut self) {
-        self.settled = true;
+        Collector { want, headers, samples: Vec::new(), runs: Default::default(), ends: 0 }
     }
 
     /// Takes a datagram of `len` bytes that arrived at `at`; true if it keeps a receiver
@@ -283,7 +273,7 @@ impl Collector {
         let first = self.runs.len();
         let run = self.runs.entry(h.run).or_insert(RunState {
             count: 0,
-            began: self.settled,
+            began: false,
             end: None,
             first,
             least: i64::MAX,
@@ -420,20 +410,19 @@ mod tests {
     #[test]
     fn a_receiver_measures_the_run_it_saw_begin_and_counts_the_others_as_foreign() {
         let mut c = Collector::new(None, IPV4_HEADERS);
-        // A run under way when the receiver started: its first read holds number 50.
-        assert!(c.take(header(Some(1), 50, false), Nanos(10), 22));
-        c.read_empty();
-        // This one, seen after the socket was read empty, its number 0 lost on the path.
+        // A run under way when the receiver started: its first read holds number 500.
+        assert!(c.take(header(Some(1), 500, false), Nanos(10), 22));
+        // This one from its number 1 (number 0 lost on the path).
         for seq in 1..4 {
             assert!(c.take(header(Some(2), seq, false), Nanos(20 + seq), 22));
         }
-        c.take(header(Some(1), 51, false), Nanos(30), 22);
+        c.take(header(Some(1), 501, false), Nanos(30), 22);
         assert_eq!(c.ended(), None);
         // The run joined late ends first: that does not end the receiver, and its stragglers
         // keep no one waiting, where this run's datagrams do.
-        assert!(c.take(end(Some(1), 60), Nanos(35), 22));
+        assert!(c.take(end(Some(1), 600), Nanos(35), 22));
         assert_eq!(c.ended(), None);
-        assert!(!c.take(header(Some(1), 52, false), Nanos(36), 22));
+        assert!(!c.take(header(Some(1), 502, false), Nanos(36), 22));
         assert!(c.take(header(Some(2), 4, false), Nanos(37), 22));
         assert!(c.take(end(Some(2), 5), Nanos(40), 22));
         assert!(!c.take(end(Some(2), 9), Nanos(41), 22));
@@ -449,12 +438,12 @@ mod tests {
     #[test]
     fn a_run_seen_from_its_first_numbers_began_though_others_came_first() {
         let mut c = Collector::new(None, IPV4_HEADERS);
-        // Both in the first read; run 2 from its number 3 (its first three lost).
+        // Both in the first read; run 2 from its number 63 (all before lost).
         c.take(header(Some(1), 500, false), Nanos(10), 22);
-        c.take(header(Some(2), 3, false), Nanos(11), 22);
+        c.take(header(Some(2), BEGAN_BELOW - 1, false), Nanos(11), 22);
         c.take(end(Some(1), 900), Nanos(12), 22);
         assert_eq!(c.ended(), None);
-        c.take(end(Some(2), 4), Nanos(13), 22);
+        c.take(end(Some(2), BEGAN_BELOW), Nanos(13), 22);
         assert!(c.ended().is_some());
         assert_eq!(c.finish().run, Some(2));
     }
@@ -462,12 +451,12 @@ mod tests {
     #[test]
     fn a_run_joined_late_is_measured_when_no_other_ends() {
         let mut c = Collector::new(None, IPV4_HEADERS);
-        c.take(header(Some(1), 15, false), Nanos(10), 22);
-        c.take(header(Some(2), 17, false), Nanos(11), 22);
-        c.take(end(Some(2), 19), Nanos(12), 22);
+        c.take(header(Some(1), 150, false), Nanos(10), 22);
+        c.take(header(Some(2), BEGAN_BELOW, false), Nanos(11), 22);
+        c.take(end(Some(2), 190), Nanos(12), 22);
         assert_eq!(c.ended(), None, "the receiver waits for a run it sees begin");
         let got = c.finish();
-        assert_eq!((got.run, got.total, got.foreign, got.samples.len()), (Some(2), Some(19), 1, 1));
+        assert_eq!((got.run, got.total, got.foreign, got.samples.len()), (Some(2), Some(190), 1, 1));
     }
 
     #[test]
@@ -502,11 +491,11 @@ mod tests {
         assert!(!c.take(end(Some(8), 1), Nanos(2), 22));
         assert_eq!(c.ended(), None, "another run's end does not stop it");
         // Its own, joined late (its first numbers lost) still ends it: it is the one wanted.
-        assert!(c.take(header(Some(7), 10, false), Nanos(3), 22));
-        assert!(c.take(end(Some(7), 11), Nanos(4), 22));
+        assert!(c.take(header(Some(7), 100, false), Nanos(3), 22));
+        assert!(c.take(end(Some(7), 101), Nanos(4), 22));
         assert_eq!(c.ended(), Some(Nanos(0)));
         let got = c.finish();
-        assert_eq!((got.run, got.total, got.foreign, got.samples.len()), (Some(7), Some(11), 2, 1));
+        assert_eq!((got.run, got.total, got.foreign, got.samples.len()), (Some(7), Some(101), 2, 1));
         // Nothing of its own came: no samples, and what came is foreign.
         let mut c = Collector::new(Some(7), IPV4_HEADERS);
         c.take(header(Some(8), 0, false), Nanos(1), 22);
