@@ -523,7 +523,10 @@ pub fn probe(data: &[u8]) {
             runs.push((h.run, 0, false, None));
             runs.len() - 1
         });
-        assert_eq!(waits, want.map_or(runs[i].3.is_none(), |w| h.run == Some(w)), "{h:?}");
+        let any_began = runs.iter().any(|r| r.2) || (!h.end && h.seq < BEGAN_BELOW);
+        let began = runs[i].2 || (!h.end && h.seq < BEGAN_BELOW);
+        let unended = runs[i].3.is_none();
+        assert_eq!(waits, want.map_or(unended && (began || !any_began), |w| h.run == Some(w)), "{h:?}");
         if h.end {
             if runs[i].3.is_none() {
                 runs[i].3 = Some((h.seq, ends));
@@ -544,10 +547,13 @@ pub fn probe(data: &[u8]) {
     };
     assert_eq!(collector.ended().is_some(), ended);
     // Most datagrams; of those tied, the first seen (`max_by_key` keeps the last of equals).
-    let most = runs.iter().rev().max_by_key(|r| r.1).map(|r| r.0);
+    let most = |began: bool| runs.iter().rev().filter(|r| r.2 || !began).max_by_key(|r| r.1).map(|r| r.0);
+    let first_end_of_some = runs.iter().filter(|r| r.3.is_some() && r.1 > 0).min_by_key(|r| r.3.map(|e| e.1));
     let measured = match want {
         Some(w) => Some(Some(w)),
-        None => first_end(true).or_else(|| first_end(false)).or(most),
+        None => {
+            first_end(true).or_else(|| most(true)).or(first_end_of_some.map(|r| r.0)).or_else(|| most(false))
+        }
     };
     let model = measured.and_then(|m| runs.iter().find(|r| r.0 == m));
     let got = collector.finish();

@@ -36,8 +36,8 @@ pub struct Summary {
     /// The sender's end marker arrived with the count. Otherwise `sent` is the highest number
     /// received plus one: datagrams lost after the last that arrived are not counted.
     pub sent_known: bool,
-    /// Datagrams this host's socket dropped, its buffer full (among `lost`, not the path's),
-    /// where the kernel says.
+    /// Datagrams this host's socket dropped, its buffer full (among `lost`, not the path's;
+    /// with `foreign`, of any run), where the kernel says.
     pub socket_drops: Option<u64>,
     /// With both ends on one host (`pair`): the samples sent at the kernel's transmit stamp;
     /// the rest at the sender's own, read before its send call (a few µs earlier).
@@ -101,11 +101,20 @@ impl Summary {
                  sender's own (read before its send call, a few us earlier)\n"
             );
         }
-        if let Some(n) = self.socket_drops.filter(|&n| n > 0) {
-            out += &format!(
-                "  socket     {n} datagrams dropped by this host's socket, its buffer full: among \
-                 the lost, not the path's\n"
-            );
+        match self.socket_drops.filter(|&n| n > 0) {
+            Some(n) if self.foreign > 0 => {
+                out += &format!(
+                    "  socket     {n} datagrams of any run dropped by this host's socket, its buffer \
+                     full: the lost may be among them, not the path's\n"
+                )
+            }
+            Some(n) => {
+                out += &format!(
+                    "  socket     {n} datagrams dropped by this host's socket, its buffer full: among \
+                     the lost, not the path's\n"
+                )
+            }
+            None => {}
         }
         if self.foreign > 0 {
             let run = self.run.map_or("a sender from before runs".into(), |r| format!("run {r:04x}"));
@@ -413,6 +422,9 @@ mod tests {
             text.contains("no end marker arrived")
                 && text.contains("4 datagrams dropped by this host's socket")
         );
+        // With other runs' datagrams at the socket, its drops are not all this run's.
+        sum.foreign = 7;
+        assert!(sum.describe(None).contains("4 datagrams of any run dropped by this host's socket"));
         sum.socket_drops = Some(0);
         assert!(!sum.describe(None).contains("socket "), "none dropped: no line");
         // Of two samples, one sent at the kernel's stamp: said; both: nothing to say.

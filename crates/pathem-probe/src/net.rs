@@ -258,17 +258,20 @@ pub struct Collector {
     runs: std::collections::HashMap<Option<Run>, RunState>,
     /// Runs whose end marker came.
     ends: usize,
+    /// A run began under the receiver.
+    any_began: bool,
 }
 
 impl Collector {
     /// Keeps run `want`'s datagrams (`None`: the run [`finish`](Collector::finish) picks);
     /// `headers` is the receiver's own family's.
     pub fn new(want: Option<Run>, headers: usize) -> Collector {
-        Collector { want, headers, samples: Vec::new(), runs: Default::default(), ends: 0 }
+        Collector { want, headers, samples: Vec::new(), runs: Default::default(), ends: 0, any_began: false }
     }
 
     /// Takes a datagram of `len` bytes that arrived at `at`; true if it keeps a receiver
-    /// waiting: of the run wanted, or with none wanted of a run not ended before it.
+    /// waiting: of the run wanted, or with none wanted of a run not ended before it that began
+    /// under the receiver (any, while none did).
     pub fn take(&mut self, h: Header, at: Nanos, len: usize) -> bool {
         let first = self.runs.len();
         let run = self.runs.entry(h.run).or_insert(RunState {
@@ -290,6 +293,7 @@ impl Collector {
             (run.least, run.most) = (run.least.min(d), run.most.max(d));
             run.count += 1;
             run.began |= h.seq < BEGAN_BELOW;
+            self.any_began |= run.began;
             // The sender's family where it says (a dual-stack socket takes both).
             let headers = match h.ipv6 {
                 Some(true) => IPV6_HEADERS,
@@ -299,9 +303,11 @@ impl Collector {
             let sample = Sample { seq: h.seq, sent: h.sent, received: at, len: len.saturating_add(headers) };
             self.samples.push((h.run, sample));
         }
+        let began = run.began;
         match self.want {
             Some(w) => h.run == Some(w),
-            None => unended,
+            // Once a run began under the receiver, runs from before keep it waiting no more.
+            None => unended && (began || !self.any_began),
         }
     }
 
@@ -323,19 +329,22 @@ impl Collector {
         done.map(|s| Nanos(s.most.saturating_sub(s.least).max(0) as u64))
     }
 
-    /// The run measured: the one wanted; or the first to end of those the receiver saw begin;
-    /// or the first to end (all under way when the receiver started); or, with no end marker, the one most datagrams came from (the
-    /// earliest to arrive of those tied). `None` in the outer option: nothing came.
+    /// The run measured: the one wanted; or of the runs the receiver saw begin the first to
+    /// end, or with none ended the one most datagrams came from; failing those (every run
+    /// under way when the receiver started), the first to end of those any datagram came from,
+    /// or the one most came from. Of runs tied, the earliest to arrive. `None` in the outer
+    /// option: nothing came.
     fn measured(&self) -> Option<Option<Run>> {
         if let Some(w) = self.want {
             return Some(Some(w));
         }
-        let ended = self.first_ended(|s| s.began).or_else(|| self.first_ended(|_| true));
-        if let Some((run, _)) = ended {
-            return Some(run);
-        }
-        let most = self.runs.iter().max_by_key(|(_, s)| (s.count, std::cmp::Reverse(s.first)));
-        most.map(|(r, _)| *r)
+        let most = |keep: fn(&RunState) -> bool| {
+            let runs = self.runs.iter().filter(|(_, s)| keep(s));
+            runs.max_by_key(|(_, s)| (s.count, std::cmp::Reverse(s.first))).map(|(r, _)| *r)
+        };
+        let begun = self.first_ended(|s| s.began).map(|(r, _)| r).or_else(|| most(|s| s.began));
+        let stale = || self.first_ended(|s| s.count > 0).map(|(r, _)| r).or_else(|| most(|_| true));
+        begun.or_else(stale)
     }
 
     /// The run measured, its samples in arrival order and the count its sender announced;
@@ -416,11 +425,11 @@ mod tests {
         for seq in 1..4 {
             assert!(c.take(header(Some(2), seq, false), Nanos(20 + seq), 22));
         }
-        c.take(header(Some(1), 501, false), Nanos(30), 22);
+        // Once a run began under the receiver, one from before keeps no one waiting.
+        assert!(!c.take(header(Some(1), 501, false), Nanos(30), 22));
         assert_eq!(c.ended(), None);
-        // The run joined late ends first: that does not end the receiver, and its stragglers
-        // keep no one waiting, where this run's datagrams do.
-        assert!(c.take(end(Some(1), 600), Nanos(35), 22));
+        // The run joined late ends first: that does not end the receiver.
+        assert!(!c.take(end(Some(1), 600), Nanos(35), 22));
         assert_eq!(c.ended(), None);
         assert!(!c.take(header(Some(1), 502, false), Nanos(36), 22));
         assert!(c.take(header(Some(2), 4, false), Nanos(37), 22));
@@ -446,6 +455,26 @@ mod tests {
         c.take(end(Some(2), BEGAN_BELOW), Nanos(13), 22);
         assert!(c.ended().is_some());
         assert_eq!(c.finish().run, Some(2));
+    }
+
+    /// A run seen begin whose end never came (its sender stopped, its end markers lost) is
+    /// measured over one from before that ended; and a run of end markers alone is measured
+    /// only where nothing else came.
+    #[test]
+    fn a_run_seen_begin_is_measured_over_an_ended_one_from_before() {
+        let mut c = Collector::new(None, IPV4_HEADERS);
+        c.take(header(Some(1), 900, false), Nanos(10), 22);
+        assert!(c.take(header(Some(2), 0, false), Nanos(11), 22));
+        c.take(end(Some(1), 1000), Nanos(12), 22);
+        c.take(end(Some(3), 5), Nanos(13), 22);
+        assert_eq!(c.ended(), None);
+        let got = c.finish();
+        assert_eq!((got.run, got.total, got.foreign, got.samples.len()), (Some(2), None, 1, 1));
+        let mut c = Collector::new(None, IPV4_HEADERS);
+        c.take(end(Some(3), 5), Nanos(9), 22);
+        c.take(header(Some(1), 900, false), Nanos(10), 22);
+        c.take(end(Some(1), 1000), Nanos(12), 22);
+        assert_eq!(c.finish().run, Some(1), "the run datagrams came from, not the end markers'");
     }
 
     #[test]

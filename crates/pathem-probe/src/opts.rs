@@ -51,7 +51,8 @@ pub struct RecvOpts {
     /// Write the figures (SVG) into DIR.
     #[arg(long, value_name = "DIR")]
     pub figures: Option<PathBuf>,
-    /// Give up when nothing arrives for this long.
+    /// Give up when nothing of the run arrives for this long (without --run, of a run not yet
+    /// ended).
     #[arg(long, value_name = "DUR", default_value = "5s", allow_hyphen_values = true)]
     pub idle: Duration,
 }

@@ -170,7 +170,8 @@ pub fn send(sock: &UdpSocket, to: SocketAddr, plan: &Plan) -> std::io::Result<Ve
 }
 
 /// Receives until the end marker of run `want` (without it, of a run it saw begin; a moment
-/// for stragglers after) or `idle` without a datagram of a run not yet ended; the samples of
+/// for stragglers after) or `idle` without a datagram that keeps it waiting (of `want`; or of
+/// a run not yet ended that began under it, or any while none did); the samples of
 /// the run measured ([`net::Collector`] says which), the count its sender announced, what
 /// else came and what the socket dropped.
 pub fn receive(
