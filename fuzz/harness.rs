@@ -123,6 +123,11 @@ pub fn units(data: &[u8]) {
         assert!((0.0..=1.0).contains(&p.get()));
     }
     probe_plan(text);
+    // `--run`: what parses is 1 to 4 hex digits, and reads back from the form a sender prints.
+    if let Ok(r) = pathem_probe::packet::parse_run(text) {
+        assert!((1..=4).contains(&text.len()), "{text:?}");
+        assert_eq!(pathem_probe::packet::parse_run(&format!("{r:04x}")), Ok(r), "{text:?}");
+    }
 }
 
 /// The probe sender's `--rate` and `--pattern`, each tried on the text (a pattern with the

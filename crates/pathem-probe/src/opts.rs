@@ -1,6 +1,6 @@
 //! The flags of `pathem probe`'s two ends (clap reads them; the CLI only dispatches).
 
-use crate::packet::Run;
+use crate::packet::{parse_run, Run};
 use crate::session::{Plan, ProbeRate};
 use crate::{Error, Pattern};
 use clap::Args;
@@ -68,15 +68,6 @@ pub struct ListenOpts {
     /// end; without an end marker, the one most datagrams came from].
     #[arg(long, value_name = "HEX", value_parser = parse_run)]
     pub run: Option<Run>,
-}
-
-/// A run as a sender prints it: 1 to 4 hexadecimal digits.
-fn parse_run(s: &str) -> Result<Run, String> {
-    let ok = (1..=4).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit());
-    match ok.then(|| Run::from_str_radix(s, 16)) {
-        Some(Ok(r)) => Ok(r),
-        _ => Err("accepted: a sender's run as it prints it, 1 to 4 hexadecimal digits (a38d)".into()),
-    }
 }
 
 impl ListenOpts {

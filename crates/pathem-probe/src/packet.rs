@@ -55,6 +55,15 @@ pub fn new_run() -> Run {
     RandomState::new().hash_one((at, std::process::id())) as Run
 }
 
+/// `--run`: a run as a sender prints it (`{:04x}`), 1 to 4 hexadecimal digits.
+pub fn parse_run(s: &str) -> Result<Run, String> {
+    let ok = (1..=4).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit());
+    match ok.then(|| Run::from_str_radix(s, 16)) {
+        Some(Ok(r)) => Ok(r),
+        _ => Err("accepted: a sender's run as it prints it, 1 to 4 hexadecimal digits (a38d)".into()),
+    }
+}
+
 impl Header {
     /// Writes the header at the start of `buf`. `None` if `buf` is shorter than [`HEADER`]
     /// or a run's sequence number reaches [`SEQ_LIMIT`] (nothing written then).
@@ -147,6 +156,16 @@ mod tests {
         assert_eq!(b, [0u8; 20]);
         let h = Header { seq: 1, ..h };
         assert_eq!(h.encode(&mut b[..19]), None);
+    }
+
+    #[test]
+    fn a_run_is_read_as_a_sender_prints_it() {
+        assert_eq!(super::parse_run("a38d"), Ok(0xa38d));
+        assert_eq!(super::parse_run("00E1"), Ok(0xe1));
+        assert_eq!(super::parse_run("7"), Ok(7));
+        for bad in ["", "12345", "xyz", "-1", "+1", " a1"] {
+            assert!(super::parse_run(bad).unwrap_err().contains("1 to 4 hexadecimal digits"), "{bad:?}");
+        }
     }
 
     #[test]
