@@ -101,20 +101,17 @@ impl Summary {
                  sender's own (read before its send call, a few us earlier)\n"
             );
         }
-        match self.socket_drops.filter(|&n| n > 0) {
-            Some(n) if self.foreign > 0 => {
-                out += &format!(
-                    "  socket     {n} datagrams of any run dropped by this host's socket, its buffer \
-                     full: the lost may be among them, not the path's\n"
-                )
-            }
-            Some(n) => {
-                out += &format!(
-                    "  socket     {n} datagrams dropped by this host's socket, its buffer full: among \
-                     the lost, not the path's\n"
-                )
-            }
-            None => {}
+        if let Some(n) = self.socket_drops.filter(|&n| n > 0) {
+            // The socket's count is of every datagram it took: with other runs', not all ours.
+            let (of, lost) = if self.foreign > 0 {
+                ("of any run ", "the lost may be among them")
+            } else {
+                ("", "among the lost")
+            };
+            out += &format!(
+                "  socket     {n} datagrams {of}dropped by this host's socket, its buffer full: {lost}, \
+                 not the path's\n"
+            );
         }
         if self.foreign > 0 {
             let run = self.run.map_or("a sender from before runs".into(), |r| format!("run {r:04x}"));

@@ -303,11 +303,10 @@ impl Collector {
             let sample = Sample { seq: h.seq, sent: h.sent, received: at, len: len.saturating_add(headers) };
             self.samples.push((h.run, sample));
         }
-        let began = run.began;
         match self.want {
             Some(w) => h.run == Some(w),
             // Once a run began under the receiver, runs from before keep it waiting no more.
-            None => unended && (began || !self.any_began),
+            None => unended && (run.began || !self.any_began),
         }
     }
 
