@@ -567,9 +567,14 @@ pub fn list() -> Vec<String> {
     names
 }
 
-/// A path's layer of `set`s: whether one reset it (the layer is then the whole path), and the
-/// flags they hold.
-type Layer = (bool, PathSpec);
+/// A path's layer of `set`s.
+#[derive(Clone)]
+struct Layer {
+    /// A `set --reset` made the layer the whole path.
+    reset: bool,
+    /// The flags the `set`s hold.
+    flags: PathSpec,
+}
 
 /// Serves `link`'s control socket as `name`: `show` reads its counters; `set` parses the words
 /// of `ctl set` ([`pathem_spec::change::Change`]) on top of each direction's current spec
@@ -616,8 +621,8 @@ pub fn serve(
         if to.1.is_none() && change.asks_own(1) {
             return Err(Refusal::OneWay);
         }
-        let over = |d: usize, lane: usize| held.get(&(d, lane)).map(|h| h.1.clone()).unwrap_or_default();
-        let reset_before = |d: usize, lane: usize| held.get(&(d, lane)).is_some_and(|h| h.0);
+        let over = |d: usize, lane: usize| held.get(&(d, lane)).map(|h| h.flags.clone()).unwrap_or_default();
+        let reset_before = |d: usize, lane: usize| held.get(&(d, lane)).is_some_and(|h| h.reset);
         let (ab, ba) = change.apply(&(over(0, 0), over(1, 0)), attached.is_some());
         // Every path that changes, with what all changes so far hold for it. A default path
         // the words leave alone (they name only classes) is not set again; a class named
@@ -628,7 +633,7 @@ pub fn serve(
         for (d, spec, own) in [(0, ab, &change.a_to_b), (1, ba, &change.b_to_a)] {
             if asks(own) || change.reset_own[d] || (both && (d == 0 || attached.is_none())) {
                 let reset = change.resets(d, attached.is_some()) || reset_before(d, 0);
-                plan.push(((d, 0), (reset, spec)));
+                plan.push(((d, 0), Layer { reset, flags: spec }));
             }
         }
         for (name, flags, dirs) in change.classes(attached.is_some())? {
@@ -638,10 +643,10 @@ pub fn serve(
                 if let Some(i) = specs[d].classes.iter().position(|c| c.0 == name) {
                     let key = (d, i + 1);
                     match plan.iter_mut().find(|p| p.0 == key) {
-                        Some(p) => p.1 .1 = p.1 .1.overridden_by(&flags),
+                        Some(p) => p.1.flags = p.1.flags.overridden_by(&flags),
                         None => {
-                            let layer = over(d, i + 1).overridden_by(&flags);
-                            plan.push((key, (reset_before(d, i + 1), layer)))
+                            let flags = over(d, i + 1).overridden_by(&flags);
+                            plan.push((key, Layer { reset: reset_before(d, i + 1), flags }))
                         }
                     }
                     found = true;
@@ -670,16 +675,15 @@ pub fn serve(
         // (Each trace file read once for all of them: a schedule's steps name the same ones.)
         let made = pathem_spec::path::reading_each_file_once(|| -> Result<Vec<_>, Refusal> {
             let mut made = Vec::new();
-            for ((d, lane), (reset, held)) in &plan {
+            for ((d, lane), Layer { reset, flags: held }) in &plan {
                 let (start, steps) = specs[*d].lane(*lane);
                 // After a reset, the held layer is the whole path, at every step too.
                 let under = |s: &PathSpec| if *reset { PathSpec::default() } else { s.clone() };
                 let config = under(start).overridden_by(held).to_config()?;
-                let steps = steps.iter().map(|s| under(s).overridden_by(held).to_config()).collect::<Result<
-                    Vec<_>,
-                    _,
-                >>(
-                )?;
+                let steps: Vec<_> = steps
+                    .iter()
+                    .map(|s| under(s).overridden_by(held).to_config())
+                    .collect::<Result<_, _>>()?;
                 made.push((*d, *lane, config, steps));
             }
             Ok(made)
