@@ -123,6 +123,14 @@ pub(crate) unsafe fn get_opt<T>(fd: RawFd, level: i32, name: i32) -> std::io::Re
     }
 }
 
+/// Asks for a receive buffer of `bytes` on `fd`: FORCE passes the system's `rmem_max` where
+/// the caller may (root); otherwise the plain request, which the kernel caps.
+pub(crate) fn set_receive_buffer(fd: RawFd, bytes: i32) {
+    if set_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &bytes).is_err() {
+        let _ = set_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &bytes);
+    }
+}
+
 /// setsockopt(2) with `value`, read by the kernel as data. AF_XDP's options are refused
 /// (EINVAL): registering a UMEM hands the kernel an address it then writes frames to.
 pub(crate) fn set_opt<T>(fd: RawFd, level: i32, name: i32, value: &T) -> std::io::Result<()> {
@@ -304,10 +312,7 @@ impl AfPacketRx {
         let _ = set_opt(raw, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &1i32);
         let rx_buffer = rx_buffer.clamp(MIN_RX_BUFFER, MAX_RX_BUFFER);
         // Frames too long for a slot wait whole in the socket buffer: room for a few.
-        let rcvbuf = (rx_buffer / 2) as i32;
-        if set_opt(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &rcvbuf).is_err() {
-            let _ = set_opt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, &rcvbuf);
-        }
+        set_receive_buffer(raw, (rx_buffer / 2) as i32);
         set_opt(raw, libc::SOL_PACKET, libc::PACKET_COPY_THRESH, &1i32)
             .map_err(|e| opt_err("cannot keep long frames whole", e))?;
         // A slot holds a wire frame of the interface's MTU (two VLAN tags in it) behind the

@@ -1,7 +1,7 @@
 //! A UDP socket whose received datagrams carry the kernel's receive timestamp, on
 //! CLOCK_MONOTONIC (the clock the sender stamps with on the same host), for measuring paths.
 
-use crate::afpacket::set_opt;
+use crate::afpacket::{set_opt, set_receive_buffer};
 use crate::kstamp::{monotonic_now, recv_stamped, RealtimeStamps};
 use crate::Error;
 use pathem_model::Nanos;
@@ -30,7 +30,7 @@ impl TimestampedUdp {
         })?;
         let _ = set_opt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &1i32);
         // Room for a second of 100 kpps: the receiver reads in batches.
-        large_receive_buffer(sock.as_raw_fd());
+        set_receive_buffer(sock.as_raw_fd(), RECEIVE_BUFFER);
         Ok(TimestampedUdp { sock, stamps: RealtimeStamps::new() })
     }
 
@@ -66,13 +66,8 @@ impl TimestampedUdp {
     }
 }
 
-/// Asks for a 64 MiB receive buffer on `fd`: FORCE passes the system's `rmem_max` where the
-/// caller may (root); otherwise the plain request, which the kernel caps.
-fn large_receive_buffer(fd: std::os::fd::RawFd) {
-    if set_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &(64i32 << 20)).is_err() {
-        let _ = set_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &(64i32 << 20));
-    }
-}
+/// A probe socket's receive buffer: 64 MiB (the system's `rmem_max` caps it without root).
+const RECEIVE_BUFFER: i32 = 64 << 20;
 
 /// CLOCK_MONOTONIC now (what probe senders stamp with).
 pub use crate::kstamp::monotonic_now as now;
@@ -95,7 +90,7 @@ impl TxStamps {
     pub fn enable(sock: &UdpSocket) -> Option<TxStamps> {
         let flags: u32 = SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
         set_opt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPING, &flags).ok()?;
-        large_receive_buffer(sock.as_raw_fd());
+        set_receive_buffer(sock.as_raw_fd(), RECEIVE_BUFFER);
         Some(TxStamps { stamps: RealtimeStamps::new() })
     }
 
