@@ -698,7 +698,8 @@ impl TxPort for AfPacketTx {
 /// A plain packet socket on one interface, for tests and tools that talk to the kernel
 /// directly: it sends frames with or without a virtio-net header (a GSO super-frame, a partial
 /// checksum, as a local sender's stack would hand them down) and reads frames as the kernel
-/// delivers them (with the header when asked for). Blocking reads with a timeout.
+/// delivers them (with the header when asked for), 16 MiB of them at most. Blocking reads with
+/// a timeout.
 pub struct RawSocket {
     fd: OwnedFd,
     vnet: bool,
@@ -716,6 +717,9 @@ impl RawSocket {
         }
         let _ = set_opt(fd.as_raw_fd(), libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32);
         let _ = set_opt(fd.as_raw_fd(), libc::SOL_PACKET, PACKET_AUXDATA, &1i32);
+        // A burst read after it arrived: a frame built from a page takes a page of the buffer
+        // whatever its length, and the default (208 KiB) holds about 50.
+        set_receive_buffer(fd.as_raw_fd(), 16 << 20);
         Ok(RawSocket { fd, vnet })
     }
 

@@ -67,6 +67,10 @@ pub(crate) unsafe fn owned(fd: i32) -> OwnedFd {
 
 /// Loads `code` as a program of `prog_type` for `attach_type`, named `name` (at most 15
 /// bytes). On refusal, the kernel's error and the verifier's log.
+///
+/// The first try asks for no log: a log that outgrows its buffer makes the kernel refuse a
+/// program it would accept (ENOSPC; a loop's log runs long). Only a refusal is loaded again
+/// with a log, for its reason (the first error where the log overflows).
 pub(crate) fn load(
     prog_type: u32,
     attach_type: u32,
@@ -80,20 +84,27 @@ pub(crate) fn load(
     put_u32(&mut attr, 4, (code.len() / 8) as u32);
     put_u64(&mut attr, 8, code.as_ptr() as u64);
     put_u64(&mut attr, 16, license.as_ptr() as u64);
-    put_u32(&mut attr, 24, 1);
-    put_u32(&mut attr, 28, log.len() as u32);
-    put_u64(&mut attr, 32, log.as_mut_ptr() as u64);
     let n = name.len().min(15);
     attr[48..48 + n].copy_from_slice(&name.as_bytes()[..n]);
     put_u32(&mut attr, 68, attach_type);
-    // SAFETY: code (its length in instructions), license (NUL-terminated) and log (its length)
-    // are live buffers until the call returns; only the log is written, and nothing else
-    // refers to it meanwhile.
+    // SAFETY: code (its length in instructions) and license (NUL-terminated) are live
+    // buffers until the call returns, only read; no log is asked for.
+    let error = match unsafe { bpf(BPF_PROG_LOAD, &mut attr.clone()) } {
+        // SAFETY: a descriptor bpf(2) just returned, owned by nothing else.
+        Ok(fd) => return Ok(unsafe { owned(fd) }),
+        Err(e) => e,
+    };
+    put_u32(&mut attr, 24, 1);
+    put_u32(&mut attr, 28, log.len() as u32);
+    put_u64(&mut attr, 32, log.as_mut_ptr() as u64);
+    // SAFETY: as above, and the log (its length) is live and written only by the kernel
+    // during the call; nothing else refers to it meanwhile.
     match unsafe { bpf(BPF_PROG_LOAD, &mut attr) } {
         // SAFETY: a descriptor bpf(2) just returned, owned by nothing else.
         Ok(fd) => Ok(unsafe { owned(fd) }),
         Err(e) => {
             let end = log.iter().position(|&b| b == 0).unwrap_or(0);
+            let e = if e.raw_os_error() == Some(libc::ENOSPC) { error } else { e };
             Err((e, String::from_utf8_lossy(&log[..end]).trim().to_string()))
         }
     }
