@@ -17,6 +17,7 @@ pub mod afpacket;
 pub mod afxdp;
 pub mod attach;
 mod bpf;
+pub mod copygen;
 pub mod dpdk;
 pub mod filler;
 pub mod host;

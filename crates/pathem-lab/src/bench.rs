@@ -16,15 +16,18 @@ use pathem_engine::{
 };
 use pathem_io::afpacket::AfPacketTx;
 use pathem_io::afxdp::FixedVerdict;
+use pathem_io::copygen::{CopyGenerator, COPIES};
 use pathem_io::live::{self, LiveRx, LiveTx, PortOptions, PortSpec};
 use pathem_io::mem::{udp_frame, MemSink, MemSource, Pace};
+// The sender's description gives the number.
+const _: () = assert!(COPIES == 64);
 use pathem_io::xdpgen::XdpGenerator;
 use pathem_io::{RxPort, TxPort};
 use pathem_model::rng::direction_seed;
 use pathem_model::units::Rate;
 use pathem_model::{Nanos, PathConfig};
 use pathem_runtime::link::pin;
-use pathem_runtime::netns::enter;
+use pathem_runtime::netns::{enter, ip};
 use pathem_runtime::{Link, LinkSpec};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -507,6 +510,11 @@ pub enum Sender {
     /// and again from g0, without a socket buffer, socket or system call per frame.
     #[serde(rename = "xdp-live-frames")]
     XdpLiveFrames,
+    /// A packet socket on f0, a veth in the generator's namespace, whose every frame an XDP
+    /// program on its peer f1 sends out of g0 [`COPIES`] times ([`CopyGenerator`]): no socket
+    /// buffer or system call per copy, a page and a copy of the frame each.
+    #[serde(rename = "xdp-copies")]
+    XdpCopies,
     /// A packet socket on g0 handing the kernel UDP super-frames ([`pathem_io::mem::udp_gso_super_frame`]),
     /// which it cuts into the frames: a system call and a socket's path per 64 frames, a
     /// socket buffer per frame. Their checksums are completed on g0 (its transmit checksum
@@ -528,6 +536,9 @@ impl Sender {
     pub fn describe(self) -> &'static str {
         match self {
             Sender::XdpLiveFrames => "the kernel's XDP generator on g0 (BPF_PROG_TEST_RUN, live frames)",
+            Sender::XdpCopies => {
+                "a packet socket on f0 whose every frame an XDP program on its peer f1 sends out of g0 64 times"
+            }
             Sender::UdpGso => {
                 "UDP super-frames of up to 64 frames through a packet socket on g0, cut by the kernel"
             }
@@ -563,6 +574,10 @@ pub fn choose_sender(bed: &Bed) -> Result<SenderChoice, Error> {
             Ok(()) => return Ok(SenderChoice { sender: Sender::XdpLiveFrames, passed_over }),
             Err(e) => passed_over.push(format!("the kernel's XDP generator: {e}")),
         }
+        match feed().and_then(|()| CopyGenerator::attach(FEED_PEER, "g0")) {
+            Ok(_) => return Ok(SenderChoice { sender: Sender::XdpCopies, passed_over }),
+            Err(e) => passed_over.push(format!("XDP copies: {e}")),
+        }
         match send_super_frames("g0", 64, None) {
             Ok(()) => return Ok(SenderChoice { sender: Sender::UdpGso, passed_over }),
             Err(e) => passed_over.push(format!("UDP super-frames: {e}")),
@@ -581,6 +596,30 @@ pub fn choose_sender(bed: &Bed) -> Result<SenderChoice, Error> {
     })
     .join()
     .map_err(|_| Error::Panicked("sender choice"))?
+}
+
+/// The interface a copying sender writes into, in the generator's namespace ([`feed`]).
+pub const FEED: &str = "f0";
+/// Its peer, whose XDP program sends each frame out of g0 [`COPIES`] times.
+pub const FEED_PEER: &str = "f1";
+
+/// Makes the veth pair [`FEED`] — [`FEED_PEER`] in the calling thread's network namespace (the
+/// generator's), unless it is there already; it goes with the namespace. IPv6 is off on
+/// both ends, so nothing but the sender's frames crosses (no neighbour discovery of their own
+/// to be copied 64 times onto the path).
+pub fn feed() -> Result<(), pathem_io::Error> {
+    if pathem_io::iface::check_exists(FEED).is_ok() {
+        return Ok(());
+    }
+    let fail = |reason: String| pathem_io::Error::Interface { name: FEED.into(), reason };
+    let run = |args: &[&str]| ip(args).map_err(|e| fail(e.to_string()));
+    run(&["link", "add", FEED, "type", "veth", "peer", "name", FEED_PEER])?;
+    for dev in [FEED, FEED_PEER] {
+        std::fs::write(format!("/proc/sys/net/ipv6/conf/{dev}/disable_ipv6"), "1")
+            .map_err(|e| fail(format!("cannot turn IPv6 off on {dev}: {e}")))?;
+        run(&["link", "set", dev, "up"])?;
+    }
+    Ok(())
 }
 
 /// Frames in one UDP super-frame: 64, the most every kernel with UDP GSO takes (128 from 6.x).
@@ -677,6 +716,11 @@ pub fn live_run(
                 while monotonic_now() < end {
                     xdp.send(1 << 20).map_err(|e| Error::Measure(format!("the XDP generator: {e}")))?;
                 }
+            }
+            Sender::XdpCopies => {
+                feed()?;
+                let _copies = CopyGenerator::attach(FEED_PEER, "g0")?;
+                _ = flood(&mut AfPacketTx::open(FEED, 2048)?, &frame, end)?;
             }
             Sender::UdpGso => send_super_frames("g0", size, Some(end))?,
             Sender::AfXdp => _ = flood(&mut pathem_io::afxdp::open("g0")?.1, &frame, end)?,

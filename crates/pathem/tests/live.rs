@@ -120,6 +120,10 @@ fn main() {
         ),
         ("the_live_bench_measures_its_generator_apart", the_live_bench_measures_its_generator_apart),
         ("every_sender_of_the_live_bench_reaches_pa", every_sender_of_the_live_bench_reaches_pa),
+        (
+            "the_copying_sender_sends_each_frame_64_times_unchanged",
+            the_copying_sender_sends_each_frame_64_times_unchanged,
+        ),
         ("every_queue_is_read_as_one_bottleneck", every_queue_is_read_as_one_bottleneck),
         (
             "a_thread_in_a_namespace_sees_its_interfaces_not_the_hosts",
@@ -1116,7 +1120,7 @@ fn the_live_bench_measures_its_generator_apart() {
     // The sender, and why each faster one was passed over (the kernel's error).
     let sender = &json["sender"];
     let passed_over = sender["passed_over"].as_array().expect("passed_over");
-    let order = ["xdp-live-frames", "udp-gso", "af_xdp", "af_packet"];
+    let order = ["xdp-live-frames", "xdp-copies", "udp-gso", "af_xdp", "af_packet"];
     let rank = order.iter().position(|s| sender["sender"] == *s).unwrap_or_else(|| panic!("{sender}"));
     assert_eq!(passed_over.len(), rank, "{sender}");
     eprintln!("sender {sender}");
@@ -1179,7 +1183,7 @@ fn every_sender_of_the_live_bench_reaches_pa() {
     let bed = Bed::through(&format!("ps{}", std::process::id())).expect("the test bed");
     let choice = choose_sender(&bed).expect("a sender");
     eprintln!("chosen {:?}, passed over {:?}", choice.sender, choice.passed_over);
-    let all = [Sender::XdpLiveFrames, Sender::UdpGso, Sender::AfXdp, Sender::AfPacket];
+    let all = [Sender::XdpLiveFrames, Sender::XdpCopies, Sender::UdpGso, Sender::AfXdp, Sender::AfPacket];
     let chosen = all.iter().position(|&s| s == choice.sender).unwrap();
     assert_eq!(choice.passed_over.len(), chosen, "{choice:?}");
     for (i, &sender) in all.iter().enumerate() {
@@ -1224,6 +1228,58 @@ fn every_sender_of_the_live_bench_reaches_pa() {
         let k = must(&["ip", "netns", "exec", &bed.gen, "ethtool", "-k", "g0"]);
         assert!(k.lines().any(|l| l == "tx-checksumming: on"), "{k}");
     }
+}
+
+/// The copying sender of `bench --live` (where the kernel refuses the XDP generator's live
+/// frames): each frame written into f0 reaches pa [`COPIES`] times, byte for byte, and no
+/// more. Frames of 64 and 600 bytes, one at a time (the socket reading them on pa holds a
+/// frame's copies, not twenty frames' worth).
+///
+/// [`COPIES`]: pathem_io::copygen::COPIES
+fn the_copying_sender_sends_each_frame_64_times_unchanged() {
+    use pathem_io::copygen::{CopyGenerator, COPIES};
+    use pathem_lab::bench::{feed, FEED, FEED_PEER};
+    let bed = Bed::through(&format!("pc{}", std::process::id())).expect("the test bed");
+    let size = |seq: u32| if seq % 2 == 0 { 64 } else { 600 };
+    let (ready, up) = mpsc::channel();
+    let read = in_ns(bed.mid(), move || {
+        // pa takes what g0's ndo_xdp_xmit sends only while it polls with NAPI, as it does with
+        // an XDP program: one passing every frame to the stack, where the socket sees it.
+        let _napi = pathem_io::afxdp::pass_through("pa").expect("an XDP program on pa");
+        let sock = pathem_io::afpacket::RawSocket::open("pa", false).expect("a socket on pa");
+        ready.send(()).unwrap();
+        let mut frames = Vec::new();
+        while let Some(f) = sock.recv(Duration::from_millis(500)) {
+            if marked_seq(&f).is_some() {
+                frames.push(f);
+            }
+        }
+        frames
+    });
+    up.recv().unwrap();
+    in_ns(&bed.gen, move || {
+        feed().expect("the feed pair");
+        feed().expect("the feed pair, made once");
+        let _copies = CopyGenerator::attach(FEED_PEER, "g0").expect("the copying program");
+        let mut tx = AfPacketTx::open(FEED, 2048).expect("a socket on f0");
+        for seq in 0..20 {
+            let f = marked_frame(seq, size(seq));
+            assert!(tx.send(Nanos::ZERO, f.len() as u32, &f));
+            tx.flush().unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    })
+    .join()
+    .unwrap();
+    let frames = read.join().unwrap();
+    for seq in 0..20 {
+        let want = marked_frame(seq, size(seq));
+        let got = frames.iter().filter(|f| marked_seq(f) == Some(seq)).collect::<Vec<_>>();
+        assert_eq!(got.len(), COPIES as usize, "frame {seq}: {} copies reached pa", got.len());
+        assert!(got.iter().all(|f| **f == want), "frame {seq} changed on its way");
+    }
+    assert_eq!(frames.len(), 20 * COPIES as usize);
 }
 
 /// An AF_XDP port on an interface with four receive queues reads them all: eight UDP flows
