@@ -15,7 +15,10 @@ use crate::Error;
 use std::os::fd::{AsRawFd, OwnedFd};
 
 /// Frames sent for each frame that arrives: the device map's entries. A veth's receive ring
-/// holds 256, and the peer's NAPI poll empties it between two frames arriving.
+/// holds 256: a sender writing frames into `IN` one system call at a time has `IN`'s poll take
+/// each as it comes and the peer's poll empty the ring between two (copies beyond what the
+/// ring holds, were `IN`'s poll to take several at once, are dropped at `OUT` and counted
+/// there, not on the peer).
 pub const COPIES: u32 = 64;
 const BPF_MAP_CREATE: i32 = 0;
 const BPF_MAP_UPDATE_ELEM: i32 = 2;
@@ -42,10 +45,16 @@ impl CopyGenerator {
     /// }
     /// ```
     pub fn attach(input: &str, output: &str) -> Result<CopyGenerator, Error> {
-        let fail = |what: &str, e: std::io::Error, log: &str| Error::Interface {
-            name: input.into(),
-            reason: format!("{what}: {e}{}{log}", if log.is_empty() { "" } else { ": " }),
+        let fail = |what: &str, e: std::io::Error, capability: &str| {
+            crate::iface::failure(input, what, e, capability)
         };
+        if !crate::iface::kernel_at_least(5, 13) {
+            // An older kernel loads the program and aborts every frame: the flag is 5.13's.
+            return Err(Error::Interface {
+                name: input.into(),
+                reason: "this kernel has no XDP broadcast (BPF_F_BROADCAST, Linux 5.13 or later)".into(),
+            });
+        }
         let out = crate::afpacket::ifindex(output)? as u32;
         let ifindex = crate::afpacket::ifindex(input)? as u32;
         let mut attr = [0u8; 72];
@@ -55,7 +64,7 @@ impl CopyGenerator {
         put_u32(&mut attr, 12, COPIES);
         // SAFETY: the attribute holds no pointer.
         let map = unsafe { bpf(BPF_MAP_CREATE, &mut attr) }
-            .map_err(|e| fail("cannot create the device map", e, ""))?;
+            .map_err(|e| fail("cannot create the device map", e, "CAP_BPF"))?;
         // SAFETY: a descriptor bpf(2) just returned, owned by nothing else.
         let map = unsafe { owned(map) };
         for key in 0..COPIES {
@@ -66,7 +75,7 @@ impl CopyGenerator {
             // SAFETY: key and value are live u32s (the map's sizes) until the call returns;
             // the kernel only reads them.
             unsafe { bpf(BPF_MAP_UPDATE_ELEM, &mut attr) }
-                .map_err(|e| fail(&format!("cannot put {output} in the device map"), e, ""))?;
+                .map_err(|e| fail(&format!("cannot put {output} in the device map"), e, "CAP_BPF"))?;
         }
         let code = [
             insn(0x18, 1, BPF_PSEUDO_MAP_FD, 0, map.as_raw_fd()), // 0: r1 = &outs
@@ -77,10 +86,12 @@ impl CopyGenerator {
             insn(0x95, 0, 0, 0, 0),                               // 5: exit
         ]
         .concat();
-        let prog = load(BPF_PROG_TYPE_XDP, BPF_XDP, &code, "pathem_copies")
-            .map_err(|(e, log)| fail("the kernel refused the copying XDP program", e, &log))?;
+        let prog = load(BPF_PROG_TYPE_XDP, BPF_XDP, &code, "pathem_copies").map_err(|(e, log)| {
+            let log = log.lines().last().unwrap_or("").to_string();
+            fail(&format!("the kernel refused the copying XDP program ({log})"), e, "CAP_BPF")
+        })?;
         let link = crate::bpf::link(&prog, ifindex, BPF_XDP, XDP_FLAGS_DRV_MODE)
-            .map_err(|e| fail("cannot attach the copying XDP program", e, ""))?;
+            .map_err(|e| fail("cannot attach the copying XDP program", e, "CAP_NET_ADMIN"))?;
         Ok(CopyGenerator { _map: map, _prog: prog, _link: link })
     }
 }

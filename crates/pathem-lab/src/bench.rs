@@ -19,8 +19,6 @@ use pathem_io::afxdp::FixedVerdict;
 use pathem_io::copygen::{CopyGenerator, COPIES};
 use pathem_io::live::{self, LiveRx, LiveTx, PortOptions, PortSpec};
 use pathem_io::mem::{udp_frame, MemSink, MemSource, Pace};
-// The sender's description gives the number.
-const _: () = assert!(COPIES == 64);
 use pathem_io::xdpgen::XdpGenerator;
 use pathem_io::{RxPort, TxPort};
 use pathem_model::rng::direction_seed;
@@ -559,8 +557,9 @@ pub struct SenderChoice {
 /// Tries each [`Sender`], fastest first, in the bed's generator namespace, and keeps the first
 /// that sends: the XDP generator's live-frames mode is refused by some kernels (EPERM from
 /// `BPF_PROG_TEST_RUN` on some 6.18 builds, where the same call without live frames runs).
-/// To try, the XDP generator sends one frame and the super-frames one super-frame (they reach
-/// `pa` before any run counts what arrives there).
+/// To try, the XDP generator sends one frame, the copies are put in place (on a kernel with
+/// XDP broadcast: an older one would load the program and abort every frame) and the
+/// super-frames send one super-frame (what reaches `pa` does so before any run counts there).
 pub fn choose_sender(bed: &Bed) -> Result<SenderChoice, Error> {
     let g = bed.gen.clone();
     std::thread::spawn(move || -> Result<SenderChoice, Error> {
@@ -574,7 +573,7 @@ pub fn choose_sender(bed: &Bed) -> Result<SenderChoice, Error> {
             Ok(()) => return Ok(SenderChoice { sender: Sender::XdpLiveFrames, passed_over }),
             Err(e) => passed_over.push(format!("the kernel's XDP generator: {e}")),
         }
-        match feed().and_then(|()| CopyGenerator::attach(FEED_PEER, "g0")) {
+        match copies() {
             Ok(_) => return Ok(SenderChoice { sender: Sender::XdpCopies, passed_over }),
             Err(e) => passed_over.push(format!("XDP copies: {e}")),
         }
@@ -598,28 +597,42 @@ pub fn choose_sender(bed: &Bed) -> Result<SenderChoice, Error> {
     .map_err(|_| Error::Panicked("sender choice"))?
 }
 
+// The copying sender's description gives the number.
+const _: () = assert!(COPIES == 64);
+
 /// The interface a copying sender writes into, in the generator's namespace ([`feed`]).
 pub const FEED: &str = "f0";
 /// Its peer, whose XDP program sends each frame out of g0 [`COPIES`] times.
 pub const FEED_PEER: &str = "f1";
 
 /// Makes the veth pair [`FEED`] — [`FEED_PEER`] in the calling thread's network namespace (the
-/// generator's), unless it is there already; it goes with the namespace. IPv6 is off on
-/// both ends, so nothing but the sender's frames crosses (no neighbour discovery of their own
-/// to be copied 64 times onto the path).
+/// generator's) unless it is there, and brings both ends up; the pair goes with the
+/// namespace. IPv6 is off on both ends (where the kernel has it), so nothing but the sender's
+/// frames crosses: no neighbour discovery of their own to be copied 64 times onto the path.
+/// Each step is done again on a second call, so one that failed halfway is finished then.
 pub fn feed() -> Result<(), pathem_io::Error> {
-    if pathem_io::iface::check_exists(FEED).is_ok() {
-        return Ok(());
-    }
     let fail = |reason: String| pathem_io::Error::Interface { name: FEED.into(), reason };
     let run = |args: &[&str]| ip(args).map_err(|e| fail(e.to_string()));
-    run(&["link", "add", FEED, "type", "veth", "peer", "name", FEED_PEER])?;
+    if pathem_io::iface::check_exists(FEED).is_err() {
+        run(&["link", "add", FEED, "type", "veth", "peer", "name", FEED_PEER])?;
+    }
     for dev in [FEED, FEED_PEER] {
-        std::fs::write(format!("/proc/sys/net/ipv6/conf/{dev}/disable_ipv6"), "1")
-            .map_err(|e| fail(format!("cannot turn IPv6 off on {dev}: {e}")))?;
+        match std::fs::write(format!("/proc/sys/net/ipv6/conf/{dev}/disable_ipv6"), "1") {
+            // No such entry: a kernel without IPv6 (`ipv6.disable=1`), nothing to turn off.
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(fail(format!("cannot turn IPv6 off on {dev}: {e}"))),
+        }
         run(&["link", "set", dev, "up"])?;
     }
     Ok(())
+}
+
+/// The copying sender in place in the calling thread's namespace (the generator's): the pair
+/// ([`feed`]) and the program on [`FEED_PEER`] sending to g0.
+fn copies() -> Result<CopyGenerator, pathem_io::Error> {
+    feed()?;
+    CopyGenerator::attach(FEED_PEER, "g0")
 }
 
 /// Frames in one UDP super-frame: 64, the most every kernel with UDP GSO takes (128 from 6.x).
@@ -700,6 +713,12 @@ pub fn live_run(
         enter(&g)?;
         pin(GENERATOR_CPU)?;
         let frame = udp_frame(size, 0);
+        // The copies' pair and program are made before the clock starts: what they take to
+        // set up is not the sender's time.
+        let copies = match sender {
+            Sender::XdpCopies => Some((copies()?, AfPacketTx::open(FEED, 2048)?)),
+            _ => None,
+        };
         let start = monotonic_now();
         let end = start + Nanos((secs * 1e9) as u64);
         let took = || (monotonic_now() - start).as_secs_f64();
@@ -718,9 +737,8 @@ pub fn live_run(
                 }
             }
             Sender::XdpCopies => {
-                feed()?;
-                let _copies = CopyGenerator::attach(FEED_PEER, "g0")?;
-                _ = flood(&mut AfPacketTx::open(FEED, 2048)?, &frame, end)?;
+                let (_program, mut tx) = copies.ok_or(Error::Panicked("the copies' setup"))?;
+                _ = flood(&mut tx, &frame, end)?;
             }
             Sender::UdpGso => send_super_frames("g0", size, Some(end))?,
             Sender::AfXdp => _ = flood(&mut pathem_io::afxdp::open("g0")?.1, &frame, end)?,
