@@ -33,7 +33,7 @@ pub struct SendOpts {
     pub seed: u64,
     /// The run number the datagrams carry, 1 to 4 hexadecimal digits, for a receiver's --run
     /// [default: drawn at random].
-    #[arg(long, value_name = "HEX", value_parser = parse_run)]
+    #[arg(long, value_name = "HEX", value_parser = parse_run, allow_hyphen_values = true)]
     pub run: Option<Run>,
 }
 
@@ -66,7 +66,7 @@ pub struct ListenOpts {
     /// Measure this sender's run only (as it prints it, e.g. a38d), every other datagram
     /// foreign [default: the first to end of the runs seen begin; failing that, the first to
     /// end; without an end marker, the one most datagrams came from].
-    #[arg(long, value_name = "HEX", value_parser = parse_run)]
+    #[arg(long, value_name = "HEX", value_parser = parse_run, allow_hyphen_values = true)]
     pub run: Option<Run>,
 }
 

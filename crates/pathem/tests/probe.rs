@@ -201,7 +201,7 @@ fn a_receiver_told_a_run_takes_no_other() {
             && err.contains("100 of another run did"),
         "{err}"
     );
-    for bad in ["xyz", "12345", "", "-1"] {
+    for bad in ["xyz", "12345", "", "-1", "-a"] {
         for args in
             [&["probe", "recv", "--listen", "127.0.0.1:47917"][..], &["probe", "send", "--to", "127.0.0.1:9"]]
         {
