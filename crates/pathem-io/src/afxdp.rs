@@ -19,7 +19,10 @@
 //! Frames are copied into the delay line at ingress, so a UMEM frame returns to the fill ring
 //! at once.
 
-use crate::bpf::{bpf, insn, owned, put_u32, put_u64, BPF_PROG_TYPE_XDP, BPF_XDP};
+use crate::bpf::{
+    insn, map_create, map_put, owned, BPF_PROG_TYPE_XDP, BPF_PSEUDO_MAP_FD, BPF_XDP, FN_REDIRECT_MAP,
+    XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE,
+};
 use crate::iface::failure as fail;
 use crate::mmap::Mmap;
 use crate::port::{wire_time, FallbackStamps, PollAt, RxFrame, RxPort, TxErrorClass, TxPort, TxRefused};
@@ -56,11 +59,7 @@ const XDP_PGOFF_TX_RING: i64 = 0x8000_0000;
 const XDP_UMEM_PGOFF_FILL_RING: i64 = 0x1_0000_0000;
 const XDP_UMEM_PGOFF_COMPLETION_RING: i64 = 0x1_8000_0000;
 
-const BPF_MAP_CREATE: i32 = 0;
-const BPF_MAP_UPDATE_ELEM: i32 = 2;
 const BPF_MAP_TYPE_XSKMAP: u32 = 17;
-const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
-const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 
 #[repr(C)]
 struct XdpUmemReg {
@@ -166,12 +165,12 @@ fn redirect_program(map_fd: i32, stamp: bool) -> Vec<u8> {
         insn(0x7b, 3, 1, 8, 0),                  // 12: *(u64 *)(r3 + 8) = r1
     ];
     let redirect = [
-        insn(0x61, 2, 6, 16, 0),     // r2 = ctx->rx_queue_index
-        insn(0x18, 1, 1, 0, map_fd), // r1 = map (ld_imm64, BPF_PSEUDO_MAP_FD)
-        insn(0x00, 0, 0, 0, 0),      //      (second half)
-        insn(0xb7, 3, 0, 0, 2),      // r3 = XDP_PASS
-        insn(0x85, 0, 0, 0, 51),     // call bpf_redirect_map
-        insn(0x95, 0, 0, 0, 0),      // exit
+        insn(0x61, 2, 6, 16, 0),                     // r2 = ctx->rx_queue_index
+        insn(0x18, 1, BPF_PSEUDO_MAP_FD, 0, map_fd), // r1 = map (ld_imm64)
+        insn(0x00, 0, 0, 0, 0),                      //      (second half)
+        insn(0xb7, 3, 0, 0, 2),                      // r3 = XDP_PASS
+        insn(0x85, 0, 0, 0, FN_REDIRECT_MAP),        // call bpf_redirect_map
+        insn(0x95, 0, 0, 0, 0),                      // exit
     ];
     let ctx = [insn(0xbf, 6, 1, 0, 0)]; // r6 = ctx (kept across calls)
     let stamping: &[[u8; 8]] = if stamp { &stamping } else { &[] };
@@ -209,29 +208,13 @@ struct Steering {
 
 /// Steers the frames of receive queue `q` into socket `xsks[q]`.
 fn steer(ifname: &str, ifindex: u32, xsks: &[RawFd]) -> Result<Steering, Error> {
-    let mut attr = [0u8; 72];
-    put_u32(&mut attr, 0, BPF_MAP_TYPE_XSKMAP);
-    put_u32(&mut attr, 4, 4);
-    put_u32(&mut attr, 8, 4);
-    put_u32(&mut attr, 12, xsks.len() as u32);
-    // SAFETY: the attribute holds no pointer.
-    let map = unsafe { bpf(BPF_MAP_CREATE, &mut attr) }
+    let map = map_create(BPF_MAP_TYPE_XSKMAP, xsks.len() as u32)
         .map_err(|e| fail(ifname, "cannot create the XSK map", e, "CAP_BPF"))?;
-    // SAFETY: a descriptor bpf(2) just returned, owned by nothing else.
-    let map = unsafe { owned(map) };
 
     let (prog, stamps) = load_program(ifname, map.as_raw_fd())?;
 
     for (queue, &xsk) in xsks.iter().enumerate() {
-        let mut attr = [0u8; 32];
-        put_u32(&mut attr, 0, map.as_raw_fd() as u32);
-        let key = queue as u32;
-        let value: u32 = xsk as u32;
-        put_u64(&mut attr, 8, &key as *const u32 as u64);
-        put_u64(&mut attr, 16, &value as *const u32 as u64);
-        // SAFETY: key and value are live u32s (the map's sizes) until the call returns; the
-        // kernel only reads them.
-        unsafe { bpf(BPF_MAP_UPDATE_ELEM, &mut attr) }
+        map_put(&map, queue as u32, xsk as u32)
             .map_err(|e| fail(ifname, "cannot register the socket", e, "CAP_BPF"))?;
     }
 

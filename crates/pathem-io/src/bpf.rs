@@ -8,6 +8,8 @@
 
 use std::os::fd::{FromRawFd, OwnedFd};
 
+pub(crate) const BPF_MAP_CREATE: i32 = 0;
+pub(crate) const BPF_MAP_UPDATE_ELEM: i32 = 2;
 pub(crate) const BPF_PROG_LOAD: i32 = 5;
 pub(crate) const BPF_PROG_QUERY: i32 = 16;
 pub(crate) const BPF_LINK_CREATE: i32 = 28;
@@ -17,6 +19,12 @@ pub(crate) const BPF_PROG_TYPE_XDP: u32 = 6;
 pub(crate) const BPF_XDP: u32 = 37;
 pub(crate) const BPF_TCX_INGRESS: u32 = 46;
 pub(crate) const BPF_TCX_EGRESS: u32 = 47;
+/// `src` of a 64-bit load (`0x18`) whose immediate is a map's descriptor.
+pub(crate) const BPF_PSEUDO_MAP_FD: u8 = 1;
+/// Helper number of `bpf_redirect_map`.
+pub(crate) const FN_REDIRECT_MAP: i32 = 51;
+pub(crate) const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+pub(crate) const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 
 /// The bpf(2) system call with an attribute block of `N` bytes.
 ///
@@ -63,6 +71,32 @@ pub(crate) fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> [u8; 8] {
 pub(crate) unsafe fn owned(fd: i32) -> OwnedFd {
     // SAFETY: the caller's promise (# Safety).
     unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+/// Creates a map of `map_type` with `entries` entries, each a u32 key and a u32 value (an
+/// XSK map's sockets, a device map's interfaces).
+pub(crate) fn map_create(map_type: u32, entries: u32) -> std::io::Result<OwnedFd> {
+    let mut attr = [0u8; 72];
+    put_u32(&mut attr, 0, map_type);
+    put_u32(&mut attr, 4, 4);
+    put_u32(&mut attr, 8, 4);
+    put_u32(&mut attr, 12, entries);
+    // SAFETY: the attribute holds no pointer.
+    let fd = unsafe { bpf(BPF_MAP_CREATE, &mut attr) }?;
+    // SAFETY: a descriptor bpf(2) just returned, owned by nothing else.
+    Ok(unsafe { owned(fd) })
+}
+
+/// Puts `value` at `key` in `map`, a map of u32 keys and values ([`map_create`]).
+pub(crate) fn map_put(map: &OwnedFd, key: u32, value: u32) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut attr = [0u8; 32];
+    put_u32(&mut attr, 0, map.as_raw_fd() as u32);
+    put_u64(&mut attr, 8, &key as *const u32 as u64);
+    put_u64(&mut attr, 16, &value as *const u32 as u64);
+    // SAFETY: key and value are live u32s (the map's sizes) until the call returns; the
+    // kernel only reads them.
+    unsafe { bpf(BPF_MAP_UPDATE_ELEM, &mut attr) }.map(|_| ())
 }
 
 /// Loads `code` as a program of `prog_type` for `attach_type`, named `name` (at most 15

@@ -10,7 +10,10 @@
 //! [`COPIES`] frames on the wire: the benchmarks' sender where the kernel refuses the XDP
 //! generator's live frames.
 
-use crate::bpf::{bpf, insn, load, owned, put_u32, put_u64, BPF_PROG_TYPE_XDP, BPF_XDP};
+use crate::bpf::{
+    insn, load, map_create, map_put, BPF_PROG_TYPE_XDP, BPF_PSEUDO_MAP_FD, BPF_XDP, FN_REDIRECT_MAP,
+    XDP_FLAGS_DRV_MODE,
+};
 use crate::Error;
 use std::os::fd::{AsRawFd, OwnedFd};
 
@@ -20,13 +23,8 @@ use std::os::fd::{AsRawFd, OwnedFd};
 /// ring holds, were `IN`'s poll to take several at once, are dropped at `OUT` and counted
 /// there, not on the peer).
 pub const COPIES: u32 = 64;
-const BPF_MAP_CREATE: i32 = 0;
-const BPF_MAP_UPDATE_ELEM: i32 = 2;
 const BPF_MAP_TYPE_DEVMAP: u32 = 14;
-const BPF_PSEUDO_MAP_FD: u8 = 1;
-const FN_REDIRECT_MAP: i32 = 51;
 const BPF_F_BROADCAST: i32 = 1 << 3;
-const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 
 /// The program in place on `IN`, with its map; dropping it detaches both.
 pub struct CopyGenerator {
@@ -57,24 +55,10 @@ impl CopyGenerator {
         }
         let out = crate::afpacket::ifindex(output)? as u32;
         let ifindex = crate::afpacket::ifindex(input)? as u32;
-        let mut attr = [0u8; 72];
-        put_u32(&mut attr, 0, BPF_MAP_TYPE_DEVMAP);
-        put_u32(&mut attr, 4, 4);
-        put_u32(&mut attr, 8, 4);
-        put_u32(&mut attr, 12, COPIES);
-        // SAFETY: the attribute holds no pointer.
-        let map = unsafe { bpf(BPF_MAP_CREATE, &mut attr) }
+        let map = map_create(BPF_MAP_TYPE_DEVMAP, COPIES)
             .map_err(|e| fail("cannot create the device map", e, "CAP_BPF"))?;
-        // SAFETY: a descriptor bpf(2) just returned, owned by nothing else.
-        let map = unsafe { owned(map) };
         for key in 0..COPIES {
-            let mut attr = [0u8; 32];
-            put_u32(&mut attr, 0, map.as_raw_fd() as u32);
-            put_u64(&mut attr, 8, &key as *const u32 as u64);
-            put_u64(&mut attr, 16, &out as *const u32 as u64);
-            // SAFETY: key and value are live u32s (the map's sizes) until the call returns;
-            // the kernel only reads them.
-            unsafe { bpf(BPF_MAP_UPDATE_ELEM, &mut attr) }
+            map_put(&map, key, out)
                 .map_err(|e| fail(&format!("cannot put {output} in the device map"), e, "CAP_BPF"))?;
         }
         let code = [
