@@ -27,7 +27,12 @@ pub struct Plan {
 
 /// The median over rounds of `a[i] / b[i]`.
 fn paired(a: &[f64], b: &[f64]) -> f64 {
-    median(&a.iter().zip(b).map(|(a, b)| a / b).collect::<Vec<_>>())
+    median(&each_round(a, b))
+}
+
+/// `a[i] / b[i]` for every round.
+fn each_round(a: &[f64], b: &[f64]) -> Vec<f64> {
+    a.iter().zip(b).map(|(a, b)| a / b).collect()
 }
 
 /// `bench`: the path against no impairment, one thread.
@@ -414,6 +419,10 @@ pub struct LiveRow {
     /// driver for the same kind of socket, median over rounds (`null` where testpmd did not
     /// run, and for the generator's and testpmd's own rows).
     pub of_testpmd: Option<f64>,
+    /// Each round's forwarded rate over testpmd's in that round, in round order (`null` where
+    /// `of_testpmd` is): the spread the median of `of_testpmd` comes from, which on a shared
+    /// machine can be wider than the gap to testpmd.
+    pub of_testpmd_rounds: Option<Vec<f64>>,
     /// Every round's forwarded rate.
     pub rounds_mpps: Vec<f64>,
 }
@@ -568,13 +577,14 @@ pub fn live(
                 progress(format!("{kind} {size} B round {}: {} Mpps", round + 1, each.join(", ")));
             }
             let column = |name: &str| modes.iter().position(|(m, _)| *m == name);
-            let ratio = |m: usize, reference: Option<usize>| {
+            let rounds_of = |m: usize, reference: Option<usize>| {
                 reference.map(|r| {
                     let (a, b): (Vec<f64>, Vec<f64>) =
                         runs[m].iter().zip(&runs[r]).map(|(a, b)| (a.forwarded, b.forwarded)).unzip();
-                    paired(&a, &b)
+                    each_round(&a, &b)
                 })
             };
+            let ratio = |m: usize, reference: Option<usize>| rounds_of(m, reference).map(|r| median(&r));
             let generator = column("generator").or(column("plain")).map(|g| {
                 let (mode, r) = (modes[g].0, &runs[g]);
                 median(&r.iter().map(|r| rate(mode, r)).collect::<Vec<_>>())
@@ -598,6 +608,8 @@ pub fn live(
                         ratio(m, column(floor))
                     },
                     of_testpmd: ratio(m, column("testpmd"))
+                        .filter(|_| !matches!(*mode, "testpmd" | "generator")),
+                    of_testpmd_rounds: rounds_of(m, column("testpmd"))
                         .filter(|_| !matches!(*mode, "testpmd" | "generator")),
                     rounds_mpps: runs[m].iter().map(|r| rate(mode, r)).collect(),
                 };
@@ -754,7 +766,7 @@ pub mod text {
             r.map(|r| format!("  {:>5.1}% of {of}", 100.0 * r)).unwrap_or_default()
         };
         format!(
-            "{:<9} {:>5} B  {:<9} {:>6.3} Mpps  (offered {:>6.3}){}{}{}{}",
+            "{:<9} {:>5} B  {:<9} {:>6.3} Mpps  (offered {:>6.3}){}{}{}{}{}",
             row.port,
             row.size,
             row.mode,
@@ -762,16 +774,29 @@ pub mod text {
             row.offered_mpps,
             pct(row.of_raw, if row.port == "attach" { "the plain interface" } else { "the raw port loop" }),
             pct(row.of_testpmd, "testpmd"),
+            row.of_testpmd_rounds.as_deref().map(spread).unwrap_or_default(),
             if row.generator_bound { "  generator-bound" } else { "" },
             if row.rate_bound { "  rate-bound" } else { "" },
         )
+    }
+
+    /// The rounds behind a median ratio to testpmd, when there are several: their range and
+    /// how many were at or above testpmd (` (rounds 79.0–107.5%, 1 of 9 at or above)`).
+    fn spread(rounds: &[f64]) -> String {
+        if rounds.len() < 2 {
+            return String::new();
+        }
+        let low = rounds.iter().copied().fold(f64::INFINITY, f64::min);
+        let high = rounds.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let above = rounds.iter().filter(|&&r| r >= 1.0).count();
+        format!(" (rounds {:.1}–{:.1}%, {above} of {} at or above)", 100.0 * low, 100.0 * high, rounds.len())
     }
 
     /// `bench --live`: what the rows mean.
     pub fn live_notes(report: &LiveReport, runs: usize, split: bool) -> String {
         let kinds: Vec<&str> = report.rows.iter().map(|r| r.port.as_str()).collect();
         let mut out =
-            format!("medians of {runs} rounds; ratios are taken within each round, then the median\n");
+            format!("medians of {runs} rounds; ratios are taken within each round, then the median (beside it, the rounds' range and how many reached testpmd)\n");
         out += "impaired = delay 1ms, loss 1% (a loss shows as 1% less forwarded), rate 100gbit\n";
         out += "the generator runs on CPU 0, the forwarder on CPU 1; the sink s0 drops frames in XDP\n";
         if let Some(c) = &report.sender {
@@ -814,6 +839,31 @@ mod tests {
         assert!(!rate_bound(&ten, 64, 0.9));
         assert!(!rate_bound(&PathConfig::default(), 1500, 100.0), "no link, no bound");
         assert!(!rate_bound(&live_impairment(), 1500, 1.5), "the bench's own path");
+    }
+
+    /// A row's ratio to testpmd comes with the rounds it is the median of: their range and how
+    /// many reached testpmd, so a median a few per cent off 1 is read against the spread.
+    #[test]
+    fn a_row_shows_the_rounds_behind_its_ratio_to_testpmd() {
+        let row = |rounds: Vec<f64>| LiveRow {
+            port: "dpdk".into(),
+            size: 64,
+            mode: "impaired",
+            mpps: 0.5,
+            offered_mpps: 1.0,
+            generator_bound: false,
+            rate_bound: false,
+            of_raw: Some(0.99),
+            of_testpmd: Some(median(&rounds)),
+            of_testpmd_rounds: Some(rounds),
+            rounds_mpps: vec![0.5; 3],
+        };
+        let line = text::live_row(&row(vec![0.95, 1.0, 0.9]));
+        assert!(line.ends_with("95.0% of testpmd (rounds 90.0–100.0%, 1 of 3 at or above)"), "{line}");
+        let one = text::live_row(&row(vec![1.02]));
+        assert!(one.ends_with("102.0% of testpmd"), "one round, no range: {one}");
+        let json = serde_json::to_value(row(vec![0.9, 1.1])).unwrap();
+        assert_eq!(json["of_testpmd_rounds"], serde_json::json!([0.9, 1.1]));
     }
 
     /// `bench --classes` reports the counters of its run with classes, whose class draws its
