@@ -89,7 +89,41 @@ pub fn is_promiscuous(ifname: &str) -> bool {
 /// which the kernel sets for an interface up with its carrier), not of sysfs, which shows the
 /// namespace it was mounted in (the shell's link runs in another).
 pub fn has_carrier(ifname: &str) -> bool {
-    has_flag(ifname, libc::IFF_RUNNING)
+    CarrierReader::new(ifname).is_ok_and(|r| r.has_carrier())
+}
+
+/// Reads one interface's carrier again and again through a socket it keeps (a loop that asks
+/// every few milliseconds makes no socket and no close each time, nor the RCU work a closed
+/// socket leaves its CPU). The socket belongs to the network namespace of the thread that
+/// made the reader, which is the one asked, wherever the reader is used later.
+pub struct CarrierReader {
+    socket: std::os::fd::OwnedFd,
+    ifname: String,
+}
+
+impl CarrierReader {
+    /// A reader of `ifname` in the calling thread's network namespace.
+    pub fn new(ifname: &str) -> std::io::Result<CarrierReader> {
+        Ok(CarrierReader { socket: ifreq_socket()?, ifname: ifname.into() })
+    }
+
+    /// As [`has_carrier`]: false when the interface has no carrier, is down, or is gone.
+    pub fn has_carrier(&self) -> bool {
+        // SAFETY: SIOCGIFFLAGS reads and writes the union as data, never through a pointer.
+        unsafe { ifreq_on(&self.socket, &self.ifname, libc::SIOCGIFFLAGS, [0; 24]) }
+            .is_ok_and(|ifr| ifreq_int(&ifr) & libc::IFF_RUNNING != 0)
+    }
+}
+
+/// A datagram socket of the calling thread's network namespace, to ask interface ioctls on.
+fn ifreq_socket() -> std::io::Result<std::os::fd::OwnedFd> {
+    // SAFETY: a plain socket(2) call; the result is checked and owned below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd was just returned by socket(2) and has no other owner.
+    Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
 }
 
 /// An interface ioctl (`SIOCGIFMTU`, `SIOCSIFFLAGS`, ...) on a struct ifreq naming `ifname`
@@ -116,13 +150,28 @@ pub(crate) fn ifreq(ifname: &str, req: libc::c_ulong, value: i32) -> std::io::Re
     unsafe { ifreq_ioctl(ifname, req, union) }
 }
 
-/// The one place pathem builds a struct ifreq: `ifname`, then the 24-byte union, on a
-/// datagram socket of the calling thread's network namespace.
+/// [`ifreq_on`] on a fresh datagram socket of the calling thread's network namespace.
+///
+/// # Safety
+/// As [`ifreq_on`].
+unsafe fn ifreq_ioctl(ifname: &str, req: libc::c_ulong, union: [u8; 24]) -> std::io::Result<[u8; 40]> {
+    let fd = ifreq_socket()?;
+    // SAFETY: the caller's promise, passed on.
+    unsafe { ifreq_on(&fd, ifname, req, union) }
+}
+
+/// The one place pathem builds a struct ifreq: `ifname`, then the 24-byte union, asked on
+/// `fd` (a socket; its network namespace is the one asked).
 ///
 /// # Safety
 /// `req` must treat the union as `union` says: as data, or as a pointer (`ifr_data`) to memory
 /// that is valid, and not otherwise borrowed, for everything the request reads and writes.
-unsafe fn ifreq_ioctl(ifname: &str, req: libc::c_ulong, union: [u8; 24]) -> std::io::Result<[u8; 40]> {
+unsafe fn ifreq_on(
+    fd: &std::os::fd::OwnedFd,
+    ifname: &str,
+    req: libc::c_ulong,
+    union: [u8; 24],
+) -> std::io::Result<[u8; 40]> {
     let name = ifname.as_bytes();
     if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains(&0) {
         return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
@@ -130,17 +179,10 @@ unsafe fn ifreq_ioctl(ifname: &str, req: libc::c_ulong, union: [u8; 24]) -> std:
     let mut ifr = [0u8; 40];
     ifr[..name.len()].copy_from_slice(name);
     ifr[16..].copy_from_slice(&union);
-    // SAFETY: a plain socket(2) call; the result is checked and owned below.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: fd was just returned by socket(2) and has no other owner.
-    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
     // SAFETY: `ifr` is 40 bytes, the size of struct ifreq, and outlives the call; the name is
     // shorter than IFNAMSIZ, so it stays NUL-terminated; what the union points at, if anything,
     // is the caller's promise.
-    let rc = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&fd), req as _, ifr.as_mut_ptr()) };
+    let rc = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(fd), req as _, ifr.as_mut_ptr()) };
     if rc < 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -988,6 +1030,26 @@ mod tests {
         assert!(!is_up("no-such-if0") && rx_queues("no-such-if0") == 1 && speed_bps("no-such-if0").is_none());
         let e = check_exists("no-such-if0").unwrap_err().to_string();
         assert!(e.contains("does not exist in this network namespace") && e.contains("lo"), "{e}");
+    }
+
+    /// A carrier reader answers as the one-off question does (loopback has its carrier, a
+    /// missing interface none), and asks on the socket it keeps: the namespace it was made in,
+    /// wherever it is read. Made in a fresh namespace, whose loopback is down, it says so when
+    /// read from this thread, whose loopback is up.
+    #[test]
+    fn a_carrier_reader_asks_the_namespace_it_was_made_in() {
+        let (lo, gone) = (CarrierReader::new("lo").unwrap(), CarrierReader::new("no-such-if0").unwrap());
+        assert!(lo.has_carrier() && !gone.has_carrier());
+        assert!(has_carrier("lo") && !has_carrier("no-such-if0"));
+        let fresh = std::thread::spawn(|| {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).map(|_| CarrierReader::new("lo"))
+        })
+        .join()
+        .unwrap();
+        match fresh {
+            Ok(reader) => assert!(!reader.unwrap().has_carrier() && has_carrier("lo")),
+            Err(e) => eprintln!("skipped: a new network namespace needs CAP_SYS_ADMIN ({e})"),
+        }
     }
 
     /// A link message speaks only of its own interface: down with IFF_UP clear in an

@@ -480,7 +480,7 @@ pub struct DpdkTx {
 }
 
 struct Carrier {
-    iface: String,
+    reader: crate::iface::CarrierReader,
     up: bool,
     read_at: Nanos,
 }
@@ -629,7 +629,14 @@ pub fn open(
         refused: Default::default(),
         refused_at: Nanos::ZERO,
         carrier: match (&filling, dev.kernel_iface()) {
-            (None, Some(iface)) => Some(Carrier { iface: iface.into(), up: true, read_at: Nanos::ZERO }),
+            (None, Some(iface)) => Some(Carrier {
+                reader: crate::iface::CarrierReader::new(iface).map_err(|e| Error::Interface {
+                    name: iface.into(),
+                    reason: format!("cannot open a socket to read its carrier: {e}"),
+                })?,
+                up: true,
+                read_at: Nanos::ZERO,
+            }),
             _ => None,
         },
         filling,
@@ -1369,7 +1376,7 @@ impl TxPort for DpdkTx {
         if let Some(c) = self.carrier.as_mut() {
             let now = monotonic_now();
             if now.saturating_sub(c.read_at) >= Nanos::from_millis(10) {
-                (c.up, c.read_at) = (crate::iface::has_carrier(&c.iface), now);
+                (c.up, c.read_at) = (c.reader.has_carrier(), now);
             }
             if !c.up && self.len > 0 {
                 for &l in &self.lens[..self.len] {
