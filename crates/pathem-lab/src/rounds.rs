@@ -796,7 +796,11 @@ pub mod text {
     pub fn live_notes(report: &LiveReport, runs: usize, split: bool) -> String {
         let kinds: Vec<&str> = report.rows.iter().map(|r| r.port.as_str()).collect();
         let mut out =
-            format!("medians of {runs} rounds; ratios are taken within each round, then the median (beside it, the rounds' range and how many reached testpmd)\n");
+            format!("medians of {runs} rounds; ratios are taken within each round, then the median");
+        if report.rows.iter().any(|r| r.of_testpmd_rounds.as_ref().is_some_and(|v| v.len() > 1)) {
+            out += " (beside it, the rounds' range and how many reached testpmd)";
+        }
+        out += "\n";
         out += "impaired = delay 1ms, loss 1% (a loss shows as 1% less forwarded), rate 100gbit\n";
         out += "the generator runs on CPU 0, the forwarder on CPU 1; the sink s0 drops frames in XDP\n";
         if let Some(c) = &report.sender {
@@ -864,6 +868,12 @@ mod tests {
         assert!(one.ends_with("102.0% of testpmd"), "one round, no range: {one}");
         let json = serde_json::to_value(row(vec![0.9, 1.1])).unwrap();
         assert_eq!(json["of_testpmd_rounds"], serde_json::json!([0.9, 1.1]));
+        let notes = |rounds: Vec<f64>| {
+            let n = rounds.len();
+            text::live_notes(&LiveReport { sender: None, rows: vec![row(rounds)] }, n, false)
+        };
+        assert!(notes(vec![0.9, 1.1, 1.0]).contains("the rounds' range"));
+        assert!(!notes(vec![1.02]).contains("the rounds' range"), "no range printed, none named");
     }
 
     /// `bench --classes` reports the counters of its run with classes, whose class draws its
