@@ -568,6 +568,8 @@ pub struct AfPacketTx {
     /// The interface's MTU when opened.
     mtu: Option<u32>,
     ifname: String,
+    /// Asked when the kernel drops a frame (ENOBUFS): without carrier it is refused.
+    carrier: crate::iface::CarrierReader,
 }
 
 // SAFETY: the raw pointers in `msgs` refer only to this struct's own boxed `iovecs`, which
@@ -591,6 +593,7 @@ impl AfPacketTx {
             refused: TxRefused::default(),
             mtu: crate::iface::mtu(ifname),
             ifname: ifname.to_string(),
+            carrier: crate::iface::CarrierReader::for_port(ifname)?,
         })
     }
 
@@ -656,7 +659,7 @@ impl TxPort for AfPacketTx {
                     // leave: refused, and the others go on. With carrier it is congestion (the
                     // peer's backlog, a qdisc's queue) that passes: the frame is sent again on
                     // a later flush, as a device queue would hold it.
-                    libc::ENOBUFS if !crate::iface::has_carrier(&self.ifname) => {
+                    libc::ENOBUFS if !self.carrier.has_carrier() => {
                         self.refused.add(TxErrorClass::Down, errno, self.batch.frame(start).len());
                         start += 1;
                         continue;

@@ -445,6 +445,8 @@ pub struct XdpTx {
     refused: TxRefused,
     mtu: Option<u32>,
     ifname: String,
+    /// Asked when a kick fails: a frame the device dropped without carrier is refused as down.
+    carrier: crate::iface::CarrierReader,
     /// The kernel's count of invalid transmit descriptors, as last read into `refused`.
     invalid: u64,
 }
@@ -533,6 +535,7 @@ pub fn open(ifname: &str) -> Result<(XdpRx, XdpTx, String), Error> {
             refused: TxRefused::default(),
             mtu: crate::iface::mtu(ifname),
             ifname: ifname.to_string(),
+            carrier: crate::iface::CarrierReader::for_port(ifname)?,
             invalid: 0,
         },
         mode,
@@ -909,7 +912,7 @@ impl XdpTx {
         // SAFETY: a descriptor is plain data in the mapped ring (`Ring::desc` masks the index);
         // the kernel has consumed this one, and only we write descriptors.
         let len = unsafe { (*self.tx.desc(last)).len } as usize;
-        match crate::iface::has_carrier(&self.ifname) {
+        match self.carrier.has_carrier() {
             false => self.refused.add(TxErrorClass::Down, libc::ENETDOWN, len),
             true => self.refused.add(TxErrorClass::Other, 0, len),
         }

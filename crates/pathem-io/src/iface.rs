@@ -107,6 +107,14 @@ impl CarrierReader {
         Ok(CarrierReader { socket: ifreq_socket()?, ifname: ifname.into() })
     }
 
+    /// [`new`](Self::new), for a port opening `ifname`: its error names the interface.
+    pub(crate) fn for_port(ifname: &str) -> Result<CarrierReader, crate::Error> {
+        CarrierReader::new(ifname).map_err(|e| crate::Error::Interface {
+            name: ifname.into(),
+            reason: format!("cannot open a socket to read its carrier: {e}"),
+        })
+    }
+
     /// As [`has_carrier`]: false when the interface has no carrier, is down, or is gone.
     pub fn has_carrier(&self) -> bool {
         // SAFETY: SIOCGIFFLAGS reads and writes the union as data, never through a pointer.

@@ -630,10 +630,7 @@ pub fn open(
         refused_at: Nanos::ZERO,
         carrier: match (&filling, dev.kernel_iface()) {
             (None, Some(iface)) => Some(Carrier {
-                reader: crate::iface::CarrierReader::new(iface).map_err(|e| Error::Interface {
-                    name: iface.into(),
-                    reason: format!("cannot open a socket to read its carrier: {e}"),
-                })?,
+                reader: crate::iface::CarrierReader::for_port(iface)?,
                 up: true,
                 read_at: Nanos::ZERO,
             }),
