@@ -21,6 +21,9 @@ pub enum Error {
     /// A measurement that ran but whose result cannot be used: what went wrong.
     #[error("{0}")]
     Measure(String),
+    /// A measurement needs a setting it was not given.
+    #[error("{what} needs {needs}")]
+    Needs { what: &'static str, needs: &'static str },
     /// A measurement needs more CPUs than the machine has.
     #[error("{what} needs {needs} CPUs; this machine has {has}")]
     Cpus { what: &'static str, needs: usize, has: usize },
@@ -37,7 +40,7 @@ impl Error {
     pub fn is_usage(&self) -> bool {
         match self {
             Error::Runtime(e) => e.is_usage(),
-            Error::PortKind { .. } | Error::Cpus { .. } | Error::Range(_) => true,
+            Error::PortKind { .. } | Error::Cpus { .. } | Error::Range(_) | Error::Needs { .. } => true,
             _ => false,
         }
     }

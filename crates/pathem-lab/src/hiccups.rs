@@ -113,8 +113,10 @@ pub fn ideal_lateness(gaps: &[u64], seconds: f64, period: u64, q: f64) -> u64 {
     hi
 }
 
-/// Spins one pinned thread on each CPU (never more threads than CPUs) for `seconds`.
-pub fn measure(seconds: f64) -> Vec<CpuHiccups> {
+/// Spins one pinned thread on each CPU (never more threads than CPUs) for `seconds` (0.001
+/// to 3600).
+pub fn measure(seconds: f64) -> Result<Vec<CpuHiccups>, crate::Error> {
+    pathem_model::limits::within("seconds", seconds, 0.001..=3600.0, "0.001 to 3600")?;
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let steal_before = steal_ticks();
     let handles: Vec<_> = (0..cpus).map(|cpu| std::thread::spawn(move || spin(cpu, seconds))).collect();
@@ -128,7 +130,7 @@ pub fn measure(seconds: f64) -> Vec<CpuHiccups> {
             h.steal_percent = Some(100.0 * (b.saturating_sub(*a)) as f64 / hz / h.seconds);
         }
     }
-    out
+    Ok(out)
 }
 
 /// `bench --hiccups`'s report of `all`, measured for `seconds` each.

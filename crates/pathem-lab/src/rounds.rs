@@ -25,6 +25,25 @@ pub struct Plan {
     pub seed: u64,
 }
 
+/// Rounds a benchmark runs: 1 to [`MAX_ROUNDS`].
+pub const MAX_ROUNDS: usize = 1000;
+
+/// Checks a number of rounds (`--runs`): 1 to [`MAX_ROUNDS`].
+fn check_rounds(runs: usize) -> Result<(), Error> {
+    Ok(pathem_model::limits::within("runs", runs, 1..=MAX_ROUNDS, "1 to 1000")?)
+}
+
+impl Plan {
+    /// Checks the plan against the documented ranges: 1 to 10^12 frames, 14 to 65535 bytes
+    /// each (the engine's longest frame), 1 to 1000 rounds.
+    pub fn check(&self) -> Result<(), Error> {
+        use pathem_model::limits::within;
+        within("packets", self.packets, 1..=1_000_000_000_000, "1 to 10^12")?;
+        within("size", self.size, 14..=65_535, "14 to 65535 bytes (the engine's longest frame)")?;
+        check_rounds(self.runs)
+    }
+}
+
 /// The median over rounds of `a[i] / b[i]`.
 fn paired(a: &[f64], b: &[f64]) -> f64 {
     median(&each_round(a, b))
@@ -61,6 +80,7 @@ pub struct EngineReport {
 /// measures its drops. Refused past 10 s of the link's time; `--disciplines` offers a load
 /// in virtual time.
 fn leaves_in_time(path: &PathConfig, plan: Plan) -> Result<(), Error> {
+    plan.check()?;
     let Some(link) = &path.link else { return Ok(()) };
     let bits = u128::from(plan.packets) * u128::from(link.wire_len(plan.size as u32)) * 8;
     let rate = u128::from(link.mean_rate().bits_per_sec().max(1));
@@ -155,6 +175,7 @@ pub fn classes(
     plan: Plan,
     mut progress: impl FnMut(String),
 ) -> Result<ClassesReport, Error> {
+    pathem_model::limits::within("classes", n, 0..=63, "0 to 63")?;
     leaves_in_time(path, plan)?;
     let filters = bench_filters(n);
     let mut list = Vec::new();
@@ -243,8 +264,9 @@ pub fn disciplines(
     plan: Plan,
     mut progress: impl FnMut(String),
 ) -> Result<Vec<DisciplineCost>, Error> {
+    plan.check()?;
     if path.link.is_none() {
-        return Err(Error::Measure("--disciplines needs a bottleneck rate".into()));
+        return Err(Error::Needs { what: "--disciplines", needs: "a bottleneck: --rate or --rate-trace" });
     }
     let path = &with_one_limit(path);
     let kinds: Vec<&str> = pathem_model::aqm::KINDS.iter().map(|k| k.name).collect();
@@ -378,11 +400,16 @@ pub fn packets(given: Option<u64>, offloads: bool) -> Result<u64, Error> {
 }
 
 /// `bench --offloads`: the ports' offload work per frame at each size, medians over rounds.
-pub fn offloads(sizes: &[usize], frames: u64, runs: usize) -> Vec<OffloadCosts> {
-    sizes
+pub fn offloads(sizes: &[usize], frames: u64, runs: usize) -> Result<Vec<OffloadCosts>, Error> {
+    for &size in sizes {
+        pathem_model::limits::within("sizes", size, 64..=9000, "64 to 9000 bytes with --offloads")?;
+    }
+    pathem_model::limits::within("packets", frames, 1..=2_000_000, "1 to 2000000 with --offloads")?;
+    check_rounds(runs)?;
+    Ok(sizes
         .iter()
         .map(|&size| {
-            let all: Vec<OffloadCosts> = (0..runs.max(1)).map(|_| offload_costs(size, frames)).collect();
+            let all: Vec<OffloadCosts> = (0..runs).map(|_| offload_costs(size, frames)).collect();
             let m = |f: fn(&OffloadCosts) -> f64| median(&all.iter().map(f).collect::<Vec<_>>());
             OffloadCosts {
                 size,
@@ -392,7 +419,7 @@ pub fn offloads(sizes: &[usize], frames: u64, runs: usize) -> Vec<OffloadCosts> 
                 segment_ns: m(|r| r.segment_ns),
             }
         })
-        .collect()
+        .collect())
 }
 
 /// One mode of one port kind and frame size, as `bench --live` measured it.
@@ -467,6 +494,7 @@ impl LivePlan {
         within("seconds", self.secs, 0.001..=3600.0, "0.001 to 3600")?;
         let most = pathem_io::MAX_RX_QUEUES as u32;
         within("queues", self.queues, 1..=most, &format!("1 to {most}"))?;
+        check_rounds(self.rounds)?;
         for k in &self.kinds {
             crate::testbed::check_kind(k)?;
         }

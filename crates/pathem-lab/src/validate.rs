@@ -547,7 +547,7 @@ pub fn target(
             });
         }
     }
-    let hiccups = crate::hiccups::measure(secs.min(5.0));
+    let hiccups = crate::hiccups::measure(secs.min(5.0))?;
     write_json(&out.join("target.json"), &serde_json::json!({ "target": all, "hiccups": hiccups }))?;
     Ok((rows, hiccups))
 }

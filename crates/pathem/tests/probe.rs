@@ -287,6 +287,12 @@ fn bad_input_is_refused_with_one_line() {
         (vec!["run", "lo", "lo2", "--class", "tcp prot 1", "--delay 1ms"], 2, "at 5, \"prot\""),
         (vec!["demo", "--frames", "1000001"], 2, "1 to 10^6"),
         (vec!["bench", "--size", "65536"], 2, "14 to 65535"),
+        // The lab checks its own ranges, for the command line and any other caller alike.
+        (vec!["bench", "--runs", "0", "--packets", "10"], 2, "--runs 0 is out of range; accepted: 1 to 1000"),
+        (vec!["bench", "--live", "afxdp", "--runs", "1001"], 2, "--runs 1001 is out of range"),
+        (vec!["bench", "--offloads", "--sizes", "63"], 2, "--sizes 63 is out of range; accepted: 64 to 9000"),
+        (vec!["bench", "--offloads", "--runs", "0"], 2, "--runs 0 is out of range"),
+        (vec!["bench", "--hiccups", "--seconds", "0"], 2, "--seconds 0 is out of range; accepted: 0.001"),
         // Flags --live would not use are refused, not ignored; a flag that needs another names it.
         (vec!["bench", "--live", "afxdp", "--size", "1500"], 2, "cannot be used with '--size <BYTES>'"),
         (vec!["bench", "--live", "afxdp", "--packets", "9"], 2, "cannot be used with '--packets <N>'"),
