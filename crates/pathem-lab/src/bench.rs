@@ -220,11 +220,14 @@ pub fn offload_costs(size: usize, frames: u64) -> OffloadCosts {
     OffloadCosts { size, copy_ns, check_ns, complete_ns, segment_ns }
 }
 
+/// The median of `v` (NaN for none: a median of no rounds is no figure, not a zero).
 pub fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
     let n = s.len();
-    if n % 2 == 1 {
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
         s[n / 2]
     } else {
         (s[n / 2 - 1] + s[n / 2]) / 2.0
@@ -805,5 +808,6 @@ mod tests {
     fn median_odd_even() {
         assert_eq!(super::median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(super::median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(super::median(&[]).is_nan(), "no rounds, no figure");
     }
 }

@@ -25,12 +25,15 @@ pub struct Plan {
     pub seed: u64,
 }
 
+/// Frames of a run of `bench --offloads`: 1 to this many.
+pub const MAX_OFFLOAD_FRAMES: u64 = 2_000_000;
+
 /// Rounds a benchmark runs: 1 to [`MAX_ROUNDS`].
 pub const MAX_ROUNDS: usize = 1000;
 
 /// Checks a number of rounds (`--runs`): 1 to [`MAX_ROUNDS`].
-fn check_rounds(runs: usize) -> Result<(), Error> {
-    Ok(pathem_model::limits::within("runs", runs, 1..=MAX_ROUNDS, "1 to 1000")?)
+pub(crate) fn check_rounds(runs: usize) -> Result<(), Error> {
+    Ok(pathem_model::limits::within("runs", runs, 1..=MAX_ROUNDS, &format!("1 to {MAX_ROUNDS}"))?)
 }
 
 impl Plan {
@@ -391,7 +394,7 @@ pub fn split(path: &PathConfig, plan: Plan, mut progress: impl FnMut(String)) ->
 /// 1 to 10^12 (to 2·10^6 for `--offloads`, whose runs hold their frames).
 pub fn packets(given: Option<u64>, offloads: bool) -> Result<u64, Error> {
     let (most, accepted) = match offloads {
-        true => (2_000_000, "1 to 2000000 with --offloads"),
+        true => (MAX_OFFLOAD_FRAMES, "1 to 2000000 with --offloads"),
         false => (1_000_000_000_000, "1 to 10^12"),
     };
     let packets = given.unwrap_or(most.min(10_000_000));
@@ -404,7 +407,7 @@ pub fn offloads(sizes: &[usize], frames: u64, runs: usize) -> Result<Vec<Offload
     for &size in sizes {
         pathem_model::limits::within("sizes", size, 64..=9000, "64 to 9000 bytes with --offloads")?;
     }
-    pathem_model::limits::within("packets", frames, 1..=2_000_000, "1 to 2000000 with --offloads")?;
+    pathem_model::limits::within("packets", frames, 1..=MAX_OFFLOAD_FRAMES, "1 to 2000000 with --offloads")?;
     check_rounds(runs)?;
     Ok(sizes
         .iter()
@@ -485,7 +488,8 @@ pub struct LivePlan {
 
 impl LivePlan {
     /// Checks the plan against the documented ranges: frame sizes 60 to 1514 bytes, seconds
-    /// above 0 up to 3600, 1 to 64 queues (what a port reads), known port kinds.
+    /// above 0 up to 3600, 1 to 64 queues (what a port reads), 1 to 1000 rounds, known port
+    /// kinds.
     pub fn check(&self) -> Result<(), Error> {
         use pathem_model::limits::within;
         for &size in &self.sizes {

@@ -510,6 +510,8 @@ pub fn target(
     out: &Path,
     mut round_done: impl FnMut(usize),
 ) -> Result<(Vec<TargetRow>, Vec<crate::hiccups::CpuHiccups>), Error> {
+    check_seconds(secs)?;
+    crate::rounds::check_rounds(runs)?;
     let mut all: Vec<TargetRun> = Vec::new();
     for run in 0..runs {
         all.extend(target_round(b, direct, run, secs, out)?);
@@ -550,6 +552,11 @@ pub fn target(
     let hiccups = crate::hiccups::measure(secs.min(5.0))?;
     write_json(&out.join("target.json"), &serde_json::json!({ "target": all, "hiccups": hiccups }))?;
     Ok((rows, hiccups))
+}
+
+/// Checks the seconds of a validation's runs: 0.1 to 3600 (a probe's run needs some frames).
+pub fn check_seconds(secs: f64) -> Result<(), Error> {
+    Ok(pathem_model::limits::within("seconds", secs, 0.1..=3600.0, "0.1 to 3600 (above 0)")?)
 }
 
 /// What `pathem validate` prints.

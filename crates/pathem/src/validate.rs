@@ -40,7 +40,7 @@ pub fn main(args: ValidateArgs) -> anyhow::Result<()> {
         return Err(usage(format!("--port {}: accepted: afpacket, afxdp", args.port)));
     }
     let seconds = args.seconds.unwrap_or(if args.quick { 1.5 } else { 3.0 });
-    crate::within("--seconds", seconds, 0.1..=3600.0, "0.1 to 3600 (above 0)")?;
+    validate::check_seconds(seconds).map_err(crate::lab_error)?;
     // Before the namespaces: a folder that cannot be made stops nothing half built.
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     pathem_lab::testbed::clean_up_on_signals().map_err(crate::lab_error)?;
