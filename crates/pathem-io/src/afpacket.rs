@@ -567,8 +567,8 @@ pub struct AfPacketTx {
     refused: TxRefused,
     /// The interface's MTU when opened.
     mtu: Option<u32>,
-    ifname: String,
-    /// Asked when the kernel drops a frame (ENOBUFS): without carrier it is refused.
+    /// The interface, and its carrier, asked when the kernel drops a frame (ENOBUFS): without
+    /// carrier it is refused.
     carrier: crate::iface::CarrierReader,
 }
 
@@ -592,7 +592,6 @@ impl AfPacketTx {
             msgs: (0..BURST).map(|_| unsafe { zeroed() }).collect(),
             refused: TxRefused::default(),
             mtu: crate::iface::mtu(ifname),
-            ifname: ifname.to_string(),
             carrier: crate::iface::CarrierReader::for_port(ifname)?,
         })
     }
@@ -677,7 +676,7 @@ impl TxPort for AfPacketTx {
                             }
                             if matches!(errno, libc::ENXIO | libc::ENODEV) {
                                 self.batch.consume(usize::MAX);
-                                return Err(gone(&self.ifname));
+                                return Err(gone(self.carrier.ifname()));
                             }
                             break;
                         }

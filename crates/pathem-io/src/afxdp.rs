@@ -444,8 +444,8 @@ pub struct XdpTx {
     /// sent once it is back (or reported as still queued at the end): they are not refused.
     refused: TxRefused,
     mtu: Option<u32>,
-    ifname: String,
-    /// Asked when a kick fails: a frame the device dropped without carrier is refused as down.
+    /// The interface, and its carrier, asked when a kick fails: a frame the device dropped
+    /// without carrier is refused as down.
     carrier: crate::iface::CarrierReader,
     /// The kernel's count of invalid transmit descriptors, as last read into `refused`.
     invalid: u64,
@@ -534,7 +534,6 @@ pub fn open(ifname: &str) -> Result<(XdpRx, XdpTx, String), Error> {
             queued: 0,
             refused: TxRefused::default(),
             mtu: crate::iface::mtu(ifname),
-            ifname: ifname.to_string(),
             carrier: crate::iface::CarrierReader::for_port(ifname)?,
             invalid: 0,
         },
@@ -1001,7 +1000,7 @@ impl TxPort for XdpTx {
                         let lost = self.queued();
                         self.refused.frames[TxErrorClass::Down as usize] += lost as u64;
                         self.refused.errno[TxErrorClass::Down as usize] = libc::ENXIO;
-                        return Err(crate::afpacket::gone(&self.ifname));
+                        return Err(crate::afpacket::gone(self.carrier.ifname()));
                     }
                     _ => {
                         self.read_refused();

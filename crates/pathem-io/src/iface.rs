@@ -115,6 +115,11 @@ impl CarrierReader {
         })
     }
 
+    /// The interface it reads.
+    pub fn ifname(&self) -> &str {
+        &self.ifname
+    }
+
     /// As [`has_carrier`]: false when the interface has no carrier, is down, or is gone.
     pub fn has_carrier(&self) -> bool {
         // SAFETY: SIOCGIFFLAGS reads and writes the union as data, never through a pointer.
@@ -1040,27 +1045,16 @@ mod tests {
         assert!(e.contains("does not exist in this network namespace") && e.contains("lo"), "{e}");
     }
 
-    /// A carrier reader answers as the one-off question does (loopback has its carrier, a
-    /// missing interface none), and asks on the socket it keeps: the namespace it was made in,
-    /// wherever it is read. Made in a fresh namespace, whose loopback is down, it says so when
-    /// read from this thread, whose loopback is up.
+    /// A carrier reader answers as the one-off question does: loopback has its carrier, a
+    /// missing interface none. (That it asks the namespace it was made in, wherever it is
+    /// read, needs a namespace of its own: the live test
+    /// `a_carrier_reader_asks_the_namespace_it_was_made_in`.)
     #[test]
-    fn a_carrier_reader_asks_the_namespace_it_was_made_in() {
+    fn a_carrier_reader_answers_as_the_one_off_question() {
         let (lo, gone) = (CarrierReader::new("lo").unwrap(), CarrierReader::new("no-such-if0").unwrap());
         assert!(lo.has_carrier() && !gone.has_carrier());
         assert!(has_carrier("lo") && !has_carrier("no-such-if0"));
-        let fresh = std::thread::spawn(|| {
-            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).map(|_| CarrierReader::new("lo"))
-        })
-        .join()
-        .unwrap();
-        match fresh {
-            Ok(reader) => assert!(!reader.unwrap().has_carrier() && has_carrier("lo")),
-            Err(nix::errno::Errno::EPERM) => {
-                eprintln!("skipped: a new network namespace needs CAP_SYS_ADMIN (unshare: EPERM)")
-            }
-            Err(e) => panic!("unshare(CLONE_NEWNET): {e}"),
-        }
+        assert_eq!(lo.ifname(), "lo");
     }
 
     /// A link message speaks only of its own interface: down with IFF_UP clear in an

@@ -28,6 +28,16 @@ pub struct Plan {
 /// Frames of a run of `bench --offloads`: 1 to this many.
 pub const MAX_OFFLOAD_FRAMES: u64 = 2_000_000;
 
+/// Checks the frames of a run: 1 to 10^12, or to [`MAX_OFFLOAD_FRAMES`] for `--offloads`,
+/// whose runs hold their frames.
+fn check_packets(packets: u64, offloads: bool) -> Result<(), Error> {
+    let (most, accepted) = match offloads {
+        true => (MAX_OFFLOAD_FRAMES, "1 to 2000000 with --offloads"),
+        false => (1_000_000_000_000, "1 to 10^12"),
+    };
+    Ok(pathem_model::limits::within("packets", packets, 1..=most, accepted)?)
+}
+
 /// Rounds a benchmark runs: 1 to [`MAX_ROUNDS`].
 pub const MAX_ROUNDS: usize = 1000;
 
@@ -40,9 +50,13 @@ impl Plan {
     /// Checks the plan against the documented ranges: 1 to 10^12 frames, 14 to 65535 bytes
     /// each (the engine's longest frame), 1 to 1000 rounds.
     pub fn check(&self) -> Result<(), Error> {
-        use pathem_model::limits::within;
-        within("packets", self.packets, 1..=1_000_000_000_000, "1 to 10^12")?;
-        within("size", self.size, 14..=65_535, "14 to 65535 bytes (the engine's longest frame)")?;
+        check_packets(self.packets, false)?;
+        pathem_model::limits::within(
+            "size",
+            self.size,
+            14..=65_535,
+            "14 to 65535 bytes (the engine's longest frame)",
+        )?;
         check_rounds(self.runs)
     }
 }
@@ -393,12 +407,8 @@ pub fn split(path: &PathConfig, plan: Plan, mut progress: impl FnMut(String)) ->
 /// Frames per run of the engine's benchmarks: `given`, or 10^7 (2·10^6 for `--offloads`);
 /// 1 to 10^12 (to 2·10^6 for `--offloads`, whose runs hold their frames).
 pub fn packets(given: Option<u64>, offloads: bool) -> Result<u64, Error> {
-    let (most, accepted) = match offloads {
-        true => (MAX_OFFLOAD_FRAMES, "1 to 2000000 with --offloads"),
-        false => (1_000_000_000_000, "1 to 10^12"),
-    };
-    let packets = given.unwrap_or(most.min(10_000_000));
-    pathem_model::limits::within("packets", packets, 1..=most, accepted)?;
+    let packets = given.unwrap_or(if offloads { MAX_OFFLOAD_FRAMES } else { 10_000_000 });
+    check_packets(packets, offloads)?;
     Ok(packets)
 }
 
@@ -407,7 +417,7 @@ pub fn offloads(sizes: &[usize], frames: u64, runs: usize) -> Result<Vec<Offload
     for &size in sizes {
         pathem_model::limits::within("sizes", size, 64..=9000, "64 to 9000 bytes with --offloads")?;
     }
-    pathem_model::limits::within("packets", frames, 1..=MAX_OFFLOAD_FRAMES, "1 to 2000000 with --offloads")?;
+    check_packets(frames, true)?;
     check_rounds(runs)?;
     Ok(sizes
         .iter()
@@ -616,7 +626,6 @@ pub fn live(
                     each_round(&a, &b)
                 })
             };
-            let ratio = |m: usize, reference: Option<usize>| rounds_of(m, reference).map(|r| median(&r));
             let generator = column("generator").or(column("plain")).map(|g| {
                 let (mode, r) = (modes[g].0, &runs[g]);
                 median(&r.iter().map(|r| rate(mode, r)).collect::<Vec<_>>())
@@ -625,6 +634,9 @@ pub fn live(
                 let mpps = median(&runs[m].iter().map(|r| rate(mode, r)).collect::<Vec<_>>());
                 let offered_mpps = median(&runs[m].iter().map(|r| r.offered).collect::<Vec<_>>());
                 let is_floor = *mode == "generator" || *mode == "plain";
+                // The generator's and testpmd's own rows are not a forwarder's: no ratios.
+                let reference = matches!(*mode, "testpmd" | "generator");
+                let to_testpmd = rounds_of(m, column("testpmd")).filter(|_| !reference);
                 let r = LiveRow {
                     port: kind.clone(),
                     size,
@@ -634,15 +646,9 @@ pub fn live(
                     generator_bound: !is_floor
                         && generator.into_iter().chain([offered_mpps]).any(|g| mpps >= 0.9 * g),
                     rate_bound: rate_bound(path, size, mpps),
-                    of_raw: if matches!(*mode, "testpmd" | "generator") {
-                        None
-                    } else {
-                        ratio(m, column(floor))
-                    },
-                    of_testpmd: ratio(m, column("testpmd"))
-                        .filter(|_| !matches!(*mode, "testpmd" | "generator")),
-                    of_testpmd_rounds: rounds_of(m, column("testpmd"))
-                        .filter(|_| !matches!(*mode, "testpmd" | "generator")),
+                    of_raw: rounds_of(m, column(floor)).filter(|_| !reference).map(|r| median(&r)),
+                    of_testpmd: to_testpmd.as_deref().map(median),
+                    of_testpmd_rounds: to_testpmd,
                     rounds_mpps: runs[m].iter().map(|r| rate(mode, r)).collect(),
                 };
                 row(&r);

@@ -129,6 +129,10 @@ fn main() {
             "a_thread_in_a_namespace_sees_its_interfaces_not_the_hosts",
             a_thread_in_a_namespace_sees_its_interfaces_not_the_hosts,
         ),
+        (
+            "a_carrier_reader_asks_the_namespace_it_was_made_in",
+            a_carrier_reader_asks_the_namespace_it_was_made_in,
+        ),
         ("dpdk_every_queue_is_read_as_one_bottleneck", dpdk_every_queue_is_read_as_one_bottleneck),
         ("queues_read_on_two_cpus_stay_one_bottleneck", queues_read_on_two_cpus_stay_one_bottleneck),
         (
@@ -1323,6 +1327,21 @@ fn a_thread_in_a_namespace_sees_its_interfaces_not_the_hosts() {
     })
     .join()
     .expect("the checks in the namespace");
+}
+
+/// A port's carrier reader asks on the socket it keeps: the namespace it was made in, wherever
+/// it is read. Made in a fresh namespace, whose loopback is down, it says so when read from
+/// this thread, whose loopback is up (a reader asking the reading thread's namespace would say
+/// up).
+fn a_carrier_reader_asks_the_namespace_it_was_made_in() {
+    use pathem_io::iface::{has_carrier, CarrierReader};
+    let fresh = std::thread::spawn(|| {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("a network namespace of its own");
+        CarrierReader::new("lo").expect("a reader in it")
+    })
+    .join()
+    .expect("the reader made in its namespace");
+    assert!(!fresh.has_carrier() && has_carrier("lo"));
 }
 
 /// The same with `--cores 0,1` one way: the input reads queues 0 and 2 on CPU 0, a queue
