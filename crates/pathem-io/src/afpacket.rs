@@ -342,6 +342,26 @@ impl AfPacketRx {
         self.fd.as_raw_fd()
     }
 
+    /// From now on takes only frames carrying socket-buffer mark `mark` (a classic BPF
+    /// filter on the socket): the others are not this socket's, neither read nor counted as
+    /// drops. `attach` reads a TAP device's receive side this way, where the frames the
+    /// interface's programs steer there carry the mark and those pathem writes into the device
+    /// do not.
+    pub fn only_marked(&self, ifname: &str, mark: u32) -> Result<(), Error> {
+        // ld mark; jeq #mark, 0, 1; ret #-1 (the whole frame); ret #0 (not taken).
+        const SKF_AD_MARK: u32 = (-0x1000i32 + 20) as u32;
+        let mut code = [
+            libc::sock_filter { code: 0x20, jt: 0, jf: 0, k: SKF_AD_MARK },
+            libc::sock_filter { code: 0x15, jt: 0, jf: 1, k: mark },
+            libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: u32::MAX },
+            libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: 0 },
+        ];
+        let prog = libc::sock_fprog { len: code.len() as u16, filter: code.as_mut_ptr() };
+        // The kernel copies the program during the call.
+        set_opt(self.fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &prog)
+            .map_err(|e| failure(ifname, "cannot filter its packet socket by mark", e, "CAP_NET_RAW"))
+    }
+
     /// Reads the whole frame the kernel queued for a `TP_STATUS_COPY` slot into `copy`
     /// (behind room for a tag): its length and whether it was longer than the buffer.
     fn read_copy(&mut self) -> Option<(usize, bool)> {

@@ -2,20 +2,27 @@
 //! cross pathem, and nothing on the interface moves.
 //!
 //! ```text
-//!  stack ─► IF egress ─► tcx: marked? pass : redirect ─► tap E ─► pathem (egress path)
-//!  wire  ◄─ IF qdisc ◄──────────── AF_PACKET on IF, SO_MARK ◄──────────┘
-//!  wire  ─► IF ingress ─► tcx: marked? pass : redirect ─► tap I ─► pathem (ingress path)
-//!  stack ◄─ IF ingress ◄─ tap I's tcx: mark, redirect(IF, ingress) ◄─ written into tap I
+//!  stack ─► IF egress ─► tcx: marked? pass : mark, redirect ─► tap E's receive ─► ring ─► pathem
+//!  wire  ◄─ IF qdisc ◄──────────── AF_PACKET on IF, SO_MARK ◄───────────────────────────┘
+//!  wire  ─► IF ingress ─► tcx: marked? pass : mark, redirect ─► tap I's receive ─► ring ─► pathem
+//!  stack ◄─ IF ingress ◄─ tap I's tcx: unmarked? mark, redirect(IF, ingress) ◄─ written into tap I
 //! ```
-//! Three tcx programs (each a few instructions, assembled here; their C is on the functions
-//! that write them) steer the frames, and at stop the interface's are replaced by one that
-//! only clears the mark ([`Steering::close_ways_in`]); the two TAP devices are non-persistent and the BPF
-//! links unpinned, so when pathem ends, however it ends, the kernel removes all of it and the
+//! Four tcx programs (each a few instructions, assembled here; their C is on the functions
+//! that write them) steer the frames. A steered frame enters a TAP device's receive side with
+//! the mark; a packet socket on the device takes the marked frames from its ring
+//! ([`crate::tap::TapRx`]), and the device's own program then drops them, so the host's stack
+//! never sees them there. The kernel's work for a steered frame (the redirect, the copy into
+//! the ring) is done where it was steered: the host's sending thread, the interface's
+//! receive. At stop the interface's programs are replaced by one that only clears the mark
+//! ([`Steering::close_ways_in`]); the two TAP devices are non-persistent and the BPF links
+//! unpinned, so when pathem ends, however it ends, the kernel removes all of it and the
 //! plain interface works at once. A frame pathem sends back carries the mark
 //! ([`DEFAULT_MARK`] or `--mark`); the interface's programs let it pass and clear the mark,
-//! so the qdisc, the taps of `tcpdump -i IF` and the stack see an ordinary frame. Frames of
-//! any protocol (ARP, IPv6 neighbour discovery) take the path; addresses, routes, MTU, name
-//! and qdisc stay as they are. A direction not attached is left alone entirely.
+//! so the qdisc, the taps of `tcpdump -i IF` and the stack see an ordinary frame. A frame
+//! pathem writes into the ingress device has no mark, which tells it from a steered one
+//! there. Frames of any protocol (ARP, IPv6 neighbour discovery) take the path; addresses,
+//! routes, MTU, name and qdisc stay as they are. A direction not attached is left alone
+//! entirely.
 //!
 //! A second pathem on the same interface and direction finds the TAP device's name taken
 //! (`pthme<ifindex>` for egress, `pthmi<ifindex>` for ingress) and is refused with a line
@@ -34,8 +41,9 @@ use std::os::fd::OwnedFd;
 /// interface's programs let them pass. `--mark` picks another where the host marks its own
 /// traffic with this value.
 pub const DEFAULT_MARK: u32 = 0x7061_7468;
-/// Frames each TAP device holds for pathem to read before it drops (counted as port drops).
-pub const TAP_QUEUE: u32 = 10_000;
+/// Frames the host itself sends on a TAP device that wait for pathem's next look (every 10
+/// ms); the frames steered to the device wait in its packet ring instead.
+pub const TAP_QUEUE: u32 = 1_000;
 
 /// `--mark`: decimal or 0x-hex, 1 to 2^32−1 (0 is every unmarked frame).
 pub fn parse_mark(text: &str) -> Result<u32, String> {
@@ -126,6 +134,7 @@ impl Steering {
 }
 
 const TCX_NEXT: i32 = -1;
+const TC_ACT_SHOT: i32 = 2;
 const BPF_F_INGRESS: i32 = 1;
 const FN_REDIRECT: i32 = 23;
 /// Offset of `mark` in `struct __sk_buff`.
@@ -138,17 +147,20 @@ const SKB_MARK: i16 = 8;
 ///         skb->mark = 0;
 ///         return TCX_NEXT;
 ///     }
-///     return bpf_redirect(TAP, 0);     /* to the tap's transmit side: pathem reads it */
+///     skb->mark = MARK;                /* steered: what the tap's packet socket takes */
+///     return bpf_redirect(TAP, BPF_F_INGRESS);
 /// }
 /// ```
 fn steer_program(mark: u32, tap: u32) -> Vec<u8> {
     let mut prog = pass_marked(mark, 4); // 1: if w2 != MARK goto 6
     prog.extend(
         [
-            insn(0xb7, 1, 0, 0, tap as i32),  // 6: r1 = TAP
-            insn(0xb7, 2, 0, 0, 0),           // 7: r2 = 0
-            insn(0x85, 0, 0, 0, FN_REDIRECT), // 8: call bpf_redirect
-            insn(0x95, 0, 0, 0, 0),           // 9: exit
+            insn(0xb7, 2, 0, 0, mark as i32),   // 6: r2 = MARK
+            insn(0x63, 1, 2, SKB_MARK, 0),      // 7: skb->mark = w2
+            insn(0xb7, 1, 0, 0, tap as i32),    // 8: r1 = TAP
+            insn(0xb7, 2, 0, 0, BPF_F_INGRESS), // 9: r2 = BPF_F_INGRESS
+            insn(0x85, 0, 0, 0, FN_REDIRECT),   // 10: call bpf_redirect
+            insn(0x95, 0, 0, 0, 0),             // 11: exit
         ]
         .concat(),
     );
@@ -183,21 +195,41 @@ fn clear_program(mark: u32) -> Vec<u8> {
     pass_marked(mark, 2) // 1: if w2 != MARK goto 4 (the same way on, its mark unset)
 }
 
-/// The ingress tap's program, for frames pathem wrote into it:
+/// The egress tap's program: every frame that reaches its receive side was steered there
+/// and has been taken by pathem's packet socket (which sees a frame before this program).
+/// ```c
+/// SEC("tcx/ingress") int pathem_taken(struct __sk_buff *skb) { return TC_ACT_SHOT; }
+/// ```
+fn taken_program() -> Vec<u8> {
+    [
+        insn(0xb7, 0, 0, 0, TC_ACT_SHOT), // 0: r0 = TC_ACT_SHOT
+        insn(0x95, 0, 0, 0, 0),           // 1: exit
+    ]
+    .concat()
+}
+
+/// The ingress tap's program: a steered frame (marked) has been taken by pathem's packet
+/// socket; a frame pathem wrote into the device (unmarked) goes on to the stack on IF.
 /// ```c
 /// SEC("tcx/ingress") int pathem_return(struct __sk_buff *skb) {
+///     if (skb->mark == MARK)
+///         return TC_ACT_SHOT;
 ///     skb->mark = MARK;
 ///     return bpf_redirect(IF, BPF_F_INGRESS);  /* the stack receives it on IF */
 /// }
 /// ```
 fn return_program(mark: u32, iface: u32) -> Vec<u8> {
     [
-        insn(0xb7, 2, 0, 0, mark as i32),   // 0: r2 = MARK
-        insn(0x63, 1, 2, SKB_MARK, 0),      // 1: skb->mark = w2
-        insn(0xb7, 1, 0, 0, iface as i32),  // 2: r1 = IF
-        insn(0xb7, 2, 0, 0, BPF_F_INGRESS), // 3: r2 = BPF_F_INGRESS
-        insn(0x85, 0, 0, 0, FN_REDIRECT),   // 4: call bpf_redirect
-        insn(0x95, 0, 0, 0, 0),             // 5: exit
+        insn(0x61, 2, 1, SKB_MARK, 0),      // 0: w2 = skb->mark
+        insn(0x56, 2, 0, 2, mark as i32),   // 1: if w2 != MARK goto 4 (32-bit)
+        insn(0xb7, 0, 0, 0, TC_ACT_SHOT),   // 2: r0 = TC_ACT_SHOT
+        insn(0x95, 0, 0, 0, 0),             // 3: exit
+        insn(0xb7, 2, 0, 0, mark as i32),   // 4: r2 = MARK
+        insn(0x63, 1, 2, SKB_MARK, 0),      // 5: skb->mark = w2
+        insn(0xb7, 1, 0, 0, iface as i32),  // 6: r1 = IF
+        insn(0xb7, 2, 0, 0, BPF_F_INGRESS), // 7: r2 = BPF_F_INGRESS
+        insn(0x85, 0, 0, 0, FN_REDIRECT),   // 8: call bpf_redirect
+        insn(0x95, 0, 0, 0, 0),             // 9: exit
     ]
     .concat()
 }
@@ -329,8 +361,8 @@ fn tap(iface: &str, ingress: bool, ifindex: u32, mtu: u32) -> Result<Tap, Error>
 
 /// Prepares to attach to `spec.iface` (see the module doc): the TAP devices made, the
 /// programs loaded; [`Steering::engage`] puts them in place. Frames are at most `max_frame`
-/// bytes.
-pub fn open(spec: &AttachSpec, max_frame: usize) -> Result<Attached, Error> {
+/// bytes; each device's packet ring holds about `rx_buffer` bytes (`--rx-buffer`).
+pub fn open(spec: &AttachSpec, max_frame: usize, rx_buffer: usize) -> Result<Attached, Error> {
     let iface = spec.iface.as_str();
     let ifindex = check(iface, spec.egress, spec.ingress)?;
     if spec.mark == 0 {
@@ -338,20 +370,23 @@ pub fn open(spec: &AttachSpec, max_frame: usize) -> Result<Attached, Error> {
     }
     let mtu = crate::iface::mtu(iface).unwrap_or(1500);
     let max_frame = max_frame.min(mtu as usize + 18);
-    let line_rate = crate::iface::line_rate_bps(iface);
     let (mut progs, mut how) = (Vec::new(), Vec::new());
+    // Each device's program goes in place before the interface's way in, so no steered frame
+    // reaches a device that would hand it to the host's stack.
     let egress = match spec.egress {
         false => idle(iface)?,
         true => {
             let tap = tap(iface, false, ifindex, mtu)?;
             let (name, tap_index) = (tap.name.clone(), tap.ifindex);
-            let rx = tap.reader(max_frame, line_rate);
+            let rx = tap.reader(max_frame, rx_buffer, spec.mark)?;
             let tx = AfPacketTx::open_marked(iface, max_frame, spec.mark)?;
+            let taken = load(iface, &taken_program(), BPF_TCX_INGRESS)?;
+            progs.push(Prog { fd: taken, ifindex: tap_index, at: BPF_TCX_INGRESS, link: None, plain: None });
             let prog = load(iface, &steer_program(spec.mark, tap_index), BPF_TCX_EGRESS)?;
             let plain = Some(load(iface, &clear_program(spec.mark), BPF_TCX_EGRESS)?);
             progs.push(Prog { fd: prog, ifindex, at: BPF_TCX_EGRESS, link: None, plain });
             how.push(format!(
-                "egress: tcx on {iface} -> tap {name} -> pathem -> AF_PACKET on {iface} (mark {:#x})",
+                "egress: tcx on {iface} -> tap {name}'s receive -> packet ring -> pathem -> AF_PACKET on {iface} (mark {:#x})",
                 spec.mark
             ));
             (LiveRx::Tap(rx), LiveTx::Packet(tx))
@@ -363,7 +398,7 @@ pub fn open(spec: &AttachSpec, max_frame: usize) -> Result<Attached, Error> {
             let tap = tap(iface, true, ifindex, mtu)?;
             let (name, tap_index) = (tap.name.clone(), tap.ifindex);
             let tx = tap.writer(max_frame)?;
-            let rx = tap.reader(max_frame, line_rate);
+            let rx = tap.reader(max_frame, rx_buffer, spec.mark)?;
             // The way back first, so no frame is steered in before it can come out.
             let back = load(iface, &return_program(spec.mark, ifindex), BPF_TCX_INGRESS)?;
             progs.push(Prog { fd: back, ifindex: tap_index, at: BPF_TCX_INGRESS, link: None, plain: None });
@@ -371,7 +406,7 @@ pub fn open(spec: &AttachSpec, max_frame: usize) -> Result<Attached, Error> {
             let plain = Some(load(iface, &clear_program(spec.mark), BPF_TCX_INGRESS)?);
             progs.push(Prog { fd: prog, ifindex, at: BPF_TCX_INGRESS, link: None, plain });
             how.push(format!(
-                "ingress: tcx on {iface} -> tap {name} -> pathem -> tap {name} -> {iface}'s ingress"
+                "ingress: tcx on {iface} -> tap {name}'s receive -> packet ring -> pathem -> tap {name} -> {iface}'s ingress"
             ));
             (LiveRx::Tap(rx), LiveTx::Tap(tx))
         }
@@ -397,8 +432,9 @@ mod tests {
 
     #[test]
     fn programs_are_whole_instructions_and_names_fit() {
-        assert_eq!(steer_program(DEFAULT_MARK, 7).len(), 10 * 8);
-        assert_eq!(return_program(DEFAULT_MARK, 7).len(), 6 * 8);
+        assert_eq!(steer_program(DEFAULT_MARK, 7).len(), 12 * 8);
+        assert_eq!(return_program(DEFAULT_MARK, 7).len(), 10 * 8);
+        assert_eq!(taken_program().len(), 2 * 8);
         // The largest ifindex still makes a valid interface name (at most 15 bytes).
         assert!(tap_name(true, u32::MAX).len() <= 15);
         assert_eq!(tap_name(false, 12), "pthme12");

@@ -223,18 +223,6 @@ pub(crate) fn is_down(ifname: &str) -> bool {
     flags(ifname).is_some_and(|f| f & libc::IFF_UP == 0)
 }
 
-/// Sets the Ethernet interface's hardware address (`SIOCSIFHWADDR`) in the calling thread's
-/// network namespace. An address set so is the user's (`addr_assign_type` 3): udev's
-/// `MACAddressPolicy` then leaves it as it is.
-pub(crate) fn set_hwaddr(ifname: &str, mac: [u8; 6]) -> std::io::Result<()> {
-    // struct sockaddr: the family (ARPHRD_ETHER), then the address.
-    let mut union = [0u8; 24];
-    union[..2].copy_from_slice(&1u16.to_ne_bytes());
-    union[2..8].copy_from_slice(&mac);
-    // SAFETY: SIOCSIFHWADDR reads the union as a struct sockaddr held in it, data only.
-    unsafe { ifreq_ioctl(ifname, libc::SIOCSIFHWADDR, union) }.map(|_| ())
-}
-
 /// True when the running kernel's release is `major.minor` or later
 /// (`/proc/sys/kernel/osrelease`; an unreadable release reads as 0.0).
 pub(crate) fn kernel_at_least(major: u32, minor: u32) -> bool {

@@ -1,17 +1,24 @@
-//! TAP devices as ports: a device whose frames pathem reads and writes through a file
-//! descriptor.
+//! TAP devices as ports: a device whose frames pathem reads and writes.
 //!
 //! [`Tap::create`] makes a non-persistent device: the kernel removes it when its last
 //! descriptor closes, so a killed pathem leaves none behind. The device is made silent before
-//! it comes up (no ARP, IPv6 off, no addresses), so what is read from it is traffic steered
-//! into it; what the host sends on it regardless (a DHCP client that took it for a new
-//! interface) has the device's own source address, which the reader skips and counts
-//! ([`RxPort::foreign`]). A device without checksum or segmentation offloads (a TAP's
-//! default) makes the kernel complete checksums and cut GSO super-frames on the way in, so
-//! what pathem reads are wire frames.
+//! it comes up (no ARP, IPv6 off, no addresses).
+//!
+//! Frames reach pathem on the device's *receive* side: `attach`'s programs redirect them
+//! there with a mark, and a packet socket on the device ([`TapRx`]) takes the marked ones
+//! from its ring, many a call and with no system call a frame, before the device's own
+//! program drops them (the host's stack never sees them). The kernel's work for each frame
+//! (the copy into the ring) is done on the CPU that steered it, as the host's sending
+//! thread's or the interface's receive work, not on pathem's. GSO super-frames and frames
+//! whose checksum was left to the hardware come as they are, with a virtio-net header, and
+//! the packet socket's port cuts and completes them ([`crate::offload`]). What the host sends
+//! *on* the device (a DHCP client that took it for a new interface) goes the other way, to
+//! its descriptor: the reader empties that at its looks and counts it ([`RxPort::foreign`]).
+//! Frames pathem writes into the descriptor ([`TapTx`]) are received by the device, unmarked.
 
+use crate::afpacket::AfPacketRx;
 use crate::iface::{ifreq, ifreq_int};
-use crate::port::{FallbackStamps, PollAt, RxFrame, RxPort, TxBatch, TxErrorClass, TxPort, TxRefused};
+use crate::port::{PollAt, RxFrame, RxPort, TxBatch, TxErrorClass, TxPort, TxRefused};
 use crate::Error;
 use pathem_model::Nanos;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -30,8 +37,6 @@ pub struct Tap {
     fd: OwnedFd,
     pub name: String,
     pub ifindex: u32,
-    /// The device's own address: the source of frames the host itself sends on it.
-    mac: [u8; 6],
 }
 
 fn os_err() -> std::io::Error {
@@ -66,12 +71,6 @@ impl Tap {
             return Err(fail("cannot create the TAP device", os_err()));
         }
         let ifindex = crate::afpacket::ifindex(name)? as u32;
-        let (_, mac) = crate::iface::hwaddr(name).map_err(|e| fail("cannot read its address", e))?;
-        // The random address the kernel gave it, set as the device's own: udev's MAC policy
-        // (systemd's `MACAddressPolicy=persistent`) would otherwise give it another a moment
-        // later. Not needed to work (the reader looks at the address again every few
-        // milliseconds, to tell the host's own frames by it), so a refusal is let pass.
-        let _ = crate::iface::set_hwaddr(name, mac);
         // Silent before it comes up: no IPv6 (router solicitations, MLD), no ARP.
         let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6"), "1");
         ifreq(name, libc::SIOCSIFMTU, mtu as i32).map_err(|e| fail("cannot set its MTU", e))?;
@@ -80,19 +79,19 @@ impl Tap {
         let flags = ifreq(name, libc::SIOCGIFFLAGS, 0).map_err(|e| fail("cannot read its flags", e))?;
         let up = (ifreq_int(&flags) & 0xffff) | libc::IFF_UP | libc::IFF_NOARP;
         ifreq(name, libc::SIOCSIFFLAGS, up).map_err(|e| fail("cannot bring it up", e))?;
-        Ok(Tap { fd, name: name.into(), ifindex, mac })
+        Ok(Tap { fd, name: name.into(), ifindex })
     }
 
-    /// Frames the device dropped because pathem did not read them in time (its queue was
-    /// full), since it was created: its transmit `drop` column in the calling thread's
-    /// namespace's `/proc/thread-self/net/dev` (a thread that entered a namespace sees its
-    /// own there, where `/sys` shows the one it was mounted in).
+    /// Frames the device dropped on their way in, before its packet socket saw them (a CPU's
+    /// backlog full, the device down), since it was created: its receive `drop` column in the
+    /// calling thread's namespace's `/proc/thread-self/net/dev` (a thread that entered a
+    /// namespace sees its own there, where `/sys` shows the one it was mounted in).
     /// `None` when it is not there to ask.
     pub fn drops(name: &str) -> Option<u64> {
         let text = std::fs::read_to_string("/proc/thread-self/net/dev").ok()?;
         text.lines()
             .find_map(|l| l.trim_start().strip_prefix(name)?.strip_prefix(':').map(str::to_string))
-            .and_then(|rest| rest.split_whitespace().nth(11)?.parse().ok())
+            .and_then(|rest| rest.split_whitespace().nth(3)?.parse().ok())
     }
 
     /// A transmitting half writing frames of up to `max_frame` bytes into the device (which
@@ -105,50 +104,53 @@ impl Tap {
         Ok(TapTx { fd, batch: TxBatch::new(max_frame), refused: TxRefused::default(), max_frame })
     }
 
-    /// The receiving half: frames of up to `max_frame` bytes, stamped as read at `line_rate`
-    /// bit/s. The device lives as long as this (and any writer).
-    pub fn reader(self, max_frame: usize, line_rate: u64) -> TapRx {
-        // A byte more than a frame may have: the device cuts a longer frame to the buffer, and
-        // one cut to `max_frame` bytes would pass for whole; cut to `max_frame + 1` or more, the
-        // engine drops it as oversize.
-        let slot = (max_frame + 1).next_multiple_of(64);
-        TapRx {
+    /// The receiving half: frames of up to `max_frame` bytes that reach the device's receive
+    /// side with socket-buffer mark `mark`, from a packet ring of about `rx_buffer` bytes
+    /// (as a packet-socket port's, [`crate::afpacket::DEFAULT_RX_BUFFER`]). The device lives
+    /// as long as this (and any writer).
+    pub fn reader(self, max_frame: usize, rx_buffer: usize, mark: u32) -> Result<TapRx, Error> {
+        let ring = AfPacketRx::open(&self.name, max_frame, rx_buffer)?;
+        ring.only_marked(&self.name, mark)?;
+        Ok(TapRx {
+            ring,
             fd: self.fd,
             name: self.name,
-            slot,
-            bufs: vec![0u8; slot * BURST].into_boxed_slice(),
-            lens: [0; BURST],
-            line_rate,
-            full: false,
+            buf: vec![0u8; max_frame + 1].into_boxed_slice(),
             errors: 0,
-            mac: self.mac,
             foreign: 0,
+            deleted: None,
             ifindex: self.ifindex,
             watch: crate::iface::LinkWatch::open(),
             down: 0,
             away: 0,
             moved: false,
             drops: 0,
-        }
+        })
     }
 }
 
+/// The host's own frames read from a device's descriptor at one look, at most: a host that
+/// keeps sending on the device cannot hold the forwarding loop there.
+const FOREIGN_PER_LOOK: usize = 1024;
+
 /// Reads the frames the kernel steered into the device.
 pub struct TapRx {
+    /// The packet socket on the device, which takes the marked frames from its receive side.
+    ring: AfPacketRx,
+    /// The device's descriptor: it keeps the device, and what the host sends on the device
+    /// waits in it.
     fd: OwnedFd,
     name: String,
-    slot: usize,
-    bufs: Box<[u8]>,
-    lens: [usize; BURST],
-    line_rate: u64,
-    full: bool,
-    /// Read errors other than "nothing to read".
+    /// One frame of the host's own, read to be counted.
+    buf: Box<[u8]>,
+    /// Errors reading the descriptor other than "nothing to read".
     pub errors: u64,
-    mac: [u8; 6],
-    /// Frames the host itself sent on the device (its own source address: a DHCP client or
-    /// LLDP agent that took it for one of its interfaces), not forwarded: they never crossed
-    /// the interface pathem is attached to.
+    /// Frames the host itself sent on the device (a DHCP client or LLDP agent that took it
+    /// for one of its interfaces), read from its descriptor and not forwarded: they never
+    /// crossed the interface pathem is attached to.
     foreign: u64,
+    /// Why the device's descriptor says it is gone (deleted under pathem).
+    deleted: Option<std::io::Error>,
     /// The kernel's link messages (opened with the reader, in its namespace): a device set
     /// down and up again between two looks was down all the same, and a device moved away
     /// says so in them.
@@ -167,13 +169,14 @@ pub struct TapRx {
     /// Moved to another namespace (and perhaps back, at another index), where what is steered
     /// to the index cannot reach it.
     moved: bool,
-    /// The device's drops at the last look that found them.
+    /// The device's receive drops at the last look that found them.
     drops: u64,
 }
 
 impl TapRx {
+    /// The packet socket, for waiting on it.
     pub fn raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+        self.ring.raw_fd()
     }
 
     /// The device's name now, asked of its descriptor (`TUNGETIFF`).
@@ -187,15 +190,45 @@ impl TapRx {
         let end = ifr[..libc::IFNAMSIZ].iter().position(|&b| b == 0)?;
         String::from_utf8(ifr[..end].to_vec()).ok().filter(|n| !n.is_empty())
     }
+
+    /// Reads what the host sent on the device (at most [`FOREIGN_PER_LOOK`] frames) and
+    /// counts it; notes a device deleted under pathem, which its descriptor then says.
+    fn take_foreign(&mut self) {
+        for _ in 0..FOREIGN_PER_LOOK {
+            // SAFETY: reading at most `buf.len()` bytes into a live buffer of that size.
+            let rc = unsafe {
+                libc::read(self.fd.as_raw_fd(), self.buf.as_mut_ptr() as *mut libc::c_void, self.buf.len())
+            };
+            if rc > 0 {
+                self.foreign += 1;
+                continue;
+            }
+            if rc < 0 {
+                let e = os_err();
+                match e.raw_os_error() {
+                    Some(libc::EINTR) => continue,
+                    Some(libc::EAGAIN) => {}
+                    Some(libc::EBADFD) | Some(libc::EIO) | Some(libc::ENODEV) | Some(libc::ENXIO) => {
+                        self.deleted = Some(e);
+                    }
+                    _ => self.errors += 1,
+                }
+            }
+            return;
+        }
+    }
 }
 
 impl RxPort for TapRx {
-    fn recv_burst<F: FnMut(RxFrame<'_>)>(
-        &mut self,
-        now: Nanos,
-        max: usize,
-        mut f: F,
-    ) -> Result<usize, Error> {
+    fn recv_burst<F: FnMut(RxFrame<'_>)>(&mut self, now: Nanos, max: usize, f: F) -> Result<usize, Error> {
+        // The kernel drops what it steers to a device that is gone, down or elsewhere, unseen
+        // by pathem: the caller ends (and gives back what it steered here).
+        if let Some(e) = &self.deleted {
+            return Err(Error::Interface {
+                name: self.name.clone(),
+                reason: format!("was deleted while pathem read it ({e})"),
+            });
+        }
         if self.moved {
             return Err(Error::Interface {
                 name: self.name.clone(),
@@ -203,88 +236,25 @@ impl RxPort for TapRx {
             });
         }
         if self.down >= 2 {
-            // The kernel drops what it steers to a device that is down, unseen by pathem: the
-            // caller ends (and gives back what it steered here), as for a deleted one.
             return Err(Error::Interface {
                 name: self.name.clone(),
                 reason: "was set down while pathem read it (the frames steered to it were lost)".into(),
             });
         }
-        let want = max.min(BURST);
-        let mut n = 0;
-        // At most `want` reads a call, the host's own frames among them: a host that keeps
-        // sending on the device must not hold the loop here.
-        let (mut reads, mut ended) = (0, false);
-        while reads < want {
-            reads += 1;
-            let buf = &mut self.bufs[n * self.slot..(n + 1) * self.slot];
-            // SAFETY: reading at most `buf.len()` bytes into a live buffer of that size.
-            let rc =
-                unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
-            if rc < 0 {
-                let e = os_err();
-                match e.raw_os_error() {
-                    // A signal before anything was read: read again (within the budget).
-                    Some(libc::EINTR) => continue,
-                    Some(libc::EAGAIN) => {
-                        ended = true;
-                        break;
-                    }
-                    // The device was deleted under pathem: nothing will come again, and the
-                    // frames steered to it would vanish. The caller ends (and gives back
-                    // what it steered here).
-                    Some(libc::EBADFD) | Some(libc::EIO) | Some(libc::ENODEV) | Some(libc::ENXIO) => {
-                        return Err(Error::Interface {
-                            name: self.name.clone(),
-                            reason: format!("was deleted while pathem read it ({e})"),
-                        });
-                    }
-                    _ => {
-                        self.errors += 1;
-                        ended = true;
-                        break;
-                    }
-                }
-            }
-            if rc == 0 {
-                ended = true;
-                break;
-            }
-            if buf[..rc as usize].get(6..12) == Some(&self.mac[..]) {
-                self.foreign += 1;
-                continue;
-            }
-            self.lens[n] = rc as usize;
-            n += 1;
-        }
-        // Every read gave a frame (the path's or the host's): more may be waiting.
-        self.full = !ended;
-        // Software stamps read after the reads, as the other live ports do: the caller's `now`
-        // was read before this round's releases, and a frame that arrived meanwhile would be
-        // stamped early and leave before its time.
-        let now = if n > 0 { crate::kstamp::monotonic_now().max(now) } else { now };
-        let mut stamps = FallbackStamps::<BURST>::new(now, self.line_rate, n);
-        for k in 0..n {
-            let len = self.lens[k];
-            let arrival = stamps.get(k, |i| self.lens[i] as u64);
-            f(RxFrame {
-                arrival,
-                wire_len: len as u32,
-                data: &self.bufs[k * self.slot..k * self.slot + len],
-            });
-        }
-        Ok(n)
+        self.ring.recv_burst(now, max, f)
     }
 
     fn poll_at(&self) -> PollAt {
-        PollAt::live(self.full)
+        self.ring.poll_at()
     }
 
-    /// Also looks at the device's name, whether it is still up and in this network
-    /// namespace, and at its address (system calls, at the same pace). Drops that cannot be
-    /// read now stay what they were: a count never goes back. (The kernel renames only a
-    /// device that is down, so a rename ends the reader as a device set down does.)
+    /// Also looks at the device's name, whether it is still up, in this network namespace and
+    /// not deleted, and reads what the host sent on it (system calls, at the same pace).
+    /// Drops that cannot be read now stay what they were: a count never goes back. (The
+    /// kernel renames only a device that is down, so a rename ends the reader as a device set
+    /// down does.) The drops are the device's on the way in and the packet ring's.
     fn kernel_drops(&mut self) -> u64 {
+        self.take_foreign();
         let named = self.current_name();
         let alive = named.is_some();
         let at_index = |n: &str| crate::iface::index(n) == Some(self.ifindex);
@@ -311,15 +281,16 @@ impl RxPort for TapRx {
         // Once down, down: the frames steered to it meanwhile were lost, whatever it is now.
         let was_down = seen.is_some_and(|s| s.down) || (self.down > 0 && self.watch.is_some());
         self.down = look(self.down, here && (was_down || crate::iface::is_down(&self.name)));
-        if let Ok((_, mac)) = crate::iface::hwaddr(&self.name) {
-            self.mac = mac;
-        }
         self.drops = Tap::drops(&self.name).map_or(self.drops, |d| d.max(self.drops));
-        self.drops
+        self.drops.saturating_add(self.ring.kernel_drops())
     }
 
     fn foreign(&self) -> u64 {
         self.foreign
+    }
+
+    fn offload(&self) -> crate::offload::OffloadCounts {
+        self.ring.offload()
     }
 }
 

@@ -554,7 +554,7 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
             // Claimed beside any other attachment (each of a direction): a `run` on it meanwhile
             // is refused, and it is refused while one runs. Its offloads stay as they are.
             offloads.0.push(iface::claim_attached(&attach.iface)?);
-            let at = pathem_io::attach::open(attach, spec.ports.max_frame)?;
+            let at = pathem_io::attach::open(attach, spec.ports.max_frame, spec.ports.rx_buffer)?;
             let a = live::Opened {
                 rx: at.egress.0,
                 tx: at.ingress.1,
@@ -737,18 +737,27 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
     })
 }
 
+/// A frame steered just before the ways in closed may still be on its way into a TAP device's
+/// ring (in a CPU's backlog, or steered by a program that ran on as it was replaced): the
+/// drain reads the devices for at least this long.
+const SETTLE: Duration = Duration::from_millis(2);
+
 /// Reads what an attachment's TAP devices still hold into the paths, to the last frame (as
-/// nothing more is steered to them), both directions in turn until a read finds each device
-/// empty (a burst of the host's own frames is not the end), for at most [`DRAIN`]. A device
+/// nothing more is steered to them), both directions in turn until a read finds each device's
+/// ring empty after [`SETTLE`], for at most [`DRAIN`]. A device
 /// deleted or set down meanwhile (a host taking its links down as it shuts down) ends its
 /// own drain, not the stop: what was read is counted.
 fn drain_taps(ab: &mut LivePipe, ba: Option<&mut LivePipe>) -> Drained {
-    let deadline = std::time::Instant::now() + DRAIN;
+    let start = std::time::Instant::now();
+    let (settled, deadline) = (start + SETTLE, start + DRAIN);
     let mut drained = Drained::default();
     let mut left: Vec<&mut LivePipe> = std::iter::once(ab).chain(ba).collect();
     while !left.is_empty() && std::time::Instant::now() < deadline {
         left.retain_mut(|p| match p.poll(pathem_engine::monotonic_now()) {
-            Ok(_) => pathem_io::RxPort::poll_at(&p.input.rx) == pathem_io::PollAt::Now,
+            Ok(_) => {
+                pathem_io::RxPort::poll_at(&p.input.rx) == pathem_io::PollAt::Now
+                    || std::time::Instant::now() < settled
+            }
             Err(e) => {
                 drained.errors.push(e.to_string());
                 false

@@ -329,6 +329,19 @@ pub struct Tuning {
     pub line_rate: Option<Rate>,
 }
 
+/// `--rx-buffer` (a packet-socket port's ring, an attachment's TAP devices' rings), checked
+/// against its range: 64 KiB to 1 GiB.
+pub fn rx_buffer(size: Size) -> Result<usize, pathem_model::limits::RangeError> {
+    use pathem_io::afpacket::{MAX_RX_BUFFER, MIN_RX_BUFFER};
+    pathem_model::limits::within(
+        "rx-buffer",
+        size.0,
+        MIN_RX_BUFFER as u64..=MAX_RX_BUFFER as u64,
+        "64KiB to 1GiB",
+    )?;
+    Ok(size.0 as usize)
+}
+
 impl Tuning {
     /// The engine's and the ports' settings for a link whose port A is `port_a`, with the
     /// config file's `buffer` and `eal` where the flags give none, checked against their
@@ -342,9 +355,8 @@ impl Tuning {
         port_b: &PortSpec,
         file: &ConfigFile,
     ) -> Result<(EngineConfig, PortOptions), Error> {
-        use pathem_io::afpacket::{MAX_RX_BUFFER, MIN_RX_BUFFER};
         use pathem_model::limits::within;
-        within("rx-buffer", self.rx_buffer.0, MIN_RX_BUFFER as u64..=MAX_RX_BUFFER as u64, "64KiB to 1GiB")?;
+        let rx_buffer = rx_buffer(self.rx_buffer)?;
         within("busy-poll", self.busy_poll.0, Nanos::ZERO..=Nanos::from_secs(1), "0ms to 1s")?;
         let eal = self.eal.clone().or(file.eal.clone());
         if let Some(eal) = &eal {
@@ -359,13 +371,7 @@ impl Tuning {
         };
         engine.validate()?;
         let (tx_timing_a, tx_timing_b) = self.tx_timings(port_a, port_b)?;
-        let ports = PortOptions {
-            max_frame: engine.max_frame,
-            rx_buffer: self.rx_buffer.0 as usize,
-            eal,
-            tx_timing_a,
-            tx_timing_b,
-        };
+        let ports = PortOptions { max_frame: engine.max_frame, rx_buffer, eal, tx_timing_a, tx_timing_b };
         Ok((engine, ports))
     }
 

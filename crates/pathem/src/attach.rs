@@ -43,6 +43,10 @@ pub struct AttachArgs {
     /// Delay line size per direction, up to 1TiB [default: rate × max delay (+ queue for drop-tail), at least 4 MiB].
     #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     pub buffer: Option<pathem_model::units::Size>,
+    /// Packet ring of each direction's TAP device, 64KiB to 1GiB, as `run`'s ports have:
+    /// frames beyond it are dropped by the kernel and counted as port drops.
+    #[arg(long, value_name = "SIZE", default_value = "1MiB")]
+    pub rx_buffer: pathem_model::units::Size,
     #[command(flatten)]
     pub serve: pathem_runtime::session::Serving,
 }
@@ -62,6 +66,7 @@ pub fn main(args: AttachArgs) -> anyhow::Result<()> {
     let notes = link::notes(&[&egress, &ingress]);
     let cores = pathem_runtime::session::parse_cores(args.cores.as_deref()).map_err(usage)?;
     anyhow::ensure!(cores.len() <= 2, usage("--cores for attach takes one or two CPUs"));
+    let rx_buffer = pathem_runtime::session::rx_buffer(args.rx_buffer).map_err(usage)?;
     let seed = args.seed.or(file.seed).unwrap_or_else(pathem_runtime::random_seed);
     let (iface, mark) = (args.iface.clone(), args.mark.unwrap_or(DEFAULT_MARK));
     let attach = AttachSpec { iface, egress: egress_on, ingress: ingress_on, mark };
@@ -70,6 +75,7 @@ pub fn main(args: AttachArgs) -> anyhow::Result<()> {
     let mut spec =
         LinkSpec { cores, keep_offloads: true, ..LinkSpec::of(port.clone(), port, &egress, &ingress, seed) };
     spec.engine.buffer = buffer.map(|b| usize::try_from(b.0).unwrap_or(usize::MAX));
+    spec.ports.rx_buffer = rx_buffer;
     spec.attach = Some(attach);
     let session = Session::start(spec, name, [&egress, &ingress], metrics).map_err(crate::runtime_error)?;
     let lines = [notes, session.link.started.describe(&egress.path, &ingress.path, false, seed)].concat();

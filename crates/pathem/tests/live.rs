@@ -145,12 +145,8 @@ fn main() {
         ("dpdk_frames_follow_the_interfaces_mtu", dpdk_frames_follow_the_interfaces_mtu),
         ("ports_refuse_a_frame_longer_than_they_hold", ports_refuse_a_frame_longer_than_they_hold),
         (
-            "a_tap_hands_on_a_frame_longer_than_it_takes_as_oversize",
-            a_tap_hands_on_a_frame_longer_than_it_takes_as_oversize,
-        ),
-        (
-            "a_tap_reader_takes_a_burst_of_the_hosts_own_frames_at_a_time",
-            a_tap_reader_takes_a_burst_of_the_hosts_own_frames_at_a_time,
+            "a_tap_reader_counts_the_hosts_own_frames_and_takes_only_marked_ones",
+            a_tap_reader_counts_the_hosts_own_frames_and_takes_only_marked_ones,
         ),
         ("dpdk_filler_frames_start_each_frame_at_its_time", dpdk_filler_frames_start_each_frame_at_its_time),
         ("dpdk_capture_stamps_keep_the_captures_spacing", dpdk_capture_stamps_keep_the_captures_spacing),
@@ -2149,69 +2145,40 @@ fn ports_refuse_a_frame_longer_than_they_hold() {
     }
 }
 
-/// A frame longer than a TAP reader's `max_frame` (the device's MTU lets it through) reaches
-/// the engine longer than `max_frame`, to be dropped as oversize, also when `max_frame` is a
-/// multiple of 64, the read buffer's granule: cut to exactly `max_frame`, it passed for whole.
-fn a_tap_hands_on_a_frame_longer_than_it_takes_as_oversize() {
+/// What the host sends on a TAP device waits in its descriptor: the reader reads it at its
+/// looks, at most 1 024 frames a look (a host that keeps sending cannot hold the forwarding
+/// loop there), counts it and forwards none of it. A frame written into the device reaches
+/// its receive side without the mark, and the reader's packet socket leaves it (as it does
+/// the frames pathem writes into attach's ingress device).
+fn a_tap_reader_counts_the_hosts_own_frames_and_takes_only_marked_ones() {
+    use pathem_io::{RxPort, TxPort};
     let t = Topo::new();
-    let got = in_ns(&t.mid, || {
-        let tap = pathem_io::tap::Tap::create("ptcut0", 2000, 100).expect("a TAP device");
-        let sender = pathem_io::afpacket::RawSocket::open("ptcut0", false).expect("a packet socket");
-        let mut rx = tap.reader(1536, 10_000_000_000);
-        let frame = marked_frame(0, 1600);
-        sender.send(&frame).expect("sent on the device");
-        sender.send(&frame[..1000]).expect("sent on the device");
-        let mut got = Vec::new();
-        for _ in 0..200 {
-            rx.recv_burst(Nanos::ZERO, 8, |f| got.push((f.data.len(), f.wire_len))).expect("read");
-            if got.len() >= 2 {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        got
-    })
-    .join()
-    .unwrap();
-    assert_eq!(got.len(), 2, "both frames read: {got:?}");
-    assert!(got[0].0 > 1536 && got[0].1 > 1536, "the long frame reads longer than 1536 B: {got:?}");
-    assert_eq!(got[1], (1000, 1000));
-}
-
-/// Frames the host itself sends on a TAP device are read and skipped, at most a burst's worth
-/// of reads a call: a host that keeps sending cannot hold the forwarding loop in one receive,
-/// and the reader says more is waiting until a read finds the device empty.
-fn a_tap_reader_takes_a_burst_of_the_hosts_own_frames_at_a_time() {
-    use pathem_io::{PollAt, RxPort};
-    let t = Topo::new();
-    let (first, total, got) = in_ns(&t.mid, || {
-        let tap = pathem_io::tap::Tap::create("ptown0", 1500, 1000).expect("a TAP device");
-        let (_, mac) = pathem_io::iface::hwaddr("ptown0").expect("its address");
+    let (looks, got, drops) = in_ns(&t.mid, || {
+        let tap = pathem_io::tap::Tap::create("ptown0", 1500, 2000).expect("a TAP device");
         let sender = pathem_io::afpacket::RawSocket::open("ptown0", false).expect("a packet socket");
-        let mut rx = tap.reader(1536, 10_000_000_000);
-        for seq in 0..100 {
-            let mut own = marked_frame(seq, 60);
-            own[6..12].copy_from_slice(&mac);
-            sender.send(&own).expect("sent on the device");
+        let mut writer = tap.writer(1518).expect("a writer");
+        let mut rx = tap.reader(1518, 1 << 20, 0x7061_7468).expect("a reader");
+        for seq in 0..1100 {
+            sender.send(&marked_frame(seq, 60)).expect("sent on the device");
         }
-        sender.send(&marked_frame(100, 60)).expect("sent on the device");
+        for seq in 0..10 {
+            assert!(writer.send(Nanos::ZERO, 60, &marked_frame(2000 + seq, 60)));
+        }
+        writer.flush().expect("written into the device");
         std::thread::sleep(std::time::Duration::from_millis(50));
-        let mut got = Vec::new();
-        rx.recv_burst(Nanos::ZERO, 32, |f| got.push(marked_seq(f.data))).expect("read");
-        let first = (got.len(), rx.foreign(), rx.poll_at());
-        for _ in 0..20 {
-            rx.recv_burst(Nanos::ZERO, 32, |f| got.push(marked_seq(f.data))).expect("read");
-            if rx.poll_at() != PollAt::Now {
-                break;
-            }
+        let mut looks = Vec::new();
+        for _ in 0..3 {
+            rx.kernel_drops();
+            looks.push(rx.foreign());
         }
-        (first, (rx.foreign(), rx.poll_at()), got)
+        let mut got = 0;
+        rx.recv_burst(Nanos::ZERO, 64, |_| got += 1).expect("read");
+        (looks, got, rx.kernel_drops())
     })
     .join()
     .unwrap();
-    assert_eq!(first, (0, 32, PollAt::Now), "one call: 32 reads, all the host's, more waiting");
-    assert_eq!(total, (100, PollAt::Unknown), "then every one of the host's frames, and the device empty");
-    assert_eq!(got, vec![Some(100)], "the one frame from elsewhere, read after them");
+    assert_eq!(looks, vec![1024, 1100, 1100], "the host's frames, 1 024 a look");
+    assert_eq!((got, drops), (0, 0), "no frame without the mark taken, none dropped");
 }
 
 fn dpdk_bad_arguments_are_refused_with_one_line() {
@@ -2905,7 +2872,8 @@ fn attach_counts_what_its_taps_held_and_ends_when_one_is_deleted() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("final.json");
     let file = std::fs::File::create(&out).unwrap();
-    let args = ["--delay", "1ms", "--ingress", "--delay 1ms", "--json"];
+    // A packet ring of 4 MiB holds 5 461 frames: the 2 000 held below fit (1 MiB holds 1 365).
+    let args = ["--delay", "1ms", "--ingress", "--delay 1ms", "--rx-buffer", "4MiB", "--json"];
     let (mut running, lines) = attach_with(Some(&gen), "g0", &args, file.into());
     let pid = nix::unistd::Pid::from_raw(running.0.id() as i32);
     // The host sends a frame on the egress TAP device from the device's own address: read,
@@ -2924,7 +2892,7 @@ fn attach_counts_what_its_taps_held_and_ends_when_one_is_deleted() {
     })
     .join()
     .unwrap();
-    // Stopped, it reads nothing: 2 000 datagrams each way wait in the TAP devices (more than
+    // Stopped, it reads nothing: 2 000 datagrams each way wait in the TAP devices' rings (more than
     // the few bursts it reads before it sees the stop). Stopped again right after it goes on,
     // it reads them all: each is sent, or still in the delay line (its 1 ms not yet over), and
     // each sent one arrives at its receiver's stack (a closed port there, so its UDP
@@ -3048,6 +3016,7 @@ fn attach_leaves_nothing_after_sigkill_and_refuses_what_it_cannot_do() {
         (vec!["lo"], "loopback".into()),
         (vec!["g0", "--mark", "0"], "--mark".into()),
         (vec!["g0", "--cores", "0,1,0,1"], "--cores".into()),
+        (vec!["g0", "--rx-buffer", "1KiB"], "--rx-buffer 1024 is out of range".into()),
         (vec!["g0", "--ingress", "--delay x"], "ingress".into()),
     ] {
         let out =
