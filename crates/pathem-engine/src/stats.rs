@@ -533,8 +533,9 @@ pub struct Stats {
     #[serde(default)]
     pub port_rx_rolled_over: u64,
     /// Frames the receiving port read and did not hand over, not being the path's: what the
-    /// host itself sent on an attachment's TAP device (its own source address), which never
-    /// crossed the interface. Not in `rx_packets`. 0 for every other port.
+    /// host itself sent on an attachment's TAP device (read from its descriptor, or dropped by
+    /// the device before pathem looked), which never crossed the interface. Not in
+    /// `rx_packets`. 0 for every other port.
     #[serde(default)]
     pub port_rx_foreign: u64,
     /// Of `tx_packets`, frames still waiting in the transmit port for the kernel or NIC.

@@ -299,6 +299,12 @@ impl LiveRx {
         }
     }
 
+    /// An attachment's TAP device still holds a frame pathem has not read (asked once more as
+    /// it ends); false for every other port.
+    pub fn holds_unread(&self) -> bool {
+        matches!(self, LiveRx::Tap(t) if t.holds_frames())
+    }
+
     /// Receive errors seen (an interface that went down).
     pub fn errors(&self) -> u64 {
         match self {

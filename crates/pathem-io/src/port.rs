@@ -80,8 +80,9 @@ pub trait RxPort {
     }
 
     /// Frames the port read and did not hand over because they were not the path's (what the
-    /// host itself sent on an attachment's TAP device: its own source address), since the port
-    /// was opened. Read with [`kernel_drops`](Self::kernel_drops), not per burst.
+    /// host itself sent on an attachment's TAP device, which goes to its descriptor, not its
+    /// ring), since the port was opened. Read with [`kernel_drops`](Self::kernel_drops), not
+    /// per burst.
     fn foreign(&self) -> u64 {
         0
     }

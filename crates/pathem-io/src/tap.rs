@@ -82,16 +82,19 @@ impl Tap {
         Ok(Tap { fd, name: name.into(), ifindex })
     }
 
-    /// Frames the device dropped on their way in, before its packet socket saw them (a CPU's
-    /// backlog full, the device down), since it was created: its receive `drop` column in the
-    /// calling thread's namespace's `/proc/thread-self/net/dev` (a thread that entered a
-    /// namespace sees its own there, where `/sys` shows the one it was mounted in).
-    /// `None` when it is not there to ask.
-    pub fn drops(name: &str) -> Option<u64> {
+    /// The device's drops since it was created, from its `drop` columns in the calling
+    /// thread's namespace's `/proc/thread-self/net/dev` (a thread that entered a namespace sees
+    /// its own there, where `/sys` shows the one it was mounted in): on the way in, before its
+    /// packet socket saw them (a CPU's backlog full, the device down), and on the way out, of
+    /// what the host sent on it (its queue full before a look read them). `None` when it is
+    /// not there to ask.
+    pub fn drops(name: &str) -> Option<(u64, u64)> {
         let text = std::fs::read_to_string("/proc/thread-self/net/dev").ok()?;
-        text.lines()
-            .find_map(|l| l.trim_start().strip_prefix(name)?.strip_prefix(':').map(str::to_string))
-            .and_then(|rest| rest.split_whitespace().nth(3)?.parse().ok())
+        let rest = text
+            .lines()
+            .find_map(|l| l.trim_start().strip_prefix(name)?.strip_prefix(':').map(str::to_string))?;
+        let column = |n: usize| rest.split_whitespace().nth(n)?.parse().ok();
+        Some((column(3)?, column(11)?))
     }
 
     /// A transmitting half writing frames of up to `max_frame` bytes into the device (which
@@ -125,6 +128,7 @@ impl Tap {
             away: 0,
             moved: false,
             drops: 0,
+            host_drops: 0,
         })
     }
 }
@@ -171,12 +175,38 @@ pub struct TapRx {
     moved: bool,
     /// The device's receive drops at the last look that found them.
     drops: u64,
+    /// The host's own frames the device dropped before a look read them (its transmit drops).
+    host_drops: u64,
 }
 
 impl TapRx {
     /// The packet socket, for waiting on it.
     pub fn raw_fd(&self) -> RawFd {
         self.ring.raw_fd()
+    }
+
+    /// Whether a frame waits in the packet socket now (its ring, or its queue of long
+    /// frames), unread: asked once more as an attachment ends, after its last read.
+    pub fn holds_frames(&self) -> bool {
+        let mut p = libc::pollfd { fd: self.ring.raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one live pollfd, a zero timeout.
+        let ready = unsafe { libc::poll(&mut p, 1, 0) };
+        ready > 0 && p.revents & libc::POLLIN != 0
+    }
+
+    /// Why the frames steered to the device can no longer reach it: deleted, moved to another
+    /// network namespace, or set down.
+    fn gone(&self) -> Option<String> {
+        if let Some(e) = &self.deleted {
+            return Some(format!("was deleted while pathem read it ({e})"));
+        }
+        if self.moved {
+            return Some("was moved to another network namespace while pathem read it (the frames steered to it were lost)".into());
+        }
+        if self.down >= 2 {
+            return Some("was set down while pathem read it (the frames steered to it were lost)".into());
+        }
+        None
     }
 
     /// The device's name now, asked of its descriptor (`TUNGETIFF`).
@@ -222,26 +252,14 @@ impl TapRx {
 impl RxPort for TapRx {
     fn recv_burst<F: FnMut(RxFrame<'_>)>(&mut self, now: Nanos, max: usize, f: F) -> Result<usize, Error> {
         // The kernel drops what it steers to a device that is gone, down or elsewhere, unseen
-        // by pathem: the caller ends (and gives back what it steered here).
-        if let Some(e) = &self.deleted {
-            return Err(Error::Interface {
-                name: self.name.clone(),
-                reason: format!("was deleted while pathem read it ({e})"),
-            });
+        // by pathem: once the ring holds nothing more from before, the caller ends (and gives
+        // back what it steered here).
+        let gone = self.gone();
+        let n = self.ring.recv_burst(now, max, f)?;
+        match gone {
+            Some(reason) if n == 0 => Err(Error::Interface { name: self.name.clone(), reason }),
+            _ => Ok(n),
         }
-        if self.moved {
-            return Err(Error::Interface {
-                name: self.name.clone(),
-                reason: "was moved to another network namespace while pathem read it (the frames steered to it were lost)".into(),
-            });
-        }
-        if self.down >= 2 {
-            return Err(Error::Interface {
-                name: self.name.clone(),
-                reason: "was set down while pathem read it (the frames steered to it were lost)".into(),
-            });
-        }
-        self.ring.recv_burst(now, max, f)
     }
 
     fn poll_at(&self) -> PollAt {
@@ -281,12 +299,15 @@ impl RxPort for TapRx {
         // Once down, down: the frames steered to it meanwhile were lost, whatever it is now.
         let was_down = seen.is_some_and(|s| s.down) || (self.down > 0 && self.watch.is_some());
         self.down = look(self.down, here && (was_down || crate::iface::is_down(&self.name)));
-        self.drops = Tap::drops(&self.name).map_or(self.drops, |d| d.max(self.drops));
+        if let Some((rx, tx)) = Tap::drops(&self.name) {
+            (self.drops, self.host_drops) = (rx.max(self.drops), tx.max(self.host_drops));
+        }
         self.drops.saturating_add(self.ring.kernel_drops())
     }
 
+    /// The host's own frames: read at the looks, or dropped by the device before one.
     fn foreign(&self) -> u64 {
-        self.foreign
+        self.foreign.saturating_add(self.host_drops)
     }
 
     fn offload(&self) -> crate::offload::OffloadCounts {
@@ -357,7 +378,7 @@ mod tests {
     #[test]
     fn drops_of_a_missing_device_are_none() {
         assert_eq!(super::Tap::drops("no-such-tap0"), None);
-        // The loopback's transmit drop column reads as a number.
+        // The loopback's drop columns read as numbers.
         assert!(super::Tap::drops("lo").is_some());
     }
 }

@@ -169,6 +169,9 @@ pub struct Final {
 pub struct Drained {
     /// A device still gave frames when the time ran out.
     pub timed_out: bool,
+    /// A device's ring held a frame after the paths had finished (one steered before the stop
+    /// that reached the ring later than the drain's reads): not read, in no counter.
+    pub late: bool,
     /// Why reading a device failed (deleted or set down meanwhile), one each.
     pub errors: Vec<String>,
 }
@@ -228,7 +231,7 @@ impl Final {
     /// Frames an attachment's TAP devices held at stop may be in no counter: they still gave
     /// frames when the time to read them ran out, or one failed while it was read.
     pub fn taps_unread(&self) -> bool {
-        self.drained.timed_out || !self.drained.errors.is_empty()
+        self.drained.timed_out || self.drained.late || !self.drained.errors.is_empty()
     }
 
     /// What a command says when the link has stopped: errors, refusals, and what was left in
@@ -243,9 +246,14 @@ impl Final {
         }
         if self.drained.timed_out && self.drained.errors.is_empty() {
             out.push(format!(
-                "the TAP devices still gave frames after {} ms of reading them at stop (frames the host kept sending on them): what they held then was not read or counted",
+                "the TAP devices' rings still gave frames after {} ms of reading them at stop: what they held then was not read or counted",
                 DRAIN.as_millis()
             ));
+        }
+        if self.drained.late && !self.drained.timed_out && self.drained.errors.is_empty() {
+            out.push(
+                "a TAP device's ring got frames after pathem had read it to the end at stop: they were not read or counted".into(),
+            );
         }
         for (name, mtu, refused) in &self.tx_refused {
             out.extend(refused.describe(name, *mtu));
@@ -709,6 +717,8 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
     // device's receive over CPUs (RPS), then the way back may go.
     if steering.take().is_some() {
         std::thread::sleep(Duration::from_millis(10));
+        // Said, not hidden: a frame that reached a ring after the drain's reads is in no count.
+        drained.late = std::iter::once(&ab).chain(ba.as_ref()).any(|p| p.input.rx.port.holds_unread());
     }
     let classes_ab = ab.counters().classes();
     let classes_ba = ba.as_ref().map(|p| p.counters().classes()).unwrap_or_default();
@@ -740,7 +750,7 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
 /// A frame steered just before the ways in closed may still be on its way into a TAP device's
 /// ring (in a CPU's backlog, or steered by a program that ran on as it was replaced): the
 /// drain reads the devices for at least this long.
-const SETTLE: Duration = Duration::from_millis(2);
+const SETTLE: Duration = Duration::from_millis(10);
 
 /// Reads what an attachment's TAP devices still hold into the paths, to the last frame (as
 /// nothing more is steered to them), both directions in turn until a read finds each device's

@@ -2876,7 +2876,7 @@ fn attach_counts_what_its_taps_held_and_ends_when_one_is_deleted() {
     let args = ["--delay", "1ms", "--ingress", "--delay 1ms", "--rx-buffer", "4MiB", "--json"];
     let (mut running, lines) = attach_with(Some(&gen), "g0", &args, file.into());
     let pid = nix::unistd::Pid::from_raw(running.0.id() as i32);
-    // The host sends a frame on the egress TAP device from the device's own address: read,
+    // The host sends a frame on the egress TAP device: read from its descriptor at a look,
     // not forwarded.
     let tap = attach_tap(&gen, "pthme");
     in_ns(&gen, move || {
@@ -2941,6 +2941,25 @@ fn attach_counts_what_its_taps_held_and_ends_when_one_is_deleted() {
     assert!(rules.contains("counter packets 0 "), "frames reached the stack with pathem's mark: {rules}");
     let foreign: u64 = ["a_to_b", "b_to_a"].iter().filter_map(|d| json[d]["port_rx_foreign"].as_u64()).sum();
     assert_eq!(foreign, 1, "the host's own frame, read and not forwarded: {last}");
+
+    // A ring too small for what waits (64 KiB: 85 frames): the kernel drops the rest at the
+    // port, and each datagram is counted, read or dropped.
+    let out = dir.path().join("small.json");
+    let file = std::fs::File::create(&out).unwrap();
+    let args = ["--delay", "1ms", "--rx-buffer", "64KiB", "--json"];
+    let (mut running, lines) = attach_with(Some(&gen), "g0", &args, file.into());
+    let pid = nix::unistd::Pid::from_raw(running.0.id() as i32);
+    kill(pid, Signal::SIGSTOP).unwrap();
+    bed.exec(&gen, &["bash", "-c", &blast(SINK_IP)]).unwrap();
+    kill(pid, Signal::SIGINT).unwrap();
+    kill(pid, Signal::SIGCONT).unwrap();
+    assert!(interrupt(&mut running.0).success(), "{:?}", lines.lock().unwrap());
+    let last = std::fs::read_to_string(&out).unwrap().lines().last().unwrap_or("").to_string();
+    let json: serde_json::Value = serde_json::from_str(&last).expect("the final counters");
+    let n = |k: &str| json["a_to_b"][k].as_u64().unwrap();
+    let (rx, dropped) = (n("rx_packets"), n("port_rx_dropped"));
+    assert!(rx + dropped >= HELD && dropped >= HELD / 2, "each datagram read or dropped at the port: {last}");
+    assert_eq!(rx, n("tx_packets") + n("in_flight"), "each frame read sent or in flight: {last}");
 
     // The ingress TAP device deleted under it.
     let (mut running, lines) = attach(Some(&gen), "g0", &["--delay", "1ms", "--ingress", "--delay 1ms"]);
