@@ -344,9 +344,9 @@ impl AfPacketRx {
 
     /// From now on takes only frames carrying socket-buffer mark `mark` (a classic BPF
     /// filter on the socket): the others are not this socket's, neither read nor counted as
-    /// drops. `attach` reads a TAP device's receive side this way, where the frames the
-    /// interface's programs steer there carry the mark and those pathem writes into the device
-    /// do not.
+    /// drops. `attach` reads a TAP device's receive side this way: the frames the interface's
+    /// programs steer there carry the mark, and nothing else is taken should another program
+    /// redirect frames into the device.
     pub fn only_marked(&self, ifname: &str, mark: u32) -> Result<(), Error> {
         // ld mark; jeq #mark, 0, 1; ret #-1 (the whole frame); ret #0 (not taken).
         const SKF_AD_MARK: u32 = (-0x1000i32 + 20) as u32;

@@ -5,24 +5,24 @@
 //!  stack ─► IF egress ─► tcx: marked? pass : mark, redirect ─► tap E's receive ─► ring ─► pathem
 //!  wire  ◄─ IF qdisc ◄──────────── AF_PACKET on IF, SO_MARK ◄───────────────────────────┘
 //!  wire  ─► IF ingress ─► tcx: marked? pass : mark, redirect ─► tap I's receive ─► ring ─► pathem
-//!  stack ◄─ IF ingress ◄─ tap I's tcx: unmarked? mark, redirect(IF, ingress) ◄─ written into tap I
+//!  stack ◄─ IF ingress ◄─ tap I's tcx egress: marked? redirect(IF, ingress) ◄─ AF_PACKET on tap I, SO_MARK
 //! ```
-//! Four tcx programs (each a few instructions, assembled here; their C is on the functions
+//! Five tcx programs (each a few instructions, assembled here; their C is on the functions
 //! that write them) steer the frames. A steered frame enters a TAP device's receive side with
 //! the mark; a packet socket on the device takes the marked frames from its ring
-//! ([`crate::tap::TapRx`]), and the device's own program then drops them, so the host's stack
-//! never sees them there. The kernel's work for a steered frame (the redirect, the copy into
-//! the ring) is done where it was steered: the host's sending thread, the interface's
-//! receive. At stop the interface's programs are replaced by one that only clears the mark
-//! ([`Steering::close_ways_in`]); the two TAP devices are non-persistent and the BPF links
-//! unpinned, so when pathem ends, however it ends, the kernel removes all of it and the
+//! ([`crate::tap::TapRx`]), and the device's own ingress program then drops them, so the
+//! host's stack never sees them there. The kernel's work for a steered frame (the redirect,
+//! the copy into the ring) is done where it was steered: the host's sending thread, the
+//! interface's receive. At stop the interface's programs are replaced by one that only clears
+//! the mark ([`Steering::close_ways_in`]); the two TAP devices are non-persistent and the BPF
+//! links unpinned, so when pathem ends, however it ends, the kernel removes all of it and the
 //! plain interface works at once. A frame pathem sends back carries the mark
-//! ([`DEFAULT_MARK`] or `--mark`); the interface's programs let it pass and clear the mark,
-//! so the qdisc, the taps of `tcpdump -i IF` and the stack see an ordinary frame. A frame
-//! pathem writes into the ingress device has no mark, which tells it from a steered one
-//! there. Frames of any protocol (ARP, IPv6 neighbour discovery) take the path; addresses,
-//! routes, MTU, name and qdisc stay as they are. A direction not attached is left alone
-//! entirely.
+//! ([`DEFAULT_MARK`] or `--mark`): out of IF through its qdisc, or on the ingress device,
+//! whose egress program hands it to IF's ingress (what the host itself sends on the device,
+//! unmarked, goes its own way); IF's programs let it pass and clear the mark, so the qdisc,
+//! the taps of `tcpdump -i IF` and the stack see an ordinary frame. Frames of any protocol
+//! (ARP, IPv6 neighbour discovery) take the path; addresses, routes, MTU, name and qdisc stay
+//! as they are. A direction not attached is left alone entirely.
 //!
 //! A second pathem on the same interface and direction finds the TAP device's name taken
 //! (`pthme<ifindex>` for egress, `pthmi<ifindex>` for ingress) and is refused with a line
@@ -119,7 +119,7 @@ impl Steering {
     /// Closes the ways in (the interface's own programs, in one step each): its frames go
     /// the plain way from now on, and what pathem still sends through it (what the devices
     /// held, what falls due) passes with its mark cleared, as before. The way back on the
-    /// ingress TAP device stays, so what pathem writes into the device reaches the stack as
+    /// ingress TAP device stays, so what pathem sends on the device reaches the stack as
     /// sent. All of it goes when this is dropped; [`engage`](Self::engage) does nothing after.
     pub fn close_ways_in(&mut self) {
         self.closed = true;
@@ -195,8 +195,9 @@ fn clear_program(mark: u32) -> Vec<u8> {
     pass_marked(mark, 2) // 1: if w2 != MARK goto 4 (the same way on, its mark unset)
 }
 
-/// The egress tap's program: every frame that reaches its receive side was steered there
-/// and has been taken by pathem's packet socket (which sees a frame before this program).
+/// Each tap's program at its ingress: every frame that reaches its receive side was steered
+/// there and has been taken by pathem's packet socket (which sees a frame before this
+/// program).
 /// ```c
 /// SEC("tcx/ingress") int pathem_taken(struct __sk_buff *skb) { return TC_ACT_SHOT; }
 /// ```
@@ -208,28 +209,26 @@ fn taken_program() -> Vec<u8> {
     .concat()
 }
 
-/// The ingress tap's program: a steered frame (marked) has been taken by pathem's packet
-/// socket; a frame pathem wrote into the device (unmarked) goes on to the stack on IF.
+/// The ingress tap's program at its egress, for the frames pathem sends on the device (a
+/// packet socket with the mark): they go on to the stack on IF, still marked, where IF's
+/// program clears the mark. What the host itself sends on the device goes its own way.
 /// ```c
-/// SEC("tcx/ingress") int pathem_return(struct __sk_buff *skb) {
-///     if (skb->mark == MARK)
-///         return TC_ACT_SHOT;
-///     skb->mark = MARK;
+/// SEC("tcx/egress") int pathem_return(struct __sk_buff *skb) {
+///     if (skb->mark != MARK)
+///         return TCX_NEXT;
 ///     return bpf_redirect(IF, BPF_F_INGRESS);  /* the stack receives it on IF */
 /// }
 /// ```
 fn return_program(mark: u32, iface: u32) -> Vec<u8> {
     [
         insn(0x61, 2, 1, SKB_MARK, 0),      // 0: w2 = skb->mark
-        insn(0x56, 2, 0, 2, mark as i32),   // 1: if w2 != MARK goto 4 (32-bit)
-        insn(0xb7, 0, 0, 0, TC_ACT_SHOT),   // 2: r0 = TC_ACT_SHOT
+        insn(0x16, 2, 0, 2, mark as i32),   // 1: if w2 == MARK goto 4 (32-bit)
+        insn(0xb7, 0, 0, 0, TCX_NEXT),      // 2: r0 = TCX_NEXT
         insn(0x95, 0, 0, 0, 0),             // 3: exit
-        insn(0xb7, 2, 0, 0, mark as i32),   // 4: r2 = MARK
-        insn(0x63, 1, 2, SKB_MARK, 0),      // 5: skb->mark = w2
-        insn(0xb7, 1, 0, 0, iface as i32),  // 6: r1 = IF
-        insn(0xb7, 2, 0, 0, BPF_F_INGRESS), // 7: r2 = BPF_F_INGRESS
-        insn(0x85, 0, 0, 0, FN_REDIRECT),   // 8: call bpf_redirect
-        insn(0x95, 0, 0, 0, 0),             // 9: exit
+        insn(0xb7, 1, 0, 0, iface as i32),  // 4: r1 = IF
+        insn(0xb7, 2, 0, 0, BPF_F_INGRESS), // 5: r2 = BPF_F_INGRESS
+        insn(0x85, 0, 0, 0, FN_REDIRECT),   // 6: call bpf_redirect
+        insn(0x95, 0, 0, 0, 0),             // 7: exit
     ]
     .concat()
 }
@@ -397,18 +396,21 @@ pub fn open(spec: &AttachSpec, max_frame: usize, rx_buffer: usize) -> Result<Att
         true => {
             let tap = tap(iface, true, ifindex, mtu)?;
             let (name, tap_index) = (tap.name.clone(), tap.ifindex);
-            let tx = tap.writer(max_frame)?;
             let rx = tap.reader(max_frame, rx_buffer, spec.mark)?;
+            // Through the device's tc egress (not straight to its driver), with the mark.
+            let tx = AfPacketTx::open_marked(&name, max_frame, spec.mark)?;
             // The way back first, so no frame is steered in before it can come out.
-            let back = load(iface, &return_program(spec.mark, ifindex), BPF_TCX_INGRESS)?;
-            progs.push(Prog { fd: back, ifindex: tap_index, at: BPF_TCX_INGRESS, link: None, plain: None });
+            let back = load(iface, &return_program(spec.mark, ifindex), BPF_TCX_EGRESS)?;
+            progs.push(Prog { fd: back, ifindex: tap_index, at: BPF_TCX_EGRESS, link: None, plain: None });
+            let taken = load(iface, &taken_program(), BPF_TCX_INGRESS)?;
+            progs.push(Prog { fd: taken, ifindex: tap_index, at: BPF_TCX_INGRESS, link: None, plain: None });
             let prog = load(iface, &steer_program(spec.mark, tap_index), BPF_TCX_INGRESS)?;
             let plain = Some(load(iface, &clear_program(spec.mark), BPF_TCX_INGRESS)?);
             progs.push(Prog { fd: prog, ifindex, at: BPF_TCX_INGRESS, link: None, plain });
             how.push(format!(
-                "ingress: tcx on {iface} -> tap {name}'s receive -> packet ring -> pathem -> tap {name} -> {iface}'s ingress"
+                "ingress: tcx on {iface} -> tap {name}'s receive -> packet ring -> pathem -> AF_PACKET on tap {name} -> {iface}'s ingress"
             ));
-            (LiveRx::Tap(rx), LiveTx::Tap(tx))
+            (LiveRx::Tap(rx), LiveTx::Packet(tx))
         }
     };
     let steering = Steering { iface: iface.into(), progs, closed: false };
@@ -433,7 +435,7 @@ mod tests {
     #[test]
     fn programs_are_whole_instructions_and_names_fit() {
         assert_eq!(steer_program(DEFAULT_MARK, 7).len(), 12 * 8);
-        assert_eq!(return_program(DEFAULT_MARK, 7).len(), 10 * 8);
+        assert_eq!(return_program(DEFAULT_MARK, 7).len(), 8 * 8);
         assert_eq!(taken_program().len(), 2 * 8);
         // The largest ifindex still makes a valid interface name (at most 15 bytes).
         assert!(tap_name(true, u32::MAX).len() <= 15);

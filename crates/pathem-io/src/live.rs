@@ -32,8 +32,6 @@ pub enum LiveRx {
 pub enum LiveTx {
     Packet(AfPacketTx),
     Xdp(XdpTx),
-    /// Into a TAP device, which receives the frames (`attach`'s ingress).
-    Tap(crate::tap::TapTx),
     /// Never given a frame (its direction's input is [`LiveRx::Idle`]); one that came would
     /// be refused by `send` and stay counted in the engine, never counted as sent.
     Idle,
@@ -325,7 +323,6 @@ impl LiveTx {
         match self {
             LiveTx::Packet(p) => p.max_frame(),
             LiveTx::Xdp(x) => x.max_frame(),
-            LiveTx::Tap(t) => Some(t.max_frame()),
             LiveTx::Idle => None,
             #[cfg(feature = "dpdk")]
             LiveTx::Dpdk(d) => Some(d.max_frame()),
@@ -397,7 +394,6 @@ impl TxPort for LiveTx {
         match self {
             LiveTx::Packet(p) => p.send(release, wire_len, data),
             LiveTx::Xdp(x) => x.send(release, wire_len, data),
-            LiveTx::Tap(t) => t.send(release, wire_len, data),
             LiveTx::Idle => false,
             #[cfg(feature = "dpdk")]
             LiveTx::Dpdk(d) => d.send(release, wire_len, data),
@@ -407,7 +403,6 @@ impl TxPort for LiveTx {
         match self {
             LiveTx::Packet(p) => p.flush(),
             LiveTx::Xdp(x) => x.flush(),
-            LiveTx::Tap(t) => t.flush(),
             LiveTx::Idle => Ok(()),
             #[cfg(feature = "dpdk")]
             LiveTx::Dpdk(d) => d.flush(),
@@ -417,7 +412,6 @@ impl TxPort for LiveTx {
         match self {
             LiveTx::Packet(p) => p.queued(),
             LiveTx::Xdp(x) => x.queued(),
-            LiveTx::Tap(t) => t.queued(),
             LiveTx::Idle => 0,
             #[cfg(feature = "dpdk")]
             LiveTx::Dpdk(d) => d.queued(),
@@ -427,7 +421,6 @@ impl TxPort for LiveTx {
         match self {
             LiveTx::Packet(p) => p.refused(fresh),
             LiveTx::Xdp(x) => x.refused(fresh),
-            LiveTx::Tap(t) => t.refused(fresh),
             LiveTx::Idle => Default::default(),
             #[cfg(feature = "dpdk")]
             LiveTx::Dpdk(d) => d.refused(fresh),

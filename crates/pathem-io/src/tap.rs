@@ -1,4 +1,4 @@
-//! TAP devices as ports: a device whose frames pathem reads and writes.
+//! TAP devices as ports: a device on whose receive side frames are steered for pathem.
 //!
 //! [`Tap::create`] makes a non-persistent device: the kernel removes it when its last
 //! descriptor closes, so a killed pathem leaves none behind. The device is made silent before
@@ -14,11 +14,12 @@
 //! the packet socket's port cuts and completes them ([`crate::offload`]). What the host sends
 //! *on* the device (a DHCP client that took it for a new interface) goes the other way, to
 //! its descriptor: the reader empties that at its looks and counts it ([`RxPort::foreign`]).
-//! Frames pathem writes into the descriptor ([`TapTx`]) are received by the device, unmarked.
+//! Frames pathem sends *on* the device go through a packet socket with the mark, where
+//! `attach`'s program on the device's egress takes them on (see [`crate::attach`]).
 
 use crate::afpacket::AfPacketRx;
 use crate::iface::{ifreq, ifreq_int};
-use crate::port::{PollAt, RxFrame, RxPort, TxBatch, TxErrorClass, TxPort, TxRefused};
+use crate::port::{PollAt, RxFrame, RxPort};
 use crate::Error;
 use pathem_model::Nanos;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -29,8 +30,6 @@ const IFF_TAP: i16 = 0x0002;
 const IFF_NO_PI: i16 = 0x1000;
 /// Refuse a device that exists already (rather than take over another's persistent one).
 const IFF_TUN_EXCL: i16 = 0x8000u16 as i16;
-/// Frames moved per call.
-pub const BURST: usize = 64;
 
 /// A TAP device, open.
 pub struct Tap {
@@ -97,20 +96,10 @@ impl Tap {
         Some((column(3)?, column(11)?))
     }
 
-    /// A transmitting half writing frames of up to `max_frame` bytes into the device (which
-    /// then receives them), on a second descriptor of the device.
-    pub fn writer(&self, max_frame: usize) -> Result<TapTx, Error> {
-        let fd = self.fd.try_clone().map_err(|e| Error::Interface {
-            name: self.name.clone(),
-            reason: format!("cannot duplicate its descriptor: {e}"),
-        })?;
-        Ok(TapTx { fd, batch: TxBatch::new(max_frame), refused: TxRefused::default(), max_frame })
-    }
-
     /// The receiving half: frames of up to `max_frame` bytes that reach the device's receive
     /// side with socket-buffer mark `mark`, from a packet ring of about `rx_buffer` bytes
     /// (as a packet-socket port's, [`crate::afpacket::DEFAULT_RX_BUFFER`]). The device lives
-    /// as long as this (and any writer).
+    /// as long as this.
     pub fn reader(self, max_frame: usize, rx_buffer: usize, mark: u32) -> Result<TapRx, Error> {
         let ring = AfPacketRx::open(&self.name, max_frame, rx_buffer)?;
         ring.only_marked(&self.name, mark)?;
@@ -312,64 +301,6 @@ impl RxPort for TapRx {
 
     fn offload(&self) -> crate::offload::OffloadCounts {
         self.ring.offload()
-    }
-}
-
-/// Writes frames into the device, which receives them as if from a wire.
-pub struct TapTx {
-    fd: OwnedFd,
-    batch: TxBatch<BURST>,
-    refused: TxRefused,
-    max_frame: usize,
-}
-
-impl TapTx {
-    /// The longest frame it writes. The runtime drops longer ones as `oversize`: among them,
-    /// frames the reading tap cut to its buffer (a byte longer than this), which must never
-    /// be written on as if whole.
-    pub fn max_frame(&self) -> usize {
-        self.max_frame
-    }
-}
-
-impl TxPort for TapTx {
-    fn send(&mut self, _release: Nanos, _wire_len: u32, data: &[u8]) -> bool {
-        self.batch.push(data, &mut self.refused)
-    }
-
-    fn flush(&mut self) -> Result<(), Error> {
-        let mut done = 0;
-        while done < self.batch.len() {
-            let frame = self.batch.frame(done);
-            // SAFETY: writing `frame.len()` bytes from a live buffer of that size.
-            let rc = unsafe {
-                libc::write(self.fd.as_raw_fd(), frame.as_ptr() as *const libc::c_void, frame.len())
-            };
-            if rc < 0 {
-                let errno = os_err().raw_os_error().unwrap_or(0);
-                // A full device is worth a retry (on a later flush); anything else refuses this
-                // frame, and the others go on.
-                if matches!(errno, libc::EAGAIN | libc::ENOBUFS | libc::EINTR) {
-                    break;
-                }
-                self.refused.add(TxErrorClass::of_errno(errno), errno, frame.len());
-            } else if rc as usize != frame.len() {
-                // A device takes a frame whole or not at all; a part taken is not the frame.
-                self.refused.add(TxErrorClass::Other, libc::EIO, frame.len());
-            }
-            done += 1;
-        }
-        // What the device did not take stays, in order, for the next flush.
-        self.batch.consume(done);
-        Ok(())
-    }
-
-    fn queued(&self) -> usize {
-        self.batch.len()
-    }
-
-    fn refused(&mut self, _fresh: bool) -> TxRefused {
-        self.refused
     }
 }
 

@@ -690,7 +690,7 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
     let (mut ab, mut ba) = place(ab, ba, &mut readers, cores, &stop)?;
     // An attached interface is given back first: its frames go the plain way from now on.
     // What its TAP devices hold then (steered before, not read yet) is the path's. The
-    // ingress device's way back to the stack stays until the last frame is written into it.
+    // ingress device's way back to the stack stays until the last frame is sent on it.
     let mut drained = Drained::default();
     if let Some(s) = steering.as_mut() {
         s.close_ways_in();
@@ -712,9 +712,9 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
         Some(p) => Some(p.finish(now, DRAIN)?),
         None => None,
     };
-    // The ingress TAP device runs its way back within each write (its receive is the
-    // writer's, with no NAPI or batching set); a moment more for a host that spreads a
-    // device's receive over CPUs (RPS), then the way back may go.
+    // The ingress TAP device runs its way back within each send (its egress program hands a
+    // frame to IF's receive, which runs as the send's softirq); a moment more for a host that
+    // spreads a device's receive over CPUs (RPS), then the way back may go.
     if steering.take().is_some() {
         std::thread::sleep(Duration::from_millis(10));
         // Said, not hidden: a frame that reached a ring after the drain's reads is in no count.

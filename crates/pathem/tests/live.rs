@@ -103,7 +103,6 @@ fn main() {
             attach_leaves_nothing_after_sigkill_and_refuses_what_it_cannot_do,
         ),
         ("attach_on_the_host_end_of_a_containers_veth", attach_on_the_host_end_of_a_containers_veth),
-        ("a_tap_writer_names_its_longest_frame", a_tap_writer_names_its_longest_frame),
         (
             "attach_counts_what_its_taps_held_and_ends_when_one_is_deleted",
             attach_counts_what_its_taps_held_and_ends_when_one_is_deleted,
@@ -145,8 +144,12 @@ fn main() {
         ("dpdk_frames_follow_the_interfaces_mtu", dpdk_frames_follow_the_interfaces_mtu),
         ("ports_refuse_a_frame_longer_than_they_hold", ports_refuse_a_frame_longer_than_they_hold),
         (
-            "a_tap_reader_counts_the_hosts_own_frames_and_takes_only_marked_ones",
-            a_tap_reader_counts_the_hosts_own_frames_and_takes_only_marked_ones,
+            "a_tap_reader_counts_the_hosts_own_frames_at_its_looks",
+            a_tap_reader_counts_the_hosts_own_frames_at_its_looks,
+        ),
+        (
+            "a_packet_socket_filtered_by_mark_takes_only_marked_frames",
+            a_packet_socket_filtered_by_mark_takes_only_marked_frames,
         ),
         ("dpdk_filler_frames_start_each_frame_at_its_time", dpdk_filler_frames_start_each_frame_at_its_time),
         ("dpdk_capture_stamps_keep_the_captures_spacing", dpdk_capture_stamps_keep_the_captures_spacing),
@@ -2147,24 +2150,17 @@ fn ports_refuse_a_frame_longer_than_they_hold() {
 
 /// What the host sends on a TAP device waits in its descriptor: the reader reads it at its
 /// looks, at most 1 024 frames a look (a host that keeps sending cannot hold the forwarding
-/// loop there), counts it and forwards none of it. A frame written into the device reaches
-/// its receive side without the mark, and the reader's packet socket leaves it (as it does
-/// the frames pathem writes into attach's ingress device).
-fn a_tap_reader_counts_the_hosts_own_frames_and_takes_only_marked_ones() {
-    use pathem_io::{RxPort, TxPort};
+/// loop there), counts it and forwards none of it.
+fn a_tap_reader_counts_the_hosts_own_frames_at_its_looks() {
+    use pathem_io::RxPort;
     let t = Topo::new();
     let (looks, got, drops) = in_ns(&t.mid, || {
         let tap = pathem_io::tap::Tap::create("ptown0", 1500, 2000).expect("a TAP device");
         let sender = pathem_io::afpacket::RawSocket::open("ptown0", false).expect("a packet socket");
-        let mut writer = tap.writer(1518).expect("a writer");
         let mut rx = tap.reader(1518, 1 << 20, 0x7061_7468).expect("a reader");
         for seq in 0..1100 {
             sender.send(&marked_frame(seq, 60)).expect("sent on the device");
         }
-        for seq in 0..10 {
-            assert!(writer.send(Nanos::ZERO, 60, &marked_frame(2000 + seq, 60)));
-        }
-        writer.flush().expect("written into the device");
         std::thread::sleep(std::time::Duration::from_millis(50));
         let mut looks = Vec::new();
         for _ in 0..3 {
@@ -2178,7 +2174,43 @@ fn a_tap_reader_counts_the_hosts_own_frames_and_takes_only_marked_ones() {
     .join()
     .unwrap();
     assert_eq!(looks, vec![1024, 1100, 1100], "the host's frames, 1 024 a look");
-    assert_eq!((got, drops), (0, 0), "no frame without the mark taken, none dropped");
+    assert_eq!((got, drops), (0, 0), "none of them forwarded, none dropped");
+}
+
+/// A packet socket that takes only frames with attach's mark (what attach reads its TAP
+/// devices with) takes those and leaves the others, across a veth pair in one namespace
+/// (which keeps a frame's mark).
+fn a_packet_socket_filtered_by_mark_takes_only_marked_frames() {
+    use pathem_io::{RxPort, TxPort};
+    const MARK: u32 = 0x7061_7468;
+    let t = Topo::new();
+    for cmd in [
+        vec!["ip", "-n", &t.mid, "link", "add", "ptm0", "type", "veth", "peer", "name", "ptm1"],
+        vec!["ip", "-n", &t.mid, "link", "set", "ptm0", "up"],
+        vec!["ip", "-n", &t.mid, "link", "set", "ptm1", "up"],
+    ] {
+        let out = sh(&cmd);
+        assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let got = in_ns(&t.mid, || {
+        let mut rx = pathem_io::afpacket::AfPacketRx::open("ptm0", 1518, 1 << 20).expect("a reader");
+        rx.only_marked("ptm0", MARK).expect("a filter");
+        for (mark, first) in [(MARK, 0), (MARK + 1, 100), (0, 200)] {
+            let mut tx = pathem_io::afpacket::AfPacketTx::open_marked("ptm1", 1518, mark).expect("a sender");
+            for seq in first..first + 5 {
+                assert!(tx.send(Nanos::ZERO, 60, &marked_frame(seq, 60)));
+            }
+            tx.flush().expect("sent");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let mut got = Vec::new();
+        rx.recv_burst(Nanos::ZERO, 64, |f| got.push(marked_seq(f.data))).expect("read");
+        (got, rx.kernel_drops())
+    })
+    .join()
+    .unwrap();
+    let marked: Vec<Option<u32>> = (0..5).map(Some).collect();
+    assert_eq!(got, (marked, 0), "the five marked frames, no other, none dropped");
 }
 
 fn dpdk_bad_arguments_are_refused_with_one_line() {
@@ -2847,16 +2879,6 @@ fn attach_delays_each_direction_and_tcp_keeps_up() {
         );
     }
     assert!(interrupt(&mut child.0).success());
-}
-
-/// A frame longer than attach's tap writer takes (one the reading tap cut to its buffer) is
-/// the runtime's to drop as oversize, never written on as if whole: the port says how long.
-/// Here, with root, rather than as a unit test that could only pass without it.
-fn a_tap_writer_names_its_longest_frame() {
-    let name = format!("pthmf{}", std::process::id() % 100_000);
-    let tap = pathem_io::tap::Tap::create(&name, 1500, 100).expect("a TAP device");
-    let tx = pathem_io::live::LiveTx::Tap(tap.writer(1518).unwrap());
-    assert_eq!(tx.max_frame(), Some(1518));
 }
 
 /// Frames steered into attach's TAP devices and not read yet when it stops are the path's,
