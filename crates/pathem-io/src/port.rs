@@ -234,8 +234,8 @@ pub trait TxPort {
 }
 
 /// Frames a transmitting port holds until its next flush: `N` slots of one size, in the order
-/// they were given. Shared by the ports that hand frames to the kernel in system calls
-/// (AF_PACKET, TAP).
+/// they were given. The port that hands frames to the kernel in system calls (AF_PACKET)
+/// keeps one.
 pub(crate) struct TxBatch<const N: usize> {
     slot: usize,
     bufs: Box<[u8]>,

@@ -714,11 +714,12 @@ fn worker(spec: LinkSpec, stop: Arc<AtomicBool>, ready: mpsc::Sender<Ready>) -> 
     };
     // The ingress TAP device runs its way back within each send (its egress program hands a
     // frame to IF's receive, which runs as the send's softirq); a moment more for a host that
-    // spreads a device's receive over CPUs (RPS), then the way back may go.
-    if steering.take().is_some() {
+    // spreads a device's receive over CPUs (RPS), then the way back (and every program) may go.
+    if let Some(programs) = steering.take() {
         std::thread::sleep(Duration::from_millis(10));
         // Said, not hidden: a frame that reached a ring after the drain's reads is in no count.
         drained.late = std::iter::once(&ab).chain(ba.as_ref()).any(|p| p.input.rx.port.holds_unread());
+        drop(programs);
     }
     let classes_ab = ab.counters().classes();
     let classes_ba = ba.as_ref().map(|p| p.counters().classes()).unwrap_or_default();

@@ -2918,7 +2918,7 @@ fn attach_counts_what_its_taps_held_and_ends_when_one_is_deleted() {
     // the few bursts it reads before it sees the stop). Stopped again right after it goes on,
     // it reads them all: each is sent, or still in the delay line (its 1 ms not yet over), and
     // each sent one arrives at its receiver's stack (a closed port there, so its UDP
-    // `NoPorts` counts it), the ones written into the ingress device too.
+    // `NoPorts` counts it), the ones sent back through the ingress device too.
     const HELD: u64 = 2_000;
     let no_ports = |ns: &str| -> u64 {
         let out = sh(&["ip", "netns", "exec", ns, "cat", "/proc/net/snmp"]);
