@@ -394,7 +394,9 @@ pub fn open(spec: &AttachSpec, max_frame: usize, rx_buffer: usize) -> Result<Att
     let ingress = match spec.ingress {
         false => idle(iface)?,
         true => {
-            let tap = tap(iface, true, ifindex, mtu)?;
+            // A VLAN tag's 4 bytes above IF's MTU: a packet socket sends an untagged frame of
+            // at most MTU + 14 bytes, where IF's receive takes one of MTU + 18 (a veth's does).
+            let tap = tap(iface, true, ifindex, mtu.saturating_add(4).min(65_535))?;
             let (name, tap_index) = (tap.name.clone(), tap.ifindex);
             let rx = tap.reader(max_frame, rx_buffer, spec.mark)?;
             // Through the device's tc egress (not straight to its driver), with the mark.

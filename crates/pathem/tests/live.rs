@@ -114,6 +114,10 @@ fn main() {
         ),
         ("attach_with_classes_delays_each_address_its_own", attach_with_classes_delays_each_address_its_own),
         (
+            "attach_hands_on_the_longest_frame_its_interface_takes",
+            attach_hands_on_the_longest_frame_its_interface_takes,
+        ),
+        (
             "the_live_bench_stopped_by_a_signal_leaves_nothing",
             the_live_bench_stopped_by_a_signal_leaves_nothing,
         ),
@@ -3292,6 +3296,43 @@ fn classes_give_two_addresses_their_own_paths() {
     let f = t.stop_json();
     let classes = f["classes"].as_array().expect("classes in the final report");
     assert_eq!(classes.len(), 4, "two directions, two paths each: {f}");
+}
+
+/// A veth takes an untagged frame of MTU + 18 bytes (room for a VLAN tag it does not hold):
+/// attach's ingress hands it on to the stack, as the plain interface does (a packet socket
+/// on a device of IF's MTU would refuse it as too large).
+fn attach_hands_on_the_longest_frame_its_interface_takes() {
+    let id = format!("pt{}x{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let bed = Bed::direct(&id).expect("the test bed");
+    let (gen, sink) = (bed.gen.clone(), bed.sink.clone());
+    bed.warm_up();
+    bed.exec(&sink, &["ip", "link", "set", "s0", "mtu", "1504"]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("final.json");
+    let file = std::fs::File::create(&out).unwrap();
+    let (mut running, lines) =
+        attach_with(Some(&gen), "g0", &["--ingress", "--delay 1ms", "--json"], file.into());
+    let no_ports = || -> u64 {
+        let out = sh(&["ip", "netns", "exec", &gen, "cat", "/proc/net/snmp"]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let mut udp = text.lines().filter(|l| l.starts_with("Udp:"));
+        let (names, values) = (udp.next().expect("Udp names"), udp.next().expect("Udp values"));
+        let i = names.split_whitespace().position(|w| w == "NoPorts").expect("NoPorts");
+        values.split_whitespace().nth(i).and_then(|v| v.parse().ok()).expect("a count")
+    };
+    let before = no_ports();
+    // 1 476 bytes of UDP payload: a 1 504-byte datagram, a 1 518-byte frame.
+    let send = format!("head -c 1476 /dev/zero > /dev/udp/{GEN_IP}/9");
+    for _ in 0..3 {
+        bed.exec(&sink, &["bash", "-c", &send]).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let arrived = no_ports() - before;
+    assert!(interrupt(&mut running.0).success(), "{:?}", lines.lock().unwrap());
+    let last = std::fs::read_to_string(&out).unwrap().lines().last().unwrap_or("").to_string();
+    assert_eq!(arrived, 3, "each 1 518-byte frame reached the stack: {last}");
+    let json: serde_json::Value = serde_json::from_str(&last).expect("the final counters");
+    assert_eq!(json["b_to_a"]["port_tx_errors"]["too_large"], 0, "none refused as too large: {last}");
 }
 
 fn attach_with_classes_delays_each_address_its_own() {
