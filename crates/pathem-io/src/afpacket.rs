@@ -342,6 +342,12 @@ impl AfPacketRx {
         self.fd.as_raw_fd()
     }
 
+    /// Whether a frame waits in the socket now (its ring, or its queue of long frames),
+    /// unread.
+    pub fn holds_frames(&self) -> bool {
+        readable(self.fd.as_raw_fd(), std::time::Duration::ZERO)
+    }
+
     /// From now on takes only frames carrying socket-buffer mark `mark` (a classic BPF
     /// filter on the socket): the others are not this socket's, neither read nor counted as
     /// drops. `attach` reads a TAP device's receive side this way: the frames the interface's
@@ -760,9 +766,7 @@ impl RawSocket {
     /// The next frame (after its virtio-net header on a `vnet` socket), with a VLAN tag the
     /// kernel kept apart put back, or `None` when none comes within `timeout`.
     pub fn recv(&self, timeout: std::time::Duration) -> Option<Vec<u8>> {
-        let mut poll = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-        // SAFETY: one live pollfd.
-        if unsafe { libc::poll(&mut poll, 1, timeout.as_millis().min(i32::MAX as u128) as i32) } <= 0 {
+        if !readable(self.fd.as_raw_fd(), timeout) {
             return None;
         }
         let lead = if self.vnet { VNET_HDR } else { 0 };
@@ -791,6 +795,16 @@ impl RawSocket {
         };
         Some(buf[start..end].to_vec())
     }
+}
+
+/// Whether a frame waits on socket `fd` (in its ring or its queue), waiting up to `timeout`
+/// for one.
+fn readable(fd: RawFd, timeout: std::time::Duration) -> bool {
+    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: one live pollfd.
+    let ready = unsafe { libc::poll(&mut p, 1, ms) };
+    ready > 0 && p.revents & libc::POLLIN != 0
 }
 
 /// At most this many sockets are waited on (a thread serves at most a few ports).

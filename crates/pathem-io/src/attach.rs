@@ -102,6 +102,21 @@ struct Prog {
     plain: Option<OwnedFd>,
 }
 
+impl Prog {
+    /// A TAP device's program `code` at hook `at` of the device `tap`.
+    fn on_tap(iface: &str, code: &[u8], tap: u32, at: u32) -> Result<Prog, Error> {
+        Ok(Prog { fd: load(iface, code, at)?, ifindex: tap, at, link: None, plain: None })
+    }
+
+    /// A way in: the interface's program at hook `at`, steering to device `tap`, with the one
+    /// that takes its place at stop.
+    fn steering(iface: &str, ifindex: u32, mark: u32, tap: u32, at: u32) -> Result<Prog, Error> {
+        let fd = load(iface, &steer_program(mark, tap), at)?;
+        let plain = Some(load(iface, &clear_program(mark), at)?);
+        Ok(Prog { fd, ifindex, at, link: None, plain })
+    }
+}
+
 impl Steering {
     /// Puts the programs in place, in the order they were loaded (each direction's way back
     /// before its way in): from now on the interface's frames go to the TAP devices. Called
@@ -379,11 +394,8 @@ pub fn open(spec: &AttachSpec, max_frame: usize, rx_buffer: usize) -> Result<Att
             let (name, tap_index) = (tap.name.clone(), tap.ifindex);
             let rx = tap.reader(max_frame, rx_buffer, spec.mark)?;
             let tx = AfPacketTx::open_marked(iface, max_frame, spec.mark)?;
-            let taken = load(iface, &taken_program(), BPF_TCX_INGRESS)?;
-            progs.push(Prog { fd: taken, ifindex: tap_index, at: BPF_TCX_INGRESS, link: None, plain: None });
-            let prog = load(iface, &steer_program(spec.mark, tap_index), BPF_TCX_EGRESS)?;
-            let plain = Some(load(iface, &clear_program(spec.mark), BPF_TCX_EGRESS)?);
-            progs.push(Prog { fd: prog, ifindex, at: BPF_TCX_EGRESS, link: None, plain });
+            progs.push(Prog::on_tap(iface, &taken_program(), tap_index, BPF_TCX_INGRESS)?);
+            progs.push(Prog::steering(iface, ifindex, spec.mark, tap_index, BPF_TCX_EGRESS)?);
             how.push(format!(
                 "egress: tcx on {iface} -> tap {name}'s receive -> packet ring -> pathem -> AF_PACKET on {iface} (mark {:#x})",
                 spec.mark
@@ -402,13 +414,10 @@ pub fn open(spec: &AttachSpec, max_frame: usize, rx_buffer: usize) -> Result<Att
             // Through the device's tc egress (not straight to its driver), with the mark.
             let tx = AfPacketTx::open_marked(&name, max_frame, spec.mark)?;
             // The way back first, so no frame is steered in before it can come out.
-            let back = load(iface, &return_program(spec.mark, ifindex), BPF_TCX_EGRESS)?;
-            progs.push(Prog { fd: back, ifindex: tap_index, at: BPF_TCX_EGRESS, link: None, plain: None });
-            let taken = load(iface, &taken_program(), BPF_TCX_INGRESS)?;
-            progs.push(Prog { fd: taken, ifindex: tap_index, at: BPF_TCX_INGRESS, link: None, plain: None });
-            let prog = load(iface, &steer_program(spec.mark, tap_index), BPF_TCX_INGRESS)?;
-            let plain = Some(load(iface, &clear_program(spec.mark), BPF_TCX_INGRESS)?);
-            progs.push(Prog { fd: prog, ifindex, at: BPF_TCX_INGRESS, link: None, plain });
+            let back = return_program(spec.mark, ifindex);
+            progs.push(Prog::on_tap(iface, &back, tap_index, BPF_TCX_EGRESS)?);
+            progs.push(Prog::on_tap(iface, &taken_program(), tap_index, BPF_TCX_INGRESS)?);
+            progs.push(Prog::steering(iface, ifindex, spec.mark, tap_index, BPF_TCX_INGRESS)?);
             how.push(format!(
                 "ingress: tcx on {iface} -> tap {name}'s receive -> packet ring -> pathem -> AF_PACKET on tap {name} -> {iface}'s ingress"
             ));

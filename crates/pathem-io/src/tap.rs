@@ -174,13 +174,10 @@ impl TapRx {
         self.ring.raw_fd()
     }
 
-    /// Whether a frame waits in the packet socket now (its ring, or its queue of long
-    /// frames), unread: asked once more as an attachment ends, after its last read.
+    /// Whether a frame waits in the packet socket now, unread: asked once more as an
+    /// attachment ends, after its last read.
     pub fn holds_frames(&self) -> bool {
-        let mut p = libc::pollfd { fd: self.ring.raw_fd(), events: libc::POLLIN, revents: 0 };
-        // SAFETY: one live pollfd, a zero timeout.
-        let ready = unsafe { libc::poll(&mut p, 1, 0) };
-        ready > 0 && p.revents & libc::POLLIN != 0
+        self.ring.holds_frames()
     }
 
     /// Why the frames steered to the device can no longer reach it: deleted, moved to another

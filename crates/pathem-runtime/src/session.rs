@@ -484,6 +484,26 @@ pub fn parse_cores(text: Option<&str>) -> Result<Vec<usize>, Error> {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        /// `--rx-buffer` takes 64 KiB to 1 GiB, the bounds included, and refuses the rest
+        /// with a line naming the flag, the value and the range.
+        #[test]
+        fn rx_buffer_takes_its_range_and_refuses_the_rest(v in proptest::prop_oneof![
+            0u64..=u64::MAX,
+            (64u64 << 10) - 2..=(64 << 10) + 2,
+            (1u64 << 30) - 2..=(1 << 30) + 2,
+        ]) {
+            let inside = (64 << 10..=1 << 30).contains(&v);
+            match rx_buffer(Size(v)) {
+                Ok(n) => proptest::prop_assert!(inside && n as u64 == v),
+                Err(e) => {
+                    let e = e.to_string();
+                    proptest::prop_assert!(!inside && e.contains("--rx-buffer") && e.contains("64KiB to 1GiB"), "{}", e);
+                }
+            }
+        }
+    }
+
     #[test]
     fn busy_poll_default_is_the_one_other_live_loops_use() {
         #[derive(clap::Parser)]

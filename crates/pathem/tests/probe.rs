@@ -272,6 +272,7 @@ fn bad_input_is_refused_with_one_line() {
         (vec!["run", "lo", "lo2", "--name", "../x"], 2, "accepted: 1 to 64 letters"),
         (vec!["run", "lo", "lo+2"], 2, "give one with --name"),
         (vec!["attach", "", "--delay", "1ms"], 2, "interface : is not a valid interface name"),
+        (vec!["attach", "lo", "--rx-buffer", "2GiB"], 2, "--rx-buffer 2147483648 is out of range"),
         (vec!["run", "lo", "lo2", "--schedule", "/nonexistent"], 2, "cannot read"),
         (vec!["run", "lo", "lo2", "--cores", "0,0"], 2, "different CPUs"),
         (vec!["probe", "send", "--to", "127.0.0.1:9", "--count", "100000000000"], 2, "1 to 10000000000"),
