@@ -23,6 +23,7 @@ pub mod filler;
 pub mod host;
 pub mod iface;
 pub mod kstamp;
+pub mod lent;
 pub mod live;
 pub mod mem;
 mod mmap;
