@@ -22,17 +22,11 @@
 //! reader has taken every record, so a line holding little stays in the cache; the reader
 //! gives a skipped end back as soon as it reaches it.
 //!
-//! A record may hold a port's buffer instead of a frame's bytes ([`Writer::push_lent`]): the
-//! [`Lent`] itself is moved into the ring behind a descriptor marked `LENT`, and moved out
-//! once, when the record is sent ([`Reader::pop_lent`], [`Reader::take_lent_at`]) or given
-//! back ([`Reader::pop`], or the reader's drop for records still in the line).
-//!
 //! Both return a `(Writer, Reader)` pair: "single producer, single consumer" is enforced by
 //! ownership, and the two halves may live on different threads. Reorder mode reads records out
 //! of order through [`Slot`] tokens; a token is checked against the ring before use, so no
 //! argument to a safe function here can read outside the ring or race the writer.
 
-use pathem_io::lent::Lent;
 use pathem_model::Nanos;
 use std::alloc::Layout;
 use std::cell::UnsafeCell;
@@ -46,14 +40,6 @@ pub const DESCRIPTOR: usize = 16;
 pub const ALIGN: usize = 8;
 /// Captured-length value that marks "skip to the start of the ring".
 const WRAP: u32 = u32::MAX;
-/// Captured-length value of a record holding a [`Lent`] (moved in, not yet moved out).
-const LENT: u32 = u32::MAX - 1;
-/// Captured-length value of a record whose [`Lent`] was moved out before the record was
-/// consumed (reorder mode sends records out of order).
-const LENT_TAKEN: u32 = u32::MAX - 2;
-/// Bytes a [`Lent`] takes after its descriptor.
-const LENT_BYTES: usize = std::mem::size_of::<Lent>();
-const _: () = assert!(std::mem::align_of::<Lent>() <= ALIGN && LENT_BYTES <= MAX_RECORD_DATA);
 /// Longest frame a record can hold (far above any frame the engine accepts).
 pub const MAX_RECORD_DATA: usize = 1 << 24;
 /// A growing delay line starts this large (or at two of its largest records).
@@ -70,17 +56,6 @@ const PAGE: usize = 4096;
 #[inline]
 pub const fn record_size(len: usize) -> usize {
     DESCRIPTOR + ((len + ALIGN - 1) & !(ALIGN - 1))
-}
-
-/// Bytes stored after a descriptor whose captured length is `len`.
-#[inline(always)]
-const fn stored(len: u32) -> usize {
-    // One compare (WRAP, above both, is never a record's): LENT_TAKEN and LENT hold a Lent.
-    if len >= LENT_TAKEN {
-        LENT_BYTES
-    } else {
-        len as usize
-    }
 }
 
 /// A delay line that could not be allocated.
@@ -108,9 +83,6 @@ struct Shared {
     /// The segment the writer moved on to, set once after this one's last record was
     /// published (growing lines only).
     next: OnceLock<Arc<Shared>>,
-    /// Set before the first record holding a [`Lent`] is published: the reader's drop then
-    /// looks for lent buffers to give back.
-    lends: std::sync::atomic::AtomicBool,
 }
 
 // SAFETY: the buffer is shared between exactly one Writer and one Reader. The writer only
@@ -130,7 +102,6 @@ impl Shared {
             head: CachePadded(AtomicUsize::new(0)),
             tail: CachePadded(AtomicUsize::new(0)),
             next: OnceLock::new(),
-            lends: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -281,8 +252,6 @@ pub struct Writer {
     /// The most the line may hold, in bytes: a growing line's largest total of live segments,
     /// a fixed line's ring.
     limit: usize,
-    /// The current segment is marked as holding lent buffers.
-    lends: bool,
 }
 
 /// The consuming half, owned by the egress stage.
@@ -292,8 +261,7 @@ pub struct Reader {
     head: usize,
     /// Last `tail` seen; refreshed only when the ring looks empty.
     tail_seen: usize,
-    /// Size of the record `peek` last returned, for `pop`: 0 when none, or when it holds a
-    /// [`Lent`] (whose `pop` takes the slow way).
+    /// Size of the record `peek` last returned (0 when none), for `pop`.
     peeked: usize,
     mask: usize,
     /// Number of the head's segment (0 for the first; growing lines count up).
@@ -311,10 +279,7 @@ pub struct Reader {
 pub struct Record<'a> {
     pub release: Nanos,
     pub wire_len: u32,
-    /// The frame's bytes: in the ring, or in the buffer the record holds.
     pub data: &'a [u8],
-    /// The record holds a port's buffer ([`Writer::push_lent`]).
-    pub lent: bool,
 }
 
 /// Reorder mode: where a scanned record lies. Opaque: only [`Reader::scan_next`] makes one,
@@ -375,7 +340,6 @@ fn halves(shared: Arc<Shared>, max_record: usize, growth: Option<Arc<Growth>>) -
             growth: growth.clone(),
             ask_at: WINDOW.min(mask + 1),
             limit: mask + 1,
-            lends: false,
         },
         Reader {
             line,
@@ -453,7 +417,6 @@ impl Writer {
         self.tail = 0;
         self.head_seen = 0;
         self.ask_at = WINDOW.min(self.shared.cap);
-        self.lends = false;
     }
 
     /// Bytes in use in the segment being written, as the writer last saw it.
@@ -476,40 +439,6 @@ impl Writer {
     #[inline]
     pub fn push_unpublished(&mut self, release: Nanos, wire_len: u32, data: &[u8]) -> bool {
         self.write(release, wire_len, data, |_| {}, false)
-    }
-
-    /// Moves a port's buffer into the line in place of its frame's bytes, and publishes it;
-    /// the buffer back when the line has no room (as `push` refuses).
-    #[inline]
-    pub fn push_lent(&mut self, release: Nanos, wire_len: u32, lent: Lent) -> Result<(), Lent> {
-        let need = record_size(LENT_BYTES);
-        if need > self.max_record {
-            return Err(lent);
-        }
-        let start = match self.reserve(need) {
-            Some(start) => start,
-            None if self.growth.is_some() && self.grow() => match self.reserve(need) {
-                Some(start) => start,
-                None => return Err(lent),
-            },
-            None => return Err(lent),
-        };
-        if !self.lends {
-            self.lends = true;
-            self.shared.lends.store(true, Ordering::Release);
-        }
-        let base = self.shared.base();
-        // SAFETY: `reserve` proved [start, start + need) lies inside the ring, is 8-aligned and
-        // is not held by the reader; a Lent needs at most 8-byte alignment (checked above) and
-        // is moved in here, to be moved out once by the reader.
-        unsafe {
-            let rec = base.add(start);
-            write_descriptor(rec, release.as_nanos(), LENT, wire_len);
-            (rec.add(DESCRIPTOR) as *mut Lent).write(lent);
-        }
-        prefetch_ahead(base, start, need, self.mask);
-        self.publish();
-        Ok(())
     }
 
     /// Hands the records written so far to the reader.
@@ -728,59 +657,6 @@ unsafe fn write_descriptor(at: *mut u8, release: u64, len: u32, wire_len: u32) {
     }
 }
 
-/// Gives back the buffers that the records in `[from, to)` of `seg` still hold, when the
-/// segment ever held one.
-///
-/// # Safety
-/// `[from, to)` are whole records of `seg`, published, that the reader owns and gives up: none
-/// is read after the call.
-unsafe fn give_back_range(seg: &Shared, from: usize, to: usize) {
-    if !seg.lends.load(Ordering::Acquire) {
-        return;
-    }
-    let mut pos = from;
-    while pos != to {
-        let off = pos & (seg.cap - 1);
-        let to_end = seg.cap - off;
-        let len = match to_end < DESCRIPTOR {
-            true => WRAP,
-            // SAFETY: the caller's: a published descriptor at pos.
-            false => unsafe { read_descriptor(seg.base().add(off)).1 },
-        };
-        if len == WRAP {
-            pos = pos.wrapping_add(to_end);
-            continue;
-        }
-        if len == LENT {
-            // SAFETY: a LENT record whose Lent was never moved out (moving one out marks the
-            // record taken, or passes it), given up by the caller: moved out once, here.
-            drop(unsafe { (seg.base().add(off + DESCRIPTOR) as *const Lent).read() });
-        }
-        pos = pos.wrapping_add(record_size(stored(len)));
-    }
-}
-
-/// The bytes of the record at `at` whose captured length is `len`: in the ring, or in the
-/// buffer a LENT record holds (none for a taken one).
-///
-/// # Safety
-/// `at` must be the start of a whole record inside the ring, published, that the writer leaves
-/// alone and the reader neither consumes nor moves out of for the returned lifetime.
-#[inline(always)]
-unsafe fn record_data<'a>(at: *const u8, len: u32) -> &'a [u8] {
-    // SAFETY: guaranteed by the caller; a LENT record holds a Lent moved in by the writer.
-    // (Loads only, inlined: a caller that wants only the release time drops them.)
-    unsafe {
-        if len < LENT_TAKEN {
-            std::slice::from_raw_parts(at.add(DESCRIPTOR), len as usize)
-        } else if len == LENT {
-            (*(at.add(DESCRIPTOR) as *const Lent)).data()
-        } else {
-            &[]
-        }
-    }
-}
-
 /// # Safety
 /// `at` must be 8-aligned, inside the ring, with 16 published bytes the writer leaves alone.
 #[inline(always)]
@@ -836,7 +712,7 @@ impl Reader {
     }
 
     /// The record at the head, if any, without consuming it.
-    #[inline(always)]
+    #[inline]
     pub fn peek(&mut self) -> Option<Record<'_>> {
         loop {
             if self.head == self.tail_seen {
@@ -865,8 +741,7 @@ impl Reader {
                 self.shared.head.0.store(self.head, Ordering::Release);
                 continue;
             }
-            // A lent record's `pop` takes the slow way, so the common one pays one select.
-            self.peeked = if len >= LENT_TAKEN { 0 } else { record_size(len as usize) };
+            self.peeked = record_size(len as usize);
             // Only lines the writer has published: fetching one it is still writing would
             // pull it from the writer's cache, to be pulled back for the write. Asked only
             // with more than `FAR_AHEAD` past the record published, in the window too, where a
@@ -876,45 +751,23 @@ impl Reader {
             if self.tail_seen.wrapping_sub(self.head) > FAR_AHEAD + self.peeked {
                 prefetch_ahead(base, off, self.peeked, self.mask);
             }
-            // SAFETY: the writer published the record's bytes after the descriptor, within the
-            // ring, before its Release store of tail that we Acquire-loaded; they stay untouched
-            // until `pop` moves head past them, which needs `&mut self` and so ends this borrow.
-            let data = unsafe { record_data(base.add(off), len) };
-            return Some(Record { release: Nanos(release), wire_len, data, lent: len == LENT });
+            // SAFETY: the writer published `len` bytes after the descriptor, within the ring,
+            // before its Release store of tail that we Acquire-loaded; they stay untouched until
+            // `pop` moves head past them, which needs `&mut self` and so ends this borrow.
+            let data = unsafe { std::slice::from_raw_parts(base.add(off + DESCRIPTOR), len as usize) };
+            return Some(Record { release: Nanos(release), wire_len, data });
         }
     }
 
-    /// Consumes the record the last `peek` returned; does nothing if it returned none. A
-    /// buffer the record holds is given back.
-    #[inline(always)]
+    /// Consumes the record the last `peek` returned; does nothing if it returned none.
+    #[inline]
     pub fn pop(&mut self) {
-        if self.peeked == 0 {
-            return drop(self.pop_lent());
+        if self.peeked == 0 && self.peek().is_none() {
+            return;
         }
         self.head = self.head.wrapping_add(self.peeked);
         self.peeked = 0;
         self.shared.head.0.store(self.head, Ordering::Release);
-    }
-
-    /// Consumes the record at the head, as [`pop`](Self::pop), and moves out the buffer it
-    /// holds, if it holds one.
-    #[inline(never)]
-    pub fn pop_lent(&mut self) -> Option<Lent> {
-        self.peek()?;
-        let at = self.shared.base().wrapping_add(self.head & self.mask);
-        // SAFETY: `peek` found a whole record at head, published and not consumed.
-        let len = unsafe { read_descriptor(at).1 };
-        let lent = match len {
-            // SAFETY: a LENT record at head: a Lent the writer moved in and published, never
-            // moved out (only this call and the reader's drop move one out of a record not
-            // marked taken, and head passes it now, so neither sees it again).
-            LENT => Some(unsafe { (at.add(DESCRIPTOR) as *const Lent).read() }),
-            _ => None,
-        };
-        self.head = self.head.wrapping_add(record_size(stored(len)));
-        self.peeked = 0;
-        self.shared.head.0.store(self.head, Ordering::Release);
-        lent
     }
 
     /// Release time of the head record, if any.
@@ -970,7 +823,7 @@ impl Reader {
                 continue;
             }
             let pos = self.scan;
-            self.scan = self.scan.wrapping_add(record_size(stored(len)));
+            self.scan = self.scan.wrapping_add(record_size(len as usize));
             let slot = Slot {
                 line: self.line,
                 seg: self.head_seg + self.scan_segs.len() as u64,
@@ -1009,60 +862,18 @@ impl Reader {
         // SAFETY: [pos, pos + 16) is 8-aligned, inside the ring and within [lower, upper):
         // published by the writer and not yet given back, so it does not change under us.
         let (release, len, wire_len) = unsafe { read_descriptor(base.add(off)) };
-        let size = record_size(stored(len));
+        let size = record_size(len as usize);
         if len == WRAP || dist + size > range || off + size > seg.cap {
             return None;
         }
         // SAFETY: the whole record [off, off + size) lies inside the ring (checked) and within
-        // the published, unconsumed range; consuming it (or moving its Lent out) needs
-        // `&mut self`, which ends this borrow.
-        let data = unsafe { record_data(base.add(off), len) };
-        Some(Record { release: Nanos(release), wire_len, data, lent: len == LENT })
-    }
-
-    /// Reorder mode: moves out the buffer the record at `slot` holds, if it holds one not
-    /// moved out before; the record stays until [`consume_through`](Self::consume_through).
-    pub fn take_lent_at(&mut self, slot: &Slot) -> Option<Lent> {
-        let (seg, lower, upper) = self.slot_segment(slot)?;
-        let (dist, range) = (slot.pos.wrapping_sub(lower), upper.wrapping_sub(lower));
-        let off = slot.pos & (seg.cap - 1);
-        if dist >= range || slot.pos % ALIGN != 0 || off + DESCRIPTOR > seg.cap {
-            return None;
-        }
-        let at = seg.base().wrapping_add(off);
-        // SAFETY: as in `record_at`: a published, unconsumed descriptor inside the ring.
-        let (_, len, _) = unsafe { read_descriptor(at) };
-        let size = record_size(stored(len));
-        if len != LENT || dist + size > range || off + size > seg.cap {
-            return None;
-        }
-        // SAFETY: a LENT record, whole inside the ring and within [head, tail): the reader's
-        // alone (the writer leaves published bytes be). Marked taken before the Lent is moved
-        // out, so nothing reads it again: `record_at` and the drop skip a taken record.
-        unsafe {
-            (at.add(8) as *mut u32).write(LENT_TAKEN);
-            Some((at.add(DESCRIPTOR) as *const Lent).read())
-        }
-    }
-
-    /// Gives back the buffers of the records still in the line (at the reader's drop).
-    #[cold]
-    fn give_back_lent(&mut self) {
-        let mut seg = self.shared.clone();
-        let mut pos = self.head;
-        loop {
-            let tail = seg.tail.0.load(Ordering::Acquire);
-            // SAFETY: [head, tail) of the head segment and [0, tail) of each after it are
-            // published records the reader has not consumed, and, as it is being dropped,
-            // never reads again.
-            unsafe { give_back_range(&seg, pos, tail) };
-            let Some(next) = seg.next.get().cloned() else { return };
-            (seg, pos) = (next, 0);
-        }
+        // the published, unconsumed range; consuming it needs `&mut self`, which ends this borrow.
+        let data = unsafe { std::slice::from_raw_parts(base.add(off + DESCRIPTOR), len as usize) };
+        Some(Record { release: Nanos(release), wire_len, data })
     }
 
     /// Reorder mode: gives the ring space up to the end of `slot` (and every segment before
-    /// it) back to the writer, with the buffers records there still hold. Returns false, changing nothing, for a slot that is not one of
+    /// it) back to the writer. Returns false, changing nothing, for a slot that is not one of
     /// this line's scanned, unconsumed records.
     #[inline]
     pub fn consume_through(&mut self, slot: &Slot) -> bool {
@@ -1072,26 +883,15 @@ impl Reader {
             return false;
         }
         for _ in self.head_seg..slot.seg {
-            // SAFETY: the head segment's [head, tail) are published records this call gives
-            // up; none is read after.
-            unsafe { give_back_range(&self.shared, self.head, self.shared.tail.0.load(Ordering::Acquire)) };
             // `leave_head_segment` takes it off `scan_segs`.
             let next = self.scan_segs.front().cloned().expect("slot_segment found the segment");
             self.leave_head_segment(next);
         }
-        // SAFETY: [head, slot.end) are scanned, published records (checked above) given up here.
-        unsafe { give_back_range(&self.shared, self.head, slot.end) };
         self.head = slot.end;
         self.tail_seen = self.shared.tail.0.load(Ordering::Acquire);
         self.peeked = 0;
         self.shared.head.0.store(self.head, Ordering::Release);
         true
-    }
-}
-
-impl Drop for Reader {
-    fn drop(&mut self) {
-        self.give_back_lent();
     }
 }
 
@@ -1335,119 +1135,6 @@ mod tests {
         }
         assert_eq!(got.len(), 150);
         assert_eq!(&got[..3], &[2, 1, 0]);
-    }
-
-    /// Frame `i` of the lent-buffer tests: every third one lent, the others copied.
-    fn push_mixed(w: &mut Writer, i: u64, out: &Arc<std::sync::atomic::AtomicI64>) -> bool {
-        let f = frame(i as u8, 30 + (i as usize * 7) % 90);
-        match i % 3 {
-            0 => w.push_lent(Nanos(i), i as u32, pathem_io::lent::testing::lend(&f, out)).is_ok(),
-            _ => w.push(Nanos(i), i as u32, &f, |_| {}),
-        }
-    }
-
-    fn buffers_out(out: &Arc<std::sync::atomic::AtomicI64>) -> i64 {
-        out.load(Ordering::SeqCst)
-    }
-
-    #[test]
-    fn lent_buffers_are_read_in_place_and_given_back_once() {
-        let out = Arc::new(std::sync::atomic::AtomicI64::new(0));
-        // A small ring, so records wrap many times.
-        let (mut w, mut r) = delay_line(1024, 128).unwrap();
-        let mut kept = Vec::new();
-        for round in 0..40u64 {
-            for k in 0..4 {
-                assert!(push_mixed(&mut w, round * 4 + k, &out));
-            }
-            for k in 0..4 {
-                let i = round * 4 + k;
-                let rec = r.peek().unwrap();
-                assert_eq!((rec.release, rec.wire_len, rec.lent), (Nanos(i), i as u32, i % 3 == 0));
-                assert_eq!(rec.data, &frame(i as u8, 30 + (i as usize * 7) % 90)[..]);
-                // Peeked twice, still there once.
-                assert_eq!(r.peek().unwrap().wire_len, i as u32);
-                // Half the lent ones moved out (a port took them), half given back by `pop`.
-                match round % 2 {
-                    0 => match r.pop_lent() {
-                        Some(l) => kept.push(l),
-                        None => assert!(i % 3 != 0),
-                    },
-                    _ => r.pop(),
-                }
-            }
-        }
-        assert!(r.peek().is_none());
-        assert_eq!(buffers_out(&out), kept.len() as i64);
-        drop(kept);
-        assert_eq!(buffers_out(&out), 0);
-    }
-
-    #[test]
-    fn lent_buffers_left_in_a_line_go_back_when_its_reader_does() {
-        let out = Arc::new(std::sync::atomic::AtomicI64::new(0));
-        // A fixed line, read halfway.
-        let (mut w, mut r) = delay_line(4096, 128).unwrap();
-        for i in 0..30 {
-            assert!(push_mixed(&mut w, i, &out));
-        }
-        for _ in 0..10 {
-            r.pop();
-        }
-        assert_eq!(buffers_out(&out), 6);
-        drop(r);
-        assert_eq!(buffers_out(&out), 0);
-        // Writing on after the reader is gone leaks nothing it can reach, and faults nothing.
-        drop(w);
-        // A growing line over several segments, and a line in reorder mode with some buffers
-        // moved out of order.
-        let (mut w, mut r) = growing_from(4 << 10, 256 << 10, 128).unwrap();
-        for i in 0..300 {
-            assert!(push_mixed(&mut w, i, &out));
-        }
-        assert!(w.capacity() > 4 << 10);
-        let mut slots = Vec::new();
-        while let Some(s) = r.scan_next() {
-            slots.push(s.0);
-        }
-        assert_eq!(slots.len(), 300);
-        let mut taken = 0;
-        for (i, slot) in slots.iter().enumerate().rev().step_by(5) {
-            match r.take_lent_at(slot) {
-                Some(l) => {
-                    taken += 1;
-                    drop(l);
-                    // Taken once: the record stays, without its buffer.
-                    assert!(r.take_lent_at(slot).is_none());
-                    let rec = r.record_at(slot).unwrap();
-                    assert!(!rec.lent && rec.data.is_empty());
-                }
-                None => assert!(i % 3 != 0),
-            }
-        }
-        assert!(taken > 10);
-        assert_eq!(buffers_out(&out), 100 - taken);
-        // Given up unsent, the lent records among the first 21 give their buffers back:
-        // 0, 3, 6, 12, 15 and 18 (9 was taken).
-        assert!(r.consume_through(&slots[20]));
-        assert_eq!(buffers_out(&out), 100 - taken - 6);
-        drop(r);
-        assert_eq!(buffers_out(&out), 0);
-    }
-
-    #[test]
-    fn a_lent_buffer_the_line_has_no_room_for_is_handed_back() {
-        let out = Arc::new(std::sync::atomic::AtomicI64::new(0));
-        let (mut w, _r) = delay_line(256, 64).unwrap();
-        let mut refused = 0;
-        for i in 0..20 {
-            if let Err(l) = w.push_lent(Nanos(i), 64, pathem_io::lent::testing::lend(&[i as u8; 64], &out)) {
-                refused += 1;
-                drop(l);
-            }
-        }
-        assert!(refused > 0);
-        assert_eq!(buffers_out(&out), 20 - refused);
     }
 
     /// Where a record's bytes lie in its ring, from the first record's (at offset 16).

@@ -97,7 +97,7 @@ fn read<R: RxPort>(
         return Ok(0);
     }
     let (mut handed, mut last) = (0, Nanos::ZERO);
-    let n = port.recv_burst(now, max, |f| match line.push_unpublished(f.arrival, f.wire_len, f.data()) {
+    let n = port.recv_burst(now, max, |f| match line.push_unpublished(f.arrival, f.wire_len, f.data) {
         true => {
             handed += 1;
             last = f.arrival;
@@ -253,7 +253,7 @@ impl<R: RxPort> RxPort for Fanin<R> {
                 let Some(r) = line.peek().filter(|r| r.release <= until) else { break };
                 let arrival = r.release.max(self.last_arrival);
                 self.last_arrival = arrival;
-                f(RxFrame::new(arrival, r.wire_len, r.data));
+                f(RxFrame { arrival, wire_len: r.wire_len, data: r.data });
                 line.pop();
                 given += 1;
             }
@@ -361,7 +361,7 @@ mod tests {
         let mut got = Vec::new();
         fanin
             .recv_burst(now, 64, |f| {
-                let tag = Frames::tag(f.data());
+                let tag = Frames::tag(f.data);
                 got.push((f.arrival, (tag >> 24) as u8, tag & 0xff_ffff))
             })
             .unwrap();

@@ -303,7 +303,7 @@ fn classify(lanes: &mut [InLane], classifier: &Option<Classifier>, frame: RxFram
     match classifier {
         None => lanes[0].ingress.push(frame),
         Some(c) => {
-            let lane = c.classify(frame.data(), frame.wire_len);
+            let lane = c.classify(frame.data, frame.wire_len);
             lanes[lane].ingress.push(frame)
         }
     }
@@ -332,7 +332,6 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
         seed: u64,
         engine: &EngineConfig,
     ) -> Result<Pipeline<R, T>, Error> {
-        let mut rx = rx;
         engine.validate()?;
         let n = classes.len();
         pathem_model::limits::at_most(
@@ -385,12 +384,6 @@ impl<R: RxPort, T: TxPort> Pipeline<R, T> {
             lanes.push(lane);
             egress.push(Egress::new(reader, counters.clone(), reorder_on));
             named.push((name, counters));
-        }
-        // The receiving port lends its buffers only where the transmitting port sends them as
-        // they are (docs/design.md, "Lent buffers").
-        let lend = tx.takes_lent() && rx.lend(true);
-        for l in &mut lanes {
-            l.ingress.keep_lent(lend);
         }
         let port = Arc::new(Counters::default());
         let done = Arc::new(AtomicBool::new(false));
@@ -903,7 +896,7 @@ mod tests {
             mut f: F,
         ) -> Result<usize, pathem_io::Error> {
             if std::mem::replace(&mut self.0, false) {
-                f(RxFrame::new(now, 64, &[0u8; 64]));
+                f(RxFrame { arrival: now, wire_len: 64, data: &[0u8; 64] });
                 return Ok(1);
             }
             Ok(0)
@@ -1269,109 +1262,6 @@ mod tests {
         assert_eq!((sink.frames, sink.last_release), (2, year));
         // Stepping through the idle year in 10 ms waits would take 3 · 10^9 rounds.
         assert!(rx.polls < 10, "{} rounds", rx.polls);
-    }
-
-    /// Takes lent buffers as they are, and at most `room` frames a flush; keeps each frame's
-    /// bytes and whether its buffer came lent.
-    #[derive(Default)]
-    struct LentSink {
-        room: usize,
-        queued: usize,
-        got: Vec<(bool, Vec<u8>)>,
-    }
-
-    impl pathem_io::TxPort for LentSink {
-        fn send(&mut self, _release: Nanos, _wire_len: u32, data: &[u8]) -> bool {
-            if self.queued == self.room {
-                return false;
-            }
-            self.queued += 1;
-            self.got.push((false, data.to_vec()));
-            true
-        }
-        fn takes_lent(&self) -> bool {
-            self.queued < self.room
-        }
-        fn send_lent(&mut self, _release: Nanos, _wire_len: u32, lent: pathem_io::lent::Lent) {
-            assert!(self.queued < self.room, "sent a lent buffer it said it had no room for");
-            self.queued += 1;
-            self.got.push((true, lent.data().to_vec()));
-        }
-        fn flush(&mut self) -> Result<(), pathem_io::Error> {
-            self.queued = 0;
-            Ok(())
-        }
-    }
-
-    /// The bytes `Frames` sends with `sized_by_tag` for tag `tag`.
-    fn tagged_frame(tag: u32) -> Vec<u8> {
-        let mut f = vec![0u8; 64 + (tag % 1437) as usize];
-        f[..4].copy_from_slice(&tag.to_be_bytes());
-        f
-    }
-
-    #[test]
-    fn lent_buffers_are_sent_as_they_are_and_each_given_back_once() {
-        use std::sync::atomic::AtomicI64;
-        let steps = [
-            // Lost, duplicated and corrupted frames among the kept ones, in order.
-            PathConfig {
-                loss: Some("20%".parse().unwrap()),
-                duplicate: Some("10%".parse().unwrap()),
-                corrupt: Some("5%".parse().unwrap()),
-                ..delayed(Nanos::from_millis(1))
-            },
-            // Released out of order (reorder mode) and cut short with frames in the line.
-            PathConfig { reorder: true, ..steps_with_jitter() },
-        ];
-        for (k, path) in steps.iter().enumerate() {
-            let out = Arc::new(AtomicI64::new(0));
-            let arrivals: Vec<(Nanos, u32)> =
-                (0..5_000u32).map(|i| (Nanos(u64::from(i) * 1_000), i)).collect();
-            let port = Frames {
-                sized_by_tag: true,
-                lends: Some(out.clone()),
-                ..Frames::tagged(arrivals.iter().copied())
-            };
-            let mut p = Pipeline::new(port, LentSink { room: 5, ..LentSink::default() }, path, 3, &offline())
-                .unwrap();
-            assert!(p.input.rx.lending, "a port whose buffers the sink takes is asked to lend");
-            let mut clock = crate::VirtualClock::starting_at(Nanos(0));
-            let cut = Nanos::from_millis(4);
-            loop {
-                let now = crate::Clock::now(&mut clock);
-                if k == 1 && now >= cut {
-                    break;
-                }
-                match p.poll(now).unwrap() {
-                    Next::Ended => break,
-                    Next::At(t) | Next::Busy(Some(t)) => {
-                        crate::Clock::wait_until(&mut clock, t);
-                    }
-                    _ => {}
-                }
-            }
-            let s = p.finish(crate::Clock::now(&mut clock), std::time::Duration::ZERO).unwrap();
-            assert!(s.balances(), "{s:?}");
-            let got = &p.output.tx.got;
-            assert_eq!(got.len() as u64, s.tx_packets);
-            let lent = got.iter().filter(|g| g.0).count() as u64;
-            // Duplicated and corrupted frames are copies; every other kept frame goes as lent.
-            assert!(lent > s.tx_packets / 2, "{lent} of {} sent lent", s.tx_packets);
-            assert!(s.tx_packets - lent >= s.duplicated, "copies {} < {}", s.tx_packets - lent, s.duplicated);
-            // Every frame arrives whole (a corrupted one with one bit flipped).
-            let wrong = got.iter().filter(|(_, d)| d != &tagged_frame(Frames::tag(d))).count() as u64;
-            assert!(wrong <= s.corrupted, "{wrong} frames changed, {} corrupted", s.corrupted);
-            // What is still lent is what the line holds.
-            assert_eq!(out.load(Ordering::SeqCst) > 0, k == 1 && s.in_flight > 0, "{s:?}");
-            drop(p);
-            assert_eq!(out.load(Ordering::SeqCst), 0, "step {k}: every buffer given back once");
-        }
-        // A sink that sends only bytes: the port is not asked to lend.
-        let out = Arc::new(AtomicI64::new(0));
-        let port = Frames { lends: Some(out), ..Frames::at([Nanos(0)]) };
-        let p = Pipeline::new(port, SlowPort::taking(1), &delayed(Nanos(1)), 1, &offline()).unwrap();
-        assert!(!p.input.rx.lending);
     }
 
     #[test]

@@ -51,9 +51,6 @@ pub struct Ingress {
     reorder_on: Arc<AtomicBool>,
     /// The arrival of the last frame given to the queue discipline.
     last_queued: Option<Nanos>,
-    /// Keeps a buffer the receiving port lends in the line instead of copying its bytes (the
-    /// transmitting port sends lent buffers: [`Ingress::keep_lent`]).
-    keeps_lent: bool,
     fate: Fate,
 }
 
@@ -144,7 +141,6 @@ impl Ingress {
             max_frame,
             reorder_on: Arc::new(AtomicBool::new(false)),
             last_queued: None,
-            keeps_lent: false,
             fate: Fate {
                 rng,
                 counters,
@@ -167,14 +163,6 @@ impl Ingress {
         self.set_reorder(config);
         self.fate.set_limit(config.limit);
         self
-    }
-
-    /// Keeps the buffers the receiving port lends ([`pathem_io::port::RxFrame::lent`]) in the
-    /// line in place of their bytes, or stops. Only a frame written as it came is kept so: a
-    /// frame the path edits (a mark, a flipped bit) or duplicates, or one a queue discipline
-    /// holds, is copied as before, and its buffer left to the port.
-    pub fn keep_lent(&mut self, on: bool) {
-        self.keeps_lent = on;
     }
 
     /// Reordering on or off from the next frame, and frames sent at once (`skip_delay`),
@@ -257,7 +245,7 @@ impl Ingress {
             return self.advance(frame.arrival);
         }
         let fate = &mut self.fate;
-        let Some(room) = fate.held.room(frame.data().len()) else {
+        let Some(room) = fate.held.room(frame.data.len()) else {
             Counters::drop(&fate.counters, DropReason::DelayLine);
             return self.advance(frame.arrival);
         };
@@ -266,8 +254,8 @@ impl Ingress {
             unreachable!("push_queued runs only on a path with a discipline")
         };
         let (ecn, flow) = match b.needs_flow_hash() {
-            true => ecn_and_flow(frame.data()),
-            false => (ecn_codepoint(frame.data()), 0),
+            true => ecn_and_flow(frame.data),
+            false => (ecn_codepoint(frame.data), 0),
         };
         let entry = Entry {
             seq,
@@ -297,14 +285,14 @@ impl Ingress {
         }
         let Some((start, exit, mark)) = sent else {
             // The decisions made since `room` only gave room back: it is still free.
-            fate.held.keep_at(room, frame.data());
+            fate.held.keep_at(room, frame.data);
             fate.counters.held.add(1);
             return;
         };
         // Decided at its arrival: written from the port.
         if let Some((release, extra)) = fate.after_link((entry, start, exit, mark), after) {
             let Fate { line, counters, last_release, holding, .. } = fate;
-            let rec = Rec { release, wire_len: frame.wire_len, data: frame.data() };
+            let rec = Rec { release, wire_len: frame.wire_len, data: frame.data };
             write(line, counters, (last_release, holding), rec, extra, mark);
         }
     }
@@ -370,42 +358,19 @@ impl Ingress {
     /// [`push`](Self::push), the link's moving state held by the caller.
     #[inline(always)]
     pub fn push_with(&mut self, frame: RxFrame<'_>, hot: Option<&mut Hot>) {
-        // A lent frame takes its own copy of the body, so the common one carries nothing of
-        // the offer through the models. The link's moving state goes to it as a copy: the
-        // address of the caller's own, passed to a call, would keep it out of registers for
-        // every frame (20 instructions a frame more, cachegrind).
-        if self.keeps_lent && frame.lends() {
-            let mut held = hot.as_deref().copied();
-            self.push_lending(frame, held.as_mut());
-            if let (Some(h), Some(held)) = (hot, held) {
-                *h = held;
-            }
-            return;
-        }
-        self.push_body::<false>(frame, hot)
-    }
-
-    /// [`push_with`](Self::push_with) of a frame whose buffer the port lends.
-    #[inline(never)]
-    fn push_lending(&mut self, frame: RxFrame<'_>, hot: Option<&mut Hot>) {
-        self.push_body::<true>(frame, hot)
-    }
-
-    #[inline(always)]
-    fn push_body<const LENT: bool>(&mut self, frame: RxFrame<'_>, hot: Option<&mut Hot>) {
         let c = &*self.fate.counters;
         c.rx_packets.inc();
         c.rx_bytes.add(u64::from(frame.wire_len));
         // Its length on the wire: a capture cut short (`tcpdump -s 96`) holds fewer bytes.
-        if (frame.wire_len as usize).max(frame.data().len()) > self.max_frame {
+        if (frame.wire_len as usize).max(frame.data.len()) > self.max_frame {
             c.drop(DropReason::Oversize);
             return;
         }
         let meta = FrameMeta {
             arrival: frame.arrival,
             len: frame.wire_len,
-            caplen: frame.data().len() as u32,
-            ect: self.fate.ecn && ecn_capable(frame.data()),
+            caplen: frame.data.len() as u32,
+            ect: self.fate.ecn && ecn_capable(frame.data),
         };
         // NetEm's limit: as many frames held as it allows, the arrival is a queue drop (before
         // the models, as the line's drop below: README, "Order of application").
@@ -416,7 +381,7 @@ impl Ingress {
         // A frame the line cannot hold is dropped before the path's models see it: had the
         // link scheduled it (or a policer charged it), its time on the wire would delay every
         // frame after it, unsent.
-        if !self.fate.line.make_room(frame.data().len()) {
+        if !self.fate.line.make_room(frame.data.len()) {
             c.drop(DropReason::DelayLine);
             return self.advance(frame.arrival);
         }
@@ -434,35 +399,9 @@ impl Ingress {
         // the same): through it the engine's frame took 10 instructions more (callgrind).
         let release = self.fate.clamp(fwd.release, fwd.extra.is_some_and(|e| e.at_once));
         if let Some(extra) = fwd.extra {
-            return self.push_extra(Rec { release, wire_len: frame.wire_len, data: frame.data() }, extra);
+            return self.push_extra(Rec { release, wire_len: frame.wire_len, data: frame.data }, extra);
         }
-        if LENT {
-            return self.push_lent(frame, release);
-        }
-        if self.fate.line.push(release, frame.wire_len, frame.data(), |_| {}) {
-            self.fate.last_release = self.fate.last_release.max(release);
-            c.written.inc();
-            hold(&mut self.fate.holding, release);
-        } else {
-            c.drop(DropReason::DelayLine);
-        }
-    }
-
-    /// A frame written as it came whose buffer the port lends: the buffer kept in the line.
-    #[inline(never)]
-    fn push_lent(&mut self, frame: RxFrame<'_>, release: Nanos) {
-        let wire_len = frame.wire_len;
-        let written = match frame.take_lent() {
-            Ok(lent) => match self.fate.line.push_lent(release, wire_len, lent) {
-                Ok(()) => true,
-                // `make_room` found room for the bytes, not for a lent record, which is
-                // longer than a frame of under 32 bytes: the bytes go in, the buffer back.
-                Err(lent) => self.fate.line.push(release, wire_len, lent.data(), |_| {}),
-            },
-            Err(frame) => self.fate.line.push(release, wire_len, frame.data(), |_| {}),
-        };
-        let c = &*self.fate.counters;
-        if written {
+        if self.fate.line.push(release, frame.wire_len, frame.data, |_| {}) {
             self.fate.last_release = self.fate.last_release.max(release);
             c.written.inc();
             hold(&mut self.fate.holding, release);
@@ -783,19 +722,11 @@ impl Egress {
             if rec.release > upto {
                 break;
             }
-            let (release, wire_len) = (rec.release, rec.wire_len);
-            if rec.lent && tx.takes_lent() {
-                // The record's buffer goes as it is.
-                if let Some(lent) = self.line.pop_lent() {
-                    tx.send_lent(release, wire_len, lent);
-                }
-            } else {
-                if !tx.send(release, wire_len, rec.data) {
-                    break;
-                }
-                self.line.pop();
+            if !tx.send(rec.release, rec.wire_len, rec.data) {
+                break;
             }
-            self.counters.sent(wire_len, now - release);
+            self.counters.sent(rec.wire_len, now - rec.release);
+            self.line.pop();
             n += 1;
         }
         n
@@ -822,16 +753,8 @@ impl Egress {
             let slot = r.in_ring[(seq - r.front_seq) as usize].0;
             let rec = self.line.record_at(&slot).expect("a scanned record stays until it is consumed");
             let wire_len = rec.wire_len;
-            if rec.lent && tx.takes_lent() {
-                if let Some(lent) = self.line.take_lent_at(&slot) {
-                    tx.send_lent(release, wire_len, lent);
-                }
-            } else {
-                if !tx.send(release, wire_len, rec.data) {
-                    break;
-                }
-                // A buffer the record holds goes back once its bytes are sent.
-                drop(self.line.take_lent_at(&slot));
+            if !tx.send(release, wire_len, rec.data) {
+                break;
             }
             self.counters.sent(wire_len, now - release);
             if r.max_sent.is_some_and(|m| seq < m) {

@@ -4,8 +4,6 @@ use pathem_io::offload::OffloadCounts;
 use pathem_io::{PollAt, RxFrame, RxPort};
 use pathem_model::Nanos;
 use std::collections::VecDeque;
-use std::sync::atomic::AtomicI64;
-use std::sync::Arc;
 
 /// Frames arriving at set instants (offline-like: it says when the next comes), each tagged
 /// in its first four bytes; counts how often it is asked for frames.
@@ -23,9 +21,6 @@ pub(crate) struct Frames {
     /// What it says of kernel drops and offloads.
     pub drops: u64,
     pub offload: OffloadCounts,
-    /// Lends each frame's buffer when asked to, counting buffers out in this counter.
-    pub lends: Option<Arc<AtomicI64>>,
-    pub lending: bool,
 }
 
 impl Frames {
@@ -44,8 +39,6 @@ impl Frames {
             polls: 0,
             drops: 0,
             offload: OffloadCounts::default(),
-            lends: None,
-            lending: false,
         }
     }
 
@@ -69,14 +62,7 @@ impl RxPort for Frames {
             let len = if self.sized_by_tag { 64 + (tag % 1437) as usize } else { 64 };
             let mut data = [0u8; 1500];
             data[..4].copy_from_slice(&tag.to_be_bytes());
-            match (&self.lends, self.lending) {
-                (Some(out), true) => {
-                    let lend = pathem_io::lent::Lend::new(pathem_io::lent::testing::lend(&data[..len], out));
-                    f(RxFrame::lending(arrival, len as u32, &lend));
-                    drop(lend.into_inner());
-                }
-                _ => f(RxFrame::new(arrival, len as u32, &data[..len])),
-            }
+            f(RxFrame { arrival, wire_len: len as u32, data: &data[..len] });
             n += 1;
         }
         Ok(n)
@@ -96,10 +82,5 @@ impl RxPort for Frames {
 
     fn offload(&self) -> OffloadCounts {
         self.offload
-    }
-
-    fn lend(&mut self, on: bool) -> bool {
-        self.lending = on && self.lends.is_some();
-        self.lending
     }
 }

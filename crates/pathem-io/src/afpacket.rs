@@ -442,7 +442,7 @@ fn deliver<F: FnMut(RxFrame<'_>)>(
         Ok(VnetRequest::Segment(_)) if truncated => Err(crate::offload::Fault::LengthMismatch),
         Ok(VnetRequest::Segment(gso)) => {
             let cut = crate::offload::segment(frame, gso, |seg| {
-                f(RxFrame::new(arrival, seg.len() as u32, seg));
+                f(RxFrame { arrival, wire_len: seg.len() as u32, data: seg });
             });
             match cut {
                 Ok(segments) => {
@@ -461,7 +461,7 @@ fn deliver<F: FnMut(RxFrame<'_>)>(
     }
     // A truncated frame reaches the engine one byte longer than it may be: an oversize drop.
     let wire_len = if truncated { (frame.len() + 1) as u32 } else { frame.len() as u32 };
-    f(RxFrame::new(arrival, wire_len, frame));
+    f(RxFrame { arrival, wire_len, data: frame });
     1
 }
 

@@ -804,7 +804,7 @@ impl XdpRx {
             };
             let arrival = stamp.max(self.last_arrival);
             self.last_arrival = arrival;
-            f(RxFrame::new(arrival, data.len() as u32, &*data));
+            f(RxFrame { arrival, wire_len: data.len() as u32, data: &*data });
         }
         // The frames were copied into the delay line: hand them straight back for reuse.
         q.release(cons, n as u32);
@@ -875,7 +875,7 @@ impl XdpRx {
             }
             let arrival = best.0.max(self.last_arrival);
             self.last_arrival = arrival;
-            f(RxFrame::new(arrival, data.len() as u32, &*data));
+            f(RxFrame { arrival, wire_len: data.len() as u32, data: &*data });
         }
         for (q, h) in self.queues.iter().zip(heads.iter()) {
             q.release(h.cons, h.taken);

@@ -23,7 +23,6 @@ pub mod filler;
 pub mod host;
 pub mod iface;
 pub mod kstamp;
-pub mod lent;
 pub mod live;
 pub mod mem;
 mod mmap;

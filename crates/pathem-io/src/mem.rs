@@ -142,9 +142,9 @@ impl RxPort for MemSource {
         let n = match self.pace {
             Pace::AsFastAsPossible => {
                 let n = (max as u64).min(self.remaining);
-                let (len, data) = (self.frame.len() as u32, &self.frame[..]);
+                let frame = RxFrame { arrival: now, wire_len: self.frame.len() as u32, data: &self.frame };
                 for _ in 0..n {
-                    f(RxFrame::new(now, len, data));
+                    f(frame);
                 }
                 n
             }
@@ -156,7 +156,7 @@ impl RxPort for MemSource {
                     if at > now {
                         break;
                     }
-                    f(RxFrame::new(at, self.frame.len() as u32, &self.frame));
+                    f(RxFrame { arrival: at, wire_len: self.frame.len() as u32, data: &self.frame });
                     self.step(pps);
                     n += 1;
                 }

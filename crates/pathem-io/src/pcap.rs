@@ -290,7 +290,7 @@ impl RxPort for PcapSource {
             if p.arrival > now {
                 break;
             }
-            f(RxFrame::new(p.arrival, p.wire_len, &self.buf));
+            f(RxFrame { arrival: p.arrival, wire_len: p.wire_len, data: &self.buf });
             n += 1;
             self.advance()?;
         }
@@ -403,7 +403,7 @@ pub fn write_capture(path: &Path, frames: impl IntoIterator<Item = (Nanos, Vec<u
 pub fn read_capture(path: &Path) -> Result<Vec<(Nanos, u32, Vec<u8>)>, Error> {
     let mut src = PcapSource::open(path)?;
     let mut out = Vec::new();
-    src.recv_burst(Nanos::MAX, usize::MAX, |f| out.push((f.arrival, f.wire_len, f.data().to_vec())))?;
+    src.recv_burst(Nanos::MAX, usize::MAX, |f| out.push((f.arrival, f.wire_len, f.data.to_vec())))?;
     Ok(out)
 }
 

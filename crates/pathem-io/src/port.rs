@@ -9,55 +9,14 @@
 use pathem_model::Nanos;
 
 /// One received frame, borrowed from the port.
-///
-/// Not `Clone`: a frame whose buffer is lent ([`take_lent`](RxFrame::take_lent)) is consumed
-/// by taking it, so no borrow of its bytes outlives the buffer's move.
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct RxFrame<'a> {
     /// When the frame arrived (capture timestamp offline, receive timestamp live).
     pub arrival: Nanos,
     /// Its length on the wire (the original length if the capture cut it).
     pub wire_len: u32,
     /// The bytes the port holds (all of them, or the captured part).
-    data: &'a [u8],
-    /// The port's buffer holding `data`, offered to the engine to keep instead of a copy (a
-    /// port asked to [`lend`](RxPort::lend)); what the engine leaves, the port gives back.
-    lent: Option<&'a crate::lent::Lend>,
-}
-
-impl<'a> RxFrame<'a> {
-    /// A frame whose bytes the engine copies (no buffer lent).
-    #[inline(always)]
-    pub fn new(arrival: Nanos, wire_len: u32, data: &'a [u8]) -> RxFrame<'a> {
-        RxFrame { arrival, wire_len, data, lent: None }
-    }
-
-    /// A frame whose bytes are those of the buffer `lend` offers.
-    #[inline(always)]
-    pub fn lending(arrival: Nanos, wire_len: u32, lend: &'a crate::lent::Lend) -> RxFrame<'a> {
-        RxFrame { arrival, wire_len, data: lend.bytes(), lent: Some(lend) }
-    }
-
-    /// The frame's bytes.
-    #[inline(always)]
-    pub fn data(&self) -> &[u8] {
-        self.data
-    }
-
-    /// True when the port offers the frame's buffer.
-    #[inline(always)]
-    pub fn lends(&self) -> bool {
-        self.lent.is_some()
-    }
-
-    /// The buffer the port offers, taken for good; the frame back when none is offered.
-    #[inline(always)]
-    pub fn take_lent(self) -> Result<crate::lent::Lent, RxFrame<'a>> {
-        match self.lent.and_then(|l| l.take()) {
-            Some(lent) => Ok(lent),
-            None => Err(self),
-        }
-    }
+    pub data: &'a [u8],
 }
 
 /// When a port next has something to do.
@@ -133,14 +92,6 @@ pub trait RxPort {
     /// was opened. Read with [`kernel_drops`](Self::kernel_drops), not per burst.
     fn offload(&self) -> crate::offload::OffloadCounts {
         crate::offload::OffloadCounts::default()
-    }
-
-    /// Asks the port to offer its receive buffers with the frames ([`RxFrame::lent`]), or to
-    /// stop; returns whether it will. Only a port whose buffers a transmitting port can send
-    /// without a copy lends them (DPDK's mbufs), and only while its pool has mbufs to spare.
-    fn lend(&mut self, on: bool) -> bool {
-        let _ = on;
-        false
     }
 }
 
@@ -279,21 +230,6 @@ pub trait TxPort {
     /// Filler frames sent since the port was opened (with `--tx-timing filler`).
     fn fillers(&self) -> crate::filler::FillerCounts {
         crate::filler::FillerCounts::default()
-    }
-
-    /// True when [`send_lent`](Self::send_lent) takes a lent buffer now: the port sends such
-    /// buffers as they are and has room for one more. Asked before every lent frame, and once
-    /// when a path is set up, whose receiving port lends only if this says yes.
-    fn takes_lent(&self) -> bool {
-        false
-    }
-
-    /// Queues a lent buffer for transmission, as [`send`](Self::send) does a frame's bytes;
-    /// called only right after [`takes_lent`](Self::takes_lent) said yes, so it always takes
-    /// the frame (one it then cannot send is counted in [`refused`](Self::refused)). This
-    /// default, for a port that never says yes, copies the bytes and gives the buffer back.
-    fn send_lent(&mut self, release: Nanos, wire_len: u32, lent: crate::lent::Lent) {
-        let _ = self.send(release, wire_len, lent.data());
     }
 }
 

@@ -246,9 +246,9 @@ impl Task for Bypass {
     fn poll(&mut self, now: Nanos) -> Result<Next, pathem_engine::Error> {
         let tx = &mut self.tx;
         self.rx.recv_burst(now, 64, |f| {
-            if !tx.send(now, f.wire_len, f.data()) {
+            if !tx.send(now, f.wire_len, f.data) {
                 let _ = tx.flush();
-                tx.send(now, f.wire_len, f.data());
+                tx.send(now, f.wire_len, f.data);
             }
         })?;
         self.tx.flush()?;

@@ -1038,7 +1038,7 @@ fn a_burst_through_a_delay_arrives_whole_without_later_traffic() {
             let end = std::time::Instant::now() + Duration::from_millis(1500);
             while std::time::Instant::now() < end {
                 rx.recv_burst(monotonic_now(), 64, |f| {
-                    if let Some(seq) = marked_seq(f.data()) {
+                    if let Some(seq) = marked_seq(f.data) {
                         got.push((seq, f.arrival));
                     }
                 })
@@ -1413,9 +1413,9 @@ fn a_port_reads_every_queue(kind: &str, cores: Option<&str>) {
         while monotonic_now() - quiet_since < Nanos::from_millis(500) {
             let n = rx
                 .recv_burst(monotonic_now(), 64, |f| {
-                    if f.data().len() >= 50 && f.data()[23] == 17 && f.data()[36..38] == 9u16.to_be_bytes() {
-                        let flow = u16::from_be_bytes([f.data()[34], f.data()[35]]);
-                        got.push((flow, u64::from_be_bytes(f.data()[42..50].try_into().unwrap()), f.arrival));
+                    if f.data.len() >= 50 && f.data[23] == 17 && f.data[36..38] == 9u16.to_be_bytes() {
+                        let flow = u16::from_be_bytes([f.data[34], f.data[35]]);
+                        got.push((flow, u64::from_be_bytes(f.data[42..50].try_into().unwrap()), f.arrival));
                     }
                 })
                 .unwrap();
@@ -1993,7 +1993,7 @@ fn a_frame_that_comes_while_a_burst_is_read_keeps_its_stamp() {
         let mut got: Vec<(u32, Nanos)> = Vec::new();
         let mut second_sent = None;
         rx.recv_burst(monotonic_now(), 64, |f| {
-            if let Some(seq) = marked_seq(f.data()) {
+            if let Some(seq) = marked_seq(f.data) {
                 got.push((seq, f.arrival));
                 if seq == 0 {
                     // Frame 1 lands in the ring while this burst is being read.
@@ -2006,7 +2006,7 @@ fn a_frame_that_comes_while_a_burst_is_read_keeps_its_stamp() {
         .unwrap();
         // Whatever this burst did not take, the next one does.
         rx.recv_burst(monotonic_now(), 64, |f| {
-            if let Some(seq) = marked_seq(f.data()) {
+            if let Some(seq) = marked_seq(f.data) {
                 got.push((seq, f.arrival));
             }
         })
@@ -2208,7 +2208,7 @@ fn a_packet_socket_filtered_by_mark_takes_only_marked_frames() {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
         let mut got = Vec::new();
-        rx.recv_burst(Nanos::ZERO, 64, |f| got.push(marked_seq(f.data()))).expect("read");
+        rx.recv_burst(Nanos::ZERO, 64, |f| got.push(marked_seq(f.data))).expect("read");
         (got, rx.kernel_drops())
     })
     .join()

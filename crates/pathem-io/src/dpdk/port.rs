@@ -1141,7 +1141,7 @@ impl DpdkRx {
             if crate::offload::complete_if_partial(data) {
                 offload.csum_completed += 1;
             }
-            f(RxFrame::new(arrival, m.pkt_len, &*data));
+            f(RxFrame { arrival, wire_len: m.pkt_len, data: &*data });
         }
         self.last_arrival = last;
         // SAFETY: the first n entries are the mbufs rx_burst returned, not freed before; no
@@ -1216,7 +1216,7 @@ impl DpdkRx {
             if crate::offload::complete_if_partial(data) {
                 self.offload.csum_completed += 1;
             }
-            f(RxFrame::new(self.arrivals[self.pos], m.pkt_len, &*data));
+            f(RxFrame { arrival: self.arrivals[self.pos], wire_len: m.pkt_len, data: &*data });
             self.pos += 1;
             given += 1;
         }
