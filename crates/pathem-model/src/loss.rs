@@ -500,6 +500,10 @@ impl BitErrors {
 
     /// The probability that a frame of `len` bytes has at least one bit error.
     pub fn frame_error_rate(ber: f64, len: u32) -> f64 {
+        // A frame without bits has none to hit (and 0 × ln 0 would be NaN at ber 1).
+        if len == 0 {
+            return 0.0;
+        }
         // 1 − (1 − ber)^(8 len), computed without cancellation for tiny ber.
         -f64::exp_m1(8.0 * f64::from(len) * f64::ln_1p(-ber))
     }
@@ -535,6 +539,15 @@ pub fn burst_lengths(lost: &[bool]) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_frame_without_bytes_takes_no_bit_error() {
+        assert_eq!(BitErrors::frame_error_rate(1.0, 0), 0.0);
+        let mut b = BitErrors::new(Probability::ONE);
+        let mut rng = Rng::seeded(1);
+        assert!(!b.hit(0, &mut rng), "no bit to hit, even at a bit error rate of 1");
+        assert!(b.hit(1, &mut rng));
+    }
 
     fn run(config: &LossConfig, n: usize, seed: u64) -> Vec<bool> {
         let mut loss = Loss::new(config);
