@@ -143,8 +143,30 @@ impl std::fmt::Display for SlotSpec {
 
 pathem_model::deserialize_from_str!(LossSpec, DistSpec, SlotSpec);
 
-/// Where tc keeps its distribution tables (after `$TC_LIB_DIR`, which tc reads first).
-pub const TC_TABLE_DIRS: [&str; 2] = ["/usr/lib/tc", "/lib/tc"];
+/// Where tc keeps its distribution tables, after `$TC_LIB_DIR` (which tc reads first): the
+/// folder tc was built with, which is `/usr/lib/tc` upstream, `/usr/lib/ARCH-linux-gnu/tc` on
+/// Debian and Ubuntu, `/usr/lib64/tc` on Fedora and RHEL; and `/lib/tc`.
+pub fn tc_table_dirs() -> Vec<PathBuf> {
+    let mut dirs = vec![PathBuf::from("/usr/lib/tc"), PathBuf::from("/usr/lib64/tc")];
+    let mut multiarch: Vec<PathBuf> = std::fs::read_dir("/usr/lib")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains("-linux-"))
+        .map(|e| e.path().join("tc"))
+        .filter(|d| d.is_dir())
+        .collect();
+    multiarch.sort();
+    dirs.extend(multiarch);
+    dirs.push(PathBuf::from("/lib/tc"));
+    dirs
+}
+
+/// The folders a tc table NAME is looked for in: `$TC_LIB_DIR`, then [`tc_table_dirs`].
+pub fn tc_table_search() -> Vec<PathBuf> {
+    let env = std::env::var_os("TC_LIB_DIR").map(PathBuf::from);
+    env.into_iter().chain(tc_table_dirs()).collect()
+}
 
 /// True when a tc table's NAME is a file's path rather than a name in tc's folder.
 pub fn names_a_file(name: &str) -> bool {
@@ -152,16 +174,12 @@ pub fn names_a_file(name: &str) -> bool {
 }
 
 /// Reads the tc distribution table NAME: the FILE itself when it is a path, else NAME.dist in
-/// `$TC_LIB_DIR`, then in [`TC_TABLE_DIRS`]. The error is the reason, naming where it looked.
+/// [`tc_table_search`]'s folders. The error is the reason, naming where it looked.
 pub fn read_tc_table(name: &str) -> Result<Arc<CustomTable>, String> {
     let candidates: Vec<PathBuf> = if names_a_file(name) {
         vec![name.into()]
     } else {
-        let env = std::env::var_os("TC_LIB_DIR").map(PathBuf::from);
-        env.into_iter()
-            .chain(TC_TABLE_DIRS.iter().map(PathBuf::from))
-            .map(|d| d.join(format!("{name}.dist")))
-            .collect()
+        tc_table_search().into_iter().map(|d| d.join(format!("{name}.dist"))).collect()
     };
     // A table holds at most 16384 numbers: what is longer than this is not one (/dev/zero).
     const MAX_TABLE_TEXT: u64 = 1 << 20;

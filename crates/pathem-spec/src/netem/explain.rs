@@ -104,26 +104,30 @@ fn percents(values: &[Probability], defaults: &[Option<f64>]) -> String {
     values[..n].iter().map(|p| percent(*p)).collect::<Vec<_>>().join(" ")
 }
 
-/// Where the tc table NAME is read from, as a path a netem spec can name.
-fn table_path(name: &str) -> Result<String, SpecError> {
-    let path = if crate::path::names_a_file(name) {
-        PathBuf::from(name)
-    } else {
-        let env = std::env::var_os("TC_LIB_DIR").map(PathBuf::from);
-        env.into_iter()
-            .chain(TC_TABLE_DIRS.iter().map(PathBuf::from))
-            .map(|d| d.join(format!("{name}.dist")))
-            .find(|p| p.exists())
-            .unwrap_or_else(|| PathBuf::from(format!("{name}.dist")))
+/// The word tc reads the table NAME by: tc takes a NAME and opens NAME.dist in its own folder,
+/// never a path, so a table given as a FILE is written as its NAME only when it lies in one of
+/// tc's folders.
+fn table_word(name: &str) -> Result<String, SpecError> {
+    let no = |reason: &str| Err(SpecError::NotNetem { setting: format!("tc:{name}"), reason: reason.into() });
+    let word = match crate::path::names_a_file(name) {
+        false => name.to_string(),
+        true => {
+            let path = std::path::Path::new(name);
+            let in_tc = path.extension().is_some_and(|e| e == "dist")
+                && path.parent().is_some_and(|d| crate::path::tc_table_search().iter().any(|t| t == d));
+            match (in_tc, path.file_stem()) {
+                (true, Some(stem)) => stem.to_string_lossy().into_owned(),
+                _ => return no(
+                    "tc reads a table only by its NAME, as NAME.dist in its own folder: put the file there \
+                         and give tc:NAME",
+                ),
+            }
+        }
     };
-    let text = path.to_string_lossy().into_owned();
-    if text.contains(char::is_whitespace) {
-        return Err(SpecError::NotNetem {
-            setting: format!("tc:{name}"),
-            reason: "its path has white space, which a netem spec cannot hold".into(),
-        });
+    if word.contains(char::is_whitespace) {
+        return no("its name has white space, which a netem spec cannot hold");
     }
-    Ok(text)
+    Ok(word)
 }
 
 /// The netem spec that makes `spec`'s path, where NetEm has the words for everything in it;
@@ -215,7 +219,7 @@ pub fn to_netem(spec: &PathSpec) -> Result<String, SpecError> {
                     words.push(format!("distribution {}", d.dist))
                 }
                 Dist::Custom(_) => match &flags.delay_dist {
-                    Some(DistSpec::Tc(name)) => words.push(format!("distribution {}", table_path(name)?)),
+                    Some(DistSpec::Tc(name)) => words.push(format!("distribution {}", table_word(name)?)),
                     _ => return no("--delay-dist".into(), "the tc table's name is unknown"),
                 },
                 Dist::Exponential | Dist::Table(_) => {
@@ -296,9 +300,14 @@ pub fn to_netem(spec: &PathSpec) -> Result<String, SpecError> {
             Spacing::Uniform { min, max } => format!("slot {min} {max}"),
             Spacing::Dist { delay, jitter, dist } => {
                 let name = match dist {
-                    Dist::Uniform | Dist::Normal | Dist::Pareto | Dist::ParetoNormal => dist.to_string(),
+                    // tc has no uniform table (iproute2 ships normal, pareto, paretonormal and
+                    // experimental), so `slot distribution uniform` is refused there.
+                    Dist::Uniform => {
+                        return no("--slot dist=uniform".into(), "tc has no uniform table and refuses it")
+                    }
+                    Dist::Normal | Dist::Pareto | Dist::ParetoNormal => dist.to_string(),
                     Dist::Custom(_) => match flags.slot.as_ref().and_then(|s| s.table.as_deref()) {
-                        Some(name) => table_path(name)?,
+                        Some(name) => table_word(name)?,
                         None => return no("--slot".into(), "the tc table's name is unknown"),
                     },
                     Dist::Exponential | Dist::Table(_) => {

@@ -29,7 +29,7 @@
 //! says so ([`NetemSpec::notes`]); the README lists every difference.
 
 use crate::error::SpecError;
-use crate::path::{quote_word, DistSpec, LossSpec, PathSpec, SlotSpec, TC_TABLE_DIRS};
+use crate::path::{quote_word, DistSpec, LossSpec, PathSpec, SlotSpec};
 use pathem_model::corr::Correlated;
 use pathem_model::dist::{parse_c_integer, Dist};
 use pathem_model::limits::{MAX_DELAY, MAX_OVERHEAD, MAX_RATE};
@@ -39,7 +39,7 @@ use pathem_model::skip::SkipConfig;
 use pathem_model::slot::{SlotConfig, Spacing};
 use pathem_model::units::{parse_duration, Duration, Probability, QueueLimit, Rate};
 use pathem_model::{Nanos, PathConfig};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::str::FromStr;
 
 mod explain;
@@ -70,7 +70,7 @@ const LOSS_ACCEPTED: &str =
     "PERCENT [CORRELATION], random PERCENT [CORRELATION], state P13 [P31 [P32 [P23 [P14]]]], \
 gemodel PERCENT [R [1-H [1-K]]]";
 const DIST_ACCEPTED: &str = "uniform, normal, pareto, paretonormal, or a tc table: its NAME (NAME.dist in \
-$TC_LIB_DIR, /usr/lib/tc or /lib/tc) or its FILE";
+$TC_LIB_DIR or tc's folder: /usr/lib/tc, /usr/lib64/tc, /usr/lib/ARCH-linux-gnu/tc, /lib/tc) or its FILE";
 const SLOT_ACCEPTED: &str =
     "slot MIN_DELAY [MAX_DELAY] [packets N] [bytes N], or slot distribution NAME DELAY JITTER \
 [packets N] [bytes N]";
@@ -214,6 +214,8 @@ struct Parsed {
     reorder: Option<(usize, Chance)>,
     gap: Option<(usize, u32)>,
     rate: Option<(usize, RateWords)>,
+    /// Where a `rate` below a byte per second stood (no rate, as NetEm reads it).
+    no_rate: Option<(usize, ())>,
     slot: Option<(usize, SlotWords)>,
 }
 
@@ -374,8 +376,10 @@ impl NetemSpec {
                 }
                 Keyword::Rate => {
                     once!(p.rate);
+                    once!(p.no_rate);
                     let (vp, v) = r.value(at, word, "a RATE", RATE_ACCEPTED)?;
-                    let mut w = RateWords { rate: r.rate(vp, v)?, overhead: None, cell: None };
+                    let rate = r.rate(vp, v)?;
+                    let mut w = RateWords { rate: rate.unwrap_or(Rate(8)), overhead: None, cell: None };
                     let bytes = |n: i64| format!("{n} bytes");
                     if r.next_is_signed() {
                         let (op, o) = r.take().unwrap_or_default();
@@ -395,7 +399,10 @@ impl NetemSpec {
                         }
                         w.cell = (size > 0).then_some(Cell { size, overhead });
                     }
-                    p.rate = Some((at, w));
+                    match rate {
+                        Some(_) => p.rate = Some((at, w)),
+                        None => p.no_rate = Some((at, ())),
+                    }
                 }
                 Keyword::Slot => {
                     once!(p.slot);
@@ -494,7 +501,8 @@ impl NetemSpec {
             }
         }
         if let Some((at, gap)) = p.gap {
-            if !p.reorder.as_ref().is_some_and(|(_, c)| c.p.get() > 0.0) {
+            // tc refuses only a gap above 0 without a reorder chance; `gap 0` alone does nothing.
+            if gap > 0 && !p.reorder.as_ref().is_some_and(|(_, c)| c.p.get() > 0.0) {
                 return Err(bad(
                     at,
                     word_at(at),
@@ -502,8 +510,13 @@ impl NetemSpec {
                     "reorder PERCENT [CORRELATION] gap DISTANCE (reorder 100% gap 5 sends every 5th frame at once)",
                 ));
             }
-            if gap == 0 {
-                r.notes.push("\"gap 0\" read as gap 1, as tc does".into());
+            let reorders = p.reorder.as_ref().is_some_and(|(_, c)| c.p.get() > 0.0);
+            match (gap, reorders) {
+                (0, true) => r.notes.push("\"gap 0\" read as gap 1, as tc does".into()),
+                (0, false) => {
+                    r.notes.push("\"gap 0\" without a reorder chance does nothing, as in tc".into())
+                }
+                _ => {}
             }
         }
         if let Some(at) = p.ecn {

@@ -146,9 +146,6 @@ impl NetemSpec {
 /// names, against NetEm's table of that name.
 fn dist_note(what: &str, d: &DistName) -> String {
     match d {
-        DistName::Named(Dist::Uniform) if what == "distribution" => {
-            "distribution uniform is NetEm's own, without a table".into()
-        }
         DistName::Named(Dist::Uniform) => format!(
             "{what} uniform is pathem's (delay ± jitter, evenly); tc has no uniform table and refuses it"
         ),
@@ -158,12 +155,21 @@ fn dist_note(what: &str, d: &DistName) -> String {
         ),
         DistName::Named(d) => format!(
             "{what} {d} is pathem's exact one; NetEm's {d}.dist table has 4096 steps and is clipped at ±4 jitters; \
-             give the table's path (/usr/lib/tc/{d}.dist) to use NetEm's"
+             give the table's path ({}) to use NetEm's",
+            tc_table_path(&format!("{d}.dist"))
         ),
         DistName::Table(..) => {
             format!("a tc table for the {what} is drawn entry by entry as NetEm does (delay + jitter · value / 8192)")
         }
     }
+}
+
+/// Where tc keeps the table FILE on this machine (its first folder holding it), or where
+/// upstream tc does.
+fn tc_table_path(file: &str) -> String {
+    let dirs = crate::path::tc_table_search();
+    let found = dirs.iter().map(|d| d.join(file)).find(|p| p.exists());
+    found.unwrap_or_else(|| std::path::Path::new("/usr/lib/tc").join(file)).to_string_lossy().into_owned()
 }
 
 /// A fraction as a percentage to four significant figures (`0.0002513` → `0.02513%`,

@@ -113,6 +113,7 @@ fn tc_tables_from_a_file_or_tcs_folder() {
         "{slot}"
     );
     assert!(notes("slot distribution uniform 1ms 1ms").contains("tc has no uniform table and refuses it"));
+    assert!(notes("delay 10ms 1ms distribution uniform").contains("tc has no uniform table and refuses it"));
     let e = refusal("delay 10ms 1ms distribution no-such-table-here");
     assert!(
         e.starts_with("--netem \"delay 10ms 1ms distribution no-such-table-here\": word 5 \"no-such-table-here\" names no distribution table: no such table (looked for")
@@ -220,6 +221,19 @@ fn duplicate_corrupt_reorder_and_gap() {
     let g = path("gap 5 delay 10ms reorder 100%");
     assert_eq!(g.skip_delay, Some(SkipConfig { p: p(1.0), corr: None, gap: 5 }));
     assert_eq!(path("delay 10ms reorder 50% gap 0").skip_delay.unwrap().gap, 1);
+    // tc refuses only a gap above 0 without a reorder chance: `gap 0` alone does nothing.
+    for spec in ["delay 10ms gap 0", "delay 10ms reorder 0% gap 0"] {
+        assert_eq!(path(spec), path("delay 10ms"), "{spec}");
+        assert!(notes(spec).contains("does nothing"), "{spec}");
+    }
+    // A rate below one byte per second is 0 in tc, which NetEm reads as no rate (`rate 0`
+    // turns it off); the limit then bounds the frames held in delay.
+    for spec in ["delay 50ms rate 0", "delay 50ms rate 7bit 10"] {
+        assert_eq!(path(spec), path("delay 50ms"), "{spec}");
+        assert!(notes(spec).contains("which NetEm reads as no rate"), "{spec}");
+    }
+    assert_eq!(path("delay 50ms rate 0 limit 10").limit, Some(10));
+    assert!(refusal("rate 0 rate 1mbit").contains("word 3 \"rate\" is given twice (first as word 1)"));
     assert_eq!(path("delay 10ms reorder 0%").skip_delay, None, "reorder 0% does nothing");
     assert!(!path("delay 10ms reorder 0%").reorder);
 }
@@ -291,7 +305,6 @@ fn refusals_name_the_word_its_position_and_what_is_accepted() {
         ("loss state 60% 50% 0% 100% 50%", "word 2 \"state\" has p13 + p14 above 100%"),
         ("seed 5", "word 1 \"seed\" is not a path setting in pathem"),
         ("rate 50%", "word 2 \"50%\" is a share of the device's speed"),
-        ("rate 7bit", "word 2 \"7bit\" is below one byte per second"),
         ("rate 2tbps", "word 2 \"2tbps\" is out of range"),
         ("rate 1mbit 70000", "word 3 \"70000\" is out of range; accepted: a PACKETOVERHEAD"),
         ("rate 1mbit 0 48 -5", "word 5 \"-5\" is out of range; accepted: a CELLOVERHEAD"),
@@ -405,6 +418,27 @@ fn to_netem_and_back_make_the_same_path() {
         to_netem(&PathSpec::from_flags("--loss gi:p13=3%,p32=1%").unwrap()).unwrap(),
         "loss state 3% 97% 1%"
     );
+    // tc opens NAME.dist in its own folder and takes no path: a table is written by its NAME,
+    // one given as a file only when it lies in a folder of tc's.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("steps.dist"), "# t\n-8192 0 8192 16384\n").unwrap();
+    let file = dir.path().join("steps.dist").to_string_lossy().into_owned();
+    let e = to_netem(
+        &PathSpec::from_flags(&format!("--delay 10ms --jitter 1ms --delay-dist tc:{file} --reorder"))
+            .unwrap(),
+    );
+    assert!(e.unwrap_err().to_string().contains("tc reads a table only by its NAME"));
+    let tc = crate::path::tc_table_dirs().into_iter().map(|d| d.join("normal.dist")).find(|p| p.exists());
+    if let Some(table) = tc {
+        let flags = format!("--delay 10ms --jitter 1ms --delay-dist tc:{} --reorder", table.display());
+        assert_eq!(
+            to_netem(&PathSpec::from_flags(&flags).unwrap()).unwrap(),
+            "delay 10ms 1ms distribution normal"
+        );
+    }
+    let flags = "--slot dist=uniform,delay=2ms,jitter=1ms";
+    let e = to_netem(&PathSpec::from_flags(flags).unwrap()).unwrap_err().to_string();
+    assert!(e.contains("tc has no uniform table and refuses it"), "{e}");
     // Netem specs round trip too.
     for spec in SPECS {
         let s = PathSpec::from_flags(&format!("--netem {}", quote_word(spec))).unwrap();

@@ -151,7 +151,9 @@ impl<'a> Reader<'a> {
         format!("{num}%").parse::<Probability>().map_err(|e| bad(at, word, e.reason, PERCENT_ACCEPTED))
     }
 
-    pub(super) fn rate(&mut self, at: usize, word: &str) -> Result<Rate, NetemError> {
+    /// A rate; `None` for one below a byte per second, which tc sends as 0 and NetEm reads as
+    /// no rate (`rate 0` turns a rate off).
+    pub(super) fn rate(&mut self, at: usize, word: &str) -> Result<Option<Rate>, NetemError> {
         if word.contains('%') {
             return Err(bad(
                 at,
@@ -189,7 +191,10 @@ impl<'a> Reader<'a> {
         }
         let bytes = bits as u64 / 8;
         if bytes == 0 {
-            return Err(bad(at, word, "is below one byte per second (NetEm's unit)", RATE_ACCEPTED));
+            self.notes.push(format!(
+                "\"rate {word}\" is 0 bytes per second in tc (NetEm's unit), which NetEm reads as no rate: no rate"
+            ));
+            return Ok(None);
         }
         let rate = Rate(bytes * 8);
         if unit.is_empty() {
@@ -203,7 +208,7 @@ impl<'a> Reader<'a> {
         if bits as u64 % 8 != 0 {
             self.notes.push(format!("\"rate {word}\" is {rate}: NetEm keeps whole bytes per second"));
         }
-        Ok(rate)
+        Ok(Some(rate))
     }
 
     pub(super) fn size(&mut self, at: usize, ctx: &str, word: &str) -> Result<u64, NetemError> {
