@@ -204,12 +204,21 @@ impl Control {
         for c in all.clone() {
             self.check(c)?;
         }
-        let view = self.view.lock().unwrap_or_else(|e| e.into_inner());
-        let ring = match view.line.as_ref().and_then(|l| l.to_grow(all.clone())) {
-            Some((need, line)) => Some(Ring::new(need, line.engine.max_frame)?),
+        // The sizes under the lock, the memory made without it: touching a line of gigabytes
+        // takes seconds, through which `show` and a metrics scrape (`current`) would wait.
+        let (grow, held_need) = {
+            let view = self.view.lock().unwrap_or_else(|e| e.into_inner());
+            let line = view.line.as_ref();
+            (
+                line.and_then(|l| l.to_grow(all.clone())).map(|(need, l)| (need, l.engine.max_frame)),
+                line.and_then(|l| l.held_to_grow(all)),
+            )
+        };
+        let ring = match grow {
+            Some((need, max_frame)) => Some(Ring::new(need, max_frame)?),
             None => None,
         };
-        let held = match view.line.as_ref().and_then(|l| l.held_to_grow(all)) {
+        let held = match held_need {
             Some(need) => Some(crate::held::buffer(need)?),
             None => None,
         };

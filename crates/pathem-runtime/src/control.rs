@@ -56,10 +56,13 @@ pub enum Refusal {
     NotApplied,
 }
 
-/// A name is 1 to 64 characters of letters, digits, `-`, `_` and `.` (not starting with `.`).
+/// A name is 1 to 64 characters of letters, digits, `-`, `_` and `.` (not starting with `.`),
+/// and not `list`, which `ctl list` takes for itself (a link of that name could not be shown
+/// or changed).
 pub fn check_name(name: &str) -> Result<(), Error> {
     let ok = !name.is_empty()
         && name.len() <= 64
+        && name != "list"
         && !name.starts_with('.')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
     if !ok {

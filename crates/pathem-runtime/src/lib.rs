@@ -179,10 +179,10 @@ pub enum Error {
     #[error("{path}: it is {what}; name another file")]
     SameFile { path: std::path::PathBuf, what: &'static str },
     /// A link's name outside what names can be.
-    #[error("--name {0}: accepted: 1 to 64 letters, digits, '-', '_' or '.', not starting with '.'")]
+    #[error("--name {0}: accepted: 1 to 64 letters, digits, '-', '_' or '.', not starting with '.', and not `list` (ctl's own word)")]
     Name(String),
     /// A link's name taken from its interfaces (no `--name`) that names cannot be.
-    #[error("the link's name defaults to its interfaces', {0:?}, which is not a name (1 to 64 letters, digits, '-', '_' or '.', not starting with '.'): give one with --name")]
+    #[error("the link's name defaults to its interfaces', {0:?}, which is not a name (1 to 64 letters, digits, '-', '_' or '.', not starting with '.', and not `list`): give one with --name")]
     DefaultName(String),
     /// A link's name a running pathem has already.
     #[error("--name {0}: taken by a running pathem (`pathem ctl {0} show` says which); pick another name")]

@@ -270,6 +270,8 @@ fn bad_input_is_refused_with_one_line() {
         ),
         (vec!["run", "lo", "lo2", "--metrics", "nine"], 2, "accepted: PORT"),
         (vec!["run", "lo", "lo2", "--name", "../x"], 2, "accepted: 1 to 64 letters"),
+        // `ctl list` is ctl's own: a link so named could not be shown or changed.
+        (vec!["run", "lo", "lo2", "--name", "list"], 2, "--name list: accepted: 1 to 64 letters, digits, '-', '_' or '.', not starting with '.', and not `list`"),
         (vec!["run", "lo", "lo+2"], 2, "give one with --name"),
         (vec!["attach", "", "--delay", "1ms"], 2, "interface : is not a valid interface name"),
         (vec!["attach", "lo", "--rx-buffer", "2GiB"], 2, "--rx-buffer 2147483648 is out of range"),
