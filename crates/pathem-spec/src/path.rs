@@ -173,14 +173,19 @@ pub fn names_a_file(name: &str) -> bool {
     name.contains('/') || name.ends_with(".dist")
 }
 
-/// Reads the tc distribution table NAME: the FILE itself when it is a path, else NAME.dist in
-/// [`tc_table_search`]'s folders. The error is the reason, naming where it looked.
+/// Where the tc table NAME may lie, in the order it is looked for: the FILE itself when it is
+/// a path, else NAME.dist in [`tc_table_search`]'s folders.
+pub fn tc_table_candidates(name: &str) -> Vec<PathBuf> {
+    match names_a_file(name) {
+        true => vec![name.into()],
+        false => tc_table_search().into_iter().map(|d| d.join(format!("{name}.dist"))).collect(),
+    }
+}
+
+/// Reads the tc distribution table NAME from the first of [`tc_table_candidates`] that opens.
+/// The error is the reason, naming where it looked.
 pub fn read_tc_table(name: &str) -> Result<Arc<CustomTable>, String> {
-    let candidates: Vec<PathBuf> = if names_a_file(name) {
-        vec![name.into()]
-    } else {
-        tc_table_search().into_iter().map(|d| d.join(format!("{name}.dist"))).collect()
-    };
+    let candidates = tc_table_candidates(name);
     // A table holds at most 16384 numbers: what is longer than this is not one (/dev/zero).
     const MAX_TABLE_TEXT: u64 = 1 << 20;
     for path in &candidates {

@@ -108,13 +108,18 @@ fn percents(values: &[Probability], defaults: &[Option<f64>]) -> String {
 /// never a path, so a table given as a FILE is written as its NAME only when it lies in one of
 /// tc's folders.
 fn table_word(name: &str) -> Result<String, SpecError> {
+    table_word_among(name, &crate::path::tc_table_search())
+}
+
+/// [`table_word`] with tc's folders `tc_dirs`.
+pub(super) fn table_word_among(name: &str, tc_dirs: &[std::path::PathBuf]) -> Result<String, SpecError> {
     let no = |reason: &str| Err(SpecError::NotNetem { setting: format!("tc:{name}"), reason: reason.into() });
     let word = match crate::path::names_a_file(name) {
         false => name.to_string(),
         true => {
             let path = std::path::Path::new(name);
             let in_tc = path.extension().is_some_and(|e| e == "dist")
-                && path.parent().is_some_and(|d| crate::path::tc_table_search().iter().any(|t| t == d));
+                && path.parent().is_some_and(|d| tc_dirs.iter().any(|t| t == d));
             match (in_tc, path.file_stem()) {
                 (true, Some(stem)) => stem.to_string_lossy().into_owned(),
                 _ => return no(

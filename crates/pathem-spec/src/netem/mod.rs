@@ -379,28 +379,29 @@ impl NetemSpec {
                     once!(p.no_rate);
                     let (vp, v) = r.value(at, word, "a RATE", RATE_ACCEPTED)?;
                     let rate = r.rate(vp, v)?;
-                    let mut w = RateWords { rate: rate.unwrap_or(Rate(8)), overhead: None, cell: None };
+                    let (mut overhead, mut cell) = (None, None);
                     let bytes = |n: i64| format!("{n} bytes");
                     if r.next_is_signed() {
                         let (op, o) = r.take().unwrap_or_default();
                         let accepted = format!("a PACKETOVERHEAD from {} to {}", bytes(-65536), bytes(65536));
                         let max = i64::from(MAX_OVERHEAD);
-                        w.overhead = Some(r.count(op, "rate overhead", o, -max..=max, &accepted)? as i32);
+                        overhead = Some(r.count(op, "rate overhead", o, -max..=max, &accepted)? as i32);
                     }
                     if let Some((cp, c)) = r.optional() {
                         let accepted = "a CELLSIZE from 0 to 65535 bytes (0: no cells)";
                         let size = r.count(cp, "rate cellsize", c, 0..=65_535, accepted)? as u32;
-                        let mut overhead = 0;
+                        let mut cell_overhead = 0;
                         if r.next_is_signed() {
                             let (op, o) = r.take().unwrap_or_default();
                             let accepted =
                                 "a CELLOVERHEAD from 0 to 65535 bytes (pathem's cells add, never take off)";
-                            overhead = r.count(op, "rate celloverhead", o, 0..=65_535, accepted)? as u32;
+                            cell_overhead = r.count(op, "rate celloverhead", o, 0..=65_535, accepted)? as u32;
                         }
-                        w.cell = (size > 0).then_some(Cell { size, overhead });
+                        cell = (size > 0).then_some(Cell { size, overhead: cell_overhead });
                     }
+                    // Its framing words are read (and checked) either way.
                     match rate {
-                        Some(_) => p.rate = Some((at, w)),
+                        Some(rate) => p.rate = Some((at, RateWords { rate, overhead, cell })),
                         None => p.no_rate = Some((at, ())),
                     }
                 }
@@ -502,7 +503,8 @@ impl NetemSpec {
         }
         if let Some((at, gap)) = p.gap {
             // tc refuses only a gap above 0 without a reorder chance; `gap 0` alone does nothing.
-            if gap > 0 && !p.reorder.as_ref().is_some_and(|(_, c)| c.p.get() > 0.0) {
+            let reorders = p.reorder.as_ref().is_some_and(|(_, c)| c.p.get() > 0.0);
+            if gap > 0 && !reorders {
                 return Err(bad(
                     at,
                     word_at(at),
@@ -510,7 +512,6 @@ impl NetemSpec {
                     "reorder PERCENT [CORRELATION] gap DISTANCE (reorder 100% gap 5 sends every 5th frame at once)",
                 ));
             }
-            let reorders = p.reorder.as_ref().is_some_and(|(_, c)| c.p.get() > 0.0);
             match (gap, reorders) {
                 (0, true) => r.notes.push("\"gap 0\" read as gap 1, as tc does".into()),
                 (0, false) => {

@@ -156,7 +156,7 @@ fn dist_note(what: &str, d: &DistName) -> String {
         DistName::Named(d) => format!(
             "{what} {d} is pathem's exact one; NetEm's {d}.dist table has 4096 steps and is clipped at ±4 jitters; \
              give the table's path ({}) to use NetEm's",
-            tc_table_path(&format!("{d}.dist"))
+            tc_table_path(&d.to_string())
         ),
         DistName::Table(..) => {
             format!("a tc table for the {what} is drawn entry by entry as NetEm does (delay + jitter · value / 8192)")
@@ -164,12 +164,12 @@ fn dist_note(what: &str, d: &DistName) -> String {
     }
 }
 
-/// Where tc keeps the table FILE on this machine (its first folder holding it), or where
+/// Where tc keeps the table NAME on this machine (its first folder holding it), or where
 /// upstream tc does.
-fn tc_table_path(file: &str) -> String {
-    let dirs = crate::path::tc_table_search();
-    let found = dirs.iter().map(|d| d.join(file)).find(|p| p.exists());
-    found.unwrap_or_else(|| std::path::Path::new("/usr/lib/tc").join(file)).to_string_lossy().into_owned()
+fn tc_table_path(name: &str) -> String {
+    let found = crate::path::tc_table_candidates(name).into_iter().find(|p| p.exists());
+    let path = found.unwrap_or_else(|| std::path::Path::new("/usr/lib/tc").join(format!("{name}.dist")));
+    path.to_string_lossy().into_owned()
 }
 
 /// A fraction as a percentage to four significant figures (`0.0002513` → `0.02513%`,
